@@ -1,0 +1,38 @@
+"""Formal epsilon through opacus's accountants (RDP by default, PRV optional); never by hand."""
+
+from __future__ import annotations
+
+from opacus.accountants import create_accountant
+from opacus.accountants.utils import get_noise_multiplier
+
+ACCOUNTANTS = ("rdp", "prv")
+
+
+def _check(*, epsilon: float | None = None, delta: float, sample_rate: float, steps: int, accountant: str) -> None:
+    if epsilon is not None and not epsilon > 0:
+        raise ValueError(f"epsilon must be > 0, got {epsilon}")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    if not 0 < sample_rate <= 1:
+        raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate}")
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    if accountant not in ACCOUNTANTS:
+        raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
+
+
+def noise_multiplier_for(*, epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str = "rdp") -> float:
+    """The noise multiplier sigma with which `steps` Poisson-subsampled Gaussian steps at
+    `sample_rate` spend (epsilon, delta) under `accountant` (opacus's search, tolerance 0.01)."""
+    _check(epsilon=epsilon, delta=delta, sample_rate=sample_rate, steps=steps, accountant=accountant)
+    return float(get_noise_multiplier(
+        target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate, steps=steps, accountant=accountant
+    ))
+
+
+def epsilon_spent(*, noise_multiplier: float, sample_rate: float, steps: int, delta: float, accountant: str = "rdp") -> float:
+    """The accountant's epsilon at `delta` after `steps` subsampled Gaussian steps."""
+    _check(delta=delta, sample_rate=sample_rate, steps=steps, accountant=accountant)
+    acc = create_accountant(mechanism=accountant)
+    acc.history = [(noise_multiplier, sample_rate, steps)]
+    return float(acc.get_epsilon(delta=delta))

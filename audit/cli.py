@@ -1,0 +1,222 @@
+"""The command line shared by `python -m audit.lira` and `python -m audit.loss`.
+
+Flags -> a frozen victim config (its `--flags` are generated from the victim dataclasses, so the
+registry is the single source) -> the membership plan -> missing runs trained (Ray by default)
+and stored as they arrive -> attacks, metrics and epsilon bounds -> summary.json, scores.npz, roc.png.
+Bad input exits with status 2 and one line naming the value, before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import sys
+import types
+import typing
+from pathlib import Path
+
+import numpy as np
+
+from audit import outputs
+from audit.evaluate import MIN_RUNS, StoredRuns, attack_scores, attack_summary
+from attacks import VARIANCES
+from shadow_runs import ExecutorConfig, RunStore, RunTask, StoreError, execute, membership_matrix, run_seed
+from shadow_runs.executor import EXECUTORS
+from victims import DataError, get_victim, load_pool, victim_config, victim_names
+from victims.data import Pool
+
+PLAN = "stratified-complement-pairs-v1"  # recorded in experiment.json: how keep.npy was drawn
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> typing.NoReturn:
+        """One line on stderr, exit status 2 (argparse's default also prints the usage)."""
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _int_at_least(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
+    return value
+
+
+# -- victim flags, generated from the victim dataclasses ---------------------------------------
+def _flag_fields(cls: type, prefix: tuple[str, ...] = ()):
+    """(path, type, field) for every scalar field of a victim dataclass, nested ones flattened."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        kind = hints[f.name]
+        if dataclasses.is_dataclass(kind):
+            yield from _flag_fields(kind, prefix + (f.name,))
+            continue
+        if isinstance(kind, types.UnionType):  # `int | None`
+            kind = next(a for a in typing.get_args(kind) if a is not type(None))
+        yield prefix + (f.name,), kind, f
+
+
+def _flag(path: tuple[str, ...]) -> str:
+    return "--" + "-".join(path).replace("_", "-")
+
+
+def _dest(path: tuple[str, ...]) -> str:
+    return "victim__" + "__".join(path)
+
+
+def add_victim_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("victim flags (each applies to the victims that have it)")
+    seen: set[str] = set()
+    for name in victim_names():
+        for path, kind, f in _flag_fields(get_victim(name)):
+            if _dest(path) in seen:
+                continue
+            seen.add(_dest(path))
+            kwargs = {"dest": _dest(path), "default": argparse.SUPPRESS, "help": f.metadata.get("help")}
+            if kind is bool:
+                kwargs["action"] = argparse.BooleanOptionalAction
+            else:
+                kwargs["type"] = kind
+                if "choices" in f.metadata:
+                    kwargs["choices"] = f.metadata["choices"]
+            group.add_argument(_flag(path), **kwargs)
+
+
+def build_victim(name: str, args: argparse.Namespace):
+    """The victim `name` with the flags given on the command line; raises ValueError on bad values."""
+    cls = get_victim(name)
+    given = {k[len("victim__"):]: v for k, v in vars(args).items() if k.startswith("victim__")}
+    own = {"__".join(path) for path, _, _ in _flag_fields(cls)}
+    stray = sorted(set(given) - own)
+    if stray:
+        raise ValueError(f"{_flag(tuple(stray[0].split('__')))} does not apply to victim {name!r}")
+
+    def construct(kind: type, prefix: tuple[str, ...]):
+        hints = typing.get_type_hints(kind)
+        kwargs = {}
+        for f in dataclasses.fields(kind):
+            key = "__".join(prefix + (f.name,))
+            if dataclasses.is_dataclass(hints[f.name]):
+                kwargs[f.name] = construct(hints[f.name], prefix + (f.name,))
+            elif key in given:
+                kwargs[f.name] = given[key]
+        return kind(**kwargs)
+
+    return construct(cls, ())
+
+
+def build_parser(prog: str, description: str) -> ArgumentParser:
+    p = ArgumentParser(prog=prog, description=description)
+    p.add_argument("--victim", required=True, choices=victim_names(), help="the pipeline under audit")
+    p.add_argument("--n-shadow", type=_int_at_least(2), required=True, help="runs to train (targets and shadows)")
+    p.add_argument("--n-targets", type=_int_at_least(1), default=None, help="target runs, leave-one-out (default: min(R, 16))")
+    p.add_argument("--dataset", default="digits", help="digits (embedded), mnist, fashion-mnist, cifar10, or a .npz file")
+    p.add_argument("--data-root", default=None, help="where torchvision datasets live")
+    p.add_argument("--download", action="store_true", help="let torchvision download the dataset")
+    p.add_argument("--seed", type=_int_at_least(0), default=0, help="master seed: plan, run seeds, evaluation splits")
+    p.add_argument("--runs-dir", default="runs", help="parent of the experiment directories")
+    p.add_argument("--executor", choices=EXECUTORS, default="ray")
+    p.add_argument("--address", default=None, help="an existing Ray cluster to join (default: start one here)")
+    p.add_argument("--workers", type=_int_at_least(1), default=None, help="concurrent runs on a local Ray (default: all cores)")
+    p.add_argument("--gpus-per-run", type=float, default=0.0, help="GPU share per run, e.g. 0.25")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--confidence", type=_probability, default=0.95, help="confidence level of eps_lower")
+    p.add_argument("--lira-variance", choices=VARIANCES, default="per-example")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_victim_flags(p)
+    return p
+
+
+def _experiment(victim, pool: Pool, *, dataset: str, seed: int) -> dict:
+    label = Path(dataset).stem if dataset.endswith(".npz") else dataset
+    return {
+        "victim": victim.name,
+        "dataset": label,
+        "dataset_fingerprint": pool.fingerprint,
+        "config": victim_config(victim),
+        "n_pool": pool.n_pool,
+        "master_seed": seed,
+        "plan": PLAN,
+        **outputs.provenance(),
+    }
+
+
+def train_missing_runs(store: RunStore, *, victim, pool: Pool, keep: np.ndarray, seed: int,
+                       executor: ExecutorConfig, quiet: bool) -> None:
+    """Train every run of the plan `keep` that the store lacks, storing each as it arrives."""
+    from tqdm import tqdm
+
+    finished = store.finished_runs()
+    tasks = [RunTask(run=r, seed=run_seed(master_seed=seed, run=r), keep=row) for r, row in enumerate(keep) if r not in finished]
+    with tqdm(total=len(keep), initial=len(keep) - len(tasks), unit="run", desc=victim.name, disable=quiet, file=sys.stderr) as bar:
+        for task, obs, meta in execute(tasks, victim=victim, pool=pool, config=executor):
+            store.write_run(task.run, obs, meta)
+            bar.update(1)
+
+
+def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], description: str) -> int:
+    parser = build_parser(prog, description)
+    args = parser.parse_args(argv)
+    try:
+        victim = build_victim(args.victim, args)
+        executor = ExecutorConfig(kind=args.executor, workers=args.workers, address=args.address,
+                                  gpus_per_run=args.gpus_per_run, device=args.device)
+        pool = load_pool(args.dataset, data_root=args.data_root, download=args.download)
+        victim.check(pool)
+        needed = max(MIN_RUNS[a] for a in attacks)
+        if args.n_shadow < needed:
+            raise ValueError(f"--n-shadow {args.n_shadow} is too few for {', '.join(attacks)} (needs >= {needed})")
+        experiment = _experiment(victim, pool, dataset=args.dataset, seed=args.seed)
+        store = RunStore.open(args.runs_dir, experiment=experiment, pool_labels=pool.y)
+        keep = membership_matrix(pool.y, n_runs=args.n_shadow, master_seed=args.seed)
+        store.extend_plan(keep)
+    except (DataError, StoreError, ValueError) as e:
+        parser.error(str(e))
+
+    train_missing_runs(store, victim=victim, pool=pool, keep=keep, seed=args.seed,
+                       executor=executor, quiet=args.quiet)
+
+    runs = StoredRuns.load(store, keep=keep, labels=pool.y)
+    targets = np.arange(min(args.n_targets or 16, args.n_shadow))
+    membership, init_mask = runs.keep[targets], runs.init_mask[targets]
+    formal = [m["formal_epsilon"] for m in runs.meta if m["formal_epsilon"] is not None]
+    delta = next((m["delta"] for m in runs.meta if m["delta"] is not None), None)
+    scores, results = {}, {}
+    for i, attack in enumerate(attacks):
+        scores[attack] = attack_scores(runs, attack, targets, variance=args.lira_variance)
+        results[attack] = attack_summary(scores[attack], membership, init_mask, delta=delta or 0.0,
+                                         confidence=args.confidence, seed=args.seed * 1000 + i)
+    accuracies = [m["test_accuracy"] for m in runs.meta]
+    summary = {
+        "victim": victim.name,
+        "dataset": experiment["dataset"],
+        "config": victim_config(victim),
+        "n_shadow": args.n_shadow,
+        "target_runs": targets.tolist(),
+        "formal_epsilon": max(formal) if formal else None,
+        "delta": delta,
+        "utility": {"test_accuracy": float(np.mean(accuracies)), "test_accuracy_std": float(np.std(accuracies))},
+        "evaluation": {"lira_variance": args.lira_variance, "confidence": args.confidence, "master_seed": args.seed},
+        "attacks": results,
+    }
+    path = outputs.write_audit(store.audit_dir, summary=summary, scores=scores, membership=membership, init_mask=init_mask)
+    if not args.quiet:
+        print(outputs.describe(summary, path))
+    return 0
+

@@ -1,0 +1,69 @@
+"""From the run store to per-attack scores and metrics, leave-one-out over the target runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from attacks import cross_entropy, lira_offline, lira_online, logit_confidence
+from audit.metrics import MembershipScores
+from shadow_runs.plan import shadow_mask
+from shadow_runs.store import RunStore
+
+ATTACKS = ("loss", "lira_online", "lira_offline")
+MIN_RUNS = {"loss": 1, "lira_online": 4, "lira_offline": 4}  # LiRA: target, its partner, one shadow pair
+
+
+@dataclass(frozen=True, eq=False)
+class StoredRuns:
+    """The per-run arrays the attacks need, reduced as each run is read (memory ~ R x n x Q)."""
+
+    keep: np.ndarray  # bool [R, n]
+    confidence: np.ndarray  # float64 [R, n, Q]: LiRA's logit-scaled confidence per query view
+    loss: np.ndarray  # float64 [R, n]: cross-entropy on the image itself
+    init_mask: np.ndarray  # bool [R, n]: the real images a run's release contains or started from
+    meta: tuple[dict, ...]  # runs/<r>.json of each run
+
+    @classmethod
+    def load(cls, store: RunStore, *, keep: np.ndarray, labels: np.ndarray) -> StoredRuns:
+        n_runs = len(keep)
+        confidence, loss, init_mask, meta = [], [], np.zeros(keep.shape, dtype=bool), []
+        for r in range(n_runs):
+            arrays, run_meta = store.load_run(r)
+            confidence.append(logit_confidence(arrays["logits"], labels))
+            loss.append(cross_entropy(arrays["logits"][:, 0, :], labels))
+            init_mask[r, arrays["init_idx"]] = True
+            meta.append(run_meta)
+        return cls(keep=keep, confidence=np.stack(confidence), loss=np.stack(loss), init_mask=init_mask, meta=tuple(meta))
+
+
+def attack_scores(runs: StoredRuns, attack: str, targets: np.ndarray, *, variance: str) -> np.ndarray:
+    """Scores [T, n] of `attack` on each target run; its shadows are the runs outside its pair."""
+    if attack == "loss":
+        return -runs.loss[targets]
+    shadows = shadow_mask(len(runs.keep), targets)
+    if attack == "lira_online":
+        return lira_online(runs.confidence, runs.keep, targets, shadows=shadows, variance=variance)
+    if attack == "lira_offline":
+        return lira_offline(runs.confidence, runs.keep, targets, shadows=shadows, variance=variance)
+    raise ValueError(f"unknown attack {attack!r} (known: {', '.join(ATTACKS)})")
+
+
+def attack_summary(
+    scores: np.ndarray, membership: np.ndarray, init_mask: np.ndarray, *, delta: float, confidence: float, seed: int
+) -> dict:
+    """Metrics of scores [T, n] pooled over targets; sub-groups when the runs used real images
+    to initialise (or make up) their release: those images vs the other members, each against
+    all non-members."""
+    rng = np.random.default_rng(seed)
+    nonmember = scores[~membership]
+    summary = MembershipScores(scores[membership], nonmember).summary(delta=delta, confidence=confidence, rng=rng)
+    if init_mask.any():
+        groups = {"init": membership & init_mask, "other_members": membership & ~init_mask}
+        summary["subgroups"] = {
+            name: MembershipScores(scores[mask], nonmember).summary(delta=delta, confidence=confidence, rng=rng)
+            for name, mask in groups.items()
+            if mask.sum() >= 2  # the advantage and the split bound need two scores per side
+        }
+    return summary

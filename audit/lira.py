@@ -1,0 +1,16 @@
+"""`python -m audit.lira`: LiRA (online and offline) and the loss attack against a victim."""
+
+from __future__ import annotations
+
+import sys
+
+from audit.cli import main as audit_main
+
+
+def main(argv: list[str] | None = None) -> int:
+    return audit_main(argv, prog="python -m audit.lira", attacks=("loss", "lira_online", "lira_offline"),
+                      description="Audit a victim pipeline with LiRA (online, offline) and the loss attack.")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,16 @@
+"""`python -m audit.loss`: the loss-threshold attack against a victim."""
+
+from __future__ import annotations
+
+import sys
+
+from audit.cli import main as audit_main
+
+
+def main(argv: list[str] | None = None) -> int:
+    return audit_main(argv, prog="python -m audit.loss", attacks=("loss",),
+                      description="Audit a victim pipeline with the loss-threshold attack.")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

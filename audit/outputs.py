@@ -1,0 +1,95 @@
+"""What an audit leaves in `<experiment>/audit/`: summary.json (contract), scores.npz, roc.png."""
+
+from __future__ import annotations
+
+import io
+import json
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from audit.metrics import roc
+from shadow_runs.store import atomic_write, write_json
+
+#: summary.json keys that must agree for attacks of an earlier command to be kept beside new ones
+_SAME_EVALUATION = ("victim", "dataset", "config", "n_shadow", "target_runs", "evaluation")
+
+
+def provenance() -> dict:
+    """Package versions and the git commit of the code, saved next to the numbers."""
+    versions = {}
+    for name in ("membership-audit", "torch", "opacus", "ray", "numpy"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                                text=True, timeout=5).stdout.strip() or None
+    except OSError:
+        commit = None
+    return {"package_version": versions["membership-audit"], "versions": versions, "git_commit": commit,
+            "python": platform.python_version()}
+
+
+def write_audit(audit_dir: Path, *, summary: dict, scores: dict[str, np.ndarray], membership: np.ndarray,
+                init_mask: np.ndarray) -> Path:
+    """Write summary.json, scores.npz and roc.png; attacks that an earlier command (say
+    `audit.loss` before `audit.lira`) scored on the same runs and targets are kept."""
+    summary_path, scores_path = audit_dir / "summary.json", audit_dir / "scores.npz"
+    if summary_path.exists() and scores_path.exists():
+        earlier = json.loads(summary_path.read_text())
+        if all(earlier.get(k) == summary.get(k) for k in _SAME_EVALUATION):
+            with np.load(scores_path) as z:
+                kept = {k: earlier["attacks"][k] for k in earlier["attacks"] if k not in scores and k in z.files}
+                scores = {**{k: z[k] for k in kept}, **scores}
+            summary = {**summary, "attacks": {**kept, **summary["attacks"]}}
+    atomic_write(scores_path, lambda f: np.savez(
+        f, target_runs=np.asarray(summary["target_runs"]), membership=membership, init=init_mask, **scores))
+    atomic_write(audit_dir / "roc.png", lambda f: f.write(roc_png(scores, membership, title=_title(summary))))
+    write_json(summary_path, summary)
+    return summary_path
+
+
+def _title(summary: dict) -> str:
+    return f"{summary['victim']} on {summary['dataset']}, {summary['n_shadow']} runs, {len(summary['target_runs'])} targets"
+
+
+def roc_png(scores: dict[str, np.ndarray], membership: np.ndarray, *, title: str) -> bytes:
+    """Log-log ROC curves, one per attack (pooled over targets), with the chance diagonal."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 5), dpi=120)
+    n_nonmembers = int((~membership).sum())
+    floor = 1 / max(n_nonmembers, 1)
+    for name, s in scores.items():
+        fpr, tpr = roc(s[membership], s[~membership])
+        ax.plot(np.maximum(fpr, floor), np.maximum(tpr, floor), label=name)
+    ax.plot([floor, 1], [floor, 1], "k--", lw=0.8, label="chance")
+    ax.set(xscale="log", yscale="log", xlim=(floor, 1), ylim=(floor, 1),
+           xlabel="false positive rate", ylabel="true positive rate", title=title)
+    ax.title.set_fontsize(9)
+    ax.legend(loc="lower right")
+    ax.grid(True, which="major", alpha=0.3)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def describe(summary: dict, path: Path) -> str:
+    """A few lines for the terminal."""
+    lines = [f"{_title(summary)}; test accuracy {summary['utility']['test_accuracy']:.3f}"
+             + (f"; formal epsilon {summary['formal_epsilon']:.3g}" if summary["formal_epsilon"] is not None else "")]
+    for name, a in summary["attacks"].items():
+        lines.append(f"  {name:<13} AUC {a['auc']:.3f}  TPR@1%FPR {a['tpr_at_fpr']['0.01']:.3f}  "
+                     f"TPR@0.1%FPR {a['tpr_at_fpr']['0.001']:.4f}  eps_hat {a['eps_hat']:.2f}  "
+                     f"eps_lower {a['eps_lower']:.2f} ({a['confidence']:.0%})")
+    lines.append(f"  -> {path}")
+    return "\n".join(lines)

@@ -1,0 +1,139 @@
+"""The run store (a contract, see DESIGN.md): one directory per experiment, one file pair per run.
+
+```
+<runs-dir>/<experiment-id>/
+  experiment.json   keep.npy   pool_labels.npy   runs/<r:05d>.npz   runs/<r:05d>.json   audit/
+```
+Every file is written to a temporary name and renamed into place, so a file that exists is
+complete; a run counts as finished when both its .npz and its .json exist (the .json is written
+last). A directory whose experiment.json describes another configuration is refused, never mixed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from victims.base import Observations
+
+#: experiment.json keys that identify the configuration; the others are provenance
+IDENTITY_KEYS = ("victim", "dataset", "dataset_fingerprint", "config", "n_pool", "master_seed", "plan")
+
+
+class StoreError(ValueError):
+    """The store cannot be used as asked; the message is one line naming the offending path or value."""
+
+
+def experiment_id(experiment: dict) -> str:
+    """`victim-dataset-<10 hex chars of the identity's hash>`."""
+    identity = {k: experiment[k] for k in IDENTITY_KEYS}
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
+    return f"{experiment['victim']}-{experiment['dataset']}-{digest}"
+
+
+def atomic_write(path: Path, write) -> None:
+    """Call `write(file_object)` on a temporary file beside `path`, then rename it onto `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, data) -> None:
+    atomic_write(path, lambda f: f.write((json.dumps(data, indent=2, sort_keys=False) + "\n").encode()))
+
+
+def write_npy(path: Path, array: np.ndarray) -> None:
+    atomic_write(path, lambda f: np.save(f, array))
+
+
+class RunStore:
+    """An experiment directory: checked or created by `open`, then filled run by run."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    @classmethod
+    def open(cls, runs_dir: str | os.PathLike, *, experiment: dict, pool_labels: np.ndarray) -> RunStore:
+        """The store for `experiment` under `runs_dir`, created if new; refused if it holds another config."""
+        runs_dir = Path(runs_dir)
+        if (runs_dir / "experiment.json").exists():
+            raise StoreError(f"--runs-dir {runs_dir} is an experiment directory; pass its parent")
+        if runs_dir.exists() and not runs_dir.is_dir():
+            raise StoreError(f"--runs-dir {runs_dir} is not a directory")
+        store = cls(runs_dir / experiment_id(experiment))
+        meta_path = store.root / "experiment.json"
+        if meta_path.exists():
+            try:
+                stored = json.loads(meta_path.read_text())
+            except json.JSONDecodeError as e:
+                raise StoreError(f"{meta_path} is not valid JSON ({e.msg}); refusing to use it") from None
+            differing = [k for k in IDENTITY_KEYS if stored.get(k) != experiment[k]]
+            if differing:
+                raise StoreError(f"{store.root} holds another configuration (differs in: {', '.join(differing)}); refusing to mix")
+            labels_path = store.root / "pool_labels.npy"
+            if not labels_path.exists() or not np.array_equal(np.load(labels_path), pool_labels):
+                raise StoreError(f"{labels_path} does not match the pool; refusing to mix")
+        else:
+            write_npy(store.root / "pool_labels.npy", np.asarray(pool_labels, dtype=np.int64))
+            write_json(meta_path, experiment)
+        return store
+
+    # -- the membership plan ------------------------------------------------------------------
+    def keep(self) -> np.ndarray | None:
+        path = self.root / "keep.npy"
+        return np.load(path) if path.exists() else None
+
+    def extend_plan(self, keep: np.ndarray) -> None:
+        """Store `keep` if it extends (or equals) the stored plan; a plan with other rows is refused."""
+        stored = self.keep()
+        if stored is not None:
+            rows = min(len(stored), len(keep))
+            if stored.shape[1:] != keep.shape[1:] or not np.array_equal(stored[:rows], keep[:rows]):
+                raise StoreError(f"{self.root / 'keep.npy'} holds another membership plan; refusing to mix")
+            if len(stored) >= len(keep):
+                return
+        write_npy(self.root / "keep.npy", keep)
+
+    # -- runs ---------------------------------------------------------------------------------
+    def _run_path(self, run: int, suffix: str) -> Path:
+        return self.root / "runs" / f"{run:05d}{suffix}"
+
+    def finished_runs(self) -> set[int]:
+        runs = self.root / "runs"
+        if not runs.is_dir():
+            return set()
+        return {int(p.stem) for p in runs.glob("[0-9]" * 5 + ".json") if p.with_suffix(".npz").exists()}
+
+    def write_run(self, run: int, obs: Observations, meta: dict) -> None:
+        arrays = {"logits": obs.logits, "init_idx": obs.init_idx}
+        if obs.recon_loss is not None:
+            arrays["recon_loss"] = np.asarray(obs.recon_loss, dtype=np.float32)
+        atomic_write(self._run_path(run, ".npz"), lambda f: np.savez(f, **arrays))
+        write_json(self._run_path(run, ".json"), {
+            **meta,
+            "formal_epsilon": obs.formal_epsilon,
+            "delta": obs.delta,
+            "test_accuracy": obs.test_accuracy,
+        })
+
+    def load_run(self, run: int) -> tuple[dict[str, np.ndarray], dict]:
+        with np.load(self._run_path(run, ".npz")) as z:
+            arrays = {k: z[k] for k in z.files}
+        return arrays, json.loads(self._run_path(run, ".json").read_text())
+
+    @property
+    def audit_dir(self) -> Path:
+        return self.root / "audit"

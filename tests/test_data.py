@@ -1,0 +1,265 @@
+"""Tests for victims.data: built-in datasets (torchvision ones from tiny files in the real formats) and .npz input."""
+
+import hashlib
+import pickle
+import struct
+
+import numpy as np
+import pytest
+import torchvision.datasets
+
+from victims.data import DataError, Pool, dataset_names, load_pool
+
+# --- digits --------------------------------------------------------------------------------------
+
+
+def test_digits_pool_and_split():
+    pool = load_pool("digits")
+    assert pool.name == "digits"
+    assert (pool.n_pool, len(pool.x_test), len(pool.y_test)) == (1500, 297, 297)
+    assert pool.image_shape == (1, 8, 8) and pool.x_test.shape == (297, 1, 8, 8)
+    assert pool.x.dtype == np.float32 and pool.y.dtype == np.int64
+    assert pool.x.min() >= 0.0 and pool.x.max() == 1.0
+    assert pool.classes == tuple("0123456789") and pool.n_classes == 10
+    assert pool.flip_ok is False
+
+    from sklearn.datasets import load_digits
+
+    full = np.bincount(load_digits().target, minlength=10)
+    counts = np.bincount(pool.y, minlength=10)
+    assert counts.sum() == 1500 and counts.min() > 0
+    assert np.all(np.abs(counts - 1500 * full / full.sum()) <= 1)
+    assert np.array_equal(counts + np.bincount(pool.y_test, minlength=10), full)
+
+
+def test_digits_mean_std_fingerprint():
+    a, b = load_pool("digits"), load_pool("digits")
+    np.testing.assert_allclose(a.mean, [a.x.mean(dtype=np.float64)], rtol=1e-12)
+    np.testing.assert_allclose(a.std, [a.x.std(dtype=np.float64)], rtol=1e-12)
+    assert len(a.fingerprint) == 16 and int(a.fingerprint, 16) >= 0
+    assert a.fingerprint == b.fingerprint
+    assert np.array_equal(a.x, b.x) and np.array_equal(a.y_test, b.y_test)
+
+
+def test_pool_arrays_are_read_only():
+    pool = load_pool("digits")
+    with pytest.raises(ValueError):
+        pool.x[0, 0, 0, 0] = 0.5
+
+
+def test_dataset_names_and_unknown_name():
+    assert dataset_names() == ("digits", "mnist", "fashion-mnist", "cifar10")
+    with pytest.raises(DataError, match=r"unknown dataset 'foo' \(known: digits, mnist, fashion-mnist, cifar10"):
+        load_pool("foo")
+
+
+# --- MNIST / FashionMNIST from IDX files --------------------------------------------------------
+
+
+def _write_idx(path, array, magic):
+    path.write_bytes(struct.pack(">" + "I" * (1 + array.ndim), magic, *array.shape) + array.tobytes())
+
+
+def _write_mnist_raw(root, folder, rng):
+    """torchvision reads the *uncompressed* files; `_check_exists` only tests that they exist."""
+    raw = root / folder / "raw"
+    raw.mkdir(parents=True)
+    out = {}
+    for split, n in (("train", 20), ("t10k", 10)):
+        images = rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)
+        images[0, 0, 0], images[0, 0, 1] = 0, 255
+        labels = (np.arange(n) % 10).astype(np.uint8)
+        _write_idx(raw / f"{split}-images-idx3-ubyte", images, 2051)
+        _write_idx(raw / f"{split}-labels-idx1-ubyte", labels, 2049)
+        out[split] = images, labels
+    return out
+
+
+@pytest.mark.parametrize("name, folder, first_class", [
+    ("mnist", "MNIST", "0 - zero"),
+    ("fashion-mnist", "FashionMNIST", "T-shirt/top"),
+])
+def test_mnist_family_from_idx_files(tmp_path, name, folder, first_class):
+    files = _write_mnist_raw(tmp_path, folder, np.random.default_rng(1))
+    pool = load_pool(name, data_root=tmp_path)
+    (xtr, ytr), (xte, yte) = files["train"], files["t10k"]
+    assert pool.name == name and pool.image_shape == (1, 28, 28)
+    assert pool.x.dtype == np.float32 and pool.y.dtype == np.int64
+    assert np.array_equal(pool.x, xtr[:, None].astype(np.float32) / 255)
+    assert np.array_equal(pool.x_test, xte[:, None].astype(np.float32) / 255)
+    assert np.array_equal(pool.y, ytr) and np.array_equal(pool.y_test, yte)
+    assert pool.x[0, 0, 0, 0] == 0.0 and pool.x[0, 0, 0, 1] == 1.0
+    assert pool.n_classes == 10 and pool.classes[0] == first_class
+    assert pool.flip_ok is False
+    assert pool.fingerprint == load_pool(name, data_root=str(tmp_path)).fingerprint
+
+
+# --- CIFAR-10 from pickled batches -------------------------------------------------------------
+
+
+class _Py2Pickler(pickle._Pickler):
+    """Pickles `bytes` as Python 2 `str`, as the real CIFAR-10 files do (read back with encoding="latin1")."""
+
+    dispatch = dict(pickle._Pickler.dispatch)
+
+    def _save_py2_str(self, obj):
+        n = len(obj)
+        head = pickle.SHORT_BINSTRING + bytes([n]) if n < 256 else pickle.BINSTRING + struct.pack("<i", n)
+        self.write(head + obj)
+        self.memoize(obj)
+
+    dispatch[bytes] = _save_py2_str
+
+
+def _write_py2_pickle(path, obj):
+    with open(path, "wb") as f:
+        _Py2Pickler(f, protocol=2).dump(obj)
+    return [path.name, hashlib.md5(path.read_bytes()).hexdigest()]
+
+
+CIFAR_NAMES = [b"airplane", b"automobile", b"bird", b"cat", b"deer", b"dog", b"frog", b"horse", b"ship", b"truck"]
+
+
+def test_cifar10_from_python_batches(tmp_path, monkeypatch):
+    folder = tmp_path / "cifar-10-batches-py"
+    folder.mkdir()
+    rng = np.random.default_rng(2)
+    data = {name: rng.integers(0, 256, size=(n, 3072), dtype=np.uint8)
+            for name, n in [(f"data_batch_{i}", 2) for i in range(1, 6)] + [("test_batch", 3)]}
+    labels = {name: [int(v) for v in rng.integers(0, 10, size=len(d))] for name, d in data.items()}
+    entries = {name: _write_py2_pickle(folder / name, {b"batch_label": name.encode(), b"data": d,
+                                                       b"labels": labels[name]})
+               for name, d in data.items()}
+    meta = _write_py2_pickle(folder / "batches.meta", {b"num_cases_per_batch": 2, b"label_names": CIFAR_NAMES,
+                                                       b"num_vis": 3072})
+    # the files really are Python 2 style: read as bytes keys with encoding="bytes"
+    assert set(pickle.loads((folder / "test_batch").read_bytes(), encoding="bytes")) >= {b"data", b"labels"}
+    cls = torchvision.datasets.CIFAR10
+    monkeypatch.setattr(cls, "train_list", [entries[f"data_batch_{i}"] for i in range(1, 6)])
+    monkeypatch.setattr(cls, "test_list", [entries["test_batch"]])
+    monkeypatch.setattr(cls, "meta", {"filename": "batches.meta", "key": "label_names", "md5": meta[1]})
+
+    pool = load_pool("cifar10", data_root=tmp_path)
+    train = np.concatenate([data[f"data_batch_{i}"] for i in range(1, 6)])
+    test = data["test_batch"]
+    assert pool.image_shape == (3, 32, 32) and pool.n_pool == 10 and pool.x_test.shape == (3, 3, 32, 32)
+    assert np.array_equal(pool.x, train.reshape(10, 3, 32, 32).astype(np.float32) / 255)
+    assert np.array_equal(pool.x_test, test.reshape(3, 3, 32, 32).astype(np.float32) / 255)
+    # channel order: the first 1024 bytes of a row are the red plane, row-major
+    assert np.array_equal(pool.x[:, 0], train[:, :1024].reshape(10, 32, 32).astype(np.float32) / 255)
+    assert np.array_equal(pool.x[:, 2, 31, 31], train[:, 3071].astype(np.float32) / 255)
+    assert pool.y.tolist() == sum((labels[f"data_batch_{i}"] for i in range(1, 6)), [])
+    assert pool.y_test.tolist() == labels["test_batch"]
+    assert pool.classes == tuple(n.decode() for n in CIFAR_NAMES)
+    assert pool.flip_ok is True
+    assert len(pool.mean) == len(pool.std) == 3
+    np.testing.assert_allclose(pool.mean, pool.x.mean(axis=(0, 2, 3), dtype=np.float64), rtol=1e-12)
+    np.testing.assert_allclose(pool.std, pool.x.std(axis=(0, 2, 3), dtype=np.float64), rtol=1e-12)
+
+    # a file whose md5 no longer matches is rejected by torchvision's integrity check
+    (folder / "test_batch").write_bytes(b"corrupt")
+    with pytest.raises(DataError, match="cifar10"):
+        load_pool("cifar10", data_root=tmp_path)
+
+
+# --- missing torchvision data --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["mnist", "fashion-mnist", "cifar10"])
+def test_torchvision_missing_files(tmp_path, name):
+    with pytest.raises(DataError, match=rf"^{name} not found .*{tmp_path}.*--download") as err:
+        load_pool(name, data_root=tmp_path, download=False)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["mnist", "fashion-mnist", "cifar10"])
+def test_torchvision_needs_data_root(name):
+    with pytest.raises(DataError, match=rf"dataset {name} needs --data-root"):
+        load_pool(name)
+
+
+# --- .npz ----------------------------------------------------------------------------------------
+
+
+def _npz(tmp_path, fname="d.npz", **arrays):
+    path = tmp_path / fname
+    np.savez(path, **arrays)
+    return str(path)
+
+
+def test_npz_uint8_nhw_with_test_split(tmp_path):
+    x = np.arange(6 * 4 * 5, dtype=np.uint8).reshape(6, 4, 5)
+    x[0, 0, 0] = 255
+    xt = np.full((2, 4, 5), 51, dtype=np.uint8)
+    path = _npz(tmp_path, x=x, y=np.array([0, 1, 2, 0, 1, 2]), x_test=xt, y_test=np.array([2, 0]))
+    pool = load_pool(path)
+    assert pool.name == path and pool.image_shape == (1, 4, 5)
+    assert np.array_equal(pool.x, x[:, None].astype(np.float32) / 255) and pool.x.max() == 1.0
+    assert np.all(pool.x_test == np.float32(51) / 255)
+    assert pool.y.tolist() == [0, 1, 2, 0, 1, 2] and pool.y_test.tolist() == [2, 0]
+    assert pool.classes == ("0", "1", "2") and pool.flip_ok is False
+
+
+def test_npz_float_nchw_split_stratified(tmp_path):
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(50, 3, 4, 4)) * 5  # non-uint8: cast as is, not rescaled
+    y = np.repeat(np.arange(5), 10)
+    pool = load_pool(_npz(tmp_path, x=x, y=y))
+    assert (pool.n_pool, len(pool.x_test), pool.image_shape) == (40, 10, (3, 4, 4))
+    assert np.bincount(pool.y).tolist() == [8] * 5 and np.bincount(pool.y_test).tolist() == [2] * 5
+    both = np.concatenate([pool.x, pool.x_test])
+    assert np.array_equal(np.sort(both.ravel()), np.sort(x.astype(np.float32).ravel()))
+    assert pool.fingerprint == load_pool(_npz(tmp_path, "again.npz", x=x, y=y)).fingerprint
+    x[0, 0, 0, 0] += 1
+    assert pool.fingerprint != load_pool(_npz(tmp_path, "changed.npz", x=x, y=y)).fingerprint
+
+
+def test_npz_tiny_class_falls_back_to_unstratified(tmp_path):
+    y = np.array([0] * 9 + [1])
+    pool = load_pool(_npz(tmp_path, x=np.zeros((10, 2, 2)), y=y))
+    assert (pool.n_pool, len(pool.y_test)) == (8, 2) and pool.classes == ("0", "1")
+
+
+@pytest.mark.parametrize("arrays, message", [
+    (dict(x=np.zeros((4, 2, 2))), r"no 'y' array"),
+    (dict(y=np.zeros(4, int)), r"no 'x' array"),
+    (dict(x=np.array([[[np.nan, 1.0]], [[np.inf, 0.0]]]), y=np.array([0, 1])), r"'x' has 2 non-finite"),
+    (dict(x=np.zeros((4, 2, 2)), y=np.array([0, 1, 0])), r"'y' has shape \(3,\)"),
+    (dict(x=np.zeros((4, 4)), y=np.zeros(4, int)), r"'x' must be numeric \[n,h,w\]"),
+    (dict(x=np.zeros((4, 2, 2)), y=np.array([0, 1.5, 0, 1])), r"integer labels"),
+    (dict(x=np.zeros((4, 2, 2)), y=np.array([0, -1, 0, 1])), r"negative label -1"),
+    (dict(x=np.zeros((4, 2, 2)), y=np.array([0, 2, 0, 2])), r"consecutive 0\.\.2; missing \[1\]"),
+    (dict(x=np.zeros((4, 2, 2)), y=np.zeros(4, int), x_test=np.zeros((1, 2, 2))), r"'x_test' and 'y_test'"),
+    (dict(x=np.zeros((4, 2, 2)), y=np.zeros(4, int), x_test=np.zeros((1, 3, 3)), y_test=np.zeros(1, int)),
+     r"'x_test' images"),
+])
+def test_npz_bad_inputs(tmp_path, arrays, message):
+    path = _npz(tmp_path, **arrays)
+    with pytest.raises(DataError, match=message) as err:
+        load_pool(path)
+    assert path in str(err.value) and "\n" not in str(err.value)
+
+
+def test_npz_missing_or_invalid_file(tmp_path):
+    missing = str(tmp_path / "nope.npz")
+    with pytest.raises(DataError, match=f"not found: {missing}"):
+        load_pool(missing)
+    garbage = tmp_path / "garbage.npz"
+    garbage.write_bytes(b"this is not a zip archive")
+    with pytest.raises(DataError, match="not a valid .npz"):
+        load_pool(str(garbage))
+
+
+# --- Pool validation -----------------------------------------------------------------------------
+
+
+def test_pool_rejects_bad_labels_and_shapes():
+    x, y = np.zeros((2, 1, 2, 2), np.float32), np.array([0, 1])
+    good = dict(name="t", x=x, y=y, x_test=x, y_test=y, classes=("a", "b"), mean=(0.0,), std=(1.0,),
+                flip_ok=False, fingerprint="0123456789abcdef")
+    assert Pool(**good).n_pool == 2
+    for bad in (dict(y=np.array([0, 2])), dict(x=x[:, 0]), dict(y_test=np.array([0])),
+                dict(x=np.full_like(x, np.nan)), dict(mean=(0.0, 0.0)), dict(fingerprint="xyz"),
+                dict(y=np.array([0.0, 1.0]))):
+        with pytest.raises(DataError):
+            Pool(**{**good, **bad})

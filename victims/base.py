@@ -1,0 +1,111 @@
+"""The victim protocol, what a victim run returns, and the victim registry.
+
+A victim is a frozen dataclass whose fields are its configuration (the CLI builds `--flags` from
+them) with a `run(pool, keep, seed, *, device)` method: train the pipeline on the members
+`pool.x[keep]`, train the downstream model on the release, and observe that model on the whole pool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+import torch
+
+from victims.data import Pool
+from victims.train import accuracy, predict_queries, to_model_space
+
+
+@dataclass(frozen=True, eq=False)
+class Observations:
+    """What one run of a victim leaves for the attacks (see the run store in DESIGN.md)."""
+
+    logits: np.ndarray  # float32 [n_pool, n_queries, n_classes]; query 0 is the image itself
+    test_accuracy: float  # of the downstream model on the held-out split
+    init_idx: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # pool indices of real images in / behind the release
+    formal_epsilon: float | None = None  # the accountant's epsilon for the steps actually taken
+    delta: float | None = None
+    recon_loss: np.ndarray | None = None  # float32 [n_pool], generators only
+
+    def __post_init__(self) -> None:
+        if self.logits.ndim != 3:
+            raise ValueError(f"logits must be [n_pool, n_queries, n_classes], got shape {self.logits.shape}")
+        object.__setattr__(self, "logits", np.asarray(self.logits, dtype=np.float32))
+        object.__setattr__(self, "init_idx", np.asarray(self.init_idx, dtype=np.int64))
+
+
+class Victim(Protocol):
+    name: ClassVar[str]
+
+    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu") -> Observations: ...
+
+    def check(self, pool: Pool) -> None:
+        """Raise ValueError naming the bad value if this configuration cannot run on `pool`."""
+
+
+_VICTIMS: dict[str, type] = {}
+
+
+def register_victim(name: str, *, force: bool = False):
+    """Class decorator: register a victim dataclass under `name` (a duplicate raises unless force)."""
+
+    def decorate(cls: type) -> type:
+        if name in _VICTIMS and not force:
+            raise ValueError(f"victim {name!r} is already registered ({_VICTIMS[name].__name__})")
+        if not dataclasses.is_dataclass(cls):
+            raise TypeError(f"victim {name!r} must be a dataclass, got {cls!r}")
+        cls.name = name
+        _VICTIMS[name] = cls
+        return cls
+
+    return decorate
+
+
+def victim_names() -> tuple[str, ...]:
+    return tuple(sorted(_VICTIMS))
+
+
+def get_victim(name: str) -> type:
+    """The victim class registered as `name`; an unknown name raises and lists the known ones."""
+    try:
+        return _VICTIMS[name]
+    except KeyError:
+        raise ValueError(f"unknown victim {name!r} (known: {', '.join(victim_names())})") from None
+
+
+def victim_config(victim: Any) -> dict:
+    """The victim's configuration as plain JSON-able data."""
+    return dataclasses.asdict(victim)
+
+
+def resolve_device(device: str) -> str:
+    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+@contextlib.contextmanager
+def seeded(seed: int, device: str = "cpu") -> Iterator[torch.Generator]:
+    """Fix torch's global RNG to `seed` (parameter init) without leaking that state to the caller,
+    and yield a generator on `device` for everything else (batches, augmentation, noise)."""
+    cuda = [torch.device(device).index or 0] if torch.device(device).type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
+        torch.manual_seed(seed)
+        yield torch.Generator(device=device).manual_seed(seed + 1)
+
+
+def observe(model: torch.nn.Module, pool: Pool, *, device: str, **extra: Any) -> Observations:
+    """Observations of a downstream model: logits on every pool query view and test accuracy."""
+    x = to_model_space(pool.x, mean=pool.mean, std=pool.std, device=device)
+    x_test = to_model_space(pool.x_test, mean=pool.mean, std=pool.std, device=device)
+    y_test = torch.tensor(pool.y_test, device=device)
+    return Observations(
+        logits=predict_queries(model, x, flip_ok=pool.flip_ok),
+        test_accuracy=accuracy(model, x_test, y_test),
+        **extra,
+    )

@@ -1,0 +1,94 @@
+"""Networks of the seeds: the DC ConvNet and an MLP, sized from the input shape."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from torch import nn
+
+
+@dataclass(frozen=True)
+class NetConfig:
+    """Architecture of a classifier; `depth=None` picks the ConvNet depth from the image size."""
+
+    arch: str = "convnet"  # "convnet" or "mlp"
+    width: int = 64  # channels per conv block, or hidden units per MLP layer
+    depth: int | None = None  # conv blocks (None: 3 for >= 32 px, fewer for small images); MLP layers
+    norm: str = "instance"  # "instance" or "none"
+    pooling: str = "avg"  # "avg" or "max"
+
+    def __post_init__(self) -> None:
+        if self.arch not in ("convnet", "mlp"):
+            raise ValueError(f"arch must be 'convnet' or 'mlp', got {self.arch!r}")
+        if self.width < 1:
+            raise ValueError(f"width must be >= 1, got {self.width}")
+        if self.depth is not None and self.depth < 1:
+            raise ValueError(f"depth must be >= 1, got {self.depth}")
+        if self.norm not in ("instance", "none"):
+            raise ValueError(f"norm must be 'instance' or 'none', got {self.norm!r}")
+        if self.pooling not in ("avg", "max"):
+            raise ValueError(f"pooling must be 'avg' or 'max', got {self.pooling!r}")
+
+
+def default_conv_depth(height: int, width: int) -> int:
+    """3 blocks as in the seeds for 32x32 (-> 4x4 features); fewer so small images keep >= 2x2."""
+    return max(1, min(3, int(math.log2(min(height, width))) - 1))
+
+
+class ConvNet(nn.Module):
+    """[conv3x3 -> instance norm -> ReLU -> 2x2 pool] x depth -> linear, as in the DC/DM/PSG code.
+
+    Instance norm is GroupNorm with one group per channel (affine), which opacus supports.
+    """
+
+    def __init__(self, *, image_shape: tuple[int, int, int], n_classes: int, config: NetConfig) -> None:
+        super().__init__()
+        channels, height, width = image_shape
+        depth = config.depth or default_conv_depth(height, width)
+        layers: list[nn.Module] = []
+        for _ in range(depth):
+            layers.append(nn.Conv2d(channels, config.width, kernel_size=3, padding=1))
+            if config.norm == "instance":
+                layers.append(nn.GroupNorm(config.width, config.width, affine=True))
+            layers.append(nn.ReLU())
+            layers.append(nn.AvgPool2d(2) if config.pooling == "avg" else nn.MaxPool2d(2))
+            channels, height, width = config.width, height // 2, width // 2
+            if min(height, width) < 1:
+                raise ValueError(f"depth {depth} is too deep for images of shape {image_shape}")
+        self.features = nn.Sequential(*layers)
+        self.embed_dim = channels * height * width
+        self.classifier = nn.Linear(self.embed_dim, n_classes)
+
+    def embed(self, x):
+        return self.features(x).flatten(1)
+
+    def forward(self, x):
+        return self.classifier(self.embed(x))
+
+
+class MLP(nn.Module):
+    """Flatten -> [linear -> ReLU] x depth -> linear."""
+
+    def __init__(self, *, image_shape: tuple[int, int, int], n_classes: int, config: NetConfig) -> None:
+        super().__init__()
+        in_dim = math.prod(image_shape)
+        layers: list[nn.Module] = [nn.Flatten()]
+        for _ in range(config.depth or 2):
+            layers += [nn.Linear(in_dim, config.width), nn.ReLU()]
+            in_dim = config.width
+        self.features = nn.Sequential(*layers)
+        self.embed_dim = in_dim
+        self.classifier = nn.Linear(in_dim, n_classes)
+
+    def embed(self, x):
+        return self.features(x)
+
+    def forward(self, x):
+        return self.classifier(self.embed(x))
+
+
+def build_net(config: NetConfig, *, image_shape: tuple[int, int, int], n_classes: int) -> nn.Module:
+    """The classifier described by `config` (parameters drawn from torch's current RNG)."""
+    cls = ConvNet if config.arch == "convnet" else MLP
+    return cls(image_shape=image_shape, n_classes=n_classes, config=config)

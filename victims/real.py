@@ -1,0 +1,35 @@
+"""`real`: the downstream ConvNet trained on all members (the upper end of leakage and utility)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from victims.base import Observations, observe, register_victim, seeded
+from victims.data import Pool
+from victims.train import TrainConfig, fit, to_model_space
+
+
+def fit_on_pool(pool: Pool, idx: np.ndarray, *, config: TrainConfig, generator: torch.Generator, device: str):
+    """Train the downstream classifier on the pool images `idx`."""
+    x = to_model_space(pool.x[idx], mean=pool.mean, std=pool.std, device=device)
+    y = torch.as_tensor(pool.y[idx], device=device)
+    return fit(x, y, n_classes=pool.n_classes, config=config, flip_ok=pool.flip_ok, generator=generator)
+
+
+@register_victim("real")
+@dataclass(frozen=True)
+class RealVictim:
+    """The downstream ConvNet trained on every member."""
+
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def check(self, pool: Pool) -> None:
+        pass
+
+    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu") -> Observations:
+        with seeded(seed, device) as generator:
+            model = fit_on_pool(pool, np.flatnonzero(keep), config=self.train, generator=generator, device=device)
+            return observe(model, pool, device=device)

@@ -1,0 +1,45 @@
+"""`subset`: a random real subset of `ipc` member images per class, the naive baseline.
+
+Any synthetic release of k images per class has to beat this at the same k to claim a privacy
+gain. The chosen images are recorded as `init_idx`, so they are audited as their own sub-group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from victims.base import Observations, observe, register_victim, seeded
+from victims.data import Pool
+from victims.real import fit_on_pool
+from victims.train import TrainConfig
+
+
+@register_victim("subset")
+@dataclass(frozen=True)
+class SubsetVictim:
+    """The downstream ConvNet trained on `ipc` member images per class, drawn at random."""
+
+    ipc: int = field(default=10, metadata={"help": "images per class in the released subset"})
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        if self.ipc < 1:
+            raise ValueError(f"--ipc must be >= 1, got {self.ipc}")
+
+    def check(self, pool: Pool) -> None:
+        # The membership plan gives every run floor(count/2) or more members of each class.
+        fewest = int(np.bincount(pool.y, minlength=pool.n_classes).min()) // 2
+        if self.ipc > fewest:
+            raise ValueError(f"--ipc {self.ipc} exceeds the {fewest} members per class a run is guaranteed")
+
+    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu") -> Observations:
+        rng = np.random.default_rng(seed)
+        chosen = np.sort(np.concatenate([
+            rng.choice(np.flatnonzero(keep & (pool.y == c)), size=self.ipc, replace=False)
+            for c in range(pool.n_classes)
+        ]))
+        with seeded(seed, device) as generator:
+            model = fit_on_pool(pool, chosen, config=self.train, generator=generator, device=device)
+            return observe(model, pool, device=device, init_idx=chosen)

@@ -1,0 +1,139 @@
+"""The one downstream trainer: fit a classifier on a (real or synthetic) set, then query it.
+
+Everything here works in *model space*: images normalised with the pool's mean and std
+(`to_model_space`). Query views are the image itself (query 0), its four one-pixel shifts and,
+where flips keep the label, the mirrored versions of those five.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from victims.nets import NetConfig, build_net
+
+SHIFTS = ((0, 0), (1, 0), (-1, 0), (0, 1), (0, -1))  # (rows, cols) in pixels; (0, 0) first
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    net: NetConfig = field(default_factory=NetConfig)
+    steps: int = 300  # optimiser steps, whatever the size of the training set
+    batch_size: int = 64  # examples per step (the whole set when smaller)
+    lr: float = 0.01  # SGD learning rate per step
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    augment: bool = True  # random one-pixel shifts (and flips where they keep the label)
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+
+
+def to_model_space(x: np.ndarray, *, mean, std, device: torch.device | str = "cpu") -> torch.Tensor:
+    """[n, c, h, w] pixels -> normalised float32 tensor on `device`."""
+    t = torch.tensor(np.asarray(x, dtype=np.float32), device=device)
+    m = torch.tensor(mean, dtype=torch.float32, device=device).view(1, -1, 1, 1)
+    s = torch.tensor(std, dtype=torch.float32, device=device).view(1, -1, 1, 1)
+    return (t - m) / s
+
+
+def shift(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """Translate a batch by (rows, cols) pixels with reflect padding (|rows|, |cols| <= 1)."""
+    if rows == 0 and cols == 0:
+        return x
+    h, w = x.shape[-2:]
+    padded = F.pad(x, (1, 1, 1, 1), mode="reflect")
+    return padded[..., 1 - rows : 1 - rows + h, 1 - cols : 1 - cols + w]
+
+
+def query_views(x: torch.Tensor, *, flip_ok: bool) -> list[torch.Tensor]:
+    """The query augmentations of a batch, the identity first."""
+    views = [shift(x, r, c) for r, c in SHIFTS]
+    if flip_ok:
+        views += [v.flip(-1) for v in views]
+    return views
+
+
+def n_queries(*, flip_ok: bool) -> int:
+    return len(SHIFTS) * (2 if flip_ok else 1)
+
+
+def augment_batch(x: torch.Tensor, *, flip_ok: bool, generator: torch.Generator) -> torch.Tensor:
+    """Each example shifted by a random offset in {-1, 0, 1}^2, mirrored at random where allowed."""
+    offsets = torch.randint(-1, 2, (x.shape[0], 2), generator=generator, device=generator.device)
+    out = x.clone()
+    for r in (-1, 0, 1):
+        for c in (-1, 0, 1):
+            chosen = ((offsets[:, 0] == r) & (offsets[:, 1] == c)).to(x.device)
+            if chosen.any():
+                out[chosen] = shift(x[chosen], r, c)
+    if flip_ok:
+        flip = (torch.rand(x.shape[0], generator=generator, device=generator.device) < 0.5).to(x.device)
+        out[flip] = out[flip].flip(-1)
+    return out
+
+
+def fit(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    n_classes: int,
+    config: TrainConfig,
+    flip_ok: bool,
+    generator: torch.Generator,
+) -> nn.Module:
+    """Train a fresh classifier on (x, y) in model space; all randomness comes from `generator`.
+
+    Parameters are initialised from torch's global RNG, so callers fix it first (see
+    `victims.base.seeded`); batches and augmentations come from `generator`.
+    """
+    model = build_net(config.net, image_shape=tuple(x.shape[1:]), n_classes=n_classes).to(x.device)
+    opt = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
+    n = x.shape[0]
+    batch = min(config.batch_size, n)
+    order = torch.randperm(n, generator=generator, device=generator.device)
+    cursor = 0
+    model.train()
+    for _ in range(config.steps):
+        if cursor + batch > n:
+            order, cursor = torch.randperm(n, generator=generator, device=generator.device), 0
+        idx = order[cursor : cursor + batch].to(x.device)
+        cursor += batch
+        xb = x[idx]
+        if config.augment:
+            xb = augment_batch(xb, flip_ok=flip_ok, generator=generator)
+        loss = F.cross_entropy(model(xb), y[idx])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return model.eval()
+
+
+@torch.no_grad()
+def predict_queries(model: nn.Module, x: torch.Tensor, *, flip_ok: bool, batch_size: int = 2048) -> np.ndarray:
+    """Logits for every query view: float32 [n, n_queries, n_classes], query 0 = the image itself."""
+    model.eval()
+    chunks = []
+    for start in range(0, x.shape[0], batch_size):
+        views = query_views(x[start : start + batch_size], flip_ok=flip_ok)
+        chunks.append(torch.stack([model(v) for v in views], dim=1).float().cpu())
+    return torch.cat(chunks).numpy()
+
+
+@torch.no_grad()
+def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, batch_size: int = 2048) -> float:
+    model.eval()
+    correct = sum(
+        (model(x[s : s + batch_size]).argmax(1) == y[s : s + batch_size]).sum().item()
+        for s in range(0, x.shape[0], batch_size)
+    )
+    return correct / x.shape[0]
