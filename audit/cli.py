@@ -14,6 +14,7 @@ import math
 import sys
 import types
 import typing
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -170,6 +171,33 @@ def train_missing_runs(store: RunStore, *, victim, pool: Pool, keep: np.ndarray,
             bar.update(1)
 
 
+def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarray, *, experiment: dict,
+              args: argparse.Namespace) -> dict:
+    """summary.json (the contract in DESIGN.md): metrics of every attack, pooled over the targets."""
+    membership, init_mask = runs.keep[targets], runs.init_mask[targets]
+    formal = [m["formal_epsilon"] for m in runs.meta if m["formal_epsilon"] is not None]
+    delta = next((m["delta"] for m in runs.meta if m["delta"] is not None), None)
+    accuracies = [m["test_accuracy"] for m in runs.meta]
+    return {
+        "victim": experiment["victim"],
+        "dataset": experiment["dataset"],
+        "config": experiment["config"],
+        "n_shadow": len(runs.keep),
+        "target_runs": targets.tolist(),
+        "formal_epsilon": max(formal) if formal else None,
+        "delta": delta,
+        "utility": {"test_accuracy": float(np.mean(accuracies)), "test_accuracy_std": float(np.std(accuracies))},
+        "evaluation": {"lira_variance": args.lira_variance, "confidence": args.confidence, "master_seed": args.seed},
+        "attacks": {
+            # The bound uses the victim's delta (0 for non-DP victims); its random split is seeded
+            # by (master seed, attack name), so each attack's numbers do not depend on the others.
+            attack: attack_summary(s, membership, init_mask, delta=delta or 0.0, confidence=args.confidence,
+                                   seed=[args.seed, zlib.crc32(attack.encode())])
+            for attack, s in scores.items()
+        },
+    }
+
+
 def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], description: str) -> int:
     parser = build_parser(prog, description)
     args = parser.parse_args(argv)
@@ -194,27 +222,9 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
 
     runs = StoredRuns.load(store, keep=keep, labels=pool.y)
     targets = np.arange(min(args.n_targets or 16, args.n_shadow))
+    scores = {attack: attack_scores(runs, attack, targets, variance=args.lira_variance) for attack in attacks}
+    summary = summarise(runs, scores, targets, experiment=experiment, args=args)
     membership, init_mask = runs.keep[targets], runs.init_mask[targets]
-    formal = [m["formal_epsilon"] for m in runs.meta if m["formal_epsilon"] is not None]
-    delta = next((m["delta"] for m in runs.meta if m["delta"] is not None), None)
-    scores, results = {}, {}
-    for i, attack in enumerate(attacks):
-        scores[attack] = attack_scores(runs, attack, targets, variance=args.lira_variance)
-        results[attack] = attack_summary(scores[attack], membership, init_mask, delta=delta or 0.0,
-                                         confidence=args.confidence, seed=args.seed * 1000 + i)
-    accuracies = [m["test_accuracy"] for m in runs.meta]
-    summary = {
-        "victim": victim.name,
-        "dataset": experiment["dataset"],
-        "config": victim_config(victim),
-        "n_shadow": args.n_shadow,
-        "target_runs": targets.tolist(),
-        "formal_epsilon": max(formal) if formal else None,
-        "delta": delta,
-        "utility": {"test_accuracy": float(np.mean(accuracies)), "test_accuracy_std": float(np.std(accuracies))},
-        "evaluation": {"lira_variance": args.lira_variance, "confidence": args.confidence, "master_seed": args.seed},
-        "attacks": results,
-    }
     path = outputs.write_audit(store.audit_dir, summary=summary, scores=scores, membership=membership, init_mask=init_mask)
     if not args.quiet:
         print(outputs.describe(summary, path))

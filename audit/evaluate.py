@@ -51,7 +51,8 @@ def attack_scores(runs: StoredRuns, attack: str, targets: np.ndarray, *, varianc
 
 
 def attack_summary(
-    scores: np.ndarray, membership: np.ndarray, init_mask: np.ndarray, *, delta: float, confidence: float, seed: int
+    scores: np.ndarray, membership: np.ndarray, init_mask: np.ndarray, *, delta: float, confidence: float,
+    seed: int | list[int]
 ) -> dict:
     """Metrics of scores [T, n] pooled over targets; sub-groups when the runs used real images
     to initialise (or make up) their release: those images vs the other members, each against

@@ -46,15 +46,22 @@ class RunTask:
     keep: np.ndarray  # bool [n_pool]
 
 
-def run_victim(victim: Any, pool: Pool, task: RunTask, *, device: str, threads: int | None = None) -> tuple[Observations, dict]:
-    """One run of `victim`, with the metadata stored beside it (seed, wall time, host)."""
+def run_victim(victim: Any, pool: Pool, task: RunTask, *, device: str) -> tuple[Observations, dict]:
+    """One run of `victim` on one torch thread, with the metadata stored beside it.
+
+    One thread per run: concurrent runs do not fight over the cores, and a run's floating-point
+    results do not depend on the executor or on how many cores the machine has.
+    """
     import torch
 
-    if threads is not None:
-        torch.set_num_threads(threads)  # one thread per worker, or two workers fight over the cores
     device = resolve_device(device)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     start = time.perf_counter()
-    obs = victim.run(pool, task.keep, task.seed, device=device)
+    try:
+        obs = victim.run(pool, task.keep, task.seed, device=device)
+    finally:
+        torch.set_num_threads(threads)
     meta = {"run": task.run, "seed": task.seed, "wall_s": round(time.perf_counter() - start, 3),
             "host": socket.gethostname(), "device": device}
     return obs, meta
@@ -96,7 +103,7 @@ def _execute_ray(tasks, *, victim, pool, config: ExecutorConfig):
         while queue or pending:
             while queue and len(pending) < max_pending:
                 task = queue.pop(0)
-                pending[remote.remote(victim_ref, pool_ref, task, device=device, threads=1)] = task
+                pending[remote.remote(victim_ref, pool_ref, task, device=device)] = task
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
                 task = pending.pop(ref)

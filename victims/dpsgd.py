@@ -59,14 +59,16 @@ class DPSGDVictim:
             y = torch.as_tensor(pool.y[idx], device=device)
             loader = DataLoader(TensorDataset(x, y), batch_size=min(self.batch_size, len(idx)))
             steps = self.epochs * len(loader)
-            sigma = noise_multiplier_for(
-                epsilon=self.epsilon, delta=self.delta, sample_rate=1 / len(loader), steps=steps,
-                accountant=self.accountant,
-            )
             model = build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes).to(device)
-            engine = PrivacyEngine(accountant=self.accountant)
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # opacus warns about secure_mode and the RNG
+                # opacus warns that secure_mode is off (seeded noise is what makes runs reproducible)
+                # and when the best RDP order is the largest one it tries (for very few steps)
+                warnings.simplefilter("ignore", UserWarning)
+                sigma = noise_multiplier_for(
+                    epsilon=self.epsilon, delta=self.delta, sample_rate=1 / len(loader), steps=steps,
+                    accountant=self.accountant,
+                )
+                engine = PrivacyEngine(accountant=self.accountant)
                 model, optimizer, dp_loader = engine.make_private(
                     module=model,
                     optimizer=torch.optim.SGD(model.parameters(), lr=self.lr, momentum=0.0),

@@ -1,0 +1,47 @@
+"""Benchmark: wall time of `python -m audit.lira --victim real --n-shadow R` with 1 and 2 Ray workers.
+
+    python bench/workers.py [--n-shadow 64] [--victim real] [--workers 1 2]
+
+Prints, per worker count, the wall time of the whole command (Ray start, training, scoring), the
+mean seconds one shadow run took inside its worker, and the speed-up over the first count.
+Each command starts from an empty runs directory, so every run is trained.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def timed_audit(victim: str, n_shadow: int, workers: int, extra: list[str]) -> tuple[float, float]:
+    with tempfile.TemporaryDirectory() as runs_dir:
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "audit.lira", "--victim", victim, "--n-shadow", str(n_shadow),
+                        "--workers", str(workers), "--runs-dir", runs_dir, "--quiet", *extra], check=True)
+        wall = time.perf_counter() - start
+        per_run = [json.loads(p.read_text())["wall_s"] for p in Path(runs_dir).glob("*/runs/*.json")]
+        return wall, sum(per_run) / len(per_run)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--victim", default="real")
+    p.add_argument("--n-shadow", type=int, default=64)
+    p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    args, extra = p.parse_known_args()
+    baseline = None
+    print(f"victim={args.victim} n_shadow={args.n_shadow} {' '.join(extra)}")
+    for workers in args.workers:
+        wall, per_run = timed_audit(args.victim, args.n_shadow, workers, extra)
+        baseline = baseline or wall
+        print(f"workers={workers}: wall {wall:7.1f} s   {per_run:5.2f} s per shadow run (in its worker)   "
+              f"{wall / args.n_shadow:5.2f} s per run overall   speed-up x{baseline / wall:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

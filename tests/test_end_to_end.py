@@ -1,0 +1,71 @@
+"""Slow end-to-end audits on the embedded dataset with the default configurations and real Ray.
+
+Deselect locally with `-m "not slow"`; CI runs them.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def run_cli(module, runs_dir, *flags):
+    subprocess.run([sys.executable, "-m", module, "--runs-dir", str(runs_dir), "--quiet", *flags], check=True)
+    (root,) = [p for p in runs_dir.iterdir() if p.is_dir()]
+    return root, json.loads((root / "audit" / "summary.json").read_text())
+
+
+def test_lira_has_power_on_the_real_victim(tmp_path):
+    # 64 runs of the default ConvNet on half of digits each, two Ray workers (~2.5 min on 2 cores).
+    root, summary = run_cli("audit.lira", tmp_path, "--victim", "real", "--n-shadow", "64", "--workers", "2")
+    online, loss = summary["attacks"]["lira_online"], summary["attacks"]["loss"]
+    print(json.dumps({k: {m: v[m] for m in ("auc", "tpr_at_fpr", "eps_hat", "eps_lower")}
+                      for k, v in summary["attacks"].items()}, indent=1))
+    assert summary["utility"]["test_accuracy"] > 0.95
+    # 16 targets x 1,500 examples: 12,000 members and 12,000 non-members; an AUC's standard error
+    # is then ~0.004, so 0.02 is several standard errors.
+    assert online["n_members"] == online["n_nonmembers"] == 12000
+    assert online["auc"] > loss["auc"] + 0.02
+    # TPR at 1% FPR several times the 1% a blind guess gets (120 false positives behind it).
+    assert online["tpr_at_fpr"]["0.01"] >= 0.025 and online["fp_at_fpr"]["0.01"] <= 120
+    assert online["eps_lower"] > 0  # a real, confidence-backed leak
+
+
+def test_dpsgd_at_epsilon_one_stays_below_its_formal_epsilon(tmp_path):
+    root, summary = run_cli("audit.lira", tmp_path, "--victim", "dpsgd", "--epsilon", "1", "--delta", "1e-5",
+                            "--n-shadow", "16", "--workers", "2")
+    assert summary["delta"] == 1e-5 and 0.99 <= summary["formal_epsilon"] <= 1.0
+    for name, attack in summary["attacks"].items():
+        assert attack["delta"] == 1e-5
+        assert attack["eps_lower"] <= summary["formal_epsilon"], name
+        assert attack["eps_hat"] >= 0  # reported beside the bound, never instead of it
+
+
+def test_a_killed_audit_resumes_with_only_the_missing_runs(tmp_path):
+    flags = ["--victim", "real", "--n-shadow", "8", "--train-steps", "100", "--workers", "2", "--quiet"]
+    command = [sys.executable, "-m", "audit.lira", "--runs-dir", str(tmp_path), *flags]
+    process = subprocess.Popen(command, start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and len(list(tmp_path.glob("*/runs/*.json"))) < 3:
+        time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGKILL)  # kill -9 the audit and its Ray processes mid-run
+    process.wait()
+
+    def finished_runs():  # run -> modification times of its two files, for runs with both
+        jsons = {p.stem: p for p in tmp_path.glob("*/runs/[0-9]*.json")}
+        return {r: (p.stat().st_mtime_ns, p.with_suffix(".npz").stat().st_mtime_ns)
+                for r, p in jsons.items() if p.with_suffix(".npz").exists()}
+
+    before = finished_runs()
+    assert 3 <= len(before) < 8, "the kill should land part-way"
+    subprocess.run(command, check=True)
+    after = finished_runs()
+    assert len(after) == 8
+    # Every run finished before the kill is kept as it was; only the missing ones were trained.
+    assert {r: after[r] for r in before} == before

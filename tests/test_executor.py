@@ -1,0 +1,50 @@
+"""The Ray executor really starts a local Ray and gives the same runs as the inline executor."""
+
+import numpy as np
+import pytest
+
+from shadow_runs import ExecutorConfig, RunTask, execute, membership_matrix, run_seed
+from victims import get_victim, load_pool
+from victims.nets import NetConfig
+from victims.train import TrainConfig
+
+
+@pytest.fixture(scope="module")
+def setup():
+    pool = load_pool("digits")
+    keep = membership_matrix(pool.y, n_runs=3, master_seed=0)
+    tasks = [RunTask(run=r, seed=run_seed(master_seed=0, run=r), keep=keep[r]) for r in range(3)]
+    victim = get_victim("real")(train=TrainConfig(steps=10, net=NetConfig(width=8)))
+    return pool, tasks, victim
+
+
+def test_ray_runs_every_task_once_matches_inline_and_shuts_down(setup):
+    import ray
+
+    pool, tasks, victim = setup
+    inline = {t.run: (obs, meta) for t, obs, meta in execute(tasks, victim=victim, pool=pool,
+                                                             config=ExecutorConfig(kind="inline"))}
+    ray_results = list(execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="ray", workers=2)))
+    assert sorted(t.run for t, _, _ in ray_results) == [0, 1, 2]
+    for task, obs, meta in ray_results:
+        assert meta["run"] == task.run and meta["seed"] == task.seed and meta["wall_s"] > 0 and meta["host"]
+        # One torch thread per run in both executors, so the floating-point results agree exactly.
+        assert np.array_equal(obs.logits, inline[task.run][0].logits)
+        assert obs.test_accuracy == inline[task.run][0].test_accuracy
+    assert not ray.is_initialized()  # the Ray it started is shut down
+
+
+def test_no_tasks_start_nothing(setup):
+    import ray
+
+    pool, _, victim = setup
+    assert list(execute([], victim=victim, pool=pool, config=ExecutorConfig())) == []
+    assert not ray.is_initialized()
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"kind": "dask"}, "'dask'"), ({"workers": 0}, "got 0"), ({"gpus_per_run": 1.5}, "got 1.5"),
+])
+def test_bad_executor_settings_are_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ExecutorConfig(**kwargs)

@@ -1,0 +1,79 @@
+import json
+
+import numpy as np
+import pytest
+
+from shadow_runs.store import IDENTITY_KEYS, RunStore, StoreError, experiment_id
+from victims.base import Observations
+
+EXPERIMENT = {"victim": "real", "dataset": "digits", "dataset_fingerprint": "0123456789abcdef",
+              "config": {"train": {"steps": 3}}, "n_pool": 4, "master_seed": 0, "plan": "p", "package_version": "0.1.0"}
+LABELS = np.array([0, 1, 0, 1])
+
+
+def obs(value: float, init=()) -> Observations:
+    return Observations(logits=np.full((4, 5, 2), value, np.float32), test_accuracy=0.5, init_idx=np.array(init, np.int64))
+
+
+def test_experiment_id_names_victim_dataset_and_hashes_only_the_identity():
+    eid = experiment_id(EXPERIMENT)
+    assert eid.startswith("real-digits-") and len(eid) == len("real-digits-") + 10
+    assert experiment_id({**EXPERIMENT, "package_version": "9"}) == eid  # provenance is not identity
+    assert experiment_id({**EXPERIMENT, "master_seed": 1}) != eid
+    assert set(IDENTITY_KEYS) <= set(EXPERIMENT)
+
+
+def test_layout_roundtrip_and_finished_runs(tmp_path):
+    store = RunStore.open(tmp_path, experiment=EXPERIMENT, pool_labels=LABELS)
+    assert json.loads((store.root / "experiment.json").read_text()) == EXPERIMENT
+    assert np.array_equal(np.load(store.root / "pool_labels.npy"), LABELS)
+    store.write_run(2, obs(1.5, init=[3]), {"seed": 11, "wall_s": 0.1, "host": "h"})
+    assert store.finished_runs() == {2}
+    arrays, meta = store.load_run(2)
+    assert arrays["logits"].dtype == np.float32 and (arrays["logits"] == 1.5).all()
+    assert arrays["init_idx"].tolist() == [3]
+    assert meta == {"seed": 11, "wall_s": 0.1, "host": "h", "formal_epsilon": None, "delta": None, "test_accuracy": 0.5}
+    assert (store.root / "runs" / "00002.npz").exists() and not list(store.root.rglob("*.tmp"))
+
+
+def test_a_run_without_its_json_is_not_finished(tmp_path):
+    store = RunStore.open(tmp_path, experiment=EXPERIMENT, pool_labels=LABELS)
+    store.write_run(0, obs(0.0), {})
+    (store.root / "runs" / "00000.json").unlink()  # as if killed between the two renames
+    (store.root / "runs" / ".00001.npz.abc.tmp").write_bytes(b"partial")  # a killed write
+    assert store.finished_runs() == set()
+
+
+def test_reopening_the_same_config_reuses_it(tmp_path):
+    first = RunStore.open(tmp_path, experiment=EXPERIMENT, pool_labels=LABELS)
+    first.write_run(0, obs(0.0), {})
+    again = RunStore.open(tmp_path, experiment={**EXPERIMENT, "package_version": "0.2"}, pool_labels=LABELS)
+    assert again.root == first.root and again.finished_runs() == {0}
+
+
+def test_a_directory_of_another_config_is_refused_and_left_alone(tmp_path):
+    store = RunStore.open(tmp_path, experiment=EXPERIMENT, pool_labels=LABELS)
+    tampered = {**EXPERIMENT, "config": {"train": {"steps": 4}}}
+    (store.root / "experiment.json").write_text(json.dumps(tampered))
+    before = {p: p.read_bytes() for p in store.root.rglob("*") if p.is_file()}
+    with pytest.raises(StoreError, match="differs in: config"):
+        RunStore.open(tmp_path, experiment=EXPERIMENT, pool_labels=LABELS)
+    assert before == {p: p.read_bytes() for p in store.root.rglob("*") if p.is_file()}
+
+
+def test_an_experiment_directory_passed_as_runs_dir_is_refused(tmp_path):
+    store = RunStore.open(tmp_path, experiment=EXPERIMENT, pool_labels=LABELS)
+    with pytest.raises(StoreError, match="is an experiment directory"):
+        RunStore.open(store.root, experiment=EXPERIMENT, pool_labels=LABELS)
+
+
+def test_plan_may_grow_but_not_change(tmp_path):
+    store = RunStore.open(tmp_path, experiment=EXPERIMENT, pool_labels=LABELS)
+    keep = np.array([[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 1]], dtype=bool)
+    store.extend_plan(keep[:2])
+    store.extend_plan(keep)
+    store.extend_plan(keep[:3])  # asking for fewer runs keeps the longer plan
+    assert np.array_equal(store.keep(), keep)
+    with pytest.raises(StoreError, match="another membership plan"):
+        store.extend_plan(~keep)
+    assert np.array_equal(store.keep(), keep)

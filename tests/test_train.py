@@ -1,0 +1,32 @@
+import numpy as np
+import torch
+
+from victims.nets import ConvNet, MLP, NetConfig, build_net, default_conv_depth
+from victims.train import n_queries, query_views, shift
+
+
+def test_convnet_depth_follows_the_image_size():
+    # 32 px -> 3 blocks (4x4 features, as in the seeds); 28 -> 3 (3x3); 8 -> 2 (2x2).
+    assert [default_conv_depth(s, s) for s in (32, 28, 8, 4, 2)] == [3, 3, 2, 1, 1]
+    net = build_net(NetConfig(width=8), image_shape=(1, 8, 8), n_classes=10)
+    assert isinstance(net, ConvNet) and net.embed_dim == 8 * 2 * 2
+    assert net(torch.zeros(5, 1, 8, 8)).shape == (5, 10)
+    mlp = build_net(NetConfig(arch="mlp", width=12), image_shape=(3, 4, 4), n_classes=3)
+    assert isinstance(mlp, MLP) and mlp(torch.zeros(2, 3, 4, 4)).shape == (2, 3)
+
+
+def test_shift_moves_pixels_with_reflect_padding():
+    x = torch.arange(9.0).view(1, 1, 3, 3)  # rows (0 1 2) (3 4 5) (6 7 8)
+    down = shift(x, 1, 0)
+    # Row r of the result is row r-1 of the input; the new top row reflects row 1.
+    assert down[0, 0].tolist() == [[3, 4, 5], [0, 1, 2], [3, 4, 5]]
+    right = shift(x, 0, 1)
+    assert right[0, 0].tolist() == [[1, 0, 1], [4, 3, 4], [7, 6, 7]]
+    assert torch.equal(shift(x, 0, 0), x)
+
+
+def test_query_views_start_with_the_image_and_mirror_only_when_allowed():
+    x = torch.rand(2, 3, 6, 6)
+    plain, mirrored = query_views(x, flip_ok=False), query_views(x, flip_ok=True)
+    assert len(plain) == n_queries(flip_ok=False) == 5 and len(mirrored) == n_queries(flip_ok=True) == 10
+    assert torch.equal(plain[0], x) and torch.equal(mirrored[5], x.flip(-1))

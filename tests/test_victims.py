@@ -1,0 +1,107 @@
+"""The contract every registered victim keeps, written once (a new victim adds a FAST entry)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from shadow_runs.plan import membership_matrix
+from victims import get_victim, load_pool, victim_names
+from victims.nets import NetConfig
+from victims.train import TrainConfig, n_queries
+
+SHORT = TrainConfig(steps=15, net=NetConfig(width=16))
+FAST = {  # a quick configuration of each victim, for the contract tests
+    "real": {"train": SHORT},
+    "subset": {"ipc": 3, "train": SHORT},
+    "dpsgd": {"epochs": 1, "net": NetConfig(width=16)},
+}
+
+
+@pytest.fixture(scope="module")
+def pool():
+    return load_pool("digits")
+
+
+@pytest.fixture(scope="module")
+def keep(pool):
+    return membership_matrix(pool.y, n_runs=2, master_seed=0)[0]
+
+
+def test_every_registered_victim_is_covered_by_the_contract():
+    assert set(victim_names()) == set(FAST)
+
+
+@pytest.fixture(scope="module", params=sorted(FAST))
+def victim(request):
+    return get_victim(request.param)(**FAST[request.param])
+
+
+@pytest.fixture(scope="module")
+def observed(victim, pool, keep):
+    return victim.run(pool, keep, 7)
+
+
+def test_observations_have_the_documented_shapes(victim, pool, keep, observed):
+    assert observed.logits.shape == (pool.n_pool, n_queries(flip_ok=pool.flip_ok), pool.n_classes)
+    assert observed.logits.dtype == np.float32 and np.isfinite(observed.logits).all()
+    assert 0.0 <= observed.test_accuracy <= 1.0
+    assert observed.init_idx.dtype == np.int64 and keep[observed.init_idx].all()
+
+
+def test_same_seed_same_observations(victim, pool, keep, observed):
+    again = victim.run(pool, keep, 7)
+    assert np.array_equal(again.logits, observed.logits)
+    assert again.test_accuracy == observed.test_accuracy
+    assert np.array_equal(again.init_idx, observed.init_idx)
+    assert again.formal_epsilon == observed.formal_epsilon
+
+
+def test_another_seed_other_observations(victim, pool, keep, observed):
+    assert not np.array_equal(victim.run(pool, keep, 8).logits, observed.logits)
+
+
+def test_members_are_the_only_real_data_it_touches(victim, pool, keep, observed):
+    # Replace every non-member by noise: the trained model must not change, so the logits of the
+    # members' (unchanged) images and the test accuracy stay exactly the same.
+    noise = np.random.default_rng(0).uniform(size=pool.x.shape).astype(np.float32)
+    altered = dataclasses.replace(pool, x=np.where(keep[:, None, None, None], pool.x, noise))
+    other = victim.run(altered, keep, 7)
+    assert np.array_equal(other.logits[keep], observed.logits[keep])
+    assert other.test_accuracy == observed.test_accuracy
+    assert not np.array_equal(other.logits[~keep], observed.logits[~keep])
+
+
+def test_a_run_leaves_the_global_rng_alone(victim, pool, keep):
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    victim.run(pool, keep, 7)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_dpsgd_records_the_accountants_epsilon(pool, keep):
+    obs = get_victim("dpsgd")(**FAST["dpsgd"]).run(pool, keep, 1)
+    # Noise calibrated by opacus to spend epsilon=1 (to within its 0.01 search tolerance).
+    assert obs.delta == 1e-5 and 0.99 <= obs.formal_epsilon <= 1.0
+
+
+def test_subset_keeps_ipc_member_images_per_class(pool, keep):
+    obs = get_victim("subset")(**FAST["subset"]).run(pool, keep, 1)
+    assert np.array_equal(np.bincount(pool.y[obs.init_idx], minlength=10), np.full(10, 3))
+
+
+@pytest.mark.parametrize("name,kwargs,message", [
+    ("subset", {"ipc": 0}, "--ipc must be >= 1, got 0"),
+    ("dpsgd", {"epsilon": -1.0}, "--epsilon must be a positive number, got -1.0"),
+    ("dpsgd", {"delta": 1.5}, r"--delta must be in \(0, 1\), got 1.5"),
+])
+def test_bad_configurations_name_the_value(name, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        get_victim(name)(**kwargs)
+
+
+def test_subset_refuses_more_images_per_class_than_a_run_has(pool):
+    with pytest.raises(ValueError, match="--ipc 500 exceeds"):
+        get_victim("subset")(ipc=500).check(pool)
