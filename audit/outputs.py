@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from audit.metrics import roc
+from audit.metrics import auc, roc
 from shadow_runs.store import atomic_write, write_json
 
 #: summary.json keys that must agree for attacks of an earlier command to be kept beside new ones
@@ -70,7 +70,7 @@ def roc_png(scores: dict[str, np.ndarray], membership: np.ndarray, *, title: str
     floor = 1 / max(n_nonmembers, 1)
     for name, s in scores.items():
         fpr, tpr = roc(s[membership], s[~membership])
-        ax.plot(np.maximum(fpr, floor), np.maximum(tpr, floor), label=name)
+        ax.plot(np.maximum(fpr, floor), np.maximum(tpr, floor), label=f"{name} (AUC {auc(s[membership], s[~membership]):.3f})")
     ax.plot([floor, 1], [floor, 1], "k--", lw=0.8, label="chance")
     ax.set(xscale="log", yscale="log", xlim=(floor, 1), ylim=(floor, 1),
            xlabel="false positive rate", ylabel="true positive rate", title=title)

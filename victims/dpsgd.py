@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 import torch.nn.functional as F
-from opacus import PrivacyEngine
 from torch.utils.data import DataLoader, TensorDataset
 
 from audit.accounting import ACCOUNTANTS, noise_multiplier_for
@@ -33,7 +32,7 @@ class DPSGDVictim:
     max_grad_norm: float = field(default=1.0, metadata={"help": "per-example clipping norm C"})
     batch_size: int = field(default=128, metadata={"help": "expected Poisson batch size"})
     epochs: int = field(default=30, metadata={"help": "passes over the members"})
-    lr: float = field(default=0.5, metadata={"help": "SGD learning rate"})
+    lr: float = field(default=0.25, metadata={"help": "SGD learning rate (0.25: 68-69% test accuracy at epsilon 1 on digits; 0.5: 64%, 1.0: 38-50%)"})
     accountant: str = field(default="rdp", metadata={"help": "opacus accountant", "choices": ACCOUNTANTS})
     net: NetConfig = field(default_factory=NetConfig)
 
@@ -53,6 +52,8 @@ class DPSGDVictim:
         pass
 
     def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu") -> Observations:
+        from opacus import PrivacyEngine  # imported here: see audit.accounting
+
         idx = np.flatnonzero(keep)
         with seeded(seed, device) as generator:
             x = to_model_space(pool.x[idx], mean=pool.mean, std=pool.std, device=device)
