@@ -126,7 +126,7 @@ def build_parser(prog: str, description: str) -> ArgumentParser:
     p = ArgumentParser(prog=prog, description=description)
     p.add_argument("--victim", required=True, choices=victim_names(), help="the pipeline under audit")
     p.add_argument("--n-shadow", type=_int_at_least(2), required=True, help="runs to train (targets and shadows)")
-    p.add_argument("--n-targets", type=_int_at_least(1), default=None, help="target runs, leave-one-out (default: min(R, 16))")
+    p.add_argument("--n-targets", type=_int_at_least(1), default=None, help="target runs, each attacked with the runs outside its pair as shadows (default: min(R, 16))")
     p.add_argument("--dataset", default="digits", help="digits (embedded), mnist, fashion-mnist, cifar10, or a .npz file")
     p.add_argument("--data-root", default=None, help="where torchvision datasets live")
     p.add_argument("--download", action="store_true", help="let torchvision download the dataset")
