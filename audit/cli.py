@@ -89,13 +89,16 @@ def add_victim_flags(parser: argparse.ArgumentParser) -> None:
             if _dest(path) in seen:
                 continue
             seen.add(_dest(path))
-            kwargs = {"dest": _dest(path), "default": argparse.SUPPRESS, "help": f.metadata.get("help")}
+            help_text = f.metadata.get("help", "").replace("%", "%%")  # argparse formats help with %
+            kwargs = {"dest": _dest(path), "default": argparse.SUPPRESS, "help": help_text or None}
             if kind is bool:
                 kwargs["action"] = argparse.BooleanOptionalAction
             else:
                 kwargs["type"] = kind
                 if "choices" in f.metadata:
                     kwargs["choices"] = f.metadata["choices"]
+                else:
+                    kwargs["metavar"] = kind.__name__.upper()
             group.add_argument(_flag(path), **kwargs)
 
 

@@ -151,6 +151,15 @@ def test_a_store_of_another_config_is_refused_untouched(tmp_path, tiny_flags, ca
     assert snapshot(root) == before
 
 
+def test_help_lists_the_generated_victim_flags(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        lira.main(["--help"])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0
+    for flag in ("--victim", "--ipc", "--epsilon", "--delta", "--train-steps", "--train-net-width", "--no-train-augment"):
+        assert flag in out
+
+
 def test_the_module_entry_point_exits_2_without_a_traceback(tmp_path):
     result = subprocess.run([sys.executable, "-m", "audit.lira", "--victim", "dpsgd", "--n-shadow", "4",
                              "--epsilon", "-1", "--runs-dir", str(tmp_path / "r")], capture_output=True, text=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from torch import nn
 
@@ -12,11 +12,12 @@ from torch import nn
 class NetConfig:
     """Architecture of a classifier; `depth=None` picks the ConvNet depth from the image size."""
 
-    arch: str = "convnet"  # "convnet" or "mlp"
-    width: int = 64  # channels per conv block, or hidden units per MLP layer
-    depth: int | None = None  # conv blocks (None: 3 for >= 32 px, fewer for small images); MLP layers
-    norm: str = "instance"  # "instance" or "none"
-    pooling: str = "avg"  # "avg" or "max"
+    arch: str = field(default="convnet", metadata={"help": "classifier", "choices": ("convnet", "mlp")})
+    width: int = field(default=64, metadata={"help": "channels per conv block, or hidden units per MLP layer"})
+    depth: int | None = field(default=None, metadata={
+        "help": "conv blocks (default: 3 for images of 32 px and more, fewer for smaller ones) or MLP layers (2)"})
+    norm: str = field(default="instance", metadata={"help": "normalisation", "choices": ("instance", "none")})
+    pooling: str = field(default="avg", metadata={"help": "pooling after each block", "choices": ("avg", "max")})
 
     def __post_init__(self) -> None:
         if self.arch not in ("convnet", "mlp"):
