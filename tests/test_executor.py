@@ -1,7 +1,14 @@
 """The Ray executor really starts a local Ray and gives the same runs as the inline executor."""
 
+import dataclasses
+import os
+import pathlib
+import subprocess
+import sys
+
 import numpy as np
 import pytest
+from ray import cloudpickle
 
 from shadow_runs import ExecutorConfig, RunTask, execute, membership_matrix, run_seed
 from victims import get_victim, load_pool
@@ -48,3 +55,44 @@ def test_no_tasks_start_nothing(setup):
 def test_bad_executor_settings_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ExecutorConfig(**kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class DiesOnce:
+    """A victim whose worker process dies (as if killed) the first time it runs a given task."""
+
+    inner: object
+    marker_dir: str
+
+    def run(self, pool, keep, seed, *, device="cpu"):
+        marker = pathlib.Path(self.marker_dir) / f"{seed}"
+        if not marker.exists():
+            marker.touch()
+            os._exit(1)  # the worker process vanishes mid-task
+        return self.inner.run(pool, keep, seed, device=device)
+
+
+def test_a_lost_worker_is_retried(setup, tmp_path):
+    pool, tasks, victim = setup
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import the tests
+    try:
+        results = list(execute(tasks[:2], victim=DiesOnce(victim, str(tmp_path)), pool=pool,
+                               config=ExecutorConfig(kind="ray", workers=2)))
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert sorted(t.run for t, _, _ in results) == [0, 1]
+    assert len(list(tmp_path.iterdir())) == 2  # each task died once, then succeeded
+
+
+def test_joins_an_existing_cluster_by_address(setup):
+    pool, tasks, victim = setup
+    port = "6399"
+    ray_cli = [sys.executable, "-m", "ray.scripts.scripts"]
+    subprocess.run([*ray_cli, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false"],
+                   check=True, capture_output=True)
+    try:
+        results = list(execute(tasks[:2], victim=victim, pool=pool,
+                               config=ExecutorConfig(kind="ray", address=f"127.0.0.1:{port}")))
+    finally:
+        subprocess.run([*ray_cli, "stop", "--force"], capture_output=True)
+    assert sorted(t.run for t, _, _ in results) == [0, 1]
