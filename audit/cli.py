@@ -23,6 +23,7 @@ from audit import outputs
 from audit.evaluate import MIN_RUNS, StoredRuns, attack_scores, attack_summary
 from attacks import VARIANCES
 from shadow_runs import ExecutorConfig, RunStore, RunTask, StoreError, execute, membership_matrix, run_seed
+from shadow_runs.plan import n_pairs, target_runs
 from shadow_runs.executor import EXECUTORS
 from victims import DataError, get_victim, load_pool, victim_config, victim_names
 from victims.data import Pool
@@ -129,7 +130,7 @@ def build_parser(prog: str, description: str) -> ArgumentParser:
     p = ArgumentParser(prog=prog, description=description)
     p.add_argument("--victim", required=True, choices=victim_names(), help="the pipeline under audit")
     p.add_argument("--n-shadow", type=_int_at_least(2), required=True, help="runs to train (targets and shadows)")
-    p.add_argument("--n-targets", type=_int_at_least(1), default=None, help="target runs, each attacked with the runs outside its pair as shadows (default: min(R, 16))")
+    p.add_argument("--n-targets", type=_int_at_least(1), default=None, help="target runs, one per run pair, each attacked with the runs outside its pair as shadows (default: min(R/2, 16))")
     p.add_argument("--dataset", default="digits", help="digits (embedded), mnist, fashion-mnist, cifar10, or a .npz file")
     p.add_argument("--data-root", default=None, help="where torchvision datasets live")
     p.add_argument("--download", action="store_true", help="let torchvision download the dataset")
@@ -213,6 +214,7 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
         needed = max(MIN_RUNS[a] for a in attacks)
         if args.n_shadow < needed:
             raise ValueError(f"--n-shadow {args.n_shadow} is too few for {', '.join(attacks)} (needs >= {needed})")
+        targets = target_runs(args.n_shadow, args.n_targets or min(n_pairs(args.n_shadow), 16))
         experiment = _experiment(victim, pool, dataset=args.dataset, seed=args.seed)
         store = RunStore.open(args.runs_dir, experiment=experiment, pool_labels=pool.y)
         keep = membership_matrix(pool.y, n_runs=args.n_shadow, master_seed=args.seed)
@@ -224,7 +226,6 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
                        executor=executor, quiet=args.quiet)
 
     runs = StoredRuns.load(store, keep=keep, labels=pool.y)
-    targets = np.arange(min(args.n_targets or 16, args.n_shadow))
     scores = {attack: attack_scores(runs, attack, targets, variance=args.lira_variance) for attack in attacks}
     summary = summarise(runs, scores, targets, experiment=experiment, args=args)
     membership, init_mask = runs.keep[targets], runs.init_mask[targets]

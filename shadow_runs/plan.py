@@ -55,3 +55,20 @@ def shadow_mask(n_runs: int, targets) -> np.ndarray:
     has_partner = partner < n_runs
     mask[rows[has_partner], partner[has_partner]] = False
     return mask
+
+
+def n_pairs(n_runs: int) -> int:
+    """Complementary pairs among `n_runs` runs (an odd last run is a pair of its own)."""
+    return (n_runs + 1) // 2
+
+
+def target_runs(n_runs: int, n_targets: int) -> np.ndarray:
+    """The first run of each of the first `n_targets` pairs: 0, 2, 4, ...
+
+    One target per pair: the two runs of a pair have opposite membership for every example, so
+    attacking both would count each guess twice, once as a member and once as a non-member,
+    and the (target, example) trials behind a confidence bound would no longer be independent.
+    """
+    if not 1 <= n_targets <= n_pairs(n_runs):
+        raise ValueError(f"--n-targets {n_targets} must be between 1 and the {n_pairs(n_runs)} run pairs of --n-shadow {n_runs}")
+    return 2 * np.arange(n_targets)

@@ -45,18 +45,19 @@ def test_subset_audit_writes_the_contract_files(tmp_path, tiny_flags):
 
     summary = json.loads((root / "audit" / "summary.json").read_text())
     assert set(summary) == SUMMARY_KEYS
-    assert summary["n_shadow"] == 4 and summary["target_runs"] == [0, 1, 2, 3] and summary["formal_epsilon"] is None
+    assert summary["n_shadow"] == 4 and summary["target_runs"] == [0, 2] and summary["formal_epsilon"] is None
     assert set(summary["attacks"]) == {"loss", "lira_online", "lira_offline"}
     for metrics in summary["attacks"].values():
         assert METRIC_KEYS | {"subgroups"} == set(metrics)
-        assert metrics["n_members"] == metrics["n_nonmembers"] == 4 * 750
+        # 2 targets, one per pair; a run holds half of each class, give or take one for odd classes.
+        assert metrics["n_members"] == keep[[0, 2]].sum() and metrics["n_nonmembers"] == (~keep[[0, 2]]).sum()
         assert set(metrics["tpr_at_fpr"]) == set(metrics["fp_at_fpr"]) == {"0.1", "0.01", "0.001"}
         assert set(metrics["subgroups"]) == {"init", "other_members"}
-        assert metrics["subgroups"]["init"]["n_members"] == 4 * 20
+        assert metrics["subgroups"]["init"]["n_members"] == 2 * 20
         assert 0 <= metrics["eps_lower"] and metrics["confidence"] == 0.95
     with np.load(root / "audit" / "scores.npz") as z:
-        assert z["lira_online"].shape == z["membership"].shape == (4, 1500)
-        assert np.array_equal(z["membership"], keep)
+        assert z["lira_online"].shape == z["membership"].shape == (2, 1500)
+        assert np.array_equal(z["membership"], keep[[0, 2]]) and z["target_runs"].tolist() == [0, 2]
     assert (root / "audit" / "roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -109,6 +110,7 @@ def test_loss_and_lira_summaries_share_the_directory(tmp_path, tiny_flags):
     (["--victim", "subset", "--n-shadow", "4", "--ipc", "400"], "--ipc 400"),
     (["--victim", "real", "--n-shadow", "4", "--confidence", "1"], "'1'"),
     (["--victim", "real", "--n-shadow", "4", "--workers", "0"], "'0'"),
+    (["--victim", "real", "--n-shadow", "4", "--n-targets", "3"], "--n-targets 3"),
 ])
 def test_bad_input_exits_2_with_one_line_naming_the_value(tmp_path, capsys, flags, named):
     with pytest.raises(SystemExit) as exit_info:

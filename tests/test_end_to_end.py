@@ -28,9 +28,10 @@ def test_lira_has_power_on_the_real_victim(tmp_path):
     print(json.dumps({k: {m: v[m] for m in ("auc", "tpr_at_fpr", "eps_hat", "eps_lower")}
                       for k, v in summary["attacks"].items()}, indent=1))
     assert summary["utility"]["test_accuracy"] > 0.95
-    # 16 targets x 1,500 examples: 12,000 members and 12,000 non-members; an AUC's standard error
+    # 16 targets (one per run pair) x 1,500 examples, about half members: an AUC's standard error
     # is then ~0.004, so 0.02 is several standard errors.
-    assert online["n_members"] == online["n_nonmembers"] == 12000
+    assert online["n_members"] + online["n_nonmembers"] == 16 * 1500
+    assert abs(online["n_members"] - 12000) <= 16 * 5  # half of each class, give or take one
     assert online["auc"] > loss["auc"] + 0.02
     # TPR at 1% FPR several times the 1% a blind guess gets (120 false positives behind it).
     assert online["tpr_at_fpr"]["0.01"] >= 0.025 and online["fp_at_fpr"]["0.01"] <= 120

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from shadow_runs.plan import membership_matrix, run_seed, shadow_mask
+from shadow_runs.plan import membership_matrix, n_pairs, run_seed, shadow_mask, target_runs
 
 
 LABELS = np.repeat(np.arange(3), [7, 6, 5])  # odd and even class sizes
@@ -53,3 +53,11 @@ def test_shadow_counts_do_not_depend_on_the_targets_membership():
 def test_shadow_mask_rejects_targets_outside_the_runs():
     with pytest.raises(ValueError, match=r"\[0, 4\)"):
         shadow_mask(4, [4])
+
+
+def test_one_target_per_pair():
+    assert [n_pairs(r) for r in (2, 3, 64)] == [1, 2, 32]
+    assert target_runs(64, 16).tolist() == list(range(0, 32, 2))
+    assert target_runs(5, 3).tolist() == [0, 2, 4]  # the odd last run is a pair of its own
+    with pytest.raises(ValueError, match="--n-targets 3 must be between 1 and the 2 run pairs of --n-shadow 4"):
+        target_runs(4, 3)
