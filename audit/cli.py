@@ -228,8 +228,8 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
     runs = StoredRuns.load(store, keep=keep, labels=pool.y)
     scores = {attack: attack_scores(runs, attack, targets, variance=args.lira_variance) for attack in attacks}
     summary = summarise(runs, scores, targets, experiment=experiment, args=args)
-    membership, init_mask = runs.keep[targets], runs.init_mask[targets]
-    path = outputs.write_audit(store.audit_dir, summary=summary, scores=scores, membership=membership, init_mask=init_mask)
+    path = outputs.write_audit(store.audit_dir, summary=summary, scores=scores, membership=runs.keep[targets],
+                               init_mask=runs.init_mask[targets])
     if not args.quiet:
         print(outputs.describe(summary, path))
     return 0

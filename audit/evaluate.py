@@ -1,4 +1,4 @@
-"""From the run store to per-attack scores and metrics, leave-one-out over the target runs."""
+"""From the run store to per-attack scores and metrics: each target run against the runs outside its pair."""
 
 from __future__ import annotations
 
