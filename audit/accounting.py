@@ -6,6 +6,8 @@ non-DP victim would otherwise pay.
 
 from __future__ import annotations
 
+import functools
+
 ACCOUNTANTS = ("rdp", "prv")
 
 
@@ -22,9 +24,13 @@ def _check(*, epsilon: float | None = None, delta: float, sample_rate: float, st
         raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
 
 
+@functools.lru_cache(maxsize=64)
 def noise_multiplier_for(*, epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str = "rdp") -> float:
     """The noise multiplier sigma with which `steps` Poisson-subsampled Gaussian steps at
-    `sample_rate` spend (epsilon, delta) under `accountant` (opacus's search, tolerance 0.01)."""
+    `sample_rate` spend (epsilon, delta) under `accountant` (opacus's search, tolerance 0.01).
+
+    Memoised: opacus's search takes 1-3 s, and a Ray worker meets the same few member counts
+    (hence sample rates) run after run."""
     from opacus.accountants.utils import get_noise_multiplier
 
     _check(epsilon=epsilon, delta=delta, sample_rate=sample_rate, steps=steps, accountant=accountant)

@@ -121,6 +121,8 @@ class RunStore:
         arrays = {"logits": obs.logits, "init_idx": obs.init_idx}
         if obs.recon_loss is not None:
             arrays["recon_loss"] = np.asarray(obs.recon_loss, dtype=np.float32)
+        if obs.release_x is not None:
+            arrays["release_x"], arrays["release_y"] = obs.release_x, obs.release_y
         atomic_write(self._run_path(run, ".npz"), lambda f: np.savez(f, **arrays))
         write_json(self._run_path(run, ".json"), {
             **meta,

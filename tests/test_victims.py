@@ -16,6 +16,8 @@ FAST = {  # a quick configuration of each victim, for the contract tests
     "real": {"train": SHORT},
     "subset": {"ipc": 3, "train": SHORT},
     "dpsgd": {"epochs": 1, "net": NetConfig(width=16)},
+    "psg": {"restarts": 1, "outer": 2, "batches": 2, "inner": 1, "batch_size": 64, "spc": 2,
+            "net": NetConfig(width=8), "train": SHORT},
 }
 
 

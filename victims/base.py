@@ -30,12 +30,21 @@ class Observations:
     formal_epsilon: float | None = None  # the accountant's epsilon for the steps actually taken
     delta: float | None = None
     recon_loss: np.ndarray | None = None  # float32 [n_pool], generators only
+    release_x: np.ndarray | None = None  # float32 [k, c, h, w] pixel scale: the released synthetic set, if any
+    release_y: np.ndarray | None = None  # int64 [k]: its labels
 
     def __post_init__(self) -> None:
         if self.logits.ndim != 3:
             raise ValueError(f"logits must be [n_pool, n_queries, n_classes], got shape {self.logits.shape}")
         object.__setattr__(self, "logits", np.asarray(self.logits, dtype=np.float32))
         object.__setattr__(self, "init_idx", np.asarray(self.init_idx, dtype=np.int64))
+        if (self.release_x is None) != (self.release_y is None):
+            raise ValueError("release_x and release_y come together")
+        if self.release_x is not None:
+            object.__setattr__(self, "release_x", np.asarray(self.release_x, dtype=np.float32))
+            object.__setattr__(self, "release_y", np.asarray(self.release_y, dtype=np.int64))
+            if self.release_x.ndim != 4 or self.release_y.shape != self.release_x.shape[:1]:
+                raise ValueError(f"release_x must be [k, c, h, w] with k labels, got {self.release_x.shape} and {self.release_y.shape}")
 
 
 class Victim(Protocol):

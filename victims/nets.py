@@ -1,10 +1,12 @@
-"""Networks of the seeds: the DC ConvNet and an MLP, sized from the input shape."""
+"""Networks of the seeds: the DC ConvNet and an MLP, sized from the input shape, and a small
+conditional DCGAN-style generator."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
+import torch
 from torch import nn
 
 
@@ -93,3 +95,34 @@ def build_net(config: NetConfig, *, image_shape: tuple[int, int, int], n_classes
     """The classifier described by `config` (parameters drawn from torch's current RNG)."""
     cls = ConvNet if config.arch == "convnet" else MLP
     return cls(image_shape=image_shape, n_classes=n_classes, config=config)
+
+
+class ConditionalGenerator(nn.Module):
+    """(latent code, class) -> image in [0, 1]: a small conditional DCGAN-style generator.
+
+    linear -> [2*width, h/4, w/4] -> two stride-2 transposed convolutions (each doubling the size,
+    with per-sample GroupNorm and ReLU, so a sample never depends on the others in its batch) ->
+    3x3 convolution -> sigmoid. Image sides must be multiples of 4 (8, 28 and 32 are).
+    """
+
+    def __init__(self, *, latent_dim: int, n_classes: int, image_shape: tuple[int, int, int], width: int = 64) -> None:
+        super().__init__()
+        channels, height, side = image_shape
+        if height % 4 or side % 4:
+            raise ValueError(f"the generator needs image sides divisible by 4, got {height}x{side}")
+        self.n_classes = n_classes
+        self.start = (2 * width, height // 4, side // 4)
+        self.project = nn.Linear(latent_dim + n_classes, 2 * width * (height // 4) * (side // 4))
+        self.body = nn.Sequential(
+            nn.GroupNorm(2 * width, 2 * width), nn.ReLU(),
+            nn.ConvTranspose2d(2 * width, width, kernel_size=4, stride=2, padding=1),
+            nn.GroupNorm(width, width), nn.ReLU(),
+            nn.ConvTranspose2d(width, width, kernel_size=4, stride=2, padding=1),
+            nn.GroupNorm(width, width), nn.ReLU(),
+            nn.Conv2d(width, channels, kernel_size=3, padding=1),
+        )
+
+    def forward(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        onehot = nn.functional.one_hot(y, self.n_classes).to(z.dtype)
+        h = self.project(torch.cat([z, onehot], dim=1)).view(-1, *self.start)
+        return torch.sigmoid(self.body(h))

@@ -13,7 +13,7 @@ import numpy as np
 from victims.base import Observations, observe, register_victim, seeded
 from victims.data import Pool
 from victims.real import fit_on_pool
-from victims.train import TrainConfig
+from victims.train import TrainConfig, small_set_training
 
 
 @register_victim("subset")
@@ -22,7 +22,7 @@ class SubsetVictim:
     """The downstream ConvNet trained on `ipc` member images per class, drawn at random."""
 
     ipc: int = field(default=10, metadata={"help": "images per class in the released subset"})
-    train: TrainConfig = field(default_factory=TrainConfig)
+    train: TrainConfig = field(default_factory=small_set_training)
 
     def __post_init__(self) -> None:
         if self.ipc < 1:

@@ -41,6 +41,13 @@ class TrainConfig:
             raise ValueError(f"lr must be > 0, got {self.lr}")
 
 
+def small_set_training() -> TrainConfig:
+    """Downstream training for a released set of a few images per class (subset, synthetic sets):
+    100 steps. On digits a 10-per-class subset reached 93.4% test accuracy with 100 steps and 94.0%
+    with 300 (4 seeds each); 1 per class, 67.8% with either."""
+    return TrainConfig(steps=100)
+
+
 def to_model_space(x: np.ndarray, *, mean, std, device: torch.device | str = "cpu") -> torch.Tensor:
     """[n, c, h, w] pixels -> normalised float32 tensor on `device`."""
     t = torch.tensor(np.asarray(x, dtype=np.float32), device=device)
