@@ -112,16 +112,24 @@ def build_victim(name: str, args: argparse.Namespace):
     if stray:
         raise ValueError(f"{_flag(tuple(stray[0].split('__')))} does not apply to victim {name!r}")
 
-    def construct(kind: type, prefix: tuple[str, ...]):
+    def construct(kind: type, prefix: tuple[str, ...], base=None):
+        """`kind` with the given flags under `prefix`; a nested configuration starts from the
+        enclosing one's default for it (a victim's own default, e.g. a narrower net), not from
+        the nested class's defaults, and is left at that default when none of its flags is given."""
         hints = typing.get_type_hints(kind)
         kwargs = {}
         for f in dataclasses.fields(kind):
             key = "__".join(prefix + (f.name,))
             if dataclasses.is_dataclass(hints[f.name]):
-                kwargs[f.name] = construct(hints[f.name], prefix + (f.name,))
+                if any(k.startswith(key + "__") for k in given):
+                    if base is not None:
+                        default = getattr(base, f.name)
+                    else:
+                        default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+                    kwargs[f.name] = construct(hints[f.name], prefix + (f.name,), default)
             elif key in given:
                 kwargs[f.name] = given[key]
-        return kind(**kwargs)
+        return kind(**kwargs) if base is None else dataclasses.replace(base, **kwargs)
 
     return construct(cls, ())
 

@@ -13,23 +13,9 @@ for a change in the speed-up.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
 
-
-def timed_audit(victim: str, n_shadow: int, workers: int, extra: list[str]) -> tuple[float, float]:
-    with tempfile.TemporaryDirectory() as runs_dir:
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "audit.lira", "--victim", victim, "--n-shadow", str(n_shadow),
-                        "--workers", str(workers), "--runs-dir", runs_dir, "--quiet", *extra], check=True)
-        wall = time.perf_counter() - start
-        per_run = [json.loads(p.read_text())["wall_s"] for p in Path(runs_dir).glob("*/runs/*.json")]
-        return wall, sum(per_run) / len(per_run)
+from timing import timed_audit
 
 
 def main() -> None:
@@ -44,7 +30,9 @@ def main() -> None:
     for _ in range(args.repeats):
         baseline = None
         for workers in args.workers:
-            wall, per_run = timed_audit(args.victim, args.n_shadow, workers, extra)
+            wall, runs, _ = timed_audit(["--victim", args.victim, "--n-shadow", str(args.n_shadow),
+                                         "--workers", str(workers), *extra])
+            per_run = sum(runs) / len(runs)
             baseline = baseline or wall
             speedups[workers].append(baseline / wall)
             print(f"workers={workers}: wall {wall:7.1f} s   {per_run:5.2f} s per shadow run (in its worker)   "

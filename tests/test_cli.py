@@ -169,3 +169,26 @@ def test_the_module_entry_point_exits_2_without_a_traceback(tmp_path):
     assert result.stderr.strip().splitlines() == [
         "python -m audit.lira: error: --epsilon must be a positive number, got -1.0"]
     assert not (tmp_path / "r").exists()
+
+
+def _victim_from(*argv):
+    from audit.cli import build_parser, build_victim
+
+    args = build_parser("test", "").parse_args(["--n-shadow", "2", *argv])
+    return build_victim(args.victim, args)
+
+
+def test_flags_keep_the_victims_own_nested_defaults():
+    from victims.nets import NetConfig
+    from victims.psg import PSGVictim
+    from victims.train import small_set_training
+
+    # No flag: exactly the victim's defaults (PSG matches a width-16 net; 100 downstream steps).
+    assert _victim_from("--victim", "psg") == PSGVictim()
+    assert PSGVictim().net == NetConfig(width=16) and PSGVictim().train == small_set_training()
+    # One nested flag changes that field only, starting from the victim's default.
+    psg = _victim_from("--victim", "psg", "--train-lr", "0.05", "--net-depth", "1")
+    assert psg.train == small_set_training().__class__(steps=100, lr=0.05)
+    assert psg.net == NetConfig(width=16, depth=1)
+    # The same flag on another victim starts from that victim's default.
+    assert _victim_from("--victim", "dpsgd", "--net-depth", "1").net == NetConfig(width=64, depth=1)

@@ -1,0 +1,71 @@
+"""Benchmark and comparison table of the PSG victim on the embedded digits dataset.
+
+    python bench/psg.py headline [--n-shadow 256] [extra audit flags]
+        Times the headline command `python -m audit.lira --victim psg --n-shadow 256` from an empty
+        runs directory: wall time of the whole command and seconds per shadow run in its worker.
+
+    python bench/psg.py table [--n-shadow 64] [--runs-dir runs/psg-table]
+        PSG at epsilon 1 and 10 with 1 and 10 samples per class, beside `subset` at the same spc
+        (the naive baseline) and `dpsgd` at the same epsilon, one markdown row each. Every row is
+        a full audit in its own directory under --runs-dir, so a second call re-scores from there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from timing import timed_audit
+
+ROWS = [  # (label, audit flags)
+    *[(f"psg eps={e} spc={s}", ["--victim", "psg", "--epsilon", str(e), "--spc", str(s)]) for e in (1, 10) for s in (1, 10)],
+    *[(f"subset spc={s}", ["--victim", "subset", "--ipc", str(s)]) for s in (1, 10)],
+    *[(f"dpsgd eps={e}", ["--victim", "dpsgd", "--epsilon", str(e)]) for e in (1, 10)],
+]
+ATTACKS = ("loss", "lira_online", "lira_offline")
+
+
+def headline(n_shadow: int, extra: list[str]) -> None:
+    wall, per_run, summary = timed_audit(["--victim", "psg", "--n-shadow", str(n_shadow), *extra])
+    lira = summary["attacks"]["lira_online"]
+    print(f"python -m audit.lira --victim psg --n-shadow {n_shadow} {' '.join(extra)}".rstrip())
+    print(f"wall {wall:.1f} s ({wall / 60:.2f} min); {statistics.mean(per_run):.2f} s per shadow run in its worker "
+          f"(median {statistics.median(per_run):.2f}, max {max(per_run):.2f})")
+    print(f"formal epsilon {summary['formal_epsilon']:.3f}, test accuracy {summary['utility']['test_accuracy']:.3f}, "
+          f"LiRA online AUC {lira['auc']:.3f}, eps_hat {lira['eps_hat']:.2f}, eps_lower {lira['eps_lower']:.2f}")
+
+
+def table(n_shadow: int, runs_dir: Path, extra: list[str]) -> None:
+    print("| victim | formal eps | test acc (sd over runs) | LiRA AUC | TPR@0.1% FPR (FP) | eps_hat | eps_lower, max over attacks |")
+    print("|---|---|---|---|---|---|---|")
+    for label, flags in ROWS:
+        where = runs_dir / label.replace(" ", "_").replace("=", "")
+        subprocess.run([sys.executable, "-m", "audit.lira", *flags, "--n-shadow", str(n_shadow),
+                        "--runs-dir", str(where), "--quiet", *extra], check=True)
+        s = json.loads(next(where.glob("*/audit/summary.json")).read_text())
+        lira = s["attacks"]["lira_online"]
+        bound, attack = max((s["attacks"][a]["eps_lower"], a) for a in ATTACKS)
+        formal = "-" if s["formal_epsilon"] is None else f"{s['formal_epsilon']:.2f}"
+        print(f"| {label} | {formal} | {s['utility']['test_accuracy']:.3f} ({s['utility']['test_accuracy_std']:.3f}) "
+              f"| {lira['auc']:.3f} | {lira['tpr_at_fpr']['0.001']:.4f} ({lira['fp_at_fpr']['0.001']}) "
+              f"| {lira['eps_hat']:.2f} | {bound:.2f} ({attack}) |", flush=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("what", choices=("headline", "table"))
+    p.add_argument("--n-shadow", type=int, default=None, help="default: 256 for headline, 64 for table")
+    p.add_argument("--runs-dir", type=Path, default=Path("runs/psg-table"))
+    args, extra = p.parse_known_args()
+    if args.what == "headline":
+        headline(args.n_shadow or 256, extra)
+    else:
+        table(args.n_shadow or 64, args.runs_dir, extra)
+
+
+if __name__ == "__main__":
+    main()
