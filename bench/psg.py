@@ -52,7 +52,7 @@ def table(n_shadow: int, runs_dir: Path, extra: list[str]) -> None:
         formal = "-" if s["formal_epsilon"] is None else f"{s['formal_epsilon']:.2f}"
         print(f"| {label} | {formal} | {s['utility']['test_accuracy']:.3f} ({s['utility']['test_accuracy_std']:.3f}) "
               f"| {lira['auc']:.3f} | {lira['tpr_at_fpr']['0.001']:.4f} ({lira['fp_at_fpr']['0.001']}) "
-              f"| {lira['eps_hat']:.2f} | {bound:.2f} ({attack}) |", flush=True)
+              f"| {lira['eps_hat']:.2f} | {bound:.2f} ({attack if bound > 0 else 'every attack'}) |", flush=True)
 
 
 def main() -> None:
