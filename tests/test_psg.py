@@ -6,8 +6,7 @@ import torch
 import torch.nn.functional as F
 from opacus.accountants import RDPAccountant
 
-from shadow_runs.plan import membership_matrix
-from victims import get_victim, load_pool
+from victims import get_victim
 from victims.matching import gradient_distance, layer_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net
 from victims.psg import (
@@ -17,16 +16,6 @@ from victims.train import TrainConfig
 
 TINY = dict(restarts=2, outer=2, batches=2, inner=1, batch_size=64, spc=2,
             net=NetConfig(width=8), train=TrainConfig(steps=10, net=NetConfig(width=8)))
-
-
-@pytest.fixture(scope="module")
-def pool():
-    return load_pool("digits")
-
-
-@pytest.fixture(scope="module")
-def keep(pool):
-    return membership_matrix(pool.y, n_runs=2, master_seed=0)[0]
 
 
 @pytest.fixture(scope="module")

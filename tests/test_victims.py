@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from shadow_runs.plan import membership_matrix
-from victims import get_victim, load_pool, victim_names
+from victims import get_victim, victim_names
 from victims.nets import NetConfig
 from victims.train import TrainConfig, n_queries
 
@@ -19,16 +18,6 @@ FAST = {  # a quick configuration of each victim, for the contract tests
     "psg": {"restarts": 1, "outer": 2, "batches": 2, "inner": 1, "batch_size": 64, "spc": 2,
             "net": NetConfig(width=8), "train": SHORT},
 }
-
-
-@pytest.fixture(scope="module")
-def pool():
-    return load_pool("digits")
-
-
-@pytest.fixture(scope="module")
-def keep(pool):
-    return membership_matrix(pool.y, n_runs=2, master_seed=0)[0]
 
 
 def test_every_registered_victim_is_covered_by_the_contract():

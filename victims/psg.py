@@ -36,7 +36,7 @@ from victims.base import Observations, observe, register_victim, seeded
 from victims.data import Pool
 from victims.matching import gradient_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net
-from victims.train import TrainConfig, fit, small_set_training, to_model_space
+from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
 
 PRESETS = ("digits", "paper")
 
@@ -111,9 +111,10 @@ class PSGVictim:
         for name, value in preset.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
-        for name in ("restarts", "outer", "inner", "batches", "batch_size", "latent_dim"):
-            if getattr(self, name) < (0 if name == "inner" else 1):
-                raise ValueError(f"--{name.replace('_', '-')} must be >= {0 if name == 'inner' else 1}, got {getattr(self, name)}")
+        minimum = {"restarts": 1, "outer": 1, "inner": 0, "batches": 1, "batch_size": 1, "latent_dim": 1}
+        for name, low in minimum.items():
+            if getattr(self, name) < low:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(self, name)}")
         for name in ("max_grad_norm", "lr_images", "lr_net", "lr_generator"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
@@ -154,7 +155,7 @@ class PSGVictim:
             model = fit(images, labels, n_classes=pool.n_classes, config=self.train, flip_ok=pool.flip_ok,
                         generator=generator)
             return observe(model, pool, device=device, formal_epsilon=spent, delta=self.delta,
-                           release_x=to_pixel_space(images, pool), release_y=labels.cpu().numpy())
+                           release_x=to_pixel_space(images, mean=pool.mean, std=pool.std), release_y=labels.cpu().numpy())
 
     def generate(self, x: torch.Tensor, y: torch.Tensor, *, pool: Pool, sigma: float,
                  generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -193,8 +194,7 @@ class SyntheticSet:
     pixels: torch.Tensor | None = None
     generator_net: nn.Module | None = None
     latents: torch.Tensor | None = None
-    mean: torch.Tensor | None = None
-    std: torch.Tensor | None = None
+    pool: Pool | None = None  # its mean and std take generated pixels to model space
 
     @classmethod
     def create(cls, config: PSGVictim, *, pool: Pool, labels: torch.Tensor, generator: torch.Generator) -> SyntheticSet:
@@ -208,15 +208,14 @@ class SyntheticSet:
                                    image_shape=pool.image_shape).to(device)
         latents = torch.randn((len(labels), config.latent_dim), generator=generator, device=device)
         return cls(labels=labels, optimizer=torch.optim.Adam(net.parameters(), lr=config.lr_generator),
-                   generator_net=net, latents=latents,
-                   mean=torch.tensor(pool.mean, dtype=torch.float32, device=device).view(1, -1, 1, 1),
-                   std=torch.tensor(pool.std, dtype=torch.float32, device=device).view(1, -1, 1, 1))
+                   generator_net=net, latents=latents, pool=pool)
 
     def images(self) -> torch.Tensor:
         """The synthetic images in model space."""
         if self.pixels is not None:
             return self.pixels
-        return (self.generator_net(self.latents, self.labels) - self.mean) / self.std
+        pixels = self.generator_net(self.latents, self.labels)
+        return to_model_space(pixels, mean=self.pool.mean, std=self.pool.std, device=pixels.device)
 
     def step(self, net: nn.Module, matched: list[torch.Tensor], real_gradient: list[torch.Tensor]) -> None:
         """One optimiser step on the distance between the synthetic and the (noisy) real gradient."""
@@ -271,9 +270,3 @@ def noisy_mean_gradient(net: nn.Module, params: dict[str, torch.Tensor], x: torc
     return [(s + std * torch.randn(s.shape, generator=generator, device=generator.device).to(s.device)) / expected_batch_size
             for s in sums]
 
-
-def to_pixel_space(images: torch.Tensor, pool: Pool) -> np.ndarray:
-    """Model-space images back to the pool's pixel scale (not clipped: the release as learned)."""
-    mean = torch.tensor(pool.mean, dtype=torch.float32, device=images.device).view(1, -1, 1, 1)
-    std = torch.tensor(pool.std, dtype=torch.float32, device=images.device).view(1, -1, 1, 1)
-    return (images * std + mean).cpu().numpy().astype(np.float32)

@@ -48,12 +48,21 @@ def small_set_training() -> TrainConfig:
     return TrainConfig(steps=100)
 
 
-def to_model_space(x: np.ndarray, *, mean, std, device: torch.device | str = "cpu") -> torch.Tensor:
-    """[n, c, h, w] pixels -> normalised float32 tensor on `device`."""
-    t = torch.tensor(np.asarray(x, dtype=np.float32), device=device)
-    m = torch.tensor(mean, dtype=torch.float32, device=device).view(1, -1, 1, 1)
-    s = torch.tensor(std, dtype=torch.float32, device=device).view(1, -1, 1, 1)
-    return (t - m) / s
+def _per_channel(values, device) -> torch.Tensor:
+    """Per-channel statistics (mean or std) shaped to broadcast over [n, c, h, w]."""
+    return torch.tensor(values, dtype=torch.float32, device=device).view(1, -1, 1, 1)
+
+
+def to_model_space(x: np.ndarray | torch.Tensor, *, mean, std, device: torch.device | str = "cpu") -> torch.Tensor:
+    """[n, c, h, w] pixels -> normalised float32 tensor on `device` (a tensor keeps its graph)."""
+    t = x.to(device) if isinstance(x, torch.Tensor) else torch.tensor(np.asarray(x, dtype=np.float32), device=device)
+    return (t - _per_channel(mean, device)) / _per_channel(std, device)
+
+
+def to_pixel_space(images: torch.Tensor, *, mean, std) -> np.ndarray:
+    """Model-space images back to the pool's pixel scale (not clipped: the release as learned)."""
+    pixels = images * _per_channel(std, images.device) + _per_channel(mean, images.device)
+    return pixels.detach().cpu().numpy().astype(np.float32)
 
 
 def shift(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
