@@ -233,8 +233,9 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
     train_missing_runs(store, victim=victim, pool=pool, keep=keep, seed=args.seed,
                        executor=executor, quiet=args.quiet)
 
-    runs = StoredRuns.load(store, keep=keep, labels=pool.y)
-    scores = {attack: attack_scores(runs, attack, targets, variance=args.lira_variance) for attack in attacks}
+    runs = StoredRuns.load(store, keep=keep, images=pool.x, labels=pool.y)
+    scores = {attack: attack_scores(runs, attack, targets, variance=args.lira_variance)
+              for attack in runs.available(attacks)}
     summary = summarise(runs, scores, targets, experiment=experiment, args=args)
     path = outputs.write_audit(store.audit_dir, summary=summary, scores=scores, membership=runs.keep[targets],
                                init_mask=runs.init_mask[targets])

@@ -6,13 +6,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attacks import cross_entropy, lira_offline, lira_online, logit_confidence
+from attacks import cross_entropy, dcr_scores, lira_offline, lira_online, logit_confidence
 from audit.metrics import MembershipScores
 from shadow_runs.plan import shadow_mask
 from shadow_runs.store import RunStore
 
-ATTACKS = ("loss", "lira_online", "lira_offline")
-MIN_RUNS = {"loss": 1, "lira_online": 4, "lira_offline": 4}  # LiRA: target, its partner, one shadow pair
+ATTACKS = ("loss", "lira_online", "lira_offline", "dcr")
+MIN_RUNS = {"loss": 1, "lira_online": 4, "lira_offline": 4, "dcr": 1}  # LiRA: target, its partner, one shadow pair
+RELEASE_ATTACKS = ("dcr",)  # need the released synthetic set: scored only for victims that store one
 
 
 @dataclass(frozen=True, eq=False)
@@ -24,24 +25,37 @@ class StoredRuns:
     loss: np.ndarray  # float64 [R, n]: cross-entropy on the image itself
     init_mask: np.ndarray  # bool [R, n]: the real images a run's release contains or started from
     meta: tuple[dict, ...]  # runs/<r>.json of each run
+    dcr: np.ndarray | None = None  # float64 [R, n]: DCR scores against each run's release, if every run has one
 
     @classmethod
-    def load(cls, store: RunStore, *, keep: np.ndarray, labels: np.ndarray) -> StoredRuns:
+    def load(cls, store: RunStore, *, keep: np.ndarray, images: np.ndarray, labels: np.ndarray) -> StoredRuns:
+        """Read every run of the plan `keep`; `images` [n, c, h, w] and `labels` [n] are the pool's."""
         n_runs = len(keep)
-        confidence, loss, init_mask, meta = [], [], np.zeros(keep.shape, dtype=bool), []
+        confidence, loss, dcr, init_mask, meta = [], [], [], np.zeros(keep.shape, dtype=bool), []
         for r in range(n_runs):
             arrays, run_meta = store.load_run(r)
             confidence.append(logit_confidence(arrays["logits"], labels))
             loss.append(cross_entropy(arrays["logits"][:, 0, :], labels))
+            if "release_x" in arrays:
+                dcr.append(dcr_scores(images, labels, arrays["release_x"], arrays["release_y"]))
             init_mask[r, arrays["init_idx"]] = True
             meta.append(run_meta)
-        return cls(keep=keep, confidence=np.stack(confidence), loss=np.stack(loss), init_mask=init_mask, meta=tuple(meta))
+        return cls(keep=keep, confidence=np.stack(confidence), loss=np.stack(loss), init_mask=init_mask,
+                   meta=tuple(meta), dcr=np.stack(dcr) if len(dcr) == n_runs else None)
+
+    def available(self, attacks: tuple[str, ...]) -> tuple[str, ...]:
+        """`attacks` less the release attacks when the runs stored no release."""
+        return tuple(a for a in attacks if a not in RELEASE_ATTACKS or self.dcr is not None)
 
 
 def attack_scores(runs: StoredRuns, attack: str, targets: np.ndarray, *, variance: str) -> np.ndarray:
     """Scores [T, n] of `attack` on each target run; its shadows are the runs outside its pair."""
     if attack == "loss":
         return -runs.loss[targets]
+    if attack == "dcr":
+        if runs.dcr is None:
+            raise ValueError("dcr needs the released synthetic set, and these runs stored none")
+        return runs.dcr[targets]
     shadows = shadow_mask(len(runs.keep), targets)
     if attack == "lira_online":
         return lira_online(runs.confidence, runs.keep, targets, shadows=shadows, variance=variance)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from audit import lira, loss
+from victims import load_pool
 
 SUMMARY_KEYS = {"victim", "dataset", "config", "n_shadow", "target_runs", "formal_epsilon", "delta", "utility",
                 "evaluation", "attacks"}
@@ -40,13 +41,17 @@ def test_subset_audit_writes_the_contract_files(tmp_path, tiny_flags):
     with np.load(root / "runs" / "00003.npz") as z:
         assert z["logits"].shape == (1500, 5, 10) and z["logits"].dtype == np.float32
         assert z["init_idx"].shape == (20,) and keep[3, z["init_idx"]].all()
+        # The subset's release is its chosen member images themselves.
+        pool = load_pool("digits")
+        assert np.array_equal(z["release_x"], pool.x[z["init_idx"]])
+        assert np.array_equal(z["release_y"], pool.y[z["init_idx"]])
     meta = json.loads((root / "runs" / "00003.json").read_text())
     assert {"seed", "formal_epsilon", "delta", "test_accuracy", "wall_s", "host"} <= set(meta)
 
     summary = json.loads((root / "audit" / "summary.json").read_text())
     assert set(summary) == SUMMARY_KEYS
     assert summary["n_shadow"] == 4 and summary["target_runs"] == [0, 2] and summary["formal_epsilon"] is None
-    assert set(summary["attacks"]) == {"loss", "lira_online", "lira_offline"}
+    assert set(summary["attacks"]) == {"loss", "lira_online", "lira_offline", "dcr"}  # dcr: it has a release
     for metrics in summary["attacks"].values():
         assert METRIC_KEYS | {"subgroups"} == set(metrics)
         # 2 targets, one per pair; a run holds half of each class, give or take one for odd classes.

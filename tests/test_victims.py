@@ -17,6 +17,11 @@ FAST = {  # a quick configuration of each victim, for the contract tests
     "dpsgd": {"epochs": 1, "net": NetConfig(width=16)},
     "psg": {"restarts": 1, "outer": 2, "batches": 2, "inner": 1, "batch_size": 64, "spc": 2,
             "net": NetConfig(width=8), "train": SHORT},
+    "dm": {"ipc": 2, "iterations": 3, "batch_real": 8, "net": NetConfig(width=8), "train": SHORT},
+    "dsa": {"ipc": 2, "iterations": 1, "outer": 2, "inner": 1, "batch_real": 8, "net": NetConfig(width=8),
+            "train": SHORT},
+    "dc": {"ipc": 2, "iterations": 1, "outer": 2, "inner": 1, "batch_real": 8, "net": NetConfig(width=8),
+           "train": SHORT},
 }
 
 
@@ -47,6 +52,11 @@ def test_same_seed_same_observations(victim, pool, keep, observed):
     assert again.test_accuracy == observed.test_accuracy
     assert np.array_equal(again.init_idx, observed.init_idx)
     assert again.formal_epsilon == observed.formal_epsilon
+    if observed.release_x is None:
+        assert again.release_x is None
+    else:  # the same synthetic set, bit for bit
+        assert np.array_equal(again.release_x, observed.release_x)
+        assert np.array_equal(again.release_y, observed.release_y)
 
 
 def test_another_seed_other_observations(victim, pool, keep, observed):
@@ -62,6 +72,8 @@ def test_members_are_the_only_real_data_it_touches(victim, pool, keep, observed)
     assert np.array_equal(other.logits[keep], observed.logits[keep])
     assert other.test_accuracy == observed.test_accuracy
     assert not np.array_equal(other.logits[~keep], observed.logits[~keep])
+    if observed.release_x is not None:
+        assert np.array_equal(other.release_x, observed.release_x)
 
 
 def test_a_run_leaves_the_global_rng_alone(victim, pool, keep):

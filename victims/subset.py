@@ -1,7 +1,9 @@
 """`subset`: a random real subset of `ipc` member images per class, the naive baseline.
 
 Any synthetic release of k images per class has to beat this at the same k to claim a privacy
-gain. The chosen images are recorded as `init_idx`, so they are audited as their own sub-group.
+gain. The chosen images are the release (stored with the run, so release-level attacks such as DCR
+apply to the baseline as to every synthetic set) and are recorded as `init_idx`, so they are
+audited as their own sub-group.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from victims.base import Observations, observe, register_victim, seeded
+from victims.condense import members_per_class_guaranteed
 from victims.data import Pool
 from victims.real import fit_on_pool
 from victims.train import TrainConfig, small_set_training
@@ -29,8 +32,7 @@ class SubsetVictim:
             raise ValueError(f"--ipc must be >= 1, got {self.ipc}")
 
     def check(self, pool: Pool) -> None:
-        # The membership plan gives every run floor(count/2) or more members of each class.
-        fewest = int(np.bincount(pool.y, minlength=pool.n_classes).min()) // 2
+        fewest = members_per_class_guaranteed(pool)
         if self.ipc > fewest:
             raise ValueError(f"--ipc {self.ipc} exceeds the {fewest} members per class a run is guaranteed")
 
@@ -42,4 +44,5 @@ class SubsetVictim:
         ]))
         with seeded(seed, device) as generator:
             model = fit_on_pool(pool, chosen, config=self.train, generator=generator, device=device)
-            return observe(model, pool, device=device, init_idx=chosen)
+            return observe(model, pool, device=device, init_idx=chosen,
+                           release_x=pool.x[chosen], release_y=pool.y[chosen])

@@ -1,0 +1,129 @@
+"""Differentiable siamese augmentation (DSA; Zhao & Bilen, ICML 2021).
+
+Condensation matches statistics of real and synthetic batches; DSA applies the *same* random
+transformation to both sides before matching, and every transformation is differentiable in the
+images, so the synthetic images learn features that survive augmentation. "The same" is made
+concrete by a seed: `augment(real, seed=s)` and `augment(synthetic, seed=s)` draw one operation
+from the strategy and then identical per-example parameters in the order of the batch, as the
+reference code does (one operation per call, its "S" mode).
+
+Parameter ranges are the reference's (`ParamDiffAug`): scale in [1/1.2, 1.2], rotation within
+±15 degrees, translation by up to 12.5% of the side, a cutout square of half the side,
+brightness ±0.5, saturation x[0, 2], contrast x[0.5, 1.5]. Flips are left out for datasets
+whose labels they change (digits, MNIST).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+SCALE = 1.2  # scale factors within [1/SCALE, SCALE], per axis
+ROTATE_DEGREES = 15.0
+CROP_PAD = 0.125  # translation of up to this fraction of the side, in whole pixels
+CUTOUT = 0.5  # side of the zeroed square, as a fraction of the image side
+BRIGHTNESS, SATURATION, CONTRAST = 1.0, 2.0, 0.5
+
+Op = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
+
+
+def _uniform(x: torch.Tensor, g: torch.Generator, k: int = 1) -> torch.Tensor:
+    """U[0, 1) of shape [n, k] for a batch x of n examples, drawn from g in one call (so row i, the
+    parameters of example i, is the same whatever n is), on x's device."""
+    return torch.rand((x.shape[0], k), generator=g, device=g.device).to(x.device, x.dtype)
+
+
+def _per_example(values: torch.Tensor) -> torch.Tensor:
+    """[n] -> [n, 1, 1, 1], to broadcast over images."""
+    return values.view(-1, 1, 1, 1)
+
+
+def _affine(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    grid = F.affine_grid(theta, list(x.shape), align_corners=True)
+    return F.grid_sample(x, grid, align_corners=True)
+
+
+def color(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """Brightness, then saturation, then contrast, each with its own factor per example."""
+    u = _uniform(x, g, 3)
+    x = x + _per_example(u[:, 0] - 0.5) * BRIGHTNESS
+    mean = x.mean(dim=1, keepdim=True)
+    x = (x - mean) * _per_example(u[:, 1] * SATURATION) + mean
+    mean = x.mean(dim=(1, 2, 3), keepdim=True)
+    return (x - mean) * _per_example(u[:, 2] + CONTRAST) + mean
+
+
+def crop(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """Translate by a whole number of pixels in [-pad, pad] per axis, zero-filled."""
+    h, w = x.shape[-2:]
+    pad_h, pad_w = int(h * CROP_PAD + 0.5), int(w * CROP_PAD + 0.5)
+    u = _uniform(x, g, 2)
+    rows = (u[:, 0] * (2 * pad_h + 1)).floor() - pad_h
+    cols = (u[:, 1] * (2 * pad_w + 1)).floor() - pad_w
+    theta = torch.zeros(x.shape[0], 2, 3, device=x.device, dtype=x.dtype)
+    theta[:, 0, 0] = theta[:, 1, 1] = 1
+    theta[:, 0, 2] = -2 * cols / max(w - 1, 1)  # align_corners=True: one pixel is 2/(side-1)
+    theta[:, 1, 2] = -2 * rows / max(h - 1, 1)
+    return _affine(x, theta)
+
+
+def cutout(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """Zero a square of CUTOUT times the side, centred at a random pixel (clipped at the border)."""
+    h, w = x.shape[-2:]
+    size_h, size_w = int(h * CUTOUT + 0.5), int(w * CUTOUT + 0.5)
+    u = _uniform(x, g, 2)
+    top = (u[:, 0] * (h + 1 - size_h % 2)).long().view(-1, 1, 1) - size_h // 2
+    left = (u[:, 1] * (w + 1 - size_w % 2)).long().view(-1, 1, 1) - size_w // 2
+    rows = torch.arange(h, device=x.device).view(1, h, 1)
+    cols = torch.arange(w, device=x.device).view(1, 1, w)
+    inside = (rows >= top) & (rows < top + size_h) & (cols >= left) & (cols < left + size_w)
+    return x * (~inside).unsqueeze(1).to(x.dtype)
+
+
+def flip(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """Mirror each example left-right with probability 1/2."""
+    mirrored = _per_example((_uniform(x, g)[:, 0] < 0.5).to(x.dtype))
+    return mirrored * x.flip(-1) + (1 - mirrored) * x
+
+
+def scale(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """Zoom each axis by its own factor in [1/SCALE, SCALE] about the centre."""
+    factors = _uniform(x, g, 2) * (SCALE - 1 / SCALE) + 1 / SCALE
+    theta = torch.zeros(x.shape[0], 2, 3, device=x.device, dtype=x.dtype)
+    theta[:, 0, 0], theta[:, 1, 1] = factors[:, 0], factors[:, 1]
+    return _affine(x, theta)
+
+
+def rotate(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """Rotate about the centre by an angle within ±ROTATE_DEGREES."""
+    angle = (_uniform(x, g)[:, 0] - 0.5) * 2 * math.radians(ROTATE_DEGREES)
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    theta = torch.stack([torch.stack([cos, sin, torch.zeros_like(cos)], 1),
+                         torch.stack([-sin, cos, torch.zeros_like(cos)], 1)], 1)
+    return _affine(x, theta)
+
+
+OPS: dict[str, Op] = {"color": color, "crop": crop, "cutout": cutout, "flip": flip, "scale": scale, "rotate": rotate}
+
+
+def strategy(*, flip_ok: bool) -> tuple[str, ...]:
+    """The reference's strategy, color_crop_cutout_flip_scale_rotate, without flips where they
+    change the label."""
+    return tuple(name for name in OPS if flip_ok or name != "flip")
+
+
+def augment(x: torch.Tensor, *, seed: int, ops: tuple[str, ...]) -> torch.Tensor:
+    """One operation of `ops`, chosen by `seed`, with per-example parameters drawn from `seed`:
+    two batches augmented with the same seed get the same operation, and the i-th examples of
+    both get the same parameters."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    op = ops[int(torch.randint(len(ops), (1,), generator=g))]
+    return OPS[op](x, g)
+
+
+def draw_seed(generator: torch.Generator) -> int:
+    """A fresh siamese seed from the run's generator."""
+    return int(torch.randint(2**62, (1,), generator=generator, device=generator.device))

@@ -1,0 +1,119 @@
+"""What the dataset-condensation victims (`dm`, `dsa`, `dc`, `kip`) share.
+
+A condensation victim learns `ipc` synthetic images per class from the members, starting either
+from real member images (`--init real`, the setting of the original DC/DM/KIP code; the chosen
+images are recorded as `init_idx`, so they are audited as their own sub-group) or from Gaussian
+noise (`--init random`). The release is the synthetic set (stored with the run); the downstream
+ConvNet is trained on it with the shared trainer and observed on the whole pool, exactly as the
+`subset` baseline of the same size is.
+
+Each family only supplies `condense(images, labels, members)`: the optimisation of the images.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from victims.base import Observations, observe, seeded
+from victims.data import Pool
+from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
+
+INITS = ("real", "random")
+
+
+def members_per_class_guaranteed(pool: Pool) -> int:
+    """The fewest members of any class a run of the membership plan has (half of each class)."""
+    return int(np.bincount(pool.y, minlength=pool.n_classes).min()) // 2
+
+
+@dataclass(frozen=True, eq=False)
+class Members:
+    """A run's member images in model space, with a sampler of random batches of one class."""
+
+    x: torch.Tensor  # [m, c, h, w]
+    y: torch.Tensor  # int64 [m]
+    by_class: tuple[torch.Tensor, ...]  # indices into x of each class
+
+    @classmethod
+    def of(cls, pool: Pool, keep: np.ndarray, *, device: str) -> Members:
+        idx = np.flatnonzero(keep)
+        x = to_model_space(pool.x[idx], mean=pool.mean, std=pool.std, device=device)
+        y = torch.as_tensor(pool.y[idx], device=device)
+        return cls(x=x, y=y, by_class=tuple(torch.nonzero(y == c).flatten() for c in range(pool.n_classes)))
+
+    def batch(self, c: int, size: int, *, generator: torch.Generator) -> torch.Tensor:
+        """`size` random member images of class c (all of them, shuffled, when it has fewer)."""
+        pick = self.by_class[c]
+        order = torch.randperm(len(pick), generator=generator, device=generator.device)[:size]
+        return self.x[pick[order.to(pick.device)]]
+
+    def class_batches(self, size: int, *, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """One random batch of up to `size` images from every class, concatenated in class order,
+        and the class of each image."""
+        batches = [self.batch(c, size, generator=generator) for c in range(len(self.by_class))]
+        labels = torch.cat([torch.full((len(b),), c, dtype=torch.int64) for c, b in enumerate(batches)])
+        return torch.cat(batches), labels.to(self.x.device)
+
+
+def initial_set(pool: Pool, keep: np.ndarray, members: Members, *, ipc: int, init: str,
+                generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """(images [k, c, h, w] in model space, labels [k], init_idx): `ipc` images per class in class
+    order, either distinct random members of the class (their pool indices are `init_idx`) or
+    standard Gaussian noise in model space (`init_idx` empty)."""
+    device = members.x.device
+    labels = torch.arange(pool.n_classes, device=device).repeat_interleave(ipc)
+    if init == "random":
+        images = torch.randn((len(labels), *pool.image_shape), generator=generator, device=generator.device)
+        return images.to(device), labels, np.zeros(0, dtype=np.int64)
+    member_idx = np.flatnonzero(keep)
+    chosen = []
+    for c in range(pool.n_classes):
+        pick = members.by_class[c]
+        order = torch.randperm(len(pick), generator=generator, device=generator.device)[:ipc]
+        chosen.append(pick[order.to(pick.device)].cpu())
+    chosen = torch.cat(chosen)
+    return members.x[chosen.to(device)].clone(), labels, member_idx[chosen.numpy()]
+
+
+@dataclass(frozen=True)
+class CondensationVictim:
+    """Fields and run frame of every condensation victim; subclasses add their own
+    hyper-parameters and implement `condense`."""
+
+    ipc: int = field(default=10, metadata={"help": "images per class in the released set"})
+    init: str = field(default="real", metadata={
+        "help": "initialise the synthetic images from real member images or Gaussian noise", "choices": INITS})
+    train: TrainConfig = field(default_factory=small_set_training)  # the downstream ConvNet on the release
+
+    def __post_init__(self) -> None:
+        if self.ipc < 1:
+            raise ValueError(f"--ipc must be >= 1, got {self.ipc}")
+        if self.init not in INITS:
+            raise ValueError(f"--init must be one of {INITS}, got {self.init!r}")
+
+    def check(self, pool: Pool) -> None:
+        fewest = members_per_class_guaranteed(pool)
+        if self.ipc > fewest:
+            raise ValueError(f"--ipc {self.ipc} exceeds the {fewest} members per class a run is guaranteed")
+
+    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu") -> Observations:
+        members = Members.of(pool, keep, device=device)
+        with seeded(seed, device) as generator:
+            images, labels, init_idx = initial_set(pool, keep, members, ipc=self.ipc, init=self.init,
+                                                   generator=generator)
+            images = self.condense(images, labels, members, pool=pool, generator=generator).detach()
+            model = fit(images, labels, n_classes=pool.n_classes, config=self.train, flip_ok=pool.flip_ok,
+                        generator=generator)
+            return observe(model, pool, device=device, init_idx=init_idx,
+                           release_x=to_pixel_space(images, mean=pool.mean, std=pool.std),
+                           release_y=labels.cpu().numpy())
+
+    def condense(self, images: torch.Tensor, labels: torch.Tensor, members: Members, *, pool: Pool,
+                 generator: torch.Generator) -> torch.Tensor:
+        """The learned synthetic images (model space) from the initial `images` with `labels`.
+        Parameters of freshly drawn networks come from torch's global RNG (fixed by the caller);
+        everything else from `generator`."""
+        raise NotImplementedError

@@ -1,0 +1,74 @@
+"""`dm`: dataset condensation by distribution matching (Zhao & Bilen, WACV 2023).
+
+Every iteration draws a fresh randomly initialised ConvNet (its weights are never trained) and,
+for every class, moves the mean embedding of the synthetic images towards the mean embedding of
+a random batch of that class's members, both after the same differentiable siamese augmentation
+(`victims.augment`): loss = sum_c || mean psi(A_w(real_c)) - mean psi(A_w(syn_c)) ||^2, one SGD
+step of the images per iteration. All classes go through the network in one batch; one
+augmentation seed per iteration serves every class (the reference draws one per class).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from victims.augment import augment, draw_seed, strategy
+from victims.base import register_victim
+from victims.condense import CondensationVictim, Members
+from victims.data import Pool
+from victims.nets import NetConfig, build_net
+
+
+def class_means(embeddings: torch.Tensor, labels: torch.Tensor, n_classes: int) -> torch.Tensor:
+    """[n, d] embeddings -> [n_classes, d] mean embedding of each class (zero for an absent class)."""
+    sums = embeddings.new_zeros(n_classes, embeddings.shape[1]).index_add(0, labels, embeddings)
+    counts = torch.bincount(labels, minlength=n_classes).clamp(min=1).to(embeddings.dtype)
+    return sums / counts[:, None]
+
+
+@register_victim("dm")
+@dataclass(frozen=True)
+class DMVictim(CondensationVictim):
+    """Distribution matching with random embedding networks; the downstream ConvNet trains on
+    the learned set. Defaults sized for digits on one CPU thread (bench/condense.py)."""
+
+    iterations: int = field(default=100, metadata={"help": "image updates, each with a fresh random embedding net"})
+    lr_images: float = field(default=10.0, metadata={"help": "SGD learning rate of the synthetic images"})
+    momentum: float = field(default=0.5, metadata={"help": "SGD momentum of the synthetic images"})
+    batch_real: int = field(default=32, metadata={"help": "real member images per class per iteration"})
+    dsa: bool = field(default=True, metadata={"help": "differentiable siamese augmentation of both sides"})
+    net: NetConfig = field(default_factory=lambda: NetConfig(width=32))  # the random embedding network
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.iterations < 0:
+            raise ValueError(f"--iterations must be >= 0, got {self.iterations}")
+        if not self.lr_images > 0:
+            raise ValueError(f"--lr-images must be > 0, got {self.lr_images}")
+        if not 0 <= self.momentum < 1:
+            raise ValueError(f"--momentum must be in [0, 1), got {self.momentum}")
+        if self.batch_real < 1:
+            raise ValueError(f"--batch-real must be >= 1, got {self.batch_real}")
+
+    def condense(self, images: torch.Tensor, labels: torch.Tensor, members: Members, *, pool: Pool,
+                 generator: torch.Generator) -> torch.Tensor:
+        images = images.clone().requires_grad_(True)
+        optimizer = torch.optim.SGD([images], lr=self.lr_images, momentum=self.momentum)
+        ops = strategy(flip_ok=pool.flip_ok)
+        for _ in range(self.iterations):
+            net = build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes).to(images.device)
+            net.requires_grad_(False)
+            real, real_labels = members.class_batches(self.batch_real, generator=generator)
+            synthetic = images
+            if self.dsa:
+                seed = draw_seed(generator)
+                real, synthetic = augment(real, seed=seed, ops=ops), augment(synthetic, seed=seed, ops=ops)
+            with torch.no_grad():
+                target = class_means(net.embed(real), real_labels, pool.n_classes)
+            loss = (target - class_means(net.embed(synthetic), labels, pool.n_classes)).pow(2).sum()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        return images.detach()

@@ -1,0 +1,98 @@
+"""`dsa` and `dc`: dataset condensation by gradient matching (Zhao, Mopuri & Bilen, ICLR 2021),
+with (`dsa`, Zhao & Bilen, ICML 2021) or without (`dc`) differentiable siamese augmentation.
+
+Every iteration draws a fresh ConvNet; for each of `outer` loops, the images of every class take
+one SGD step on the layer-wise cosine distance (`victims.matching`, shared with PSG) between the
+network's gradient on the synthetic images of the class and its gradient on a random batch of
+that class's members, both after the same augmentation; then (except after the last loop) the
+network takes `inner` SGD steps on the synthetic set. The reference's loop counts by images per
+class are (outer, inner) = (1, 1) at 1, (10, 50) at 10 and (50, 10) at 50; the defaults here are
+sized for digits on one CPU thread (bench/condense.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from victims.augment import augment, draw_seed, strategy
+from victims.base import register_victim
+from victims.condense import CondensationVictim, Members
+from victims.data import Pool
+from victims.matching import gradient_distance
+from victims.nets import NetConfig, build_net
+
+
+@register_victim("dsa")
+@dataclass(frozen=True)
+class DSAVictim(CondensationVictim):
+    """Gradient matching with siamese augmentation; the downstream ConvNet trains on the set."""
+
+    iterations: int = field(default=6, metadata={"help": "fresh matching networks"})
+    outer: int = field(default=4, metadata={"help": "image updates per matching network"})
+    inner: int = field(default=3, metadata={"help": "network steps on the synthetic set between image updates"})
+    lr_images: float = field(default=1.0, metadata={"help": "SGD learning rate of the synthetic images"})
+    lr_net: float = field(default=0.01, metadata={"help": "SGD learning rate of the matching network"})
+    momentum: float = field(default=0.5, metadata={"help": "SGD momentum of the synthetic images"})
+    batch_real: int = field(default=32, metadata={"help": "real member images per class per gradient"})
+    dsa: bool = field(default=True, metadata={"help": "differentiable siamese augmentation of both sides"})
+    net: NetConfig = field(default_factory=lambda: NetConfig(width=32))  # the matching network
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name, low in (("iterations", 0), ("outer", 1), ("inner", 0), ("batch_real", 1)):
+            if getattr(self, name) < low:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(self, name)}")
+        for name in ("lr_images", "lr_net"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
+        if not 0 <= self.momentum < 1:
+            raise ValueError(f"--momentum must be in [0, 1), got {self.momentum}")
+
+    def condense(self, images: torch.Tensor, labels: torch.Tensor, members: Members, *, pool: Pool,
+                 generator: torch.Generator) -> torch.Tensor:
+        images = images.clone().requires_grad_(True)
+        optimizer = torch.optim.SGD([images], lr=self.lr_images, momentum=self.momentum)
+        ops = strategy(flip_ok=pool.flip_ok)
+
+        def augmented(x: torch.Tensor, seed: int | None) -> torch.Tensor:
+            return x if seed is None else augment(x, seed=seed, ops=ops)
+
+        for _ in range(self.iterations):
+            net = build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes).to(images.device)
+            matched = [p for p in net.parameters() if p.ndim > 1]  # the distance ignores 1-D parameters
+            net_optimizer = torch.optim.SGD(net.parameters(), lr=self.lr_net)
+            for loop in range(self.outer):
+                loss = images.new_zeros(())
+                for c in range(pool.n_classes):
+                    seed = draw_seed(generator) if self.dsa else None
+                    real = augmented(members.batch(c, self.batch_real, generator=generator), seed)
+                    synthetic = augmented(images[labels == c], seed)
+                    target = torch.full((len(real),), c, device=real.device)
+                    real_gradient = [g.detach() for g in torch.autograd.grad(F.cross_entropy(net(real), target), matched)]
+                    synthetic_gradient = torch.autograd.grad(
+                        F.cross_entropy(net(synthetic), labels[labels == c]), matched, create_graph=True)
+                    loss = loss + gradient_distance(synthetic_gradient, real_gradient)
+                optimizer.zero_grad(set_to_none=True)
+                (image_gradient,) = torch.autograd.grad(loss, [images])
+                images.grad = image_gradient
+                optimizer.step()
+                if loop == self.outer - 1:
+                    break
+                fixed = images.detach()
+                for _ in range(self.inner):
+                    seed = draw_seed(generator) if self.dsa else None
+                    net_optimizer.zero_grad(set_to_none=True)
+                    F.cross_entropy(net(augmented(fixed, seed)), labels).backward()
+                    net_optimizer.step()
+        return images.detach()
+
+
+@register_victim("dc")
+@dataclass(frozen=True)
+class DCVictim(DSAVictim):
+    """Gradient matching without augmentation (the original DC)."""
+
+    dsa: bool = field(default=False, metadata={"help": "differentiable siamese augmentation of both sides"})
