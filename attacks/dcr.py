@@ -30,10 +30,10 @@ def dcr_scores(x: np.ndarray, y: np.ndarray, release_x: np.ndarray, release_y: n
     """Scores float64 [n] (higher = member) of pool images x [n, ...] with labels y [n] against a
     release release_x [k, ...] with labels release_y [k]: minus the distance to the nearest
     released image of the same class."""
-    x = np.asarray(x).reshape(len(x), -1)
-    release_x = np.asarray(release_x).reshape(len(release_x), -1)
     if len(release_x) == 0:
         raise ValueError("the release is empty")
+    x = np.asarray(x).reshape(len(x), -1)
+    release_x = np.asarray(release_x).reshape(len(release_x), -1)
     if x.shape[1] != release_x.shape[1]:
         raise ValueError(f"pool images have {x.shape[1]} values, released images {release_x.shape[1]}")
     distances = np.empty(len(x))

@@ -11,9 +11,10 @@ from audit.metrics import MembershipScores
 from shadow_runs.plan import shadow_mask
 from shadow_runs.store import RunStore
 
-ATTACKS = ("loss", "lira_online", "lira_offline", "dcr")
-MIN_RUNS = {"loss": 1, "lira_online": 4, "lira_offline": 4, "dcr": 1}  # LiRA: target, its partner, one shadow pair
-RELEASE_ATTACKS = ("dcr",)  # need the released synthetic set: scored only for victims that store one
+ATTACKS = ("loss", "lira_online", "lira_offline", "dcr", "dcr_lira")
+# LiRA needs the target, its partner and one shadow pair
+MIN_RUNS = {"loss": 1, "lira_online": 4, "lira_offline": 4, "dcr": 1, "dcr_lira": 4}
+RELEASE_ATTACKS = ("dcr", "dcr_lira")  # need the released synthetic set: scored only for victims that store one
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,11 +53,17 @@ def attack_scores(runs: StoredRuns, attack: str, targets: np.ndarray, *, varianc
     """Scores [T, n] of `attack` on each target run; its shadows are the runs outside its pair."""
     if attack == "loss":
         return -runs.loss[targets]
+    if attack in RELEASE_ATTACKS and runs.dcr is None:
+        raise ValueError(f"{attack} needs the released synthetic set, and these runs stored none")
     if attack == "dcr":
-        if runs.dcr is None:
-            raise ValueError("dcr needs the released synthetic set, and these runs stored none")
         return runs.dcr[targets]
     shadows = shadow_mask(len(runs.keep), targets)
+    if attack == "dcr_lira":
+        # DCR calibrated per example: how far the target's distance falls below the distances of
+        # the same example in the OUT shadows (offline LiRA on the DCR statistic). Offline,
+        # because an IN example is in or behind the release of only some of its IN shadows, so
+        # its IN distribution is a mixture that one Gaussian describes badly.
+        return lira_offline(runs.dcr[..., None], runs.keep, targets, shadows=shadows, variance=variance)
     if attack == "lira_online":
         return lira_online(runs.confidence, runs.keep, targets, shadows=shadows, variance=variance)
     if attack == "lira_offline":

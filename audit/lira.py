@@ -1,5 +1,5 @@
 """`python -m audit.lira`: LiRA (online and offline) and the loss attack against a victim, and DCR
-against its released set where it has one."""
+(raw, and calibrated on the shadows) against its released set where it has one."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from audit.cli import main as audit_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    return audit_main(argv, prog="python -m audit.lira", attacks=("loss", "lira_online", "lira_offline", "dcr"),
+    return audit_main(argv, prog="python -m audit.lira", attacks=("loss", "lira_online", "lira_offline", "dcr", "dcr_lira"),
                       description="Audit a victim pipeline with LiRA (online, offline), the loss attack and, for victims that release a "
-                                  "synthetic set, the distance-to-closest-record attack on that set.")
+                                  "synthetic set, distance-to-closest-record attacks on that set (raw and calibrated on the shadows).")
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def test_subset_audit_writes_the_contract_files(tmp_path, tiny_flags):
     summary = json.loads((root / "audit" / "summary.json").read_text())
     assert set(summary) == SUMMARY_KEYS
     assert summary["n_shadow"] == 4 and summary["target_runs"] == [0, 2] and summary["formal_epsilon"] is None
-    assert set(summary["attacks"]) == {"loss", "lira_online", "lira_offline", "dcr"}  # dcr: it has a release
+    assert set(summary["attacks"]) == {"loss", "lira_online", "lira_offline", "dcr", "dcr_lira"}  # dcr*: it has a release
     for metrics in summary["attacks"].values():
         assert METRIC_KEYS | {"subgroups"} == set(metrics)
         # 2 targets, one per pair; a run holds half of each class, give or take one for odd classes.

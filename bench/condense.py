@@ -1,0 +1,102 @@
+"""Benchmarks and the comparison grid of the dataset-condensation victims on the embedded digits.
+
+    python bench/condense.py speed [--repeats 8] [--ipc 10]
+        Seconds per shadow run of dm, dsa and kip (and subset for scale) on one torch thread, as a
+        Ray worker runs it: median and range over --repeats runs with different seeds and members.
+
+    python bench/condense.py headline [--n-shadow 256] [extra audit flags]
+        Times `python -m audit.lira --victim dm --n-shadow 256` from an empty runs directory.
+
+    python bench/condense.py grid [--n-shadow 64] [--runs-dir runs/condense-grid] [--ipc 1 10]
+        Audits dm, dsa and kip with real and random initialisation, `subset` at the same ipc (the
+        naive baseline) and `real`, each in its own directory under --runs-dir (a second call
+        re-scores from there), then prints `python -m audit.compare` of each ipc against its subset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from timing import timed_audit
+
+CONDENSATION = ("dm", "dsa", "kip")
+
+
+def speed(repeats: int, ipc: int) -> None:
+    import torch
+
+    from shadow_runs.plan import membership_matrix, run_seed
+    from victims import get_victim, load_pool
+
+    torch.set_num_threads(1)
+    pool = load_pool("digits")
+    keep = membership_matrix(pool.y, n_runs=repeats, master_seed=0)
+    print(f"seconds per shadow run, ipc {ipc}, one torch thread, {repeats} runs each (median, min-max), test accuracy")
+    for name in (*CONDENSATION, "subset"):
+        victim = get_victim(name)(ipc=ipc)
+        seconds, accuracy = [], []
+        for r in range(repeats):
+            start = time.perf_counter()
+            obs = victim.run(pool, keep[r], run_seed(master_seed=0, run=r))
+            seconds.append(time.perf_counter() - start)
+            accuracy.append(obs.test_accuracy)
+        print(f"  {name:<7} {statistics.median(seconds):5.2f} s  ({min(seconds):.2f}-{max(seconds):.2f})   "
+              f"accuracy {statistics.mean(accuracy):.3f} (sd {statistics.stdev(accuracy):.3f})", flush=True)
+
+
+def headline(n_shadow: int, extra: list[str]) -> None:
+    wall, per_run, summary = timed_audit(["--victim", "dm", "--n-shadow", str(n_shadow), *extra])
+    print(f"python -m audit.lira --victim dm --n-shadow {n_shadow} {' '.join(extra)}".rstrip())
+    print(f"wall {wall:.1f} s ({wall / 60:.2f} min); {statistics.mean(per_run):.2f} s per shadow run in its worker "
+          f"(median {statistics.median(per_run):.2f}, max {max(per_run):.2f}); "
+          f"test accuracy {summary['utility']['test_accuracy']:.3f}")
+    for name, a in summary["attacks"].items():
+        init = a.get("subgroups", {}).get("init")
+        print(f"  {name:<13} AUC {a['auc']:.3f}  eps_lower {a['eps_lower']:.2f}"
+              + (f"   init: AUC {init['auc']:.3f} TPR@0.1% {init['tpr_at_fpr']['0.001']:.3f} "
+                 f"eps_lower {init['eps_lower']:.2f}" if init else ""))
+
+
+def grid(n_shadow: int, runs_dir: Path, ipcs: list[int], extra: list[str]) -> None:
+    def audit(label: str, flags: list[str]) -> Path:
+        where = runs_dir / label
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "audit.lira", *flags, "--n-shadow", str(n_shadow),
+                        "--runs-dir", str(where), "--quiet", *extra], check=True)
+        print(f"# {label}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+        (experiment,) = [p for p in where.iterdir() if p.is_dir()]
+        return experiment
+
+    real = audit("real", ["--victim", "real"])
+    for ipc in ipcs:
+        baseline = audit(f"subset_ipc{ipc}", ["--victim", "subset", "--ipc", str(ipc)])
+        victims = [audit(f"{name}_{init}_ipc{ipc}", ["--victim", name, "--init", init, "--ipc", str(ipc)])
+                   for name in CONDENSATION for init in ("real", "random")]
+        print(f"\n## ipc {ipc}: against subset ipc {ipc}\n", flush=True)
+        subprocess.run([sys.executable, "-m", "audit.compare", *map(str, victims), str(real),
+                        "--baseline", str(baseline), "--out", str(runs_dir / f"compare_ipc{ipc}.json")], check=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("what", choices=("speed", "headline", "grid"))
+    p.add_argument("--n-shadow", type=int, default=None, help="default: 256 for headline, 64 for grid")
+    p.add_argument("--repeats", type=int, default=8)
+    p.add_argument("--ipc", type=int, nargs="+", default=None, help="default: 10 for speed, 1 and 10 for grid")
+    p.add_argument("--runs-dir", type=Path, default=Path("runs/condense-grid"))
+    args, extra = p.parse_known_args()
+    if args.what == "speed":
+        speed(args.repeats, (args.ipc or [10])[0])
+    elif args.what == "headline":
+        headline(args.n_shadow or 256, extra)
+    else:
+        grid(args.n_shadow or 64, args.runs_dir, args.ipc or [1, 10], extra)
+
+
+if __name__ == "__main__":
+    main()
