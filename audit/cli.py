@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import sys
 import types
 import typing
@@ -20,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from audit import outputs
+from audit.arguments import ArgumentParser, int_at_least, probability
 from audit.evaluate import MIN_RUNS, StoredRuns, attack_scores, attack_summary
 from attacks import VARIANCES
 from shadow_runs import ExecutorConfig, RunStore, RunTask, StoreError, execute, membership_matrix, run_seed
@@ -29,35 +29,6 @@ from victims import DataError, get_victim, load_pool, victim_config, victim_name
 from victims.data import Pool
 
 PLAN = "stratified-complement-pairs-v1"  # recorded in experiment.json: how keep.npy was drawn
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> typing.NoReturn:
-        """One line on stderr, exit status 2 (argparse's default also prints the usage)."""
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _int_at_least(low: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
-        return value
-
-    return parse
-
-
-def _probability(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
-    return value
 
 
 # -- victim flags, generated from the victim dataclasses ---------------------------------------
@@ -137,19 +108,19 @@ def build_victim(name: str, args: argparse.Namespace):
 def build_parser(prog: str, description: str) -> ArgumentParser:
     p = ArgumentParser(prog=prog, description=description)
     p.add_argument("--victim", required=True, choices=victim_names(), help="the pipeline under audit")
-    p.add_argument("--n-shadow", type=_int_at_least(2), required=True, help="runs to train (targets and shadows)")
-    p.add_argument("--n-targets", type=_int_at_least(1), default=None, help="target runs, one per run pair, each attacked with the runs outside its pair as shadows (default: min(R/2, 16))")
+    p.add_argument("--n-shadow", type=int_at_least(2), required=True, help="runs to train (targets and shadows)")
+    p.add_argument("--n-targets", type=int_at_least(1), default=None, help="target runs, one per run pair, each attacked with the runs outside its pair as shadows (default: min(R/2, 16))")
     p.add_argument("--dataset", default="digits", help="digits (embedded), mnist, fashion-mnist, cifar10, or a .npz file")
     p.add_argument("--data-root", default=None, help="where torchvision datasets live")
     p.add_argument("--download", action="store_true", help="let torchvision download the dataset")
-    p.add_argument("--seed", type=_int_at_least(0), default=0, help="master seed: plan, run seeds, evaluation splits")
+    p.add_argument("--seed", type=int_at_least(0), default=0, help="master seed: plan, run seeds, evaluation splits")
     p.add_argument("--runs-dir", default="runs", help="parent of the experiment directories")
     p.add_argument("--executor", choices=EXECUTORS, default="ray")
     p.add_argument("--address", default=None, help="an existing Ray cluster to join (default: start one here)")
-    p.add_argument("--workers", type=_int_at_least(1), default=None, help="concurrent runs on a local Ray (default: all cores)")
+    p.add_argument("--workers", type=int_at_least(1), default=None, help="concurrent runs on a local Ray (default: all cores)")
     p.add_argument("--gpus-per-run", type=float, default=0.0, help="GPU share per run, e.g. 0.25")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--confidence", type=_probability, default=0.95, help="confidence level of eps_lower")
+    p.add_argument("--confidence", type=probability, default=0.95, help="confidence level of eps_lower")
     p.add_argument("--lira-variance", choices=VARIANCES, default="per-example")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_victim_flags(p)

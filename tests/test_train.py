@@ -1,4 +1,3 @@
-import numpy as np
 import torch
 
 from victims.nets import ConvNet, MLP, NetConfig, build_net, default_conv_depth
