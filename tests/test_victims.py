@@ -22,6 +22,7 @@ FAST = {  # a quick configuration of each victim, for the contract tests
             "train": SHORT},
     "dc": {"ipc": 2, "iterations": 1, "outer": 2, "inner": 1, "batch_real": 8, "net": NetConfig(width=8),
            "train": SHORT},
+    "kip": {"ipc": 2, "iterations": 5, "batch_size": 64, "depth": 1, "train": SHORT},
 }
 
 
