@@ -24,9 +24,12 @@ from victims.train import TrainConfig, fit, small_set_training, to_model_space, 
 INITS = ("real", "random")
 
 
-def members_per_class_guaranteed(pool: Pool) -> int:
-    """The fewest members of any class a run of the membership plan has (half of each class)."""
-    return int(np.bincount(pool.y, minlength=pool.n_classes).min()) // 2
+def check_ipc(ipc: int, pool: Pool) -> None:
+    """Refuse more images per class than every run has members of each class: the membership
+    plan gives a run half of each class (rounded down or up)."""
+    fewest = int(np.bincount(pool.y, minlength=pool.n_classes).min()) // 2
+    if ipc > fewest:
+        raise ValueError(f"--ipc {ipc} exceeds the {fewest} members per class a run is guaranteed")
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,9 +98,7 @@ class CondensationVictim:
             raise ValueError(f"--init must be one of {INITS}, got {self.init!r}")
 
     def check(self, pool: Pool) -> None:
-        fewest = members_per_class_guaranteed(pool)
-        if self.ipc > fewest:
-            raise ValueError(f"--ipc {self.ipc} exceeds the {fewest} members per class a run is guaranteed")
+        check_ipc(self.ipc, pool)
 
     def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu") -> Observations:
         members = Members.of(pool, keep, device=device)

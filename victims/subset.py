@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from victims.base import Observations, observe, register_victim, seeded
-from victims.condense import members_per_class_guaranteed
+from victims.condense import check_ipc
 from victims.data import Pool
 from victims.real import fit_on_pool
 from victims.train import TrainConfig, small_set_training
@@ -32,9 +32,7 @@ class SubsetVictim:
             raise ValueError(f"--ipc must be >= 1, got {self.ipc}")
 
     def check(self, pool: Pool) -> None:
-        fewest = members_per_class_guaranteed(pool)
-        if self.ipc > fewest:
-            raise ValueError(f"--ipc {self.ipc} exceeds the {fewest} members per class a run is guaranteed")
+        check_ipc(self.ipc, pool)
 
     def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu") -> Observations:
         rng = np.random.default_rng(seed)
