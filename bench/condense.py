@@ -10,7 +10,9 @@
     python bench/condense.py grid [--n-shadow 64] [--runs-dir runs/condense-grid] [--ipc 1 10]
         Audits dm, dsa and kip with real and random initialisation, `subset` at the same ipc (the
         naive baseline) and `real`, each in its own directory under --runs-dir (a second call
-        re-scores from there), then prints `python -m audit.compare` of each ipc against its subset.
+        re-scores from there), then prints `python -m audit.compare` of each ipc against its subset
+        (loss, LiRA online and calibrated DCR; all members, init points, other members) and of
+        `real` against it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 from timing import timed_audit
 
 CONDENSATION = ("dm", "dsa", "kip")
+ATTACKS = ("loss", "lira_online", "dcr_lira")  # compared: the model attacks and the strongest release attack
 
 
 def speed(repeats: int, ipc: int) -> None:
@@ -73,13 +76,18 @@ def grid(n_shadow: int, runs_dir: Path, ipcs: list[int], extra: list[str]) -> No
         return experiment
 
     real = audit("real", ["--victim", "real"])
+    compare = [sys.executable, "-m", "audit.compare", "--n-boot-eps", "1000"]
     for ipc in ipcs:
         baseline = audit(f"subset_ipc{ipc}", ["--victim", "subset", "--ipc", str(ipc)])
         victims = [audit(f"{name}_{init}_ipc{ipc}", ["--victim", name, "--init", init, "--ipc", str(ipc)])
                    for name in CONDENSATION for init in ("real", "random")]
         print(f"\n## ipc {ipc}: against subset ipc {ipc}\n", flush=True)
-        subprocess.run([sys.executable, "-m", "audit.compare", *map(str, victims), str(real),
-                        "--baseline", str(baseline), "--out", str(runs_dir / f"compare_ipc{ipc}.json")], check=True)
+        subprocess.run([*compare, *map(str, victims), "--baseline", str(baseline), "--attack", *ATTACKS,
+                        "--group", "all", "init", "other_members", "--out", str(runs_dir / f"compare_ipc{ipc}.json")],
+                       check=True)
+        print(f"\n## real (every member, no release) against subset ipc {ipc}\n", flush=True)
+        subprocess.run([*compare, str(real), "--baseline", str(baseline), "--attack", "loss", "lira_online"],
+                       check=True)
 
 
 def main() -> None:

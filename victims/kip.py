@@ -148,30 +148,16 @@ class KIPVictim(CondensationVictim):
     With `--zca` the whitening is centred on the members' mean pixel (KIP's code leaves the
     centring to its per-image standardisation).
 
-    Defaults sized for digits on one CPU thread (depth 3, lr 0.1, 200 iterations, target batch
-    128, reg 1e-6). Measured with `victims.kip.KIPVictim(...).run(pool, keep, seed)` on run 0 of a
-    2-run plan, test accuracy of the downstream ConvNet (297 test images; one image = 0.34%),
-    mean over seeds:
-      defaults, 4 seeds: ipc 10 real 96.6%, random 94.9%; ipc 1 real 87.7%, random 87.5%
-      (the `subset` baseline on the same members: 93.4% at ipc 10, 67.8% at ipc 1);
-      3.3 s a run on one thread with the 2 cores loaded by other jobs (load average 3-4; `subset`
-      took 1.7-2.2 s a run there): condensation 0.8-0.9 s (4.1-4.6 ms an iteration), downstream
-      training 0.8 s, the rest observing the pool. On an idle CPU (another machine, torch 2.11,
-      one thread, 3 seeds): 1.9-2.2 s a run at ipc 10 (`subset`: 1.05-1.2 s), 1.2 s at ipc 1.
-      On an H100 (--device cuda) the same settings gave 97.2% / 95.4% / 87.0% (ipc 10 real /
-      ipc 10 random / ipc 1 real, 3 seeds), 1.2-1.3 s a run.
-      depth (ipc 10 random, lr 0.1, 200 it., batch 256, 2 seeds): 1 -> 91.9%, 2 -> 93.9%, 3 -> 95.1%;
-      at real init (batch 128, 3 seeds): depth 1 -> 95.5%, depth 3 -> 96.6%; ipc 1 (3 seeds):
-      depth 1 -> 86.2% real / 86.9% random, depth 3 -> 87.7% / 87.8%.
-      lr (ipc 10 random, depth 1, 200 it., 2 seeds): 0.01 -> 71.2%, 0.03 -> 83.2%, 0.1 -> 91.9%,
-      0.3 -> 86.9%; depth 3: 0.05 -> 94.9%, 0.1 -> 95.1%, 0.2 -> 95.1%; at real init (depth 3,
-      3 seeds) 0.03 -> 96.5%, 0.1 -> 96.6%.
-      iterations (ipc 10 random, depth 3, batch 128, seeds 0-2): 200 -> 95.1%, 300 -> 94.9%,
-      400 -> 96.2% (+1.3 s a run); 100 (batch 256, 2 seeds) -> 93.6%. Batch 128 matched 256
-      (95.3% against 95.1%, 2 seeds) in less time; reg 1e-3 gave 95.2% (seeds 0-2; 1e-6: 95.1%).
-      zca (ipc 10 random, depth 3, seeds 0-2): zca_reg 0.1 -> 91.0%, 1.0 -> 95.1% (no whitening:
-      95.1%); at ipc 1 zca_reg 0.1 -> 86.1% (no whitening: 87.8%). Off by default; zca_reg
-      keeps KIP's 0.1 so that `--zca` means what it meant in the paper.
+    Defaults sized for digits on one CPU thread: depth 3, Adam lr 0.1, 200 iterations, target
+    batch 128, reg 1e-6. Downstream test accuracy, measured with `KIPVictim(...).run(pool, keep,
+    seed)` on run 0 of a 2-run plan (297 test images), mean over 4 seeds: ipc 10 real 96.6%,
+    random 94.9%; ipc 1 real 87.7%, random 87.5% (`subset` on the same members: 93.4% and
+    67.8%). Sweeps at ipc 10, random init (2-3 seeds): depth 1 / 2 / 3 -> 91.9 / 93.9 / 95.1%;
+    lr 0.01 / 0.03 / 0.1 / 0.3 at depth 1 -> 71.2 / 83.2 / 91.9 / 86.9%, and 0.05-0.2 at depth 3
+    all ~95%; 400 iterations 96.2% for +1.3 s a run; batch 128 matched 256; reg 1e-3 matched
+    1e-6; `--zca` with zca_reg 0.1 -> 91.0% (1.0 -> 95.1%, as without whitening). zca_reg keeps
+    KIP's 0.1 so that `--zca` means what it meant in the paper. Condensation takes ~0.9 s of a
+    run (4.5 ms an iteration) on a loaded 2-core machine; bench/condense.py times whole runs.
     """
 
     iterations: int = field(default=200, metadata={"help": "Adam steps of the synthetic images, one target batch each"})
