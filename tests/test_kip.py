@@ -217,3 +217,12 @@ def test_a_run_releases_the_learned_images_with_their_class_labels(pool, keep):
 def test_bad_values_name_the_flag(kwargs, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         KIPVictim(**kwargs)
+
+
+def test_siamese_augmentation_changes_the_learned_set_and_stays_deterministic(pool, keep):
+    short = TrainConfig(steps=5)
+    plain = KIPVictim(ipc=1, iterations=5, depth=1, train=short).run(pool, keep, 3)
+    augmented = KIPVictim(ipc=1, iterations=5, depth=1, dsa=True, train=short)
+    first, again = augmented.run(pool, keep, 3), augmented.run(pool, keep, 3)
+    assert np.array_equal(first.release_x, again.release_x)
+    assert not np.allclose(first.release_x, plain.release_x)
