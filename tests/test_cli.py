@@ -197,3 +197,23 @@ def test_flags_keep_the_victims_own_nested_defaults():
     assert psg.net == NetConfig(width=16, depth=1)
     # The same flag on another victim starts from that victim's default.
     assert _victim_from("--victim", "dpsgd", "--net-depth", "1").net == NetConfig(width=64, depth=1)
+
+
+def test_a_condensation_audit_compares_with_the_subset_baseline(tmp_path, tiny_flags, capsys):
+    from audit import compare
+
+    flags = ["--ipc", "2", "--n-shadow", "4", *tiny_flags]
+    assert audit(lira.main, tmp_path / "subset", "--victim", "subset", *flags) == 0
+    assert audit(lira.main, tmp_path / "dm", "--victim", "dm", "--init", "real", "--iterations", "2", *flags) == 0
+    dm, subset = only_experiment(tmp_path / "dm"), only_experiment(tmp_path / "subset")
+    summary = json.loads((dm / "audit" / "summary.json").read_text())
+    # The release attacks run because DM stores its synthetic set; the init points are a sub-group.
+    assert {"dcr", "dcr_lira"} <= set(summary["attacks"])
+    assert summary["attacks"]["dcr"]["subgroups"]["init"]["n_members"] == 2 * 20
+    capsys.readouterr()
+    out = tmp_path / "compare.json"
+    assert compare.main([str(dm), "--baseline", str(subset), "--attack", "loss", "dcr", "--n-boot", "50",
+                         "--n-boot-eps", "10", "--out", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "| dm ipc=2 init=real | dcr | all |" in table and "| subset ipc=2 | loss | all |" in table
+    assert json.loads(out.read_text())["experiments"]
