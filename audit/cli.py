@@ -54,24 +54,30 @@ def _dest(path: tuple[str, ...]) -> str:
 
 
 def add_victim_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per victim field. A field several victims share (same name and type) is one flag;
+    where their help texts differ, each victim's text is shown, prefixed with the victims' names."""
     group = parser.add_argument_group("victim flags (each applies to the victims that have it)")
-    seen: set[str] = set()
+    flags: dict[str, tuple[tuple[str, ...], type, dataclasses.Field]] = {}
+    helps: dict[str, dict[str, list[str]]] = {}  # dest -> help text -> victims that use it
     for name in victim_names():
         for path, kind, f in _flag_fields(get_victim(name)):
-            if _dest(path) in seen:
-                continue
-            seen.add(_dest(path))
-            help_text = f.metadata.get("help", "").replace("%", "%%")  # argparse formats help with %
-            kwargs = {"dest": _dest(path), "default": argparse.SUPPRESS, "help": help_text or None}
-            if kind is bool:
-                kwargs["action"] = argparse.BooleanOptionalAction
+            flags.setdefault(_dest(path), (path, kind, f))
+            helps.setdefault(_dest(path), {}).setdefault(f.metadata.get("help", ""), []).append(name)
+    for dest, (path, kind, f) in flags.items():
+        texts = helps[dest]
+        help_text = next(iter(texts)) if len(texts) == 1 else "; ".join(
+            f"{', '.join(names)}: {text}" for text, names in texts.items() if text)
+        kwargs = {"dest": dest, "default": argparse.SUPPRESS,
+                  "help": help_text.replace("%", "%%") or None}  # argparse formats help with %
+        if kind is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = kind
+            if "choices" in f.metadata:
+                kwargs["choices"] = f.metadata["choices"]
             else:
-                kwargs["type"] = kind
-                if "choices" in f.metadata:
-                    kwargs["choices"] = f.metadata["choices"]
-                else:
-                    kwargs["metavar"] = kind.__name__.upper()
-            group.add_argument(_flag(path), **kwargs)
+                kwargs["metavar"] = kind.__name__.upper()
+        group.add_argument(_flag(path), **kwargs)
 
 
 def build_victim(name: str, args: argparse.Namespace):
@@ -105,14 +111,21 @@ def build_victim(name: str, args: argparse.Namespace):
     return construct(cls, ())
 
 
-def build_parser(prog: str, description: str) -> ArgumentParser:
+def build_parser(prog: str, description: str, *, victims: tuple[str, ...] | None = None) -> ArgumentParser:
     p = ArgumentParser(prog=prog, description=description)
-    p.add_argument("--victim", required=True, choices=victim_names(), help="the pipeline under audit")
+    p.add_argument("--victim", required=True, choices=victims or victim_names(), help="the pipeline under audit")
     p.add_argument("--n-shadow", type=int_at_least(2), required=True, help="runs to train (targets and shadows)")
     p.add_argument("--n-targets", type=int_at_least(1), default=None, help="target runs, one per run pair, each attacked with the runs outside its pair as shadows (default: min(R/2, 16))")
     p.add_argument("--dataset", default="digits", help="digits (embedded), mnist, fashion-mnist, cifar10, or a .npz file")
     p.add_argument("--data-root", default=None, help="where torchvision datasets live")
     p.add_argument("--download", action="store_true", help="let torchvision download the dataset")
+    add_run_flags(p)
+    add_victim_flags(p)
+    return p
+
+
+def add_run_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of the shadow runs and their evaluation, shared with `audit.release`."""
     p.add_argument("--seed", type=int_at_least(0), default=0, help="master seed: plan, run seeds, evaluation splits")
     p.add_argument("--runs-dir", default="runs", help="parent of the experiment directories")
     p.add_argument("--executor", choices=EXECUTORS, default="ray")
@@ -123,11 +136,10 @@ def build_parser(prog: str, description: str) -> ArgumentParser:
     p.add_argument("--confidence", type=probability, default=0.95, help="confidence level of eps_lower")
     p.add_argument("--lira-variance", choices=VARIANCES, default="per-example")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_victim_flags(p)
-    return p
 
 
-def _experiment(victim, pool: Pool, *, dataset: str, seed: int) -> dict:
+def experiment_record(victim, pool: Pool, *, dataset: str, seed: int) -> dict:
+    """experiment.json of `victim` on `pool` (identity and provenance)."""
     label = Path(dataset).stem if dataset.endswith(".npz") else dataset
     return {
         "victim": victim.name,
@@ -181,8 +193,10 @@ def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarr
     }
 
 
-def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], description: str) -> int:
-    parser = build_parser(prog, description)
+def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], description: str,
+         victims: tuple[str, ...] | None = None) -> int:
+    """Run the audit; `victims` restricts `--victim` (default: every registered victim)."""
+    parser = build_parser(prog, description, victims=victims)
     args = parser.parse_args(argv)
     try:
         victim = build_victim(args.victim, args)
@@ -194,7 +208,7 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
         if args.n_shadow < needed:
             raise ValueError(f"--n-shadow {args.n_shadow} is too few for {', '.join(attacks)} (needs >= {needed})")
         targets = target_runs(args.n_shadow, args.n_targets or min(n_pairs(args.n_shadow), 16))
-        experiment = _experiment(victim, pool, dataset=args.dataset, seed=args.seed)
+        experiment = experiment_record(victim, pool, dataset=args.dataset, seed=args.seed)
         store = RunStore.open(args.runs_dir, experiment=experiment, pool_labels=pool.y)
         keep = membership_matrix(pool.y, n_runs=args.n_shadow, master_seed=args.seed)
         store.extend_plan(keep)
@@ -208,7 +222,10 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
     scores = {attack: attack_scores(runs, attack, targets, variance=args.lira_variance)
               for attack in runs.available(attacks)}
     summary = summarise(runs, scores, targets, experiment=experiment, args=args)
-    path = outputs.write_audit(store.audit_dir, summary=summary, scores=scores, membership=runs.keep[targets],
+    # scores.npz and the ROC plot take attacks that scored every example; one that scored a subset
+    # (ganleak_pbb, NaN elsewhere) is reported in summary.json only
+    complete = {attack: s for attack, s in scores.items() if not np.isnan(s).any()}
+    path = outputs.write_audit(store.audit_dir, summary=summary, scores=complete, membership=runs.keep[targets],
                                init_mask=runs.init_mask[targets])
     if not args.quiet:
         print(outputs.describe(summary, path))

@@ -163,8 +163,12 @@ def test_help_lists_the_generated_victim_flags(capsys):
         lira.main(["--help"])
     out = capsys.readouterr().out
     assert exit_info.value.code == 0
-    for flag in ("--victim", "--ipc", "--epsilon", "--delta", "--train-steps", "--train-net-width", "--no-train-augment"):
+    for flag in ("--victim", "--ipc", "--epsilon", "--delta", "--train-steps", "--train-net-width", "--no-train-augment",
+                 "--init", "--zca", "--no-dsa"):
         assert flag in out
+    # A flag several victims share with different meanings shows each victim's text.
+    flat = " ".join(out.split())
+    assert "--iterations INT dc, dsa: fresh matching networks; dm: image updates" in flat
 
 
 def test_the_module_entry_point_exits_2_without_a_traceback(tmp_path):
