@@ -101,9 +101,15 @@ def resolve_device(device: str) -> str:
 @contextlib.contextmanager
 def seeded(seed: int, device: str = "cpu") -> Iterator[torch.Generator]:
     """Fix torch's global RNG to `seed` (parameter init) without leaking that state to the caller,
-    and yield a generator on `device` for everything else (batches, augmentation, noise)."""
+    and yield a generator on `device` for everything else (batches, augmentation, noise).
+
+    On a GPU, cuDNN is held to deterministic algorithms for the duration (and restored after), so
+    the same seed gives the same convolutions; atomics-based backward passes (grid_sample's, in
+    the siamese augmentation) stay nondeterministic there (bench/gpu_condense_check.py)."""
     cuda = [torch.device(device).index or 0] if torch.device(device).type == "cuda" else []
-    with torch.random.fork_rng(devices=cuda):
+    cudnn = torch.backends.cudnn
+    with torch.random.fork_rng(devices=cuda), cudnn.flags(enabled=cudnn.enabled, benchmark=False,
+                                                           deterministic=True, allow_tf32=cudnn.allow_tf32):
         torch.manual_seed(seed)
         yield torch.Generator(device=device).manual_seed(seed + 1)
 
