@@ -38,3 +38,25 @@ def probability(text: str) -> float:
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
     return value
+
+
+def positive_number(text: str) -> float:
+    """An argument type: a finite number > 0 (an epsilon)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
+def delta_in_unit(text: str) -> float:
+    """An argument type: a number in [0, 1) (a delta; 0 for pure DP)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text!r}")
+    return value

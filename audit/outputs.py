@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import platform
 import subprocess
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from audit.metrics import auc, roc
+from audit import figures
 from shadow_runs.store import atomic_write, write_json
 
 #: summary.json keys that must agree for attacks of an earlier command to be kept beside new ones
@@ -60,27 +59,7 @@ def _title(summary: dict) -> str:
 
 def roc_png(scores: dict[str, np.ndarray], membership: np.ndarray, *, title: str) -> bytes:
     """Log-log ROC curves, one per attack (pooled over targets), with the chance diagonal."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 5), dpi=120)
-    n_nonmembers = int((~membership).sum())
-    floor = 1 / max(n_nonmembers, 1)
-    for name, s in scores.items():
-        fpr, tpr = roc(s[membership], s[~membership])
-        ax.plot(np.maximum(fpr, floor), np.maximum(tpr, floor), label=f"{name} (AUC {auc(s[membership], s[~membership]):.3f})")
-    ax.plot([floor, 1], [floor, 1], "k--", lw=0.8, label="chance")
-    ax.set(xscale="log", yscale="log", xlim=(floor, 1), ylim=(floor, 1),
-           xlabel="false positive rate", ylabel="true positive rate", title=title)
-    ax.title.set_fontsize(9)
-    ax.legend(loc="lower right")
-    ax.grid(True, which="major", alpha=0.3)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight")
-    plt.close(fig)
-    return buf.getvalue()
+    return figures.roc_png({name: (s[membership], s[~membership]) for name, s in scores.items()}, title=title)
 
 
 def describe(summary: dict, path: Path) -> str:

@@ -62,7 +62,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from audit import compare, figures
-from audit.arguments import ArgumentParser, int_at_least, probability
+from audit.arguments import ArgumentParser, delta_in_unit, int_at_least, positive_number, probability
 from audit.epsilon import epsilon_lower_bound
 from audit.outputs import provenance
 from audit.verdict import Verdict, epsilon_verdict, no_subset_verdict, subset_verdict
@@ -435,34 +435,10 @@ def write_report(report: Report, out_dir: Path) -> tuple[Path, Path]:
 
 
 # -- command line ---------------------------------------------------------------------------------
-def _positive(text: str) -> float:
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    return value
-
-
-def _delta(text: str) -> float:
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text!r}")
-    return value
-
-
 def add_claim_flags(parser) -> None:
-    parser.add_argument("--claimed-epsilon", type=_positive, default=None,
+    parser.add_argument("--claimed-epsilon", type=positive_number, default=None,
                         help="the ε the release claims (default: the victim's formal ε, if any)")
-    parser.add_argument("--claimed-delta", type=_delta, default=None,
+    parser.add_argument("--claimed-delta", type=delta_in_unit, default=None,
                         help="the δ of that claim (default: the victim's δ, or 0)")
 
 

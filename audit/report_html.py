@@ -44,7 +44,7 @@ _CARD = {"epsilon_violated": "alarm", "epsilon_consistent": "", "gain_over_subse
 def render(report) -> str:
     data = report.data
     entries = data["experiments"]
-    parts = [f"<h1>Membership-inference audit report</h1>",
+    parts = ["<h1>Membership-inference audit report</h1>",
              f'<p class="sub">{len(entries)} experiment{"s" * (len(entries) != 1)} · generated '
              f'{escape(data["generated"]["utc"])} · membership-audit {escape(str(data["generated"].get("package_version")))}'
              f' · commit {escape(str(data["generated"].get("git_commit"))[:10])}</p>',
