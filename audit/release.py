@@ -150,7 +150,7 @@ def read_inputs(pool_path: str | os.PathLike, release_path: str | os.PathLike) -
     """Read and check the two files; ReleaseError (one line naming the bad value) on bad input."""
     from sklearn.model_selection import train_test_split
 
-    from victims.data import _make_pool  # the loader's own constructor (mean, std, fingerprint)
+    from victims.data import make_pool
 
     pool_path, release_path = Path(pool_path), Path(release_path)
     arrays = _npz(pool_path, "pool")
@@ -188,7 +188,7 @@ def read_inputs(pool_path: str | os.PathLike, release_path: str | os.PathLike) -
         index = np.sort(np.concatenate([np.flatnonzero(member), index]))
         x_test, y_test = x[np.sort(held)], y[np.sort(held)]
     try:
-        pool = _make_pool(str(pool_path), x[index], y[index], x_test, y_test,
+        pool = make_pool(str(pool_path), x[index], y[index], x_test, y_test,
                           [str(c) for c in range(max(n_classes, int(y_test.max(initial=0)) + 1))], flip_ok=False)
     except DataError as e:
         raise ReleaseError(f"--pool {pool_path}: {e}") from None

@@ -112,7 +112,7 @@ def _fingerprint(*arrays: np.ndarray) -> str:
     return h.hexdigest()[:16]
 
 
-def _make_pool(name, x, y, x_test, y_test, classes, flip_ok) -> Pool:
+def make_pool(name, x, y, x_test, y_test, classes, flip_ok) -> Pool:
     """Build a Pool, computing per-channel mean/std of x and the fingerprint."""
     x, x_test = _to_float(x), _to_float(x_test)
     y, y_test = (np.ascontiguousarray(a, dtype=np.int64) for a in (y, y_test))
@@ -132,7 +132,7 @@ def _load_digits(*, data_root=None, download=False) -> Pool:
     d = load_digits()
     x = (d.images / 16.0)[:, None].astype(np.float32)
     x, x_test, y, y_test = train_test_split(x, d.target, test_size=297, stratify=d.target, random_state=0)
-    return _make_pool("digits", x, y, x_test, y_test, [str(i) for i in range(10)], flip_ok=False)
+    return make_pool("digits", x, y, x_test, y_test, [str(i) for i in range(10)], flip_ok=False)
 
 
 def _load_torchvision(name: str, cls_name: str, flip_ok: bool, *, data_root, download) -> Pool:
@@ -156,7 +156,7 @@ def _load_torchvision(name: str, cls_name: str, flip_ok: bool, *, data_root, dow
         return data, np.asarray(ds.targets, dtype=np.int64)
 
     (x, y), (x_test, y_test) = arrays(train), arrays(test)
-    return _make_pool(name, x, y, x_test, y_test, [str(c) for c in train.classes], flip_ok)
+    return make_pool(name, x, y, x_test, y_test, [str(c) for c in train.classes], flip_ok)
 
 
 def _first_line(e: BaseException) -> str:
@@ -215,7 +215,7 @@ def _load_npz(path: str) -> Pool:
             x, x_test, y, y_test = train_test_split(x, y, test_size=0.2, stratify=y, random_state=0)
         except ValueError:  # some class too small to stratify
             x, x_test, y, y_test = train_test_split(x, y, test_size=0.2, random_state=0)
-    return _make_pool(path, x, y, x_test, y_test, [str(i) for i in range(n_classes)], flip_ok=False)
+    return make_pool(path, x, y, x_test, y_test, [str(i) for i in range(n_classes)], flip_ok=False)
 
 
 _LOADERS = MappingProxyType({
