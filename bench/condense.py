@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
@@ -90,6 +91,31 @@ def grid(n_shadow: int, runs_dir: Path, ipcs: list[int], extra: list[str]) -> No
                        check=True)
 
 
+def _cell(attack: dict | None, group: str) -> str:
+    """'AUC / TPR@0.1% / eps_lower' of an attack on a group ('-' where the group is absent)."""
+    if attack is None:
+        return "-"
+    m = attack if group == "all" else attack.get("subgroups", {}).get(group)
+    if m is None:
+        return "-"
+    return f"{m['auc']:.3f} / {m['tpr_at_fpr']['0.001']:.4f} / {m['eps_lower']:.2f}"
+
+
+def overview(runs_dir: Path) -> None:
+    """One markdown row per audited experiment under `runs_dir`: accuracy, the strongest model
+    attack (LiRA online) on all members, and the loss and calibrated-DCR attacks per group."""
+    print("| release | test acc (sd) | LiRA online, all | loss, init | dcr_lira, init | dcr_lira, other members "
+          "| dcr_lira, all |")
+    print("|---|---|---|---|---|---|---|")
+    for path in sorted(runs_dir.glob("*/*/audit/summary.json")):
+        s = json.loads(path.read_text())
+        a = s["attacks"]
+        print(f"| {path.parts[-4]} | {s['utility']['test_accuracy']:.3f} ({s['utility']['test_accuracy_std']:.3f}) "
+              f"| {_cell(a['lira_online'], 'all')} | {_cell(a['loss'], 'init')} | {_cell(a.get('dcr_lira'), 'init')} "
+              f"| {_cell(a.get('dcr_lira'), 'other_members')} | {_cell(a.get('dcr_lira'), 'all')} |")
+    print("\ncells: AUC / TPR at 0.1% FPR / eps_lower (95% confidence)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("what", choices=("speed", "headline", "grid"))
@@ -104,6 +130,7 @@ def main() -> None:
         headline(args.n_shadow or 256, extra)
     else:
         grid(args.n_shadow or 64, args.runs_dir, args.ipc or [1, 10], extra)
+        overview(args.runs_dir)
 
 
 if __name__ == "__main__":
