@@ -77,7 +77,7 @@ def grid(n_shadow: int, runs_dir: Path, ipcs: list[int], extra: list[str]) -> No
         return experiment
 
     real = audit("real", ["--victim", "real"])
-    compare = [sys.executable, "-m", "audit.compare", "--n-boot-eps", "1000"]
+    compare = [sys.executable, "-m", "audit.compare"]
     for ipc in ipcs:
         baseline = audit(f"subset_ipc{ipc}", ["--victim", "subset", "--ipc", str(ipc)])
         victims = [audit(f"{name}_{init}_ipc{ipc}", ["--victim", name, "--init", init, "--ipc", str(ipc)])

@@ -179,13 +179,16 @@ def test_metric_equal_on_every_replicate_has_p_one():
 
 # -- the tests themselves, by hand ----------------------------------------------------------------
 def test_bootstrap_difference_hand_case():
-    # d* = [1, 2, 3, 4] - 0: #{d* <= 0} = 0, #{d* >= 0} = 4 -> p = min(1, 2 (1 + 0) / 5) = 0.4.
+    # d* = [1, 2, 3, 4] - 0 has sample sd sqrt(((1.5)^2 + (0.5)^2) * 2 / 3) = sqrt(5/3) = 1.2910;
+    # d = 2.5 - 0 -> z = 2.5 / 1.2910 = 1.9365, p = 2 (1 - Phi(1.9365)) = 0.05281.
     interval, p = bootstrap_difference(2.5, np.array([1.0, 2.0, 3.0, 4.0]), 0.0, np.zeros(4))
-    assert p == pytest.approx(0.4)
+    assert p == pytest.approx(0.05281, abs=1e-5)
     assert interval.point == 2.5
     # percentile interval of d*: 2.5% and 97.5% quantiles, linearly interpolated
     assert (interval.low, interval.high) == pytest.approx((1 + 0.075 * 1, 3 + 0.925 * 1))
     assert bootstrap_difference(0.0, np.zeros(9), 0.0, np.zeros(9))[1] == 1.0
+    # Replicates that agree exactly on a non-zero difference: no doubt left.
+    assert bootstrap_difference(1.0, np.ones(9), 0.0, np.zeros(9))[1] == 0.0
 
 
 def test_welch_test_matches_scipy_on_hand_case():
@@ -233,7 +236,6 @@ def test_labels_name_the_headline_and_varying_keys():
 
 
 def test_markdown_table_rows():
-    # 400 replicates: the smallest p, 2/401, times the 5 tests of the family is below 0.05
     report = compare_experiments([fake_experiment(10, shift=1.0, victim="dm")], fake_experiment(11),
                                  n_boot=400, n_boot_eps=5)
     text = markdown_table(report)
