@@ -1,10 +1,22 @@
 import pytest
+import torch
 
 from shadow_runs.plan import membership_matrix
 from victims import load_pool
 
 #: a configuration that trains in well under a second per run, for end-to-end CLI tests
 TINY = ["--train-steps", "10", "--train-net-width", "8", "--executor", "inline", "--quiet"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread():
+    """Tests train in this process on one torch thread, as every Ray worker does: with two, a run
+    took 10-25 times longer whenever another process kept a core busy (OpenMP threads wait for
+    each other), e.g. 80 s instead of 3 s for a DSA run beside a Ray worker."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture

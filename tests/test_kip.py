@@ -14,16 +14,6 @@ from victims.nets import NetConfig
 from victims.train import TrainConfig
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These sizes are far too small for intra-op threads: on a loaded 2-core machine two threads
-    made a 0.1 s run take 1-5 s."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 QUICK = {"ipc": 2, "iterations": 5, "batch_size": 64, "depth": 1, "train": TrainConfig(steps=10, net=NetConfig(width=8))}
 
 
