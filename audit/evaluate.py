@@ -7,14 +7,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from attacks import cross_entropy, dcr_scores, lira_offline, lira_online, logit_confidence
+from attacks.ganleak import RECON_KINDS, calibrated_scores, log_loss_statistic, reconstruction_scores
 from audit.metrics import MembershipScores
 from shadow_runs.plan import shadow_mask
 from shadow_runs.store import RunStore
 
-ATTACKS = ("loss", "lira_online", "lira_offline", "dcr", "dcr_lira")
+ATTACKS = ("loss", "lira_online", "lira_offline", "dcr", "dcr_lira",
+           "ganleak_fbb", "ganleak_pbb", "ganleak_wb", "ganleak_cal", "ganleak_lira")
 # LiRA needs the target, its partner and one shadow pair
-MIN_RUNS = {"loss": 1, "lira_online": 4, "lira_offline": 4, "dcr": 1, "dcr_lira": 4}
+MIN_RUNS = {"loss": 1, "lira_online": 4, "lira_offline": 4, "dcr": 1, "dcr_lira": 4,
+            "ganleak_fbb": 1, "ganleak_pbb": 1, "ganleak_wb": 1, "ganleak_cal": 4, "ganleak_lira": 4}
 RELEASE_ATTACKS = ("dcr", "dcr_lira")  # need the released synthetic set: scored only for victims that store one
+# GAN-Leaks attacks -> the reconstruction loss they use: scored only for victims that store it
+RECON_ATTACKS = {"ganleak_fbb": "fbb", "ganleak_pbb": "pbb", "ganleak_wb": "wb", "ganleak_cal": "wb", "ganleak_lira": "wb"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -27,26 +32,34 @@ class StoredRuns:
     init_mask: np.ndarray  # bool [R, n]: the real images a run's release contains or started from
     meta: tuple[dict, ...]  # runs/<r>.json of each run
     dcr: np.ndarray | None = None  # float64 [R, n]: DCR scores against each run's release, if every run has one
+    recon: dict[str, np.ndarray] | None = None  # GAN-Leaks kind -> float64 [R, n] reconstruction losses, if every run has them
 
     @classmethod
     def load(cls, store: RunStore, *, keep: np.ndarray, images: np.ndarray, labels: np.ndarray) -> StoredRuns:
         """Read every run of the plan `keep`; `images` [n, c, h, w] and `labels` [n] are the pool's."""
         n_runs = len(keep)
         confidence, loss, dcr, init_mask, meta = [], [], [], np.zeros(keep.shape, dtype=bool), []
+        recon = {kind: [] for kind in RECON_KINDS}
         for r in range(n_runs):
             arrays, run_meta = store.load_run(r)
             confidence.append(logit_confidence(arrays["logits"], labels))
             loss.append(cross_entropy(arrays["logits"][:, 0, :], labels))
             if "release_x" in arrays:
                 dcr.append(dcr_scores(images, labels, arrays["release_x"], arrays["release_y"]))
+            for kind in RECON_KINDS:
+                if f"recon_loss_{kind}" in arrays:
+                    recon[kind].append(arrays[f"recon_loss_{kind}"].astype(np.float64))
             init_mask[r, arrays["init_idx"]] = True
             meta.append(run_meta)
         return cls(keep=keep, confidence=np.stack(confidence), loss=np.stack(loss), init_mask=init_mask,
-                   meta=tuple(meta), dcr=np.stack(dcr) if len(dcr) == n_runs else None)
+                   meta=tuple(meta), dcr=np.stack(dcr) if len(dcr) == n_runs else None,
+                   recon={k: np.stack(v) for k, v in recon.items() if len(v) == n_runs} or None)
 
     def available(self, attacks: tuple[str, ...]) -> tuple[str, ...]:
-        """`attacks` less the release attacks when the runs stored no release."""
-        return tuple(a for a in attacks if a not in RELEASE_ATTACKS or self.dcr is not None)
+        """`attacks` less the release attacks when the runs stored no release, and the GAN-Leaks
+        attacks whose reconstruction losses the runs did not store."""
+        return tuple(a for a in attacks if (a not in RELEASE_ATTACKS or self.dcr is not None)
+                     and (a not in RECON_ATTACKS or RECON_ATTACKS[a] in (self.recon or {})))
 
 
 def attack_scores(runs: StoredRuns, attack: str, targets: np.ndarray, *, variance: str) -> np.ndarray:
@@ -57,7 +70,21 @@ def attack_scores(runs: StoredRuns, attack: str, targets: np.ndarray, *, varianc
         raise ValueError(f"{attack} needs the released synthetic set, and these runs stored none")
     if attack == "dcr":
         return runs.dcr[targets]
+    if attack in RECON_ATTACKS:
+        kind = RECON_ATTACKS[attack]
+        if kind not in (runs.recon or {}):
+            raise ValueError(f"{attack} needs the {kind} reconstruction losses of a generator, and these runs stored none")
+        recon = runs.recon[kind]
+        if attack in ("ganleak_fbb", "ganleak_pbb", "ganleak_wb"):
+            # minus the loss; NaN for an example the attack did not reconstruct (pbb's subset)
+            return reconstruction_scores(recon[targets])
     shadows = shadow_mask(len(runs.keep), targets)
+    if attack == "ganleak_cal":
+        # the white-box loss minus the example's mean loss under the target's OUT shadows
+        return calibrated_scores(recon, runs.keep, targets, shadows=shadows)
+    if attack == "ganleak_lira":
+        # online LiRA with minus the log white-box loss as the statistic, IN and OUT shadow generators
+        return lira_online(log_loss_statistic(recon), runs.keep, targets, shadows=shadows, variance=variance)
     if attack == "dcr_lira":
         # DCR calibrated per example: how far the target's distance falls below the distances of
         # the same example in the OUT shadows (offline LiRA on the DCR statistic). Offline,
@@ -79,7 +106,9 @@ def attack_summary(
     to initialise (or make up) their release: those images vs the other members, each against
     all non-members."""
     rng = np.random.default_rng(seed)
-    nonmember = scores[~membership]
+    scored = ~np.isnan(scores)  # an attack may score only some examples (ganleak_pbb); the others are NaN
+    nonmember = scores[~membership & scored]
+    membership, init_mask = membership & scored, init_mask & scored
     summary = MembershipScores(scores[membership], nonmember).summary(delta=delta, confidence=confidence, rng=rng)
     if init_mask.any():
         groups = {"init": membership & init_mask, "other_members": membership & ~init_mask}

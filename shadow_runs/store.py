@@ -4,6 +4,11 @@
 <runs-dir>/<experiment-id>/
   experiment.json   keep.npy   pool_labels.npy   runs/<r:05d>.npz   runs/<r:05d>.json   audit/
 ```
+A run's .npz holds `logits`, `init_idx`, where the victim releases a synthetic set `release_x` and
+`release_y`, and for generator victims one GAN-Leaks reconstruction loss per attack kind,
+`recon_loss_<kind>` float32 [n_pool] with kind in fbb, pbb, wb (NaN for an example the attack did
+not reconstruct).
+
 Every file is written to a temporary name and renamed into place, so a file that exists is
 complete; a run counts as finished when both its .npz and its .json exist (the .json is written
 last). A directory whose experiment.json describes another configuration is refused, never mixed.
@@ -119,8 +124,8 @@ class RunStore:
 
     def write_run(self, run: int, obs: Observations, meta: dict) -> None:
         arrays = {"logits": obs.logits, "init_idx": obs.init_idx}
-        if obs.recon_loss is not None:
-            arrays["recon_loss"] = np.asarray(obs.recon_loss, dtype=np.float32)
+        for kind, loss in (obs.recon_loss or {}).items():
+            arrays[f"recon_loss_{kind}"] = np.asarray(loss, dtype=np.float32)
         if obs.release_x is not None:
             arrays["release_x"], arrays["release_y"] = obs.release_x, obs.release_y
         atomic_write(self._run_path(run, ".npz"), lambda f: np.savez(f, **arrays))

@@ -23,6 +23,10 @@ FAST = {  # a quick configuration of each victim, for the contract tests
     "dc": {"ipc": 2, "iterations": 1, "outer": 2, "inner": 1, "batch_real": 8, "net": NetConfig(width=8),
            "train": SHORT},
     "kip": {"ipc": 2, "iterations": 5, "batch_size": 64, "depth": 1, "train": SHORT},
+    "cgan": {"ipc": 2, "latent_dim": 4, "gen_width": 4, "disc_width": 4, "steps": 5, "batch_size": 16, "fbb_samples": 20,
+             "pbb_examples": 3, "pbb_starts": 1, "pbb_evaluations": 10, "wb_steps": 3, "train": SHORT},
+    "dpcgan": {"ipc": 2, "latent_dim": 4, "gen_width": 4, "disc_width": 4, "steps": 5, "batch_size": 16, "fbb_samples": 20,
+               "pbb_examples": 3, "pbb_starts": 1, "pbb_evaluations": 10, "wb_steps": 3, "train": SHORT},
 }
 
 

@@ -29,7 +29,7 @@ class Observations:
     init_idx: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # pool indices of real images in / behind the release
     formal_epsilon: float | None = None  # the accountant's epsilon for the steps actually taken
     delta: float | None = None
-    recon_loss: np.ndarray | None = None  # float32 [n_pool], generators only
+    recon_loss: dict[str, np.ndarray] | None = None  # generators only: GAN-Leaks kind ('fbb', 'pbb', 'wb') -> float32 [n_pool], NaN where not reconstructed
     release_x: np.ndarray | None = None  # float32 [k, c, h, w] pixel scale: the released synthetic set, if any
     release_y: np.ndarray | None = None  # int64 [k]: its labels
 
@@ -38,6 +38,12 @@ class Observations:
             raise ValueError(f"logits must be [n_pool, n_queries, n_classes], got shape {self.logits.shape}")
         object.__setattr__(self, "logits", np.asarray(self.logits, dtype=np.float32))
         object.__setattr__(self, "init_idx", np.asarray(self.init_idx, dtype=np.int64))
+        if self.recon_loss is not None:
+            recon = {kind: np.asarray(loss, dtype=np.float32) for kind, loss in self.recon_loss.items()}
+            for kind, loss in recon.items():
+                if loss.shape != self.logits.shape[:1]:
+                    raise ValueError(f"recon_loss[{kind!r}] must be [n_pool] = {self.logits.shape[:1]}, got shape {loss.shape}")
+            object.__setattr__(self, "recon_loss", recon)
         if (self.release_x is None) != (self.release_y is None):
             raise ValueError("release_x and release_y come together")
         if self.release_x is not None:

@@ -1,0 +1,138 @@
+"""Benchmarks of the conditional-GAN victims and the GAN-Leaks attacks on digits (one CPU thread).
+
+    python bench/ganleak.py speed [--runs 3] [victim flags as KEY=VALUE ...]
+        Seconds per `cgan` shadow run on the full digits pool (training, release, downstream
+        ConvNet and all three reconstructions; mean and sd over --runs seeds), then seconds per
+        1,000 reconstructions of each kind with a generator trained as in a run.
+
+    python bench/ganleak.py audit [--per-class 20] [--n-shadow 16] [--runs-dir DIR] [audit flags ...]
+        Writes a small digits pool (the first --per-class pool images of each class, so a run's GAN
+        trains on about half of them) to DIR/digits-<k>.npz and runs
+        `python -m audit.ganleak --dataset DIR/digits-<k>.npz --n-shadow R [audit flags]`
+        (default `--victim cgan`), then prints AUC, TPR at 1% and 0.1% FPR with the false
+        positives behind them, and eps_lower, one line per attack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from attacks.ganleak import gradient_reconstruct, nearest_samples, powell_reconstruct  # noqa: E402
+from shadow_runs.plan import membership_matrix  # noqa: E402
+from victims import get_victim, load_pool  # noqa: E402
+from victims.base import seeded  # noqa: E402
+from victims.condense import Members  # noqa: E402
+
+
+def _value(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def speed(runs: int, overrides: dict) -> None:
+    torch.set_num_threads(1)
+    pool = load_pool("digits")
+    keep = membership_matrix(pool.y, n_runs=2, master_seed=0)[0]
+    victim = get_victim("cgan")(**overrides)
+    seconds = []
+    for seed in range(runs):
+        start = time.perf_counter()
+        victim.run(pool, keep, seed)
+        seconds.append(time.perf_counter() - start)
+    sd = statistics.stdev(seconds) if runs > 1 else 0.0
+    print(f"cgan shadow run on digits ({pool.n_pool} pool images, {keep.sum()} members), one thread: "
+          f"{statistics.mean(seconds):.2f} s (sd {sd:.2f}, {runs} runs)")
+
+    members = Members.of(pool, keep, device="cpu")
+    with seeded(0) as generator:
+        gen, critic = victim.networks(pool)
+        start = time.perf_counter()
+        victim.train_gan(gen, critic, members.x, members.y, pool=pool, generator=generator)
+        train = time.perf_counter() - start
+        gen.eval()
+        x, y = torch.tensor(pool.x[:1000]), torch.tensor(pool.y[:1000])
+        start = time.perf_counter()
+        _, codes = nearest_samples(gen, x, y, n_classes=pool.n_classes, samples_per_class=victim.fbb_samples,
+                                   latent_dim=victim.latent_dim, keep=victim.pbb_starts, generator=generator)
+        fbb = time.perf_counter() - start
+        start = time.perf_counter()
+        gradient_reconstruct(gen, x, y, codes[:, 0], steps=victim.wb_steps, lr=victim.wb_lr,
+                             prior_weight=victim.prior_weight, optimizer=victim.wb_optimizer)
+        wb = time.perf_counter() - start
+        few = 20
+        start = time.perf_counter()
+        powell_reconstruct(gen, x[:few], y[:few], codes[:few], max_evaluations=victim.pbb_evaluations,
+                           prior_weight=victim.prior_weight)
+        pbb = (time.perf_counter() - start) * 1000 / few
+    print(f"GAN training ({victim.steps} steps): {train:.2f} s")
+    print(f"seconds per 1,000 reconstructions: fbb {fbb:.2f} ({victim.fbb_samples} samples per class), "
+          f"wb {wb:.2f} ({victim.wb_steps} {victim.wb_optimizer} steps, batched), "
+          f"pbb {pbb:.1f} ({victim.pbb_starts} Powell searches of {victim.pbb_evaluations} evaluations each; from {few} examples)")
+
+
+def small_digits(path: Path, per_class: int) -> Path:
+    """The first `per_class` digits pool images of each class (pool order is a random stratified
+    split), with the usual test split, as a .npz for `--dataset`."""
+    pool = load_pool("digits")
+    idx = np.sort(np.concatenate([np.flatnonzero(pool.y == c)[:per_class] for c in range(pool.n_classes)]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, x=pool.x[idx], y=pool.y[idx], x_test=pool.x_test, y_test=pool.y_test)
+    return path
+
+
+def audit(per_class: int, n_shadow: int, runs_dir: Path, extra: list[str]) -> None:
+    data = small_digits(runs_dir / f"digits-{per_class}.npz", per_class)
+    if "--victim" not in extra:
+        extra = ["--victim", "cgan", *extra]
+    command = [sys.executable, "-m", "audit.ganleak", "--dataset", str(data), "--n-shadow", str(n_shadow),
+               "--runs-dir", str(runs_dir), "--quiet", *extra]
+    start = time.perf_counter()
+    subprocess.run(command, check=True)
+    wall = time.perf_counter() - start
+    victim = extra[extra.index("--victim") + 1]
+    # the experiment this command wrote (the newest summary of this victim on this pool)
+    path = max(runs_dir.glob(f"{victim}-digits-{per_class}-*/audit/summary.json"), key=lambda p: p.stat().st_mtime)
+    summary = json.loads(path.read_text())
+    per_run = [json.loads(p.read_text())["wall_s"] for p in path.parent.parent.glob("runs/*.json")]
+    print(" ".join(command[1:]))
+    print(f"wall {wall:.1f} s; {statistics.mean(per_run):.2f} s per run in its worker; test accuracy "
+          f"{summary['utility']['test_accuracy']:.3f}; formal epsilon {summary['formal_epsilon']}")
+    print("| attack | AUC | TPR@1% FPR (FP) | TPR@0.1% FPR (FP) | members / non-members | eps_lower |")
+    print("|---|---|---|---|---|---|")
+    for name, a in summary["attacks"].items():
+        print(f"| {name} | {a['auc']:.3f} | {a['tpr_at_fpr']['0.01']:.4f} ({a['fp_at_fpr']['0.01']}) "
+              f"| {a['tpr_at_fpr']['0.001']:.4f} ({a['fp_at_fpr']['0.001']}) | {a['n_members']} / {a['n_nonmembers']} "
+              f"| {a['eps_lower']:.2f} |")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("what", choices=("speed", "audit"))
+    p.add_argument("--runs", type=int, default=3, help="speed: timed runs")
+    p.add_argument("--per-class", type=int, default=20, help="audit: pool images per class")
+    p.add_argument("--n-shadow", type=int, default=16)
+    p.add_argument("--runs-dir", type=Path, default=Path("runs/ganleak-bench"))
+    args, extra = p.parse_known_args()
+    if args.what == "speed":
+        speed(args.runs, {k.replace("-", "_"): _value(v) for k, v in (item.split("=", 1) for item in extra)})
+    else:
+        audit(args.per_class, args.n_shadow, args.runs_dir, extra)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,264 @@
+"""`cgan` and `dpcgan`: a conditional DCGAN-style GAN trained on the members, and its DP variant.
+
+The release is the generator. The downstream ConvNet is trained on `ipc` generated images per
+class (stored as the run's `release_x`/`release_y`, pixel scale), so the loss, LiRA and DCR
+attacks apply to it as to every other victim. Because the GAN-Leaks attacks need the generator
+itself, and models are not kept, the run also reconstructs every pool example with it (see
+`attacks.ganleak`) and stores one reconstruction loss per attack: `fbb` (nearest of
+`fbb_samples` generated samples of the class), `pbb` (scipy's Powell over the latent code; only
+the first `pbb_examples` pool examples, NaN for the others) and `wb` (Adam on the latent code).
+Reconstruction is the attacker's work: it never feeds back into the release or the model.
+
+GAN training: `steps` alternating updates with the non-saturating loss, Adam at `lr` with
+beta1 = 0.5 for both nets; the critic sees real member batches of `batch_size` (drawn with
+replacement) and as many fakes with the same labels; the generator steps on fakes of random
+classes. `dpcgan` trains the critic by DP-SGD instead (DP-CGAN, Torkzadehmahani et al., 2019):
+Poisson batches of the members at rate B/N, each real example paired with one fake of its class,
+the pair's gradient (torch.func per-sample gradients) clipped to `max_grad_norm`, summed, with
+N(0, sigma^2 C^2) noise, divided by B; sigma comes from opacus's accountant so that the `steps`
+noisy updates spend the target epsilon. The generator only ever sees the critic, so the
+released generator, its samples and everything derived from them are (epsilon, delta)-DP.
+
+Cost with the defaults, full digits pool (1,500 images, ~750 members), one torch thread on a
+2-core machine shared with other jobs (`python bench/ganleak.py speed`): 11.8 s per run (sd 1.8,
+3 runs), of which GAN training 5.7 s; per 1,000 reconstructions fbb 0.18 s, wb 1.2 s (batched),
+pbb 77 s (scipy's Powell, one example at a time: 2 searches x 60 generator calls), hence
+pbb's default of 30 examples (~2.3 s).
+
+A small member set: GAN-Leaks needs a generator that memorises its training images, which the
+digits GAN does for 50 members (a 100-image pool) far better than for the ~750 of the full pool
+(see the README). Audit a small pool instead (`--dataset` with a .npz of a
+stratified digits subset, as bench/ganleak.py writes), so that every member is in the training
+set: training on a per-run random subset of the members would make "member" a mixture of used and
+unused images, and the per-example IN fits of LiRA and the calibration would blur (16 runs with
+10 of ~75 members per class used: ganleak_lira AUC 0.50 pooled, 0.52 on the used members).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from attacks.ganleak import WB_OPTIMIZERS, gradient_reconstruct, nearest_samples, powell_reconstruct
+from audit.accounting import ACCOUNTANTS, epsilon_spent, noise_multiplier_for
+from victims.base import Observations, observe, register_victim, seeded
+from victims.condense import Members
+from victims.data import Pool
+from victims.nets import ConditionalDiscriminator, ConditionalGenerator
+from victims.psg import clip_per_example, poisson_sample
+from victims.train import TrainConfig, fit, small_set_training, to_model_space
+
+
+def _positive_ints(config, names: tuple[str, ...], low: int = 1) -> None:
+    for name in names:
+        if getattr(config, name) < low:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(config, name)}")
+
+
+@register_victim("cgan")
+@dataclass(frozen=True)
+class CGANVictim:
+    """A conditional GAN trained on the members; the downstream ConvNet is trained on its samples."""
+
+    ipc: int = field(default=10, metadata={"help": "generated images per class in the release the downstream ConvNet trains on"})
+    latent_dim: int = field(default=8, metadata={"help": "latent code size of the generator"})
+    gen_width: int = field(default=8, metadata={"help": "channels of the generator's convolutions"})
+    disc_width: int = field(default=8, metadata={"help": "channels of the critic's first convolution"})
+    steps: int = field(default=400, metadata={"help": "GAN training steps (one critic and one generator update each)"})
+    batch_size: int = field(default=64, metadata={"help": "real examples per critic step (dpcgan: expected Poisson batch size)"})
+    lr: float = field(default=2e-3, metadata={"help": "Adam learning rate of both nets"})
+    fbb_samples: int = field(default=1000, metadata={"help": "fbb: generated samples per class the nearest is searched in"})
+    pbb_examples: int = field(default=30, metadata={"help": "pbb: reconstruct only the first this many pool examples (Powell is slow)"})
+    pbb_starts: int = field(default=2, metadata={"help": "pbb: Powell searches per example, from its nearest generated samples"})
+    pbb_evaluations: int = field(default=60, metadata={"help": "pbb: generator calls per Powell search"})
+    wb_steps: int = field(default=50, metadata={"help": "wb: optimiser steps on the latent codes"})
+    wb_lr: float = field(default=0.1, metadata={"help": "wb: learning rate on the latent codes"})
+    wb_optimizer: str = field(default="adam", metadata={"help": "wb: optimiser of the latent codes", "choices": WB_OPTIMIZERS})
+    prior_weight: float = field(default=1e-3, metadata={"help": "pbb and wb: weight of the latent-norm prior (|z|^2/d - 1)^2"})
+    train: TrainConfig = field(default_factory=small_set_training)  # the downstream ConvNet on the release
+
+    def __post_init__(self) -> None:
+        _positive_ints(self, ("ipc", "latent_dim", "gen_width", "disc_width", "steps", "batch_size", "fbb_samples",
+                              "pbb_starts", "pbb_evaluations", "wb_steps"))
+        _positive_ints(self, ("pbb_examples",), low=0)
+        for name in ("lr", "wb_lr"):
+            if not (getattr(self, name) > 0 and math.isfinite(getattr(self, name))):
+                raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
+        if not (self.prior_weight >= 0 and math.isfinite(self.prior_weight)):
+            raise ValueError(f"--prior-weight must be >= 0, got {self.prior_weight}")
+        if self.wb_optimizer not in WB_OPTIMIZERS:
+            raise ValueError(f"--wb-optimizer must be one of {WB_OPTIMIZERS}, got {self.wb_optimizer!r}")
+
+    def check(self, pool: Pool) -> None:
+        self.networks(pool)
+
+    def networks(self, pool: Pool) -> tuple[ConditionalGenerator, ConditionalDiscriminator]:
+        """A fresh generator and critic (parameters from torch's global RNG)."""
+        shape, classes = pool.image_shape, pool.n_classes
+        return (ConditionalGenerator(latent_dim=self.latent_dim, n_classes=classes, image_shape=shape, width=self.gen_width),
+                ConditionalDiscriminator(n_classes=classes, image_shape=shape, width=self.disc_width))
+
+    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu") -> Observations:
+        members = Members.of(pool, keep, device=device)
+        with seeded(seed, device) as generator:
+            x, y = members.x, members.y
+            gen, critic = (net.to(device) for net in self.networks(pool))
+            privacy = self.train_gan(gen, critic, x, y, pool=pool, generator=generator)
+            gen.eval()
+            labels = torch.arange(pool.n_classes, device=device).repeat_interleave(self.ipc)
+            with torch.no_grad():
+                pixels = gen(self.latents(len(labels), generator=generator, device=device), labels)
+            images = to_model_space(pixels, mean=pool.mean, std=pool.std, device=device)
+            model = fit(images, labels, n_classes=pool.n_classes, config=self.train, flip_ok=pool.flip_ok,
+                        generator=generator)
+            recon = self.reconstruct(gen, pool, generator=generator, device=device)
+            return observe(model, pool, device=device, release_x=pixels.cpu().numpy(), release_y=labels.cpu().numpy(),
+                           recon_loss=recon, **privacy)
+
+    def latents(self, n: int, *, generator: torch.Generator, device: str) -> torch.Tensor:
+        return torch.randn(n, self.latent_dim, generator=generator, device=generator.device).to(device)
+
+    def train_gan(self, gen: nn.Module, critic: nn.Module, x: torch.Tensor, y: torch.Tensor, *, pool: Pool,
+                  generator: torch.Generator) -> dict:
+        """Train both nets on (x, y) in model space; returns the Observations' privacy fields."""
+        opt_gen = torch.optim.Adam(gen.parameters(), lr=self.lr, betas=(0.5, 0.999))
+        opt_critic = torch.optim.Adam(critic.parameters(), lr=self.lr, betas=(0.5, 0.999))
+        private = self.private_critic_step(x, y, pool=pool)
+        n_classes = pool.n_classes
+        for _ in range(self.steps):
+            if private is None:
+                batch = torch.randint(len(x), (self.batch_size,), generator=generator, device=generator.device).to(x.device)
+                fake = self.fake(gen, y[batch], pool=pool, generator=generator).detach()
+                loss = F.softplus(-critic(x[batch], y[batch])).mean() + F.softplus(critic(fake, y[batch])).mean()
+                opt_critic.zero_grad(set_to_none=True)
+                loss.backward()
+            else:
+                private(critic, gen, generator=generator)
+            opt_critic.step()
+            labels = torch.randint(n_classes, (self.batch_size,), generator=generator, device=generator.device).to(x.device)
+            loss = F.softplus(-critic(self.fake(gen, labels, pool=pool, generator=generator), labels)).mean()
+            opt_gen.zero_grad(set_to_none=True)
+            loss.backward()
+            opt_gen.step()
+        return self.privacy_spent(len(x))
+
+    def fake(self, gen: nn.Module, labels: torch.Tensor, *, pool: Pool, generator: torch.Generator) -> torch.Tensor:
+        """Generated images of `labels` in model space (what the critic sees)."""
+        pixels = gen(self.latents(len(labels), generator=generator, device=labels.device), labels)
+        return to_model_space(pixels, mean=pool.mean, std=pool.std, device=labels.device)
+
+    def private_critic_step(self, x: torch.Tensor, y: torch.Tensor, *, pool: Pool):
+        """None: the critic trains without privacy (`dpcgan` overrides this)."""
+        return None
+
+    def privacy_spent(self, n_used: int) -> dict:
+        return {}
+
+    def reconstruct(self, gen: nn.Module, pool: Pool, *, generator: torch.Generator, device: str) -> dict[str, np.ndarray]:
+        """The three GAN-Leaks reconstruction losses of every pool example (pixel scale), float32 [n_pool]
+        each; `pbb` is NaN beyond its first `pbb_examples` examples."""
+        x = torch.tensor(pool.x, device=device)
+        y = torch.tensor(pool.y, device=device)
+        fbb, codes = nearest_samples(gen, x, y, n_classes=pool.n_classes, samples_per_class=self.fbb_samples,
+                                     latent_dim=self.latent_dim, keep=min(self.pbb_starts, self.fbb_samples),
+                                     generator=generator)
+        k = min(self.pbb_examples, pool.n_pool)
+        pbb = np.full(pool.n_pool, np.nan, dtype=np.float32)
+        pbb[:k] = powell_reconstruct(gen, x[:k], y[:k], codes[:k], max_evaluations=self.pbb_evaluations,
+                                     prior_weight=self.prior_weight).numpy()
+        wb = gradient_reconstruct(gen, x, y, codes[:, 0], steps=self.wb_steps, lr=self.wb_lr,
+                                  prior_weight=self.prior_weight, optimizer=self.wb_optimizer)
+        return {"fbb": fbb.cpu().numpy(), "pbb": pbb, "wb": wb.detach().cpu().numpy()}
+
+
+@register_victim("dpcgan")
+@dataclass(frozen=True)
+class DPCGANVictim(CGANVictim):
+    """`cgan` with the critic trained by DP-SGD at a target (epsilon, delta) (DP-CGAN)."""
+
+    epsilon: float = field(default=1.0, metadata={"help": "target epsilon (DP victims)"})
+    delta: float = field(default=1e-5, metadata={"help": "target delta (DP victims)"})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "per-example clipping norm C"})
+    accountant: str = field(default="rdp", metadata={"help": "opacus accountant", "choices": ACCOUNTANTS})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
+            raise ValueError(f"--epsilon must be a positive number, got {self.epsilon}")
+        if not 0 < self.delta < 1:
+            raise ValueError(f"--delta must be in (0, 1), got {self.delta}")
+        if not (self.max_grad_norm > 0 and math.isfinite(self.max_grad_norm)):
+            raise ValueError(f"--max-grad-norm must be > 0, got {self.max_grad_norm}")
+        if self.accountant not in ACCOUNTANTS:
+            raise ValueError(f"--accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}")
+    def check(self, pool: Pool) -> None:
+        super().check(pool)
+        members = pool.n_pool // 2  # the membership plan gives each run about half the pool
+        if self.batch_size > members:
+            raise ValueError(f"--batch-size {self.batch_size} exceeds the {members} members of a run")
+
+    def noise(self, n_used: int) -> tuple[float, float]:
+        """(noise multiplier sigma, Poisson rate B/N): sigma is opacus's, calibrated so that
+        `steps` noisy critic updates on N members spend the target epsilon."""
+        rate = self.batch_size / n_used
+        with warnings.catch_warnings():  # opacus: "optimal order is the largest alpha" for few steps
+            warnings.simplefilter("ignore", UserWarning)
+            sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=rate, steps=self.steps,
+                                         accountant=self.accountant)
+        return sigma, rate
+
+    def privacy_spent(self, n_used: int) -> dict:
+        sigma, rate = self.noise(n_used)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            spent = epsilon_spent(noise_multiplier=sigma, sample_rate=rate, steps=self.steps, delta=self.delta,
+                                  accountant=self.accountant)
+        return {"formal_epsilon": spent, "delta": self.delta}
+
+    def private_critic_step(self, x: torch.Tensor, y: torch.Tensor, *, pool: Pool):
+        sigma, rate = self.noise(len(x))
+
+        def step(critic: nn.Module, gen: nn.Module, *, generator: torch.Generator) -> None:
+            batch = poisson_sample(len(x), rate, generator=generator).to(x.device)
+            fake = self.fake(gen, y[batch], pool=pool, generator=generator).detach()
+            noisy = noisy_pair_gradient(critic, x[batch], fake, y[batch], max_grad_norm=self.max_grad_norm,
+                                        noise_multiplier=sigma, expected_batch_size=self.batch_size,
+                                        generator=generator)
+            for p, g in zip(critic.parameters(), noisy):
+                p.grad = g
+
+        return step
+
+
+def noisy_pair_gradient(critic: nn.Module, real: torch.Tensor, fake: torch.Tensor, labels: torch.Tensor, *,
+                        max_grad_norm: float, noise_multiplier: float, expected_batch_size: int,
+                        generator: torch.Generator) -> list[torch.Tensor]:
+    """The Gaussian mechanism on a Poisson batch of real examples, each paired with one fake of
+    its class: (sum over pairs of the critic-loss gradient softplus(-D(real)) + softplus(D(fake)),
+    each pair's clipped to norm C, + N(0, sigma^2 C^2)) / B, one tensor per critic parameter.
+    A real example enters exactly one pair, so the sum moves by at most C when it is added or
+    removed. An empty batch gives pure noise."""
+    params = dict(critic.named_parameters())
+    if len(real):
+        weights = {name: p.detach() for name, p in params.items()}
+        buffers = dict(critic.named_buffers())
+
+        def pair_loss(w, xr, xf, yi):
+            out = functional_call(critic, {**w, **buffers}, (torch.stack([xr, xf]), yi.expand(2)))
+            return F.softplus(-out[0]) + F.softplus(out[1])
+
+        per_pair = vmap(grad(pair_loss), in_dims=(None, 0, 0, 0), randomness="error")(weights, real, fake, labels)
+        clipped = clip_per_example(per_pair, max_grad_norm)
+        sums = [clipped[name].sum(0) for name in params]
+    else:
+        sums = [torch.zeros_like(p) for p in params.values()]
+    std = noise_multiplier * max_grad_norm
+    return [(s + std * torch.randn(s.shape, generator=generator, device=generator.device).to(s.device)) / expected_batch_size
+            for s in sums]
