@@ -29,34 +29,26 @@ def int_at_least(low: int):
     return parse
 
 
-def probability(text: str) -> float:
-    """An argument type: a number in (0, 1)."""
+def _number(text: str, *, accepts, requirement: str) -> float:
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
+    if not accepts(value):  # NaN fails every comparison, so an unparsable text lands here too
+        raise argparse.ArgumentTypeError(f"must be {requirement}, got {text!r}")
     return value
+
+
+def probability(text: str) -> float:
+    """An argument type: a number in (0, 1)."""
+    return _number(text, accepts=lambda v: 0 < v < 1, requirement="a number in (0, 1)")
 
 
 def positive_number(text: str) -> float:
     """An argument type: a finite number > 0 (an epsilon)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    return value
+    return _number(text, accepts=lambda v: 0 < v < math.inf, requirement="a finite number > 0")
 
 
 def delta_in_unit(text: str) -> float:
     """An argument type: a number in [0, 1) (a delta; 0 for pure DP)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text!r}")
-    return value
+    return _number(text, accepts=lambda v: 0 <= v < 1, requirement="a number in [0, 1)")

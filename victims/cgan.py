@@ -52,7 +52,7 @@ from victims.base import Observations, observe, register_victim, seeded
 from victims.condense import Members
 from victims.data import Pool
 from victims.nets import ConditionalDiscriminator, ConditionalGenerator
-from victims.psg import clip_per_example, poisson_sample
+from victims.psg import gaussian_mean, poisson_sample
 from victims.train import TrainConfig, fit, small_set_training, to_model_space
 
 
@@ -255,10 +255,7 @@ def noisy_pair_gradient(critic: nn.Module, real: torch.Tensor, fake: torch.Tenso
             return F.softplus(-out[0]) + F.softplus(out[1])
 
         per_pair = vmap(grad(pair_loss), in_dims=(None, 0, 0, 0), randomness="error")(weights, real, fake, labels)
-        clipped = clip_per_example(per_pair, max_grad_norm)
-        sums = [clipped[name].sum(0) for name in params]
     else:
-        sums = [torch.zeros_like(p) for p in params.values()]
-    std = noise_multiplier * max_grad_norm
-    return [(s + std * torch.randn(s.shape, generator=generator, device=generator.device).to(s.device)) / expected_batch_size
-            for s in sums]
+        per_pair = None
+    return gaussian_mean(per_pair, params, max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier,
+                         expected_batch_size=expected_batch_size, generator=generator)

@@ -261,8 +261,18 @@ def noisy_mean_gradient(net: nn.Module, params: dict[str, torch.Tensor], x: torc
                         generator: torch.Generator) -> list[torch.Tensor]:
     """The Gaussian mechanism on a Poisson batch: (sum of clipped per-example gradients +
     N(0, sigma^2 C^2)) / B, one tensor per parameter of `params`. An empty batch gives pure noise."""
-    if len(x):
-        clipped = clip_per_example(per_example_gradients(net, params, x, y), max_grad_norm)
+    per_example = per_example_gradients(net, params, x, y) if len(x) else None
+    return gaussian_mean(per_example, params, max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier,
+                         expected_batch_size=expected_batch_size, generator=generator)
+
+
+def gaussian_mean(per_example: dict[str, torch.Tensor] | None, params: dict[str, torch.Tensor], *,
+                  max_grad_norm: float, noise_multiplier: float, expected_batch_size: int,
+                  generator: torch.Generator) -> list[torch.Tensor]:
+    """(sum of the per-example gradients, each clipped to norm C, + N(0, sigma^2 C^2)) / B, one
+    tensor per parameter of `params`; `per_example` None (an empty Poisson batch) gives pure noise."""
+    if per_example is not None:
+        clipped = clip_per_example(per_example, max_grad_norm)
         sums = [clipped[name].sum(0) for name in params]
     else:
         sums = [torch.zeros_like(p) for p in params.values()]
