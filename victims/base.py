@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
@@ -95,6 +96,30 @@ def get_victim(name: str) -> type:
 def victim_config(victim: Any) -> dict:
     """The victim's configuration as plain JSON-able data."""
     return dataclasses.asdict(victim)
+
+
+def _flag_name(field_name: str) -> str:
+    return "--" + field_name.replace("_", "-")
+
+
+def require_at_least(config: Any, minimums: dict[str, int | float]) -> None:
+    """ValueError naming the first field of `config` below its minimum: '--flag must be >= low, got v'."""
+    for name, low in minimums.items():
+        if getattr(config, name) < low:
+            raise ValueError(f"{_flag_name(name)} must be >= {low}, got {getattr(config, name)}")
+
+
+def require_positive(config: Any, names: tuple[str, ...]) -> None:
+    """ValueError naming the first field of `config` that is not a finite number > 0."""
+    for name in names:
+        value = getattr(config, name)
+        if not (value > 0 and math.isfinite(value)):
+            raise ValueError(f"{_flag_name(name)} must be > 0, got {value}")
+
+
+def require_momentum(config: Any) -> None:
+    if not 0 <= config.momentum < 1:
+        raise ValueError(f"--momentum must be in [0, 1), got {config.momentum}")
 
 
 def resolve_device(device: str) -> str:

@@ -48,18 +48,12 @@ from torch.func import functional_call, grad, vmap
 
 from attacks.ganleak import WB_OPTIMIZERS, gradient_reconstruct, nearest_samples, powell_reconstruct
 from audit.accounting import ACCOUNTANTS, epsilon_spent, noise_multiplier_for
-from victims.base import Observations, observe, register_victim, seeded
+from victims.base import Observations, observe, register_victim, require_at_least, require_positive, seeded
 from victims.condense import Members
 from victims.data import Pool
 from victims.nets import ConditionalDiscriminator, ConditionalGenerator
 from victims.psg import gaussian_mean, poisson_sample
 from victims.train import TrainConfig, fit, small_set_training, to_model_space
-
-
-def _positive_ints(config, names: tuple[str, ...], low: int = 1) -> None:
-    for name in names:
-        if getattr(config, name) < low:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(config, name)}")
 
 
 @register_victim("cgan")
@@ -85,12 +79,10 @@ class CGANVictim:
     train: TrainConfig = field(default_factory=small_set_training)  # the downstream ConvNet on the release
 
     def __post_init__(self) -> None:
-        _positive_ints(self, ("ipc", "latent_dim", "gen_width", "disc_width", "steps", "batch_size", "fbb_samples",
-                              "pbb_starts", "pbb_evaluations", "wb_steps"))
-        _positive_ints(self, ("pbb_examples",), low=0)
-        for name in ("lr", "wb_lr"):
-            if not (getattr(self, name) > 0 and math.isfinite(getattr(self, name))):
-                raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
+        require_at_least(self, {name: 1 for name in ("ipc", "latent_dim", "gen_width", "disc_width", "steps", "batch_size",
+                                                      "fbb_samples", "pbb_starts", "pbb_evaluations", "wb_steps")})
+        require_at_least(self, {"pbb_examples": 0})
+        require_positive(self, ("lr", "wb_lr"))
         if not (self.prior_weight >= 0 and math.isfinite(self.prior_weight)):
             raise ValueError(f"--prior-weight must be >= 0, got {self.prior_weight}")
         if self.wb_optimizer not in WB_OPTIMIZERS:
@@ -194,8 +186,7 @@ class DPCGANVictim(CGANVictim):
             raise ValueError(f"--epsilon must be a positive number, got {self.epsilon}")
         if not 0 < self.delta < 1:
             raise ValueError(f"--delta must be in (0, 1), got {self.delta}")
-        if not (self.max_grad_norm > 0 and math.isfinite(self.max_grad_norm)):
-            raise ValueError(f"--max-grad-norm must be > 0, got {self.max_grad_norm}")
+        require_positive(self, ("max_grad_norm",))
         if self.accountant not in ACCOUNTANTS:
             raise ValueError(f"--accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}")
     def check(self, pool: Pool) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from victims.base import Observations, observe, seeded
+from victims.base import Observations, observe, require_at_least, seeded
 from victims.data import Pool
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
 
@@ -92,8 +92,7 @@ class CondensationVictim:
     train: TrainConfig = field(default_factory=small_set_training)  # the downstream ConvNet on the release
 
     def __post_init__(self) -> None:
-        if self.ipc < 1:
-            raise ValueError(f"--ipc must be >= 1, got {self.ipc}")
+        require_at_least(self, {"ipc": 1})
         if self.init not in INITS:
             raise ValueError(f"--init must be one of {INITS}, got {self.init!r}")
 

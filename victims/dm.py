@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from victims.augment import augment, draw_seed, strategy
-from victims.base import register_victim
+from victims.base import register_victim, require_at_least, require_momentum, require_positive
 from victims.condense import CondensationVictim, Members
 from victims.data import Pool
 from victims.nets import NetConfig, build_net
@@ -43,14 +43,9 @@ class DMVictim(CondensationVictim):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.iterations < 0:
-            raise ValueError(f"--iterations must be >= 0, got {self.iterations}")
-        if not self.lr_images > 0:
-            raise ValueError(f"--lr-images must be > 0, got {self.lr_images}")
-        if not 0 <= self.momentum < 1:
-            raise ValueError(f"--momentum must be in [0, 1), got {self.momentum}")
-        if self.batch_real < 1:
-            raise ValueError(f"--batch-real must be >= 1, got {self.batch_real}")
+        require_at_least(self, {"iterations": 0, "batch_real": 1})
+        require_positive(self, ("lr_images",))
+        require_momentum(self)
 
     def condense(self, images: torch.Tensor, labels: torch.Tensor, members: Members, *, pool: Pool,
                  generator: torch.Generator) -> torch.Tensor:

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from victims.augment import augment, draw_seed, strategy
-from victims.base import register_victim
+from victims.base import register_victim, require_at_least, require_momentum, require_positive
 from victims.condense import CondensationVictim, Members
 from victims.data import Pool
 from victims.matching import gradient_distance
@@ -42,14 +42,9 @@ class DSAVictim(CondensationVictim):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name, low in (("iterations", 0), ("outer", 1), ("inner", 0), ("batch_real", 1)):
-            if getattr(self, name) < low:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(self, name)}")
-        for name in ("lr_images", "lr_net"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
-        if not 0 <= self.momentum < 1:
-            raise ValueError(f"--momentum must be in [0, 1), got {self.momentum}")
+        require_at_least(self, {"iterations": 0, "outer": 1, "inner": 0, "batch_real": 1})
+        require_positive(self, ("lr_images", "lr_net"))
+        require_momentum(self)
 
     def condense(self, images: torch.Tensor, labels: torch.Tensor, members: Members, *, pool: Pool,
                  generator: torch.Generator) -> torch.Tensor:

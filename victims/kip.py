@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 
 from victims.augment import augment, draw_seed, strategy
-from victims.base import register_victim
+from victims.base import register_victim, require_at_least
 from victims.condense import CondensationVictim, Members
 from victims.data import Pool
 
@@ -175,14 +175,9 @@ class KIPVictim(CondensationVictim):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.iterations < 1:
-            raise ValueError(f"--iterations must be >= 1, got {self.iterations}")
+        require_at_least(self, {"iterations": 1, "batch_size": 1, "depth": 0})
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"--lr must be a positive number, got {self.lr}")
-        if self.batch_size < 1:
-            raise ValueError(f"--batch-size must be >= 1, got {self.batch_size}")
-        if self.depth < 0:
-            raise ValueError(f"--depth must be >= 0, got {self.depth}")
         if not (self.reg >= 0 and math.isfinite(self.reg)):
             raise ValueError(f"--reg must be a number >= 0, got {self.reg}")
         if not (self.zca_reg > 0 and math.isfinite(self.zca_reg)):  # images have blank pixels: 0 cannot whiten them

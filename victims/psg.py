@@ -32,7 +32,8 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from audit.accounting import ACCOUNTANTS, epsilon_spent, noise_multiplier_for
-from victims.base import Observations, observe, register_victim, seeded
+from victims.base import (Observations, observe, register_victim, require_at_least, require_momentum,
+                          require_positive, seeded)
 from victims.data import Pool
 from victims.matching import gradient_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net
@@ -101,8 +102,7 @@ class PSGVictim:
             raise ValueError(f"--epsilon must be a positive number, got {self.epsilon}")
         if not 0 < self.delta < 1:
             raise ValueError(f"--delta must be in (0, 1), got {self.delta}")
-        if self.spc < 1:
-            raise ValueError(f"--spc must be >= 1, got {self.spc}")
+        require_at_least(self, {"spc": 1})
         if self.preset not in PRESETS:
             raise ValueError(f"--preset must be one of {PRESETS}, got {self.preset!r}")
         if self.accountant not in ACCOUNTANTS:
@@ -111,15 +111,9 @@ class PSGVictim:
         for name, value in preset.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
-        minimum = {"restarts": 1, "outer": 1, "inner": 0, "batches": 1, "batch_size": 1, "latent_dim": 1}
-        for name, low in minimum.items():
-            if getattr(self, name) < low:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(self, name)}")
-        for name in ("max_grad_norm", "lr_images", "lr_net", "lr_generator"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
-        if not 0 <= self.momentum < 1:
-            raise ValueError(f"--momentum must be in [0, 1), got {self.momentum}")
+        require_at_least(self, {"restarts": 1, "outer": 1, "inner": 0, "batches": 1, "batch_size": 1, "latent_dim": 1})
+        require_positive(self, ("max_grad_norm", "lr_images", "lr_net", "lr_generator"))
+        require_momentum(self)
 
     @property
     def noisy_steps(self) -> int:

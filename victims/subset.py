@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from victims.base import Observations, observe, register_victim, seeded
+from victims.base import Observations, observe, register_victim, require_at_least, seeded
 from victims.condense import check_ipc
 from victims.data import Pool
 from victims.real import fit_on_pool
@@ -28,8 +28,7 @@ class SubsetVictim:
     train: TrainConfig = field(default_factory=small_set_training)
 
     def __post_init__(self) -> None:
-        if self.ipc < 1:
-            raise ValueError(f"--ipc must be >= 1, got {self.ipc}")
+        require_at_least(self, {"ipc": 1})
 
     def check(self, pool: Pool) -> None:
         check_ipc(self.ipc, pool)
