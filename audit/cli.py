@@ -23,12 +23,22 @@ from audit.arguments import ArgumentParser, int_at_least, probability
 from audit.evaluate import MIN_RUNS, StoredRuns, attack_scores, attack_summary
 from attacks import VARIANCES
 from shadow_runs import ExecutorConfig, RunStore, RunTask, StoreError, execute, membership_matrix, run_seed
-from shadow_runs.plan import n_pairs, target_runs
+from shadow_runs.plan import DEFAULT_INCLUSION_RATE, PLAN, check_inclusion_rate, default_targets, target_runs
 from shadow_runs.executor import EXECUTORS
 from victims import DataError, get_victim, load_pool, victim_config, victim_names
 from victims.data import Pool
 
-PLAN = "stratified-complement-pairs-v1"  # recorded in experiment.json: how keep.npy was drawn
+EPSILON_NOTE = ("eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the target runs' coins, "
+                "m = n_canaries; eps_ceiling: what a perfect attack would certify with this design")
+UNFAIR_NOTE = "no epsilon bound: the one-run theorem used here needs fair membership coins (--inclusion-rate 0.5)"
+
+
+def inclusion_rate(text: str) -> float:
+    """argparse type of --inclusion-rate: a number strictly between 0 and 1."""
+    try:
+        return check_inclusion_rate(float(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--inclusion-rate {text!r} must be a number strictly between 0 and 1") from None
 
 
 # -- victim flags, generated from the victim dataclasses ---------------------------------------
@@ -115,7 +125,7 @@ def build_parser(prog: str, description: str, *, victims: tuple[str, ...] | None
     p = ArgumentParser(prog=prog, description=description)
     p.add_argument("--victim", required=True, choices=victims or victim_names(), help="the pipeline under audit")
     p.add_argument("--n-shadow", type=int_at_least(2), required=True, help="runs to train (targets and shadows)")
-    p.add_argument("--n-targets", type=int_at_least(1), default=None, help="target runs, one per run pair, each attacked with the runs outside its pair as shadows (default: min(R/2, 16))")
+    p.add_argument("--n-targets", type=int_at_least(1), default=None, help="target runs (the first runs; their coins are the canaries of the epsilon bound), each attacked with the other, reference runs as shadows (default: min(R/2, 16))")
     p.add_argument("--dataset", default="digits", help="digits (embedded), mnist, fashion-mnist, cifar10, or a .npz file")
     p.add_argument("--data-root", default=None, help="where torchvision datasets live")
     p.add_argument("--download", action="store_true", help="let torchvision download the dataset")
@@ -127,6 +137,8 @@ def build_parser(prog: str, description: str, *, victims: tuple[str, ...] | None
 def add_run_flags(p: argparse.ArgumentParser) -> None:
     """The flags of the shadow runs and their evaluation, shared with `audit.release`."""
     p.add_argument("--seed", type=int_at_least(0), default=0, help="master seed: plan, run seeds, evaluation splits")
+    p.add_argument("--inclusion-rate", type=inclusion_rate, default=DEFAULT_INCLUSION_RATE,
+                   help="probability of each example's independent membership coin in each run (the epsilon bound needs 0.5)")
     p.add_argument("--runs-dir", default="runs", help="parent of the experiment directories")
     p.add_argument("--executor", choices=EXECUTORS, default="ray")
     p.add_argument("--address", default=None, help="an existing Ray cluster to join (default: start one here)")
@@ -138,7 +150,7 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def experiment_record(victim, pool: Pool, *, dataset: str, seed: int) -> dict:
+def experiment_record(victim, pool: Pool, *, dataset: str, seed: int, inclusion_rate: float) -> dict:
     """experiment.json of `victim` on `pool` (identity and provenance)."""
     label = Path(dataset).stem if dataset.endswith(".npz") else dataset
     return {
@@ -149,17 +161,19 @@ def experiment_record(victim, pool: Pool, *, dataset: str, seed: int) -> dict:
         "n_pool": pool.n_pool,
         "master_seed": seed,
         "plan": PLAN,
+        "inclusion_rate": inclusion_rate,
         **outputs.provenance(),
     }
 
 
-def train_missing_runs(store: RunStore, *, victim, pool: Pool, keep: np.ndarray, seed: int,
+def train_missing_runs(store: RunStore, *, victim, pool: Pool, keep: np.ndarray, seed: int, inclusion_rate: float,
                        executor: ExecutorConfig, quiet: bool) -> None:
     """Train every run of the plan `keep` that the store lacks, storing each as it arrives."""
     from tqdm import tqdm
 
     finished = store.finished_runs()
-    tasks = [RunTask(run=r, seed=run_seed(master_seed=seed, run=r), keep=row) for r, row in enumerate(keep) if r not in finished]
+    tasks = [RunTask(run=r, seed=run_seed(master_seed=seed, run=r), keep=row, inclusion_rate=inclusion_rate)
+             for r, row in enumerate(keep) if r not in finished]
     with tqdm(total=len(keep), initial=len(keep) - len(tasks), unit="run", desc=victim.name, disable=quiet, file=sys.stderr) as bar:
         for task, obs, meta in execute(tasks, victim=victim, pool=pool, config=executor):
             store.write_run(task.run, obs, meta)
@@ -170,6 +184,7 @@ def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarr
               args: argparse.Namespace) -> dict:
     """summary.json (the contract in DESIGN.md): metrics of every attack, pooled over the targets."""
     membership, init_mask = runs.keep[targets], runs.init_mask[targets]
+    fair = args.inclusion_rate == 0.5
     formal = [m["formal_epsilon"] for m in runs.meta if m["formal_epsilon"] is not None]
     delta = next((m["delta"] for m in runs.meta if m["delta"] is not None), None)
     accuracies = [m["test_accuracy"] for m in runs.meta]
@@ -182,12 +197,15 @@ def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarr
         "formal_epsilon": max(formal) if formal else None,
         "delta": delta,
         "utility": {"test_accuracy": float(np.mean(accuracies)), "test_accuracy_std": float(np.std(accuracies))},
-        "evaluation": {"lira_variance": args.lira_variance, "confidence": args.confidence, "master_seed": args.seed},
+        "evaluation": {"lira_variance": args.lira_variance, "confidence": args.confidence, "master_seed": args.seed,
+                       "plan": PLAN, "inclusion_rate": args.inclusion_rate,
+                       "n_canaries": int(membership.size) if fair else None,
+                       "epsilon_note": EPSILON_NOTE if fair else UNFAIR_NOTE},
         "attacks": {
             # The bound uses the victim's delta (0 for non-DP victims); its random split is seeded
             # by (master seed, attack name), so each attack's numbers do not depend on the others.
             attack: attack_summary(s, membership, init_mask, delta=delta or 0.0, confidence=args.confidence,
-                                   seed=[args.seed, zlib.crc32(attack.encode())])
+                                   seed=[args.seed, zlib.crc32(attack.encode())], fair_coins=fair)
             for attack, s in scores.items()
         },
     }
@@ -207,15 +225,15 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
         needed = max(MIN_RUNS[a] for a in attacks)
         if args.n_shadow < needed:
             raise ValueError(f"--n-shadow {args.n_shadow} is too few for {', '.join(attacks)} (needs >= {needed})")
-        targets = target_runs(args.n_shadow, args.n_targets or min(n_pairs(args.n_shadow), 16))
-        experiment = experiment_record(victim, pool, dataset=args.dataset, seed=args.seed)
+        targets = target_runs(args.n_shadow, args.n_targets or default_targets(args.n_shadow))
+        experiment = experiment_record(victim, pool, dataset=args.dataset, seed=args.seed, inclusion_rate=args.inclusion_rate)
         store = RunStore.open(args.runs_dir, experiment=experiment, pool_labels=pool.y)
-        keep = membership_matrix(pool.y, n_runs=args.n_shadow, master_seed=args.seed)
+        keep = membership_matrix(pool.y, n_runs=args.n_shadow, master_seed=args.seed, inclusion_rate=args.inclusion_rate)
         store.extend_plan(keep)
     except (DataError, StoreError, ValueError) as e:
         parser.error(str(e))
 
-    train_missing_runs(store, victim=victim, pool=pool, keep=keep, seed=args.seed,
+    train_missing_runs(store, victim=victim, pool=pool, keep=keep, seed=args.seed, inclusion_rate=args.inclusion_rate,
                        executor=executor, quiet=args.quiet)
 
     runs = StoredRuns.load(store, keep=keep, images=pool.x, labels=pool.y)

@@ -1,22 +1,33 @@
-"""Statistically valid lower bounds on the differential-privacy ε of a model.
+"""Lower confidence bounds on the ε of a training pipeline, by one-run auditing.
 
-A membership-inference attack that predicts "member iff score >= t" has a
-false-positive rate FPR(t) on non-members and a false-negative rate FNR(t) on
-members.  If the training algorithm is (ε, δ)-DP then, for every threshold,
+The theorem (Steinke, Nasr and Jagielski, "Privacy Auditing with One (1) Training Run", NeurIPS
+2023; its main theorem for pure ε-DP and its approximate-DP extension in Section 5):
 
-    TPR <= e^ε FPR + δ   and   TNR <= e^ε FNR + δ,
+    Let m canaries each be included in the mechanism's input by an independent fair coin
+    S_i (the rest of the input fixed or independent of the coins), let M be (ε, δ)-DP with
+    respect to adding or removing one canary, and let the guesses T = A(M(S)) in {IN, OUT,
+    abstain}^m be made by a rule A that sees M's output (and anything independent of S) but
+    never the coins, with exactly r guesses made. Then the number W of correct guesses obeys
+        P[W >= v] <= P[Binomial(r, p) >= v] + 2 m δ · max_{1<=i<=v} P[v-i <= Binomial(r, p) < v] / i,
+    with p = e^ε / (1 + e^ε). (For δ = 0 the first term alone: W is stochastically dominated by
+    Binomial(r, p).)
 
-so upper confidence bounds on FPR and FNR turn into a lower confidence bound
-on ε (``epsilon_from_rates``).  The bound is valid only if the threshold is
-fixed before the counts it is judged on are seen; the two strategies below
-guarantee this:
+How the suite meets its conditions (see `shadow_runs.plan`): each (target run, pool example)
+coin is an independent fair coin; the runs are independent given their coins, so changing one
+coin changes one target run's member set by one record, and the target runs together are an
+(ε, δ)-DP mechanism of all their coins whenever one run is. The canaries are every coin of every
+target run, m = n_targets × n_pool, a number fixed by the design before any run is trained. The
+scores come from the target runs' outputs and the reference runs (public coins) only. The guesses
+are the k₊ highest scores guessed IN and the k₋ lowest guessed OUT, ties broken by an
+independent random order, for every (k₊, k₋) of a grid fixed in advance (`guess_grid`); the bound
+is the largest ε rejected at level (1 - confidence) / |grid| by some grid point (Bonferroni), so
+the result holds with probability >= confidence whatever the true ε.
 
-* ``Split``: choose the threshold on one random part of the scores and count
-  errors on the other part.
-* ``Bonferroni``: a grid of thresholds fixed in advance, with a union bound
-  over all of them.
+The approximate-DP term 2 m δ grows with the number of canaries: at δ = 1e-5 no number of
+canaries lets a one-run audit certify much more than ε ≈ 5 (`epsilon_ceiling`), which is why
+each bound is reported beside the design's ceiling, the bound a perfect attack would get.
 
-Scores are "higher means more likely a member" throughout.
+The theorem is for fair coins: a plan with another inclusion rate gets no bound here.
 """
 
 from __future__ import annotations
@@ -25,39 +36,13 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, special
+from scipy import stats
 
-MAX_CANDIDATE_THRESHOLDS = 1000
-
-
-@dataclass(frozen=True)
-class Split:
-    """Choose the threshold on a random ``frac`` of the data, bound ε on the rest."""
-
-    frac: float = 0.5
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.frac, (int, float)) and 0.0 < self.frac < 1.0):
-            raise ValueError(f"frac must be in (0, 1), got {self.frac}")
-
-
-@dataclass(frozen=True)
-class Bonferroni:
-    """A threshold grid fixed WITHOUT looking at the data; union bound over it."""
-
-    thresholds: tuple[float, ...]
-
-    def __post_init__(self) -> None:
-        thresholds = tuple(float(t) for t in np.ravel(self.thresholds))
-        if not thresholds:
-            raise ValueError(f"thresholds must be non-empty, got {self.thresholds!r}")
-        if not all(math.isfinite(t) for t in thresholds):
-            raise ValueError(f"thresholds must be finite, got {self.thresholds!r}")
-        object.__setattr__(self, "thresholds", thresholds)
-
-
-# ---------------------------------------------------------------------------
-# validation
+#: fraction of the m canaries guessed on, for each grid point (fixed before any data is seen)
+GUESS_FRACTIONS = tuple(2.0 ** -k for k in range(12))
+#: share of the guesses that are IN guesses (1: only the top scores; 0.5: as many from the bottom)
+IN_SHARES = (1.0, 0.5)
+_SEARCH_STEPS = 40
 
 
 def as_score_array(scores, *, name: str) -> np.ndarray:
@@ -86,148 +71,155 @@ def _check_confidence(confidence: float) -> None:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
 
 
-def _check_alpha(alpha: float) -> None:
+# ---------------------------------------------------------------------------
+# the theorem's p-value and its inversion
+
+
+def one_run_p_value(*, m: int, guesses: int, correct: int, epsilon: float, delta: float) -> float:
+    """P[W >= correct] allowed by (ε, δ)-DP for `guesses` guesses among `m` canaries (the bound above).
+
+    Hand check: m = r = v = 1, ε = 0, δ = 0 gives P[Binomial(1, 1/2) >= 1] = 1/2.
+    """
+    if not 0 <= correct <= guesses <= m:
+        raise ValueError(f"need 0 <= correct <= guesses <= m, got {correct}, {guesses}, {m}")
+    if not epsilon >= 0:
+        raise ValueError(f"epsilon must be >= 0, got {epsilon}")
+    _check_delta(delta)
+    if correct == 0:
+        return 1.0
+    p = 1.0 / (1.0 + math.exp(-epsilon))
+    tail = float(stats.binom.sf(correct - 1, guesses, p))
+    if delta == 0.0:
+        return min(1.0, tail)
+    # P[v-i <= B < v] for i = 1..v: the pmf at v-1, v-2, ..., 0 summed cumulatively
+    below = stats.binom.pmf(np.arange(correct - 1, -1, -1), guesses, p)
+    ratio = float(np.max(np.cumsum(below) / np.arange(1, correct + 1)))
+    return min(1.0, tail + 2.0 * m * delta * ratio)
+
+
+def one_run_epsilon(*, m: int, guesses: int, correct: int, delta: float, alpha: float) -> float:
+    """The largest ε whose p-value for (guesses, correct) is below `alpha`; 0 if ε = 0 is not rejected.
+
+    Binary search: the p-value is non-decreasing in ε (checked in the tests on a grid of designs).
+    """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
 
+    def rejected(eps: float) -> bool:
+        return one_run_p_value(m=m, guesses=guesses, correct=correct, epsilon=eps, delta=delta) < alpha
 
-# ---------------------------------------------------------------------------
-# binomial bounds and the (ε, δ) inequality
-
-
-def _cp_upper(k, n, alpha: float) -> np.ndarray:
-    """Vectorised one-sided Clopper–Pearson upper bound (1.0 where k == n)."""
-    k = np.asarray(k, dtype=float)
-    n = np.asarray(n, dtype=float)
-    full = k >= n
-    upper = special.betaincinv(k + 1.0, np.where(full, 1.0, n - k), 1.0 - alpha)
-    return np.where(full, 1.0, upper)
-
-
-def clopper_pearson_upper(k: int, n: int, alpha: float) -> float:
-    """One-sided upper (1 - alpha) confidence bound on a binomial proportion.
-
-    Equals ``beta.ppf(1 - alpha, k + 1, n - k)``, i.e. the p with
-    P(Binomial(n, p) <= k) = alpha, and 1.0 when k == n.
-    """
-    if not 0 <= k <= n:
-        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
-    _check_alpha(alpha)
-    return float(_cp_upper(k, n, alpha))
+    if not rejected(0.0):
+        return 0.0
+    low, high = 0.0, 1.0
+    while rejected(high):
+        low, high = high, 2.0 * high
+    for _ in range(_SEARCH_STEPS):
+        middle = (low + high) / 2
+        low, high = (middle, high) if rejected(middle) else (low, middle)
+    return low
 
 
-def _log_ratio(numerator, denominator) -> np.ndarray:
-    """ln(num / den); -inf where num <= 0, +inf where den == 0 < num."""
-    numerator = np.asarray(numerator, dtype=float)
-    positive = numerator > 0
-    with np.errstate(divide="ignore"):
-        value = np.log(np.where(positive, numerator, 1.0)) - np.log(denominator)
-    return np.where(positive, value, -np.inf)
-
-
-def _raw_epsilon(fpr_ub, fnr_ub, delta: float) -> np.ndarray:
-    """Both (ε, δ) inequalities solved for ε, before flooring at 0."""
-    via_tpr = _log_ratio(1.0 - np.asarray(fnr_ub) - delta, fpr_ub)
-    via_tnr = _log_ratio(1.0 - np.asarray(fpr_ub) - delta, fnr_ub)
-    return np.maximum(via_tpr, via_tnr)
-
-
-def epsilon_from_rates(*, fpr_ub: float, fnr_ub: float, delta: float) -> float:
-    """Smallest ε consistent with (ε, δ)-DP given upper bounds on FPR and FNR.
-
-    (ε, δ)-DP implies TPR <= e^ε FPR + δ and TNR <= e^ε FNR + δ, hence
-    ε >= ln((1 - fnr_ub - δ) / fpr_ub) and ε >= ln((1 - fpr_ub - δ) / fnr_ub).
-    Returns the larger of the two, floored at 0 (a term whose numerator is
-    <= 0 gives 0).  A zero denominator with a positive numerator means no
-    finite ε is consistent, and gives ``math.inf``.
-    """
-    for name, rate in (("fpr_ub", fpr_ub), ("fnr_ub", fnr_ub)):
-        if not 0.0 <= rate <= 1.0:
-            raise ValueError(f"{name} must be in [0, 1], got {rate}")
-    _check_delta(delta)
-    return max(0.0, float(_raw_epsilon(fpr_ub, fnr_ub, delta)))
+def guess_grid(m: int) -> tuple[tuple[int, int], ...]:
+    """(k₊, k₋) pairs, fixed by m alone: r = round(f·m) guesses for f in GUESS_FRACTIONS, all IN or
+    half IN (the top scores) and half OUT (the bottom scores). Duplicates removed, order kept."""
+    if m < 1:
+        raise ValueError(f"m must be >= 1, got {m}")
+    grid = []
+    for fraction in GUESS_FRACTIONS:
+        r = max(1, int(round(fraction * m)))
+        for share in IN_SHARES:
+            k_in = max(1, int(round(share * r)))
+            pair = (k_in, r - k_in)
+            if pair not in grid:
+                grid.append(pair)
+    return tuple(grid)
 
 
 # ---------------------------------------------------------------------------
-# bounds at given thresholds
+# the audit
 
 
-def _error_counts(member: np.ndarray, nonmember: np.ndarray, thresholds: np.ndarray):
-    """False positives (non-members >= t) and false negatives (members < t)."""
-    false_pos = nonmember.size - np.searchsorted(np.sort(nonmember), thresholds, side="left")
-    false_neg = np.searchsorted(np.sort(member), thresholds, side="left")
-    return false_pos, false_neg
+@dataclass(frozen=True)
+class OneRunBound:
+    """The bound and the grid point that gave it."""
+
+    epsilon: float  # the lower bound (0 if no grid point rejects ε = 0)
+    m: int  # canaries
+    guesses_in: int  # k₊ of the best grid point
+    guesses_out: int  # k₋
+    correct: int  # correct guesses at that point
+    grid_size: int  # |grid|: the Bonferroni factor
 
 
-def _raw_bounds(member, nonmember, thresholds, *, delta: float, alpha_each: float):
-    """Unfloored ε bound at each threshold, CP bounds on FPR and FNR at alpha_each each."""
-    false_pos, false_neg = _error_counts(member, nonmember, thresholds)
-    fpr_ub = _cp_upper(false_pos, nonmember.size, alpha_each)
-    fnr_ub = _cp_upper(false_neg, member.size, alpha_each)
-    return _raw_epsilon(fpr_ub, fnr_ub, delta)
+def one_run_audit(member_scores, nonmember_scores, *, delta: float = 0.0, confidence: float = 0.95,
+                  rng: np.random.Generator | int | None = None) -> OneRunBound:
+    """The one-run bound of the module docstring on scores whose labels are the canaries' coins.
 
-
-def _candidate_thresholds(scores: np.ndarray, *, max_count: int = MAX_CANDIDATE_THRESHOLDS):
-    """At most ``max_count`` evenly spaced order statistics (quantiles) of ``scores``."""
-    ordered = np.sort(scores)
-    positions = np.linspace(0, ordered.size - 1, num=min(ordered.size, max_count))
-    return np.unique(ordered[np.round(positions).astype(int)])
-
-
-def _shuffle_split(scores: np.ndarray, frac: float, rng: np.random.Generator):
-    if scores.size < 2:
-        raise ValueError(f"Split needs at least 2 scores per group, got {scores.size}")
-    n_select = min(max(int(round(frac * scores.size)), 1), scores.size - 1)
-    shuffled = rng.permutation(scores)
-    return shuffled[:n_select], shuffled[n_select:]
-
-
-def _split_bound(member, nonmember, *, delta: float, alpha: float, split: Split, rng):
-    member_sel, member_eval = _shuffle_split(member, split.frac, rng)
-    nonmember_sel, nonmember_eval = _shuffle_split(nonmember, split.frac, rng)
-    candidates = _candidate_thresholds(np.concatenate([member_sel, nonmember_sel]))
-    selection = _raw_bounds(member_sel, nonmember_sel, candidates, delta=delta, alpha_each=alpha / 2)
-    threshold = candidates[np.argmax(selection)]
-    bound = _raw_bounds(
-        member_eval, nonmember_eval, np.array([threshold]), delta=delta, alpha_each=alpha / 2
-    )
-    return max(0.0, float(bound[0]))
-
-
-def _bonferroni_bound(member, nonmember, *, delta: float, alpha: float, grid: Bonferroni):
-    thresholds = np.asarray(grid.thresholds, dtype=float)
-    alpha_each = alpha / (2 * thresholds.size)
-    bounds = _raw_bounds(member, nonmember, thresholds, delta=delta, alpha_each=alpha_each)
-    return max(0.0, float(bounds.max()))
-
-
-def epsilon_lower_bound(
-    member_scores,
-    nonmember_scores,
-    *,
-    delta: float = 0.0,
-    confidence: float = 0.95,
-    rng: np.random.Generator | int | None = None,
-    strategy: Split | Bonferroni | None = None,
-) -> float:
-    """Lower confidence bound on ε: with prob >= ``confidence``, ε_true >= result.
-
-    ``strategy`` None means ``Split(0.5)``.  ``rng`` only drives the random
-    split.  On scores without membership signal the result is 0.0 with
-    probability >= ``confidence``.
+    `member_scores` are the scores of canaries whose coin put them IN, `nonmember_scores` of those
+    OUT (higher = more likely IN); m is their total. `rng` only breaks ties.
     """
     _check_delta(delta)
     _check_confidence(confidence)
     member = as_score_array(member_scores, name="member_scores")
     nonmember = as_score_array(nonmember_scores, name="nonmember_scores")
-    strategy = Split() if strategy is None else strategy
-    alpha = 1.0 - confidence
-    if isinstance(strategy, Split):
-        generator = np.random.default_rng(rng)
-        return _split_bound(member, nonmember, delta=delta, alpha=alpha, split=strategy, rng=generator)
-    if isinstance(strategy, Bonferroni):
-        return _bonferroni_bound(member, nonmember, delta=delta, alpha=alpha, grid=strategy)
-    raise TypeError(f"strategy must be Split, Bonferroni or None, got {strategy!r}")
+    m = member.size + nonmember.size
+    scores = np.concatenate([member, nonmember])
+    is_in = np.concatenate([np.ones(member.size, dtype=bool), np.zeros(nonmember.size, dtype=bool)])
+    # ascending by score, ties in an order drawn independently of the coins
+    order = np.lexsort((np.random.default_rng(rng).random(m), scores))
+    ranked_in = is_in[order]
+    in_from_top = np.concatenate([[0], np.cumsum(ranked_in[::-1])])  # members among the k highest
+    out_from_bottom = np.concatenate([[0], np.cumsum(~ranked_in)])  # non-members among the k lowest
+    grid = guess_grid(m)
+    alpha_each = (1.0 - confidence) / len(grid)
+    best = OneRunBound(0.0, m, 0, 0, 0, len(grid))
+    for k_in, k_out in grid:
+        correct = int(in_from_top[k_in] + out_from_bottom[k_out])
+        eps = one_run_epsilon(m=m, guesses=k_in + k_out, correct=correct, delta=delta, alpha=alpha_each)
+        if eps > best.epsilon:
+            best = OneRunBound(eps, m, k_in, k_out, correct, len(grid))
+    return best
+
+
+def epsilon_lower_bound(member_scores, nonmember_scores, *, delta: float = 0.0, confidence: float = 0.95,
+                        rng: np.random.Generator | int | None = None) -> float:
+    """ε that holds with probability >= `confidence` by the one-run theorem (module docstring).
+
+    The scores must be those of canaries drawn by independent fair coins (members: coin IN),
+    guessed on by a rule that never saw those coins. On scores without signal it returns 0 with
+    probability >= `confidence`.
+    """
+    return one_run_audit(member_scores, nonmember_scores, delta=delta, confidence=confidence, rng=rng).epsilon
+
+
+def epsilon_ceiling(m: int, *, delta: float = 0.0, confidence: float = 0.95) -> float:
+    """What a perfect attack (every guess correct) certifies with m canaries, this grid, δ and confidence.
+
+    A claimed ε at or above it cannot be found violated by any attack with this design.
+    """
+    _check_delta(delta)
+    _check_confidence(confidence)
+    grid = guess_grid(m)
+    alpha_each = (1.0 - confidence) / len(grid)
+    guesses = sorted({k_in + k_out for k_in, k_out in grid})
+    return max(one_run_epsilon(m=m, guesses=r, correct=r, delta=delta, alpha=alpha_each) for r in guesses)
+
+
+def canaries_needed(claimed_epsilon: float, *, delta: float = 0.0, confidence: float = 0.95,
+                    most: int = 2 ** 24) -> int | None:
+    """The fewest canaries whose ceiling exceeds `claimed_epsilon`, to within a factor of 2 (the
+    first power of two that does); None if none up to `most` does. With δ > 0 the ceiling peaks and
+    then falls as m grows (the 2mδ term), so the search stops at the peak: past it, more canaries
+    do not help."""
+    m, previous = 1, -1.0
+    while m <= most:
+        ceiling = epsilon_ceiling(m, delta=delta, confidence=confidence)
+        if ceiling > claimed_epsilon:
+            return m
+        if ceiling < previous:
+            return None
+        m, previous = 2 * m, ceiling
+    return None
 
 
 # ---------------------------------------------------------------------------
@@ -236,6 +228,8 @@ def epsilon_lower_bound(
 
 def _gdp_log_delta(eps: float, mu: float) -> float:
     """ln δ(ε) for μ-GDP, δ(ε) = Φ(-ε/μ + μ/2) - e^ε Φ(-ε/μ - μ/2), in log space."""
+    from scipy import special
+
     log_first = special.log_ndtr(-eps / mu + mu / 2)
     log_second = eps + special.log_ndtr(-eps / mu - mu / 2)
     return float(log_first + np.log(-np.expm1(log_second - log_first)))
@@ -247,6 +241,8 @@ def gaussian_dp_epsilon(mu: float, delta: float) -> float:
     Solves δ(ε) = delta for ε >= 0; 0.0 if δ(0) <= delta (also for mu == 0),
     ``math.inf`` for delta == 0 and mu > 0 (GDP never implies pure DP).
     """
+    from scipy import optimize
+
     if not (math.isfinite(mu) and mu >= 0.0):
         raise ValueError(f"mu must be finite and >= 0, got {mu}")
     _check_delta(delta)

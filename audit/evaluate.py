@@ -1,4 +1,4 @@
-"""From the run store to per-attack scores and metrics: each target run against the runs outside its pair."""
+"""From the run store to per-attack scores and metrics: each target run against the reference runs as shadows."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from shadow_runs.store import RunStore
 
 ATTACKS = ("loss", "lira_online", "lira_offline", "dcr", "dcr_lira",
            "ganleak_fbb", "ganleak_pbb", "ganleak_wb", "ganleak_cal", "ganleak_lira")
-# LiRA needs the target, its partner and one shadow pair
+# LiRA-style attacks need reference runs beside the targets (fits on IN and OUT shadows)
 MIN_RUNS = {"loss": 1, "lira_online": 4, "lira_offline": 4, "dcr": 1, "dcr_lira": 4,
             "ganleak_fbb": 1, "ganleak_pbb": 1, "ganleak_wb": 1, "ganleak_cal": 4, "ganleak_lira": 4}
 RELEASE_ATTACKS = ("dcr", "dcr_lira")  # need the released synthetic set: scored only for victims that store one
@@ -63,7 +63,8 @@ class StoredRuns:
 
 
 def attack_scores(runs: StoredRuns, attack: str, targets: np.ndarray, *, variance: str) -> np.ndarray:
-    """Scores [T, n] of `attack` on each target run; its shadows are the runs outside its pair."""
+    """Scores [T, n] of `attack` on each target run; its shadows are the reference runs (every run
+    that is not a target), so no target's coins enter any guess."""
     if attack == "loss":
         return -runs.loss[targets]
     if attack in RELEASE_ATTACKS and runs.dcr is None:
@@ -100,21 +101,29 @@ def attack_scores(runs: StoredRuns, attack: str, targets: np.ndarray, *, varianc
 
 def attack_summary(
     scores: np.ndarray, membership: np.ndarray, init_mask: np.ndarray, *, delta: float, confidence: float,
-    seed: int | list[int]
+    seed: int | list[int], fair_coins: bool = True
 ) -> dict:
-    """Metrics of scores [T, n] pooled over targets; sub-groups when the runs used real images
-    to initialise (or make up) their release: those images vs the other members, each against
-    all non-members."""
+    """Metrics of scores [T, n] pooled over targets, with the one-run ε bound and ceiling when the
+    plan's coins are fair (`fair_coins`; otherwise `eps_lower` and `eps_ceiling` are null).
+
+    Sub-groups, when the runs used real images to initialise (or make up) their release: those
+    images against all non-members, and the other members against all non-members. They carry
+    leakage statistics only, no ε: the mechanism itself chose those images among the members,
+    and conditioning on its choice can raise TPR/FPR by up to 1/P(choice)."""
     rng = np.random.default_rng(seed)
     scored = ~np.isnan(scores)  # an attack may score only some examples (ganleak_pbb); the others are NaN
     nonmember = scores[~membership & scored]
     membership, init_mask = membership & scored, init_mask & scored
-    summary = MembershipScores(scores[membership], nonmember).summary(delta=delta, confidence=confidence, rng=rng)
+    summary = MembershipScores(scores[membership], nonmember).summary(
+        delta=delta, confidence=confidence, rng=rng, epsilon=fair_coins)
+    if not fair_coins:
+        summary.update({"eps_hat": float(MembershipScores(scores[membership], nonmember).eps_hat()),
+                        "eps_lower": None, "eps_ceiling": None, "confidence": float(confidence), "delta": float(delta)})
     if init_mask.any():
         groups = {"init": membership & init_mask, "other_members": membership & ~init_mask}
         summary["subgroups"] = {
-            name: MembershipScores(scores[mask], nonmember).summary(delta=delta, confidence=confidence, rng=rng)
+            name: MembershipScores(scores[mask], nonmember).summary(rng=rng, epsilon=False)
             for name, mask in groups.items()
-            if mask.sum() >= 2  # the advantage and the split bound need two scores per side
+            if mask.sum() >= 2  # the advantage needs two scores per side
         }
     return summary

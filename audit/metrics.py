@@ -168,11 +168,8 @@ class MembershipScores:
         delta: float = 0.0,
         confidence: float = 0.95,
         rng: np.random.Generator | int | None = None,
-        strategy: _epsilon.Split | _epsilon.Bonferroni | None = None,
     ) -> float:
-        return _epsilon.epsilon_lower_bound(
-            self.member, self.nonmember, delta=delta, confidence=confidence, rng=rng, strategy=strategy
-        )
+        return _epsilon.epsilon_lower_bound(self.member, self.nonmember, delta=delta, confidence=confidence, rng=rng)
 
     def summary(
         self,
@@ -180,21 +177,32 @@ class MembershipScores:
         delta: float = 0.0,
         confidence: float = 0.95,
         rng: np.random.Generator | int | None = None,
+        epsilon: bool = True,
     ) -> dict:
-        """All headline numbers; the key set is a contract that reports rely on."""
+        """All headline numbers; the key set is a contract that reports rely on.
+
+        With `epsilon` (the scores are canaries of independent fair coins, see `audit.epsilon`)
+        the summary also carries `eps_hat`, the one-run bound `eps_lower` and the design's
+        `eps_ceiling` (m = all the scores). Without it (a sub-group, which the mechanism itself
+        picked; a plan whose coins are not fair) it holds leakage statistics only.
+        """
         advantage_rng, epsilon_rng = np.random.default_rng(rng).spawn(2)
         rates = {str(level): self.tpr_at_fpr(level) for level in FPR_LEVELS}
-        return {
+        summary = {
             "auc": self.auc(),
             "advantage": float(self.advantage(rng=advantage_rng)),
             "tpr_at_fpr": {key: float(tpr) for key, (tpr, _) in rates.items()},
             "fp_at_fpr": {key: int(fp) for key, (_, fp) in rates.items()},
-            "eps_hat": float(self.eps_hat()),
-            "eps_lower": float(
-                self.epsilon_lower_bound(delta=delta, confidence=confidence, rng=epsilon_rng)
-            ),
-            "confidence": float(confidence),
-            "delta": float(delta),
             "n_members": int(self.member.size),
             "n_nonmembers": int(self.nonmember.size),
         }
+        if epsilon:
+            m = self.member.size + self.nonmember.size
+            summary.update({
+                "eps_hat": float(self.eps_hat()),
+                "eps_lower": float(self.epsilon_lower_bound(delta=delta, confidence=confidence, rng=epsilon_rng)),
+                "eps_ceiling": float(_epsilon.epsilon_ceiling(m, delta=delta, confidence=confidence)),
+                "confidence": float(confidence),
+                "delta": float(delta),
+            })
+        return summary

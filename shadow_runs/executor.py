@@ -44,6 +44,7 @@ class RunTask:
     run: int
     seed: int
     keep: np.ndarray  # bool [n_pool]
+    inclusion_rate: float = 0.5  # the plan's public coin probability: DP victims calibrate to inclusion_rate * n_pool
 
 
 def run_victim(victim: Any, pool: Pool, task: RunTask, *, device: str) -> tuple[Observations, dict]:

@@ -1,10 +1,22 @@
-"""Who is IN each run, and each run's seed: both derive from (master seed, run index) only.
+"""Who is IN each run, which runs are targets, and each run's seed: all from (master seed, run).
 
-Runs come in complementary pairs: run 2j takes a random half of every class and run 2j+1 the
-rest. So for any even number of runs every example is IN for exactly half of them, every run has
-the same members per class (up to one for odd class sizes), and the plan for R runs is the first
-R rows of the plan for any R' > R -- asking for more shadows adds rows, it never redraws old ones.
-(The argsort-of-uniforms trick balances the columns too, but redraws every row when R grows.)
+Every cell keep[r, i] is an independent Bernoulli(q) coin (q = 1/2 by default), drawn from
+(master seed, run r) only, so the plan for R runs is the first R rows of the plan for any R' > R:
+asking for more runs adds rows, it never redraws old ones.
+
+Why independent coins: with them, "example i IN run r" versus "OUT" differs by adding or removing
+the one record i, everything else about the run's member set being independent of that coin. That
+is the neighbouring relation the DP accountants certify (add/remove, Poisson sampling). An earlier
+plan put exactly half of every class in each run, in complementary pairs: there IN versus OUT
+replaced one record by another, a comparison a mechanism may leak up to 2 epsilon about, and a
+tight add/remove mechanism was declared in violation of its true epsilon almost every time
+(tests/test_plan.py keeps that reproduction).
+
+Targets and references: the first `n_targets` runs are the target runs, whose coins are the
+audit's canaries; the remaining runs are reference runs, whose coins are public and which alone
+serve as shadows. A target is never another target's shadow, so the rule that turns a target's
+observations into guesses never looks at any coin it is judged on (the condition of the one-run
+theorem behind `audit.epsilon`).
 """
 
 from __future__ import annotations
@@ -12,24 +24,34 @@ from __future__ import annotations
 import numpy as np
 
 _PLAN_STREAM, _SEED_STREAM = 0, 1  # independent SeedSequence streams under the master seed
+PLAN = "independent-coins-v1"  # recorded in experiment.json: how keep.npy was drawn
+DEFAULT_INCLUSION_RATE = 0.5
+MAX_DEFAULT_TARGETS = 16
 
 
-def membership_pair(labels: np.ndarray, *, master_seed: int, pair: int) -> np.ndarray:
-    """bool [2, n]: a stratified random half of the pool and its complement."""
-    rng = np.random.default_rng(np.random.SeedSequence([master_seed, _PLAN_STREAM, pair]))
-    first = np.zeros(len(labels), dtype=bool)
-    for c in np.unique(labels):
-        members = np.flatnonzero(labels == c)
-        first[rng.permutation(members)[: len(members) // 2 + rng.integers(0, 2) * (len(members) % 2)]] = True
-    return np.stack([first, ~first])
+def check_inclusion_rate(rate: float) -> float:
+    if not (isinstance(rate, (int, float)) and 0.0 < rate < 1.0):
+        raise ValueError(f"--inclusion-rate {rate} must lie strictly between 0 and 1")
+    return float(rate)
 
 
-def membership_matrix(labels: np.ndarray, *, n_runs: int, master_seed: int) -> np.ndarray:
-    """bool [n_runs, n_pool]: keep[r, i] is True when example i is a member of run r."""
+def membership_row(n_pool: int, *, master_seed: int, run: int, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> np.ndarray:
+    """bool [n_pool]: run `run`'s coins, one independent Bernoulli(inclusion_rate) per example."""
+    rng = np.random.default_rng(np.random.SeedSequence([master_seed, _PLAN_STREAM, run]))
+    return rng.random(n_pool) < check_inclusion_rate(inclusion_rate)
+
+
+def membership_matrix(labels: np.ndarray, *, n_runs: int, master_seed: int,
+                      inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> np.ndarray:
+    """bool [n_runs, n_pool]: keep[r, i] is True when example i is a member of run r.
+
+    `labels` only fixes the pool size: the coins ignore the classes (a run's class counts vary).
+    """
     if n_runs < 1:
         raise ValueError(f"n_runs must be >= 1, got {n_runs}")
-    pairs = [membership_pair(labels, master_seed=master_seed, pair=j) for j in range((n_runs + 1) // 2)]
-    return np.concatenate(pairs)[:n_runs]
+    n_pool = len(labels)
+    rows = [membership_row(n_pool, master_seed=master_seed, run=r, inclusion_rate=inclusion_rate) for r in range(n_runs)]
+    return np.stack(rows)
 
 
 def run_seed(*, master_seed: int, run: int) -> int:
@@ -37,38 +59,31 @@ def run_seed(*, master_seed: int, run: int) -> int:
     return int(np.random.SeedSequence([master_seed, _SEED_STREAM, run]).generate_state(1)[0] >> 1)
 
 
-def shadow_mask(n_runs: int, targets) -> np.ndarray:
-    """bool [T, R]: the shadows of each target run are all runs but the target and its partner.
+def default_targets(n_runs: int) -> int:
+    """min(R/2, 16): half the runs are targets, up to 16; the rest are references."""
+    return max(1, min(n_runs // 2, MAX_DEFAULT_TARGETS))
 
-    Leaving the partner (the complement of the target's membership) out as well keeps the number
-    of IN and OUT shadows of every example independent of whether it is a member of the target:
-    with all other runs as shadows, a target's members would have one IN shadow fewer than its
-    non-members, and an attack could read membership off that count instead of off the model.
+
+def target_runs(n_runs: int, n_targets: int) -> np.ndarray:
+    """The target runs 0 .. n_targets - 1; at least one run must stay a reference (a shadow)."""
+    if not 1 <= n_targets <= n_runs - 1:
+        raise ValueError(f"--n-targets {n_targets} must be between 1 and {n_runs - 1} (--n-shadow {n_runs} "
+                         f"less at least one reference run)")
+    return np.arange(n_targets)
+
+
+def shadow_mask(n_runs: int, targets) -> np.ndarray:
+    """bool [T, R]: each target's shadows are the reference runs, i.e. every run that is not a target.
+
+    With independent coins, the number of IN and OUT shadows of an example does not depend on
+    its membership in the target, so no run needs to be left out for that reason; leaving out
+    every target keeps the guesses a function of public coins and the targets' outputs only.
     """
     targets = np.asarray(targets, dtype=np.int64)
     if targets.size and (targets.min() < 0 or targets.max() >= n_runs):
         raise ValueError(f"targets must lie in [0, {n_runs}), got {targets.tolist()}")
-    mask = np.ones((len(targets), n_runs), dtype=bool)
-    rows = np.arange(len(targets))
-    mask[rows, targets] = False
-    partner = targets ^ 1
-    has_partner = partner < n_runs
-    mask[rows[has_partner], partner[has_partner]] = False
-    return mask
-
-
-def n_pairs(n_runs: int) -> int:
-    """Complementary pairs among `n_runs` runs (an odd last run is a pair of its own)."""
-    return (n_runs + 1) // 2
-
-
-def target_runs(n_runs: int, n_targets: int) -> np.ndarray:
-    """The first run of each of the first `n_targets` pairs: 0, 2, 4, ...
-
-    One target per pair: the two runs of a pair have opposite membership for every example, so
-    attacking both would count each guess twice, once as a member and once as a non-member,
-    and the (target, example) trials behind a confidence bound would no longer be independent.
-    """
-    if not 1 <= n_targets <= n_pairs(n_runs):
-        raise ValueError(f"--n-targets {n_targets} must be between 1 and the {n_pairs(n_runs)} run pairs of --n-shadow {n_runs}")
-    return 2 * np.arange(n_targets)
+    references = np.ones(n_runs, dtype=bool)
+    references[targets] = False
+    if not references.any():
+        raise ValueError(f"no reference run is left among {n_runs} runs with targets {targets.tolist()}")
+    return np.broadcast_to(references, (len(targets), n_runs)).copy()

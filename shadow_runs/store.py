@@ -27,7 +27,7 @@ import numpy as np
 from victims.base import Observations
 
 #: experiment.json keys that identify the configuration; the others are provenance
-IDENTITY_KEYS = ("victim", "dataset", "dataset_fingerprint", "config", "n_pool", "master_seed", "plan")
+IDENTITY_KEYS = ("victim", "dataset", "dataset_fingerprint", "config", "n_pool", "master_seed", "plan", "inclusion_rate")
 
 
 class StoreError(ValueError):
@@ -36,7 +36,7 @@ class StoreError(ValueError):
 
 def experiment_id(experiment: dict) -> str:
     """`victim-dataset-<10 hex chars of the identity's hash>`."""
-    identity = {k: experiment[k] for k in IDENTITY_KEYS}
+    identity = {k: experiment.get(k) for k in IDENTITY_KEYS}
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
     return f"{experiment['victim']}-{experiment['dataset']}-{digest}"
 
@@ -85,7 +85,10 @@ class RunStore:
                 stored = json.loads(meta_path.read_text())
             except json.JSONDecodeError as e:
                 raise StoreError(f"{meta_path} is not valid JSON ({e.msg}); refusing to use it") from None
-            differing = [k for k in IDENTITY_KEYS if stored.get(k) != experiment[k]]
+            differing = [k for k in IDENTITY_KEYS if stored.get(k) != experiment.get(k)]
+            if "plan" in differing:
+                raise StoreError(f"{store.root} was made with membership plan {stored.get('plan')!r}, not "
+                                 f"{experiment.get('plan')!r}; refusing to mix (use a new --runs-dir)")
             if differing:
                 raise StoreError(f"{store.root} holds another configuration (differs in: {', '.join(differing)}); refusing to mix")
             labels_path = store.root / "pool_labels.npy"
