@@ -67,21 +67,13 @@ def _check(stats: np.ndarray, keep: np.ndarray, shadows: np.ndarray, variance: s
         raise ValueError(f"shadows must be bool [T, R] with a shadow for every target, got shape {shadows.shape}")
 
 
-def leave_one_out(n_runs: int, targets) -> np.ndarray:
-    """bool [T, R]: every run but the target is its shadow."""
-    shadows = np.ones((len(targets), n_runs), dtype=bool)
-    shadows[np.arange(len(targets)), np.asarray(targets)] = False
-    return shadows
-
-
-def lira_online(stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.ndarray | None = None,
+def lira_online(stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.ndarray,
                 variance: str = "per-example") -> np.ndarray:
     """Online LiRA scores [T, n]: mean over queries of log N(phi; IN fit) - log N(phi; OUT fit).
 
     stats [R, n, Q] (`logit_confidence`), keep bool [R, n]; `shadows` bool [T, R] says which runs
-    are each target's shadows (default: all the others).
+    are each target's shadows (in an audit, the reference runs: `shadow_runs.plan.shadow_mask`).
     """
-    shadows = leave_one_out(len(stats), targets) if shadows is None else shadows
     _check(stats, keep, shadows, variance)
     mu_in, var_in = _gaussian_fits(stats, keep, shadows, variance)
     mu_out, var_out = _gaussian_fits(stats, ~keep, shadows, variance)
@@ -90,10 +82,9 @@ def lira_online(stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.nda
     return ratio.mean(-1)
 
 
-def lira_offline(stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.ndarray | None = None,
+def lira_offline(stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.ndarray,
                  variance: str = "per-example") -> np.ndarray:
     """Offline LiRA scores [T, n]: mean over queries of log Pr[Z <= phi], Z ~ OUT fit (OUT shadows only)."""
-    shadows = leave_one_out(len(stats), targets) if shadows is None else shadows
     _check(stats, keep, shadows, variance)
     mu_out, var_out = _gaussian_fits(stats, ~keep, shadows, variance)
     return log_ndtr((stats[targets] - mu_out) / np.sqrt(var_out)).mean(-1)

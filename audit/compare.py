@@ -2,10 +2,13 @@
 
     python -m audit.compare EXP_DIR [EXP_DIR ...] --baseline EXP_DIR [--attack A ...]
         [--group all|init|other_members ...] [--out FILE.json] [--seed 0] [--n-boot 1000]
-        [--n-boot-eps 200] [--confidence 0.95] [--alpha 0.05]
+        [--n-boot-eps 0] [--confidence 0.95] [--alpha 0.05]
 
-Reads experiment directories as the audit CLI leaves them (`audit/summary.json`,
-`audit/scores.npz`, `runs/<r>.json`) and answers with intervals and tests.
+Reads experiment directories as the audit CLI leaves them (`experiment.json`,
+`audit/summary.json`, `audit/scores.npz`, `runs/<r>.json`) and answers with intervals and tests.
+Only directories made with the membership plan of independent coins (`shadow_runs.plan.PLAN`,
+recorded in experiment.json, and a summary.json with `eps_ceiling`) are read; one made with an
+earlier plan is refused, naming its plan: its bounds came from a relation the plan no longer has.
 
 Protocol
 --------
@@ -18,25 +21,31 @@ Protocol
   non-members; `other_members`: the remaining members against all non-members; the two
   sub-groups exist when the experiment has init images and, as in summary.json, when they
   hold at least two members). The point estimates are those of summary.json: AUC and TPR at
-  1% and 0.1% FPR by `audit.metrics` on the scores pooled over the targets, `eps_lower` as
-  summary.json reports it (recomputed by `audit.epsilon.epsilon_lower_bound`, with the
-  experiment's delta or 0 and its confidence, when summary.json lacks it). The intervals are
-  percentile intervals of the bootstrap replicates at `confidence` (0.95). With T targets the
-  cluster bootstrap's variance is (T-1)/T of the truth, so intervals are slightly narrow with
-  few targets: with 16, a 95% AUC interval covered the true AUC in 91% of 300 simulations, and
-  a 5% test of equal AUCs rejected in 6.3%.
+  1% and 0.1% FPR by `audit.metrics` on the scores pooled over the targets, and for the `all`
+  group of an experiment whose membership coins are fair, `eps_lower` as summary.json reports it
+  (recomputed by `audit.epsilon.epsilon_lower_bound`, the one-run bound, with the experiment's
+  delta or 0 and its confidence, when summary.json lacks it) beside the design's `eps_ceiling`
+  (a number fixed by the design, not estimated). Sub-groups have no `eps_lower`: the mechanism
+  itself picked them among the members, so conditioning on them is no ε bound; an experiment
+  with coins of another rate has none either. The intervals are percentile intervals of the
+  bootstrap replicates at `confidence` (0.95). With T targets the cluster bootstrap's variance
+  is (T-1)/T of the truth, so intervals are slightly narrow with few targets: with 16, a 95% AUC
+  interval covered the true AUC in 91% of 300 simulations, and a 5% test of equal AUCs
+  rejected in 6.3%.
 * Replicates. AUC and TPRs use `n_boot` = 1000 replicates; they are computed from per-target
   count tables (`resampled_metrics`), equal to `audit.metrics` on the explicitly resampled pool
   (the tests check this) and about 200 times faster (0.04 ms against 7 ms per replicate on
-  24,000 pooled scores). `eps_lower` has no such shortcut: each
-  replicate is one call of `epsilon_lower_bound` (about 3.5 ms on 24,000 pooled scores, one
-  core), so it uses `n_boot_eps` = 200 replicates, the first 200 target draws of the same
-  bootstrap. Its interval also carries the bound's own random split, so unlike the others
-  it does not collapse to the point with a single target. Note that `eps_lower` is itself a
-  lower confidence bound; its interval describes how the bound varies over targets and
-  splits, it is not an interval for the true epsilon. Cost, measured by
-  `python bench/compare.py` (8 experiments x 3 attacks, 16 targets x 1500 examples, group
-  `all`): 16.5 s of CPU, 2 s of it without eps_lower; all three groups take three times that.
+  24,000 pooled scores). `eps_lower` has no such shortcut: each replicate is one call of the
+  one-run bound, which costs 15-40 ms on 24,000 pooled scores without signal and 0.1-0.25 s with
+  signal at δ = 0, 0.5-2 s at δ = 1e-5 (one core; the earlier split bound took 3.5 ms). Its
+  bootstrap is therefore off by default (`n_boot_eps` = 0): `eps_lower` is shown as summary.json's
+  point, without an interval, and is not tested. With `--n-boot-eps B` it uses the first B target
+  draws of the same bootstrap, and its difference joins the tests. Note that `eps_lower` is
+  itself a lower confidence bound; its interval describes how the bound varies over targets and
+  tie-breaking, it is not an interval for the true epsilon, and a resample that draws a target
+  twice counts its coins twice. Cost, measured by `python bench/compare.py` (8 experiments x 3
+  attacks, 16 targets x 1500 examples, group `all`) before the one-run bound: 2 s of CPU
+  without eps_lower; 200 replicates of the one-run bound would add about 10 minutes.
 * Test accuracy: the mean over all runs of the experiment with a Student t-interval.
 * Comparison of a victim with the baseline (same attack, same group, same metric): the
   difference victim - baseline, its percentile interval from the differences of independent
@@ -76,14 +85,14 @@ import numpy as np
 from scipy import stats
 
 from audit.arguments import ArgumentParser, int_at_least, probability
-from audit.epsilon import epsilon_lower_bound
+from audit.epsilon import epsilon_ceiling, epsilon_lower_bound
 from audit.metrics import auc, tpr_at_fpr
 
 GROUPS = ("all", "init", "other_members")
 METRICS = ("auc", "tpr_at_fpr_0.01", "tpr_at_fpr_0.001", "eps_lower")
 TPR_LEVELS = {"tpr_at_fpr_0.01": 0.01, "tpr_at_fpr_0.001": 0.001}
 N_BOOT = 1000
-N_BOOT_EPS = 200
+N_BOOT_EPS = 0  # the one-run bound costs 0.1-2 s per replicate with signal: opt in with --n-boot-eps
 #: config keys that name an experiment in tables (when present), before the keys that vary
 HEADLINE_KEYS = ("epsilon", "ipc", "spc", "init")
 _SCORES_META = ("target_runs", "membership", "init")
@@ -115,8 +124,9 @@ class GroupEstimate:
     group: str
     n_members: int
     n_nonmembers: int
-    metrics: Mapping[str, Interval]
-    replicates: Mapping[str, np.ndarray] = field(repr=False)
+    metrics: Mapping[str, Interval]  # the METRICS it has: no eps_lower for a sub-group or unfair coins
+    replicates: Mapping[str, np.ndarray] = field(repr=False)  # only metrics that were resampled
+    eps_ceiling: float | None = None  # what a perfect attack would certify with this design (with eps_lower)
 
 
 @dataclass(frozen=True, eq=False)
@@ -243,6 +253,15 @@ class Experiment:
     def n_targets(self) -> int:
         return self.membership.shape[0]
 
+    def epsilon_applies(self, attack: str) -> bool:
+        """Whether `attack` has an ε lower bound: summary.json gives it one (null where the plan's
+        coins were not fair, or a release's members were chosen), and the coins' rate is 0.5."""
+        evaluation = self.summary.get("evaluation") or {}
+        if evaluation.get("inclusion_rate", 0.5) != 0.5 and "membership" not in evaluation:
+            return False
+        entry = (self.summary.get("attacks") or {}).get(attack)
+        return not (isinstance(entry, Mapping) and "eps_lower" in entry and entry["eps_lower"] is None)
+
     def group_masks(self) -> dict[str, np.ndarray]:
         """Member masks [T, n] of the groups this experiment has (sub-groups only with >= 2 members)."""
         masks = {"all": self.membership}
@@ -258,12 +277,30 @@ def load_experiment(path: str | os.PathLike) -> Experiment:
     if not path.is_dir():
         raise ExperimentError(f"{path}: no such experiment directory")
     summary = _read_json(path / "audit" / "summary.json")
+    check_plan(path, summary)
     arrays = _read_npz(path / "audit" / "scores.npz")
     membership = arrays["membership"]
     return Experiment(path=path, summary=summary, membership=membership,
                       init=arrays.get("init", np.zeros_like(membership, dtype=bool)),
                       scores={k: v for k, v in arrays.items() if k not in _SCORES_META},
                       test_accuracy=_read_accuracies(path / "runs"))
+
+
+def check_plan(path: Path, summary: Mapping) -> None:
+    """ExperimentError unless the experiment was made with the plan of independent coins: its
+    experiment.json (or, without one, summary.json's evaluation) records `PLAN`, and summary.json
+    carries `eps_ceiling` for every attack. An earlier plan's bounds are not one-run bounds."""
+    from shadow_runs.plan import PLAN
+
+    meta_path = path / "experiment.json"
+    plan = (_read_json(meta_path) if meta_path.is_file() else (summary.get("evaluation") or {})).get("plan")
+    attacks = summary.get("attacks") or {}
+    lacking = [a for a, entry in attacks.items() if not isinstance(entry, Mapping) or "eps_ceiling" not in entry]
+    if plan != PLAN or lacking:
+        named = "no recorded plan" if plan is None else f"plan {plan!r}"
+        why = f"it has {named}" if plan != PLAN else f"its summary.json has no eps_ceiling for {lacking[0]}"
+        raise ExperimentError(f"{path}: made with an earlier membership plan ({why}); this version reads only "
+                              f"{PLAN!r} audits: re-run the audit (python -m audit.lira) into a new --runs-dir")
 
 
 def _read_json(path: Path) -> dict:
@@ -323,10 +360,10 @@ def summarise_experiment(
     `attacks` default to every attack in scores.npz, `groups` to every group the experiment
     has (a requested sub-group it lacks is skipped). The T targets are drawn with replacement
     max(n_boot, n_boot_eps) times from `rng`; AUC and TPRs use the first `n_boot` draws,
-    eps_lower the first `n_boot_eps`.
+    eps_lower (group `all` of an attack with fair coins only) the first `n_boot_eps`, none if 0.
     """
     _check_positive("n_boot", n_boot)
-    _check_positive("n_boot_eps", n_boot_eps)
+    _check_positive("n_boot_eps", n_boot_eps, least=0)
     _check_level("confidence", confidence)
     attacks = list(exp.scores) if attacks is None else list(attacks)
     for attack in attacks:
@@ -360,33 +397,45 @@ def _estimate(exp: Experiment, attack: str, group: str, member_mask: np.ndarray,
     scores, nonmember_mask = exp.scores[attack], ~exp.membership
     member, nonmember = scores[member_mask], scores[nonmember_mask]  # pooled over targets, row-major
     points = {"auc": auc(member, nonmember),
-              **{key: tpr_at_fpr(member, nonmember, fpr)[0] for key, fpr in TPR_LEVELS.items()},
-              "eps_lower": _eps_point(exp, attack, group, member, nonmember, rng=eps_rng)}
-    replicates = {**resampled_metrics(scores, member_mask, nonmember_mask, weights),
-                  "eps_lower": _eps_replicates(exp, scores, member_mask, nonmember_mask, picks, rng=eps_rng)}
-    metrics = {key: percentile_interval(points[key], replicates[key], confidence=confidence) for key in METRICS}
+              **{key: tpr_at_fpr(member, nonmember, fpr)[0] for key, fpr in TPR_LEVELS.items()}}
+    replicates = resampled_metrics(scores, member_mask, nonmember_mask, weights)
+    ceiling = None
+    if group == "all" and exp.epsilon_applies(attack):
+        points["eps_lower"] = _eps_point(exp, attack, member, nonmember, rng=eps_rng)
+        ceiling = _eps_ceiling(exp, attack, member.size + nonmember.size)
+        if len(picks):
+            replicates["eps_lower"] = _eps_replicates(exp, scores, member_mask, nonmember_mask, picks, rng=eps_rng)
+    metrics = {key: percentile_interval(points[key], replicates.get(key, ()), confidence=confidence)
+               for key in METRICS if key in points}
     return GroupEstimate(attack=attack, group=group, n_members=member.size, n_nonmembers=nonmember.size,
-                         metrics=metrics, replicates=replicates)
+                         metrics=metrics, replicates=replicates, eps_ceiling=ceiling)
 
 
-def _eps_point(exp: Experiment, attack: str, group: str, member, nonmember, *, rng) -> float:
-    """summary.json's eps_lower when it has one (the audit's own split), else a fresh bound."""
+def _eps_point(exp: Experiment, attack: str, member, nonmember, *, rng) -> float:
+    """summary.json's eps_lower when it has one (the audit's own tie-breaking), else a fresh bound."""
     entry = (exp.summary.get("attacks") or {}).get(attack) or {}
-    if group != "all":
-        entry = (entry.get("subgroups") or {}).get(group) or {}
     if isinstance(entry.get("eps_lower"), (int, float)):
         return float(entry["eps_lower"])
     return epsilon_lower_bound(member, nonmember, delta=exp.delta, confidence=exp.confidence, rng=rng)
 
 
+def _eps_ceiling(exp: Experiment, attack: str, m: int) -> float:
+    """summary.json's eps_ceiling when it has one, else the ceiling of m canaries at the experiment's δ and confidence."""
+    entry = (exp.summary.get("attacks") or {}).get(attack) or {}
+    if isinstance(entry.get("eps_ceiling"), (int, float)):
+        return float(entry["eps_ceiling"])
+    return epsilon_ceiling(m, delta=exp.delta, confidence=exp.confidence)
+
+
 def _eps_replicates(exp: Experiment, scores, member_mask, nonmember_mask, picks, *, rng) -> np.ndarray:
+    """The one-run bound on each replicate (every canary of each drawn target; m is T x n each time)."""
     members = [s[m] for s, m in zip(scores, member_mask)]
     nonmembers = [s[m] for s, m in zip(scores, nonmember_mask)]
     out = np.full(len(picks), np.nan)
     for b, pick in enumerate(picks):
         member = np.concatenate([members[t] for t in pick])
         nonmember = np.concatenate([nonmembers[t] for t in pick])
-        if member.size >= 2 and nonmember.size >= 2:  # the split bound needs two scores per side
+        if member.size and nonmember.size:
             out[b] = epsilon_lower_bound(member, nonmember, delta=exp.delta, confidence=exp.confidence, rng=rng)
     return out
 
@@ -510,6 +559,8 @@ def compare(victim: ExperimentSummary, baseline: ExperimentSummary, *, alpha: fl
         if other is None:
             continue
         for metric in METRICS:
+            if metric not in estimate.replicates or metric not in other.replicates:
+                continue  # eps_lower: not resampled (--n-boot-eps 0), a sub-group, or coins not fair
             difference, p = bootstrap_difference(estimate.metrics[metric].point, estimate.replicates[metric],
                                                  other.metrics[metric].point, other.replicates[metric],
                                                  confidence=confidence)
@@ -659,24 +710,32 @@ def markdown_table(report: Report) -> str:
     """Two markdown tables (estimates with the ΔAUC against the baseline; every difference
     with its Holm-adjusted p) and a legend of the protocol."""
     baseline = report.baseline
-    head = ["experiment", "attack", "group", *(_TITLES[m] for m in ("test_accuracy", *METRICS)),
+    head = ["experiment", "attack", "group", *(_TITLES[m] for m in ("test_accuracy", *METRICS)), "eps_ceiling",
             f"vs {baseline.label}"]
     lines = [_row(head), _row(["---"] * len(head))]
     for summary, comparison in [(baseline, None), *zip(report.experiments, report.comparisons)]:
         for (attack, group), estimate in summary.estimates.items():
             versus = "baseline" if comparison is None else _versus(comparison, attack, group)
             lines.append(_row([summary.label, attack, group, _estimate_cell(summary.test_accuracy, "test_accuracy"),
-                               *(_estimate_cell(estimate.metrics[m], m) for m in METRICS), versus]))
+                               *(_estimate_cell(estimate.metrics.get(m), m) for m in METRICS),
+                               "-" if estimate.eps_ceiling is None else f"{estimate.eps_ceiling:.2f}", versus]))
     lines += ["", _row(["experiment", "attack", "group", *(f"Δ{_TITLES[m]}" for m in ("test_accuracy", *METRICS))]),
               _row(["---"] * (4 + len(METRICS)))]
     for summary, comparison in zip(report.experiments, report.comparisons):
         accuracy = _difference_cell(comparison.get("test_accuracy"))
         for attack, group in summary.estimates:
             if (attack, group) in baseline.estimates:
-                cells = [_difference_cell(comparison.get(m, attack, group)) for m in METRICS]
+                cells = [_difference_cell(_tested(comparison, m, attack, group)) for m in METRICS]
                 lines.append(_row([summary.label, attack, group, accuracy, *cells]))
     lines += ["", _legend(report)]
     return "\n".join(lines)
+
+
+def _tested(comparison: Comparison, metric: str, attack: str, group: str) -> MetricComparison | None:
+    try:
+        return comparison.get(metric, attack, group)
+    except KeyError:  # eps_lower not resampled, or absent on a side
+        return None
 
 
 def _versus(comparison: Comparison, attack: str, group: str) -> str:
@@ -689,8 +748,12 @@ def _legend(report: Report) -> str:
     s = report.baseline
     sizes = [len(c.tests) for c in report.comparisons]
     family = f"the {sizes[0]} tests" if sizes and len(set(sizes)) == 1 else "all tests"
+    eps = (f"eps_lower {s.n_boot_eps}" if s.n_boot_eps else "eps_lower: summary.json's point, not resampled "
+           "(--n-boot-eps) nor tested")
     return (f"Intervals: {s.confidence:.0%} percentile, cluster bootstrap over target runs ({s.n_boot} replicates; "
-            f"eps_lower {s.n_boot_eps}); test accuracy: t-interval over runs, Δ by Welch's t-test. "
+            f"{eps}); test accuracy: t-interval over runs, Δ by Welch's t-test. eps_lower: one-run lower bound on "
+            f"the pooled targets' canaries (group all, fair coins only; sub-groups have none), eps_ceiling: what a "
+            f"perfect attack would certify with that design. "
             f"Δ = experiment - baseline; p: two-sided Wald test with the bootstrap standard error, Holm-adjusted "
             f"over {family} of each comparison; * adjusted p < {report.alpha:g}. Seed {report.seed}.")
 
@@ -699,12 +762,16 @@ def _row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
 
 
-def _estimate_cell(interval: Interval, metric: str) -> str:
+def _estimate_cell(interval: Interval | None, metric: str) -> str:
+    if interval is None:
+        return "-"
     d = _DIGITS[metric]
     return f"{interval.point:.{d}f} [{_bound(interval.low, d)}, {_bound(interval.high, d)}]"
 
 
-def _difference_cell(test: MetricComparison) -> str:
+def _difference_cell(test: MetricComparison | None) -> str:
+    if test is None:
+        return "-"
     d = _DIGITS[test.metric]
     iv = test.difference
     p = "p<0.001" if test.p_adjusted < 0.001 else f"p={test.p_adjusted:.3f}"
@@ -738,8 +805,8 @@ def _summary_json(summary: ExperimentSummary) -> dict:
     attacks: dict[str, dict] = {}
     for (attack, group), estimate in summary.estimates.items():
         attacks.setdefault(attack, {})[group] = {
-            **{m: estimate.metrics[m].to_json() for m in METRICS},
-            "n_members": estimate.n_members, "n_nonmembers": estimate.n_nonmembers}
+            **{m: estimate.metrics[m].to_json() if m in estimate.metrics else None for m in METRICS},
+            "eps_ceiling": estimate.eps_ceiling, "n_members": estimate.n_members, "n_nonmembers": estimate.n_nonmembers}
     return {"path": str(exp.path), "label": summary.label, "victim": exp.victim, "dataset": exp.dataset,
             "n_targets": exp.n_targets, "n_runs": int(exp.test_accuracy.size), "delta": exp.delta,
             "eps_confidence": exp.confidence, "test_accuracy": summary.test_accuracy.to_json(), "attacks": attacks}
@@ -764,7 +831,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--out", type=Path, default=None, help="also write the numbers as JSON here")
     p.add_argument("--seed", type=int_at_least(0), default=0, help="seed of the bootstrap")
     p.add_argument("--n-boot", type=int_at_least(1), default=N_BOOT, help="replicates for AUC and TPR")
-    p.add_argument("--n-boot-eps", type=int_at_least(1), default=N_BOOT_EPS, help="replicates for eps_lower")
+    p.add_argument("--n-boot-eps", type=int_at_least(0), default=N_BOOT_EPS,
+                   help="replicates for eps_lower (default 0: its point only, untested; each costs 0.1-2 s per attack)")
     p.add_argument("--confidence", type=probability, default=0.95, help="level of the intervals")
     p.add_argument("--alpha", type=probability, default=0.05, help="significance level after Holm's adjustment")
     return p
@@ -803,9 +871,9 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 # -- checks -------------------------------------------------------------------------------------
-def _check_positive(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+def _check_positive(name: str, value: int, *, least: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
 
 
 def _check_level(name: str, value: float) -> None:

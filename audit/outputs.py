@@ -63,12 +63,17 @@ def roc_png(scores: dict[str, np.ndarray], membership: np.ndarray, *, title: str
 
 
 def describe(summary: dict, path: Path) -> str:
-    """A few lines for the terminal."""
+    """A few lines for the terminal: per attack AUC, TPRs, eps_hat, and the one-run bound beside the
+    design's ceiling (what a perfect attack would certify), or why there is no bound."""
     lines = [f"{_title(summary)}; test accuracy {summary['utility']['test_accuracy']:.3f}"
              + (f"; formal epsilon {summary['formal_epsilon']:.3g}" if summary["formal_epsilon"] is not None else "")]
     for name, a in summary["attacks"].items():
+        bound = ("eps_lower n/a" if a.get("eps_lower") is None else
+                 f"eps_lower {a['eps_lower']:.2f} (ceiling {a['eps_ceiling']:.2f}, {a['confidence']:.0%})")
         lines.append(f"  {name:<13} AUC {a['auc']:.3f}  TPR@1%FPR {a['tpr_at_fpr']['0.01']:.3f}  "
-                     f"TPR@0.1%FPR {a['tpr_at_fpr']['0.001']:.4f}  eps_hat {a['eps_hat']:.2f}  "
-                     f"eps_lower {a['eps_lower']:.2f} ({a['confidence']:.0%})")
+                     f"TPR@0.1%FPR {a['tpr_at_fpr']['0.001']:.4f}  eps_hat {a['eps_hat']:.2f}  {bound}")
+    note = (summary.get("evaluation") or {}).get("epsilon_note")
+    if note and any(a.get("eps_lower") is None for a in summary["attacks"].values()):
+        lines.append(f"  ({note})")
     lines.append(f"  -> {path}")
     return "\n".join(lines)

@@ -2,18 +2,30 @@
 
     python -m audit.release --pool POOL.npz --release RELEASE.npz --victim NAME --n-shadow R
         [--claimed-epsilon E] [--claimed-delta D] [--out DIR] [--runs-dir runs] [--seed 0]
-        [--executor ray|inline] [--workers W] [--device auto] [victim flags] [report flags]
+        [--inclusion-rate 0.5] [--executor ray|inline] [--workers W] [--device auto]
+        [victim flags] [report flags]
 
 Inputs
 ------
 * POOL.npz, the custodian's data: `x` [n, h, w] or [n, c, h, w] (uint8 pixels 0..255, or
   floats), `y` int [n] with labels 0..C-1, and the membership of the release, as exactly one
   of `member` bool [n] or `member_idx` int [m] (distinct indices into x). Optional `x_test`,
-  `y_test`: a held-out split for the downstream test accuracy; without them a stratified 20% of
-  the *non-members* is held out (and left out of the audit), so no member is lost.
+  `y_test`: a held-out split for the downstream test accuracy. Optional, together:
+  `membership_rate` (a number in (0, 1)) and `membership_seed` (an integer >= 0), recording
+  that the members were drawn by independent coins, `draw_membership(n, seed=membership_seed,
+  rate=membership_rate)` (that is `shadow_runs.plan.membership_row(n, master_seed=seed, run=0,
+  inclusion_rate=rate)` over the rows of x). The members must be exactly those coins, or the
+  input is refused.
 * RELEASE.npz, what was published: `x` [k, c, h, w] or [k, h, w] at the pool's pixel scale
   (uint8 if the pool's x is), `y` int [k]; optional `init_idx` int: the pool indices (into the
   file's x) of real member images the release contains or started from, audited as a sub-group.
+
+Without `x_test`, `y_test` a test split is held out of the pool: when no coins are recorded, a
+stratified 20% of the *non-members* (so no member is lost); when coins are recorded, a
+stratified 20% of *all* rows drawn without looking at the coins, whose non-members are the test
+split and whose members leave the audit (they stay in the release, they are just not
+canaries): choosing the held-out rows among the non-members would make which coins remain
+depend on the coins, and the ε bound needs canaries chosen before the coins are seen.
 
 For victims with images per class (`--ipc`, `--spc`), a release of k images over C classes
 sets it to k / C when the flag is not given (k must hold the same number of every class).
@@ -21,25 +33,49 @@ sets it to k / C when the flag is not given (k must hold the same number of ever
 What it does
 ------------
 R shadow runs of `--victim` on the same pool (stored under `--runs-dir`, reused and extended
-like `audit.lira`'s, R even: complementary pairs) give the reference distributions. The user's
-release is the one target, with the user's membership as ground truth: `dcr` (minus the
-distance to the nearest released image of the same class), `dcr_lira` (that distance calibrated
-on the shadows, offline LiRA), and `loss`, `lira_online`, `lira_offline` on a downstream ConvNet
-trained on the user's release with the victim's own downstream configuration and seeded by
-`--seed`, exactly as in a shadow run. The result is an audited experiment directory
-(default `<runs-dir>/release-<first 10 hex of the release file's sha256>`):
+like `audit.lira`'s; each example in each run by an independent coin of `--inclusion-rate`,
+`shadow_runs.plan`) are the reference runs: all of them are the attacks' shadows, and their
+coins are public and independent of the release's. The user's release is the one target, with
+the user's membership as ground truth: `dcr` (minus the distance to the nearest released image
+of the same class), `dcr_lira` (that distance calibrated on the shadows, offline LiRA), and
+`loss`, `lira_online`, `lira_offline` on a downstream ConvNet trained on the user's release with
+the victim's own downstream configuration and seeded by `--seed`, exactly as in a shadow run.
+`--seed` must differ from the pool's `membership_seed`: the shadow plan would otherwise redraw
+the release's own coins. The result is an audited experiment directory (default
+`<runs-dir>/release-<first 10 hex of the release file's sha256>`):
 
     experiment.json   pool_labels.npy   runs/00000.npz (logits, the release)   runs/00000.json
     audit/summary.json (with claimed_epsilon, claimed_delta)   audit/scores.npz   audit/roc.png
     audit/pool_index.npy (pool row -> row of POOL.npz's x)   audit/report.html   audit/report.json
 
-so `python -m audit.report` reads it again later. One release is one target: the ε lower
-bounds are valid but weaker than an audit's pooled over many targets, and the comparison with
-a random real subset (which needs several targets) is left to `audit.lira` + `audit.report`.
+so `python -m audit.report` reads it again later.
+
+When is there an ε verdict?
+---------------------------
+Only when the pool file records coins (rate and seed), the members are reproduced exactly by
+those coins, and the rate is 0.5. Then every pool example's membership is an independent fair
+coin, the release is a function of the members, and the one-run theorem of `audit.epsilon`
+applies with the n pool examples as canaries (m = n, one target, so the ceiling is low: a
+claim at or above it is "not testable with this design"). Otherwise `eps_lower` and
+`eps_ceiling` are null and the report says in one sentence why: the custodian chose the
+members, and any difference between members and non-members (their typicality, a source, a
+date) is found by the attacks and reads as leakage even for a pipeline with ε = 0; coins of
+another rate do not fit the theorem used here. The check reproduces the coins because a
+member set cannot show by itself how it was drawn, and "I used random coins" cannot be taken on
+trust; a recorded seed reproduces them exactly and costs the custodian nothing
+(`draw_membership`). What it cannot show is that the seed was fixed before the data were
+looked at: a custodian who tried many seeds and kept the one whose members suit a property
+selects among those sets, a selection of about log2(seeds tried) bits over n coins, which
+a handful of seeds leaves negligible and a search of millions does not.
+
+One release is one target: the ε lower bounds are valid but weaker than an audit's pooled over
+many targets, and the comparison with a random real subset (which needs several targets) is
+left to `audit.lira` + `audit.report`.
 
 Bad or inconsistent inputs (shapes, labels, a release larger than the pool, a member mask of
-the wrong length, an odd R, ...) exit with status 2 and one line on stderr before anything is
-written; an --out holding the audit of another release is refused untouched.
+the wrong length, recorded coins that do not reproduce the members, --seed equal to the
+membership seed, ...) exit with status 2 and one line on stderr before anything is written;
+an --out holding the audit of another release is refused untouched.
 """
 
 from __future__ import annotations
@@ -61,11 +97,43 @@ from audit import cli, outputs, report
 from audit.arguments import ArgumentParser, int_at_least
 from audit.evaluate import ATTACKS, StoredRuns, attack_scores, attack_summary
 from shadow_runs import ExecutorConfig, RunStore, StoreError, membership_matrix
+from shadow_runs.plan import PLAN, membership_row
 from shadow_runs.store import write_json, write_npy
 from victims import DataError, get_victim, victim_names
 from victims.data import Pool
 
 TARGET_STREAM = 7  # SeedSequence stream of the downstream training on the user's release
+MEMBERSHIP_RUN = 0  # a release's recorded coins are run 0 of the plan under its membership_seed
+TARGET = "the user's release"
+EPSILON_NOTE = ("eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the release's membership coins, "
+                "m = n_canaries; eps_ceiling: what a perfect attack would certify with this design")
+CHOSEN_NOTE = ("No ε verdict: the custodian chose the members rather than drawing them by recorded independent fair "
+               "coins, so any difference between members and non-members (their typicality, a source) is found by "
+               "the attacks and would read as leakage even for a pipeline with ε = 0; these numbers describe the "
+               "release, they bound no ε.")
+
+
+def unfair_note(rate: float) -> str:
+    return (f"No ε verdict: the members were drawn by independent coins of rate {rate:g}, and the one-run ε bound "
+            "used here holds for fair coins (rate 0.5) only; these numbers describe the release, they bound no ε.")
+
+
+def draw_membership(n: int, *, seed: int, rate: float = 0.5) -> np.ndarray:
+    """bool [n]: members drawn by independent coins, as `audit.release` reproduces them from a pool
+    file's `membership_seed` and `membership_rate` (draw them so, before making the release)."""
+    return membership_row(n, master_seed=seed, run=MEMBERSHIP_RUN, inclusion_rate=rate)
+
+
+@dataclass(frozen=True)
+class Coins:
+    """The recorded coins of a release's membership (checked against the members)."""
+
+    rate: float
+    seed: int
+
+    @property
+    def fair(self) -> bool:
+        return self.rate == 0.5
 
 
 class ReleaseError(ValueError):
@@ -82,6 +150,7 @@ class ReleaseInputs:
     release_x: np.ndarray  # float32 [k, c, h, w], pixel scale of pool.x
     release_y: np.ndarray  # int64 [k]
     init_idx: np.ndarray  # int64: pool rows (not file rows) of real images behind the release
+    coins: Coins | None = None  # how the members were drawn, if recorded (and reproduced)
 
     @property
     def per_class(self) -> np.ndarray:
@@ -146,6 +215,32 @@ def _membership(arrays: dict, n: int, path: Path) -> np.ndarray:
     return member
 
 
+def _coins(arrays: dict, member: np.ndarray, path: Path) -> Coins | None:
+    """The recorded coins, checked: both keys or neither, a rate in (0, 1), a seed >= 0, and the
+    members exactly what those coins draw."""
+    keys = ("membership_rate", "membership_seed")
+    given = [k for k in keys if k in arrays]
+    if not given:
+        return None
+    if len(given) == 1:
+        other = next(k for k in keys if k not in given)
+        raise ReleaseError(f"--pool {path} has {given[0]!r} without {other!r}: record both (the coins' rate and seed) "
+                           "or neither")
+    rate, seed = arrays["membership_rate"], arrays["membership_seed"]
+    if rate.shape != () or rate.dtype.kind not in "iuf" or not 0 < float(rate) < 1:
+        raise ReleaseError(f"--pool {path}: 'membership_rate' must be one number strictly between 0 and 1, got "
+                           f"{rate.dtype} {rate.tolist()!r}")
+    if seed.shape != () or seed.dtype.kind not in "iu" or int(seed) < 0:
+        raise ReleaseError(f"--pool {path}: 'membership_seed' must be one integer >= 0, got {seed.dtype} {seed.tolist()!r}")
+    coins = Coins(rate=float(rate), seed=int(seed))
+    differ = int(np.sum(draw_membership(len(member), seed=coins.seed, rate=coins.rate) != member))
+    if differ:
+        raise ReleaseError(f"--pool {path}: the members are not the coins of membership_seed {coins.seed} and "
+                           f"membership_rate {coins.rate:g} ({differ} of {len(member)} rows differ); record the seed "
+                           "and rate they were drawn with (audit.release.draw_membership), or neither")
+    return coins
+
+
 def read_inputs(pool_path: str | os.PathLike, release_path: str | os.PathLike) -> ReleaseInputs:
     """Read and check the two files; ReleaseError (one line naming the bad value) on bad input."""
     from sklearn.model_selection import train_test_split
@@ -162,6 +257,7 @@ def read_inputs(pool_path: str | os.PathLike, release_path: str | os.PathLike) -
     if y.size and y.min() < 0:
         raise ReleaseError(f"--pool {pool_path}: 'y' has negative label {int(y.min())}")
     member = _membership(arrays, len(x), pool_path)
+    coins = _coins(arrays, member, pool_path)
     if member.all() or not member.any():
         raise ReleaseError(f"--pool {pool_path}: the membership must have members and non-members, "
                            f"got {int(member.sum())} members of {len(member)}")
@@ -176,6 +272,23 @@ def read_inputs(pool_path: str | os.PathLike, release_path: str | os.PathLike) -
         y_test = _labels(arrays["y_test"], len(x_test), f"--pool {pool_path}: 'y_test'")
         if x_test.shape[1:] != x.shape[1:]:
             raise ReleaseError(f"--pool {pool_path}: 'x_test' images {x_test.shape[1:]} differ from 'x' images {x.shape[1:]}")
+    elif coins is not None:
+        # Rows drawn without looking at the coins: their non-members are the test split, their
+        # members leave the audit, so which coins stay canaries does not depend on the coins.
+        rows = np.arange(len(x))
+        try:
+            kept, held_rows = train_test_split(rows, test_size=0.2, stratify=y, random_state=0)
+        except ValueError:  # a class too small to stratify
+            kept, held_rows = train_test_split(rows, test_size=0.2, random_state=0)
+        held = np.sort(held_rows[~member[held_rows]])
+        if len(held) < 2:
+            raise ReleaseError(f"--pool {pool_path}: {len(held)} non-member(s) in the held-out rows, too few for a "
+                               "test split (give 'x_test', 'y_test')")
+        index = np.sort(kept)
+        if member[index].all() or not member[index].any():
+            raise ReleaseError(f"--pool {pool_path}: the audit pool left after the test split needs members and "
+                               "non-members (give 'x_test', 'y_test')")
+        x_test, y_test = x[held], y[held]
     else:
         outside = np.flatnonzero(~member)
         if len(outside) < 2:
@@ -220,9 +333,10 @@ def read_inputs(pool_path: str | os.PathLike, release_path: str | os.PathLike) -
             not_members = file_rows[~member[file_rows]]
         if not_members.size:
             raise ReleaseError(f"--release {release_path}: 'init_idx' holds {int(not_members[0])}, not a member of the pool")
-        init_idx = np.searchsorted(index, file_rows).astype(np.int64)  # members are all kept in the pool
+        file_rows = file_rows[np.isin(file_rows, index)]  # a member held out with the test split leaves the sub-group
+        init_idx = np.searchsorted(index, file_rows).astype(np.int64)
     return ReleaseInputs(pool=pool, member=member[index], pool_index=index.astype(np.int64), release_x=release_x,
-                         release_y=release_y, init_idx=init_idx)
+                         release_y=release_y, init_idx=init_idx, coins=coins)
 
 
 def read_pool_images(pool_file: Path, pool_index_file: Path) -> np.ndarray:
@@ -276,7 +390,7 @@ def target_run(victim, inputs: ReleaseInputs, *, seed: int, device: str):
         obs = observe(model, pool, device=device, init_idx=inputs.init_idx, release_x=inputs.release_x,
                       release_y=inputs.release_y)
     meta = {"run": 0, "seed": run_seed, "wall_s": round(time.perf_counter() - start, 3), "host": socket.gethostname(),
-            "device": device, "target": "the user's release"}
+            "device": device, "target": TARGET}
     return obs, meta
 
 
@@ -310,7 +424,8 @@ def check_out_dir(out: Path, record: dict) -> None:
             stored = json.loads(meta_path.read_text())
         except (OSError, json.JSONDecodeError):
             raise ReleaseError(f"{meta_path} is not valid JSON; refusing to overwrite it") from None
-        keys = ("victim", "config", "dataset_fingerprint", "release_sha256", "master_seed", "n_shadow", "membership_sha256")
+        keys = ("victim", "config", "dataset_fingerprint", "release_sha256", "master_seed", "n_shadow", "membership_sha256",
+                "plan", "inclusion_rate", "membership_rate", "membership_seed")
         differing = [k for k in keys if stored.get(k) != record.get(k)]
         if differing:
             raise ReleaseError(f"--out {out} holds another release audit (differs in: {', '.join(differing)}); "
@@ -326,7 +441,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--pool", required=True, type=Path, help="POOL.npz: x, y, and member (bool) or member_idx (int)")
     p.add_argument("--release", required=True, type=Path, help="RELEASE.npz: x, y (and optional init_idx)")
     p.add_argument("--victim", required=True, choices=victim_names(), help="the pipeline that made the release")
-    p.add_argument("--n-shadow", type=int_at_least(2), required=True, help="shadow runs (even: complementary pairs)")
+    p.add_argument("--n-shadow", type=int_at_least(2), required=True,
+                   help="shadow runs: reference runs, each example in each by an independent coin (--inclusion-rate)")
     p.add_argument("--out", type=Path, default=None,
                    help="the audit directory (default: <runs-dir>/release-<sha256 of the release, 10 hex>)")
     cli.add_run_flags(p)
@@ -340,34 +456,40 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if args.n_shadow % 2:
-            raise ReleaseError(f"--n-shadow {args.n_shadow} must be even (shadow runs come in complementary pairs)")
         inputs = read_inputs(args.pool, args.release)
+        if inputs.coins is not None and inputs.coins.seed == args.seed:
+            raise ReleaseError(f"--seed {args.seed} is the pool's membership_seed: the shadow runs' coins would repeat "
+                               "the release's own; choose another --seed")
         victim = victim_for(args, inputs)
         victim.check(inputs.pool)
         executor = ExecutorConfig(kind=args.executor, workers=args.workers, address=args.address,
                                   gpus_per_run=args.gpus_per_run, device=args.device)
         settings = report.settings_from(args)
-        experiment = cli.experiment_record(victim, inputs.pool, dataset=str(args.pool), seed=args.seed)
+        experiment = cli.experiment_record(victim, inputs.pool, dataset=str(args.pool), seed=args.seed,
+                                           inclusion_rate=args.inclusion_rate)
         digest = release_id(args.release)
         out = args.out or Path(args.runs_dir) / f"release-{digest[:10]}"
         record = {**experiment, "n_shadow": args.n_shadow, "pool_file": str(args.pool.resolve()),
                   "release_file": str(args.release.resolve()), "release_sha256": digest,
-                  "membership_sha256": hashlib.sha256(np.packbits(inputs.member).tobytes()).hexdigest()}
+                  "membership_sha256": hashlib.sha256(np.packbits(inputs.member).tobytes()).hexdigest(),
+                  "membership_rate": None if inputs.coins is None else inputs.coins.rate,
+                  "membership_seed": None if inputs.coins is None else inputs.coins.seed}
         check_out_dir(out, record)
         store = RunStore.open(args.runs_dir, experiment=experiment, pool_labels=inputs.pool.y)
-        keep = membership_matrix(inputs.pool.y, n_runs=args.n_shadow, master_seed=args.seed)
+        keep = membership_matrix(inputs.pool.y, n_runs=args.n_shadow, master_seed=args.seed,
+                                 inclusion_rate=args.inclusion_rate)
         store.extend_plan(keep)
     except (DataError, StoreError, ValueError) as e:  # ReleaseError included
         parser.error(str(e))
     record["shadow_store"] = str(store.root.resolve())
 
-    cli.train_missing_runs(store, victim=victim, pool=inputs.pool, keep=keep, seed=args.seed, executor=executor,
-                           quiet=args.quiet)
+    cli.train_missing_runs(store, victim=victim, pool=inputs.pool, keep=keep, seed=args.seed,
+                           inclusion_rate=args.inclusion_rate, executor=executor, quiet=args.quiet)
     shadows = StoredRuns.load(store, keep=keep, images=inputs.pool.x, labels=inputs.pool.y)
     obs, meta = target_run(victim, inputs, seed=args.seed, device=args.device)
     runs = with_target(shadows, obs, inputs, meta)
-    targets = np.array([args.n_shadow])  # the user's release; no partner, so every shadow is its shadow
+    # the user's release is the one target (the last run); every shadow run is a reference run, its shadow
+    targets = np.array([args.n_shadow])
     scores = {a: attack_scores(runs, a, targets, variance=args.lira_variance)[0][None] for a in runs.available(ATTACKS)}
     summary = release_summary(scores, inputs, shadows, obs, experiment=experiment, args=args)
 
@@ -396,6 +518,14 @@ def release_summary(scores: dict, inputs: ReleaseInputs, shadows: StoredRuns, ob
     formal = [m["formal_epsilon"] for m in shadows.meta if m["formal_epsilon"] is not None]
     delta = next((m["delta"] for m in shadows.meta if m["delta"] is not None), None)
     bound_delta = args.claimed_delta if args.claimed_delta is not None else (delta or 0.0)
+    coins = inputs.coins
+    fair = coins is not None and coins.fair
+    if coins is None:
+        drawn, note = "chosen by the custodian (no coins recorded)", CHOSEN_NOTE
+    else:
+        drawn = (f"independent {'fair ' if fair else ''}coins of rate {coins.rate:g}, membership_seed {coins.seed} "
+                 "(reproduced)")
+        note = EPSILON_NOTE if fair else unfair_note(coins.rate)
     membership, init = inputs.member[None], np.zeros((1, inputs.pool.n_pool), dtype=bool)
     init[0, inputs.init_idx] = True
     shadow_accuracy = [m["test_accuracy"] for m in shadows.meta]
@@ -409,9 +539,13 @@ def release_summary(scores: dict, inputs: ReleaseInputs, shadows: StoredRuns, ob
                     "shadow_test_accuracy": float(np.mean(shadow_accuracy)),
                     "shadow_test_accuracy_std": float(np.std(shadow_accuracy))},
         "evaluation": {"lira_variance": args.lira_variance, "confidence": args.confidence, "master_seed": args.seed,
-                       "target": "the user's release"},
+                       "target": TARGET, "plan": PLAN, "inclusion_rate": args.inclusion_rate, "membership": drawn,
+                       "membership_rate": None if coins is None else coins.rate,
+                       "membership_seed": None if coins is None else coins.seed,
+                       "n_canaries": int(membership.size) if fair else None, "epsilon_note": note},
         "attacks": {a: attack_summary(s, membership, init, delta=bound_delta, confidence=args.confidence,
-                                      seed=[args.seed, zlib.crc32(a.encode())]) for a, s in scores.items()},
+                                      seed=[args.seed, zlib.crc32(a.encode())], fair_coins=fair)
+                    for a, s in scores.items()},
     }
 
 

@@ -1,7 +1,7 @@
 """`python -m audit.report RUN_DIR [RUN_DIR ...]`: an audit report, `report.html` and `report.json`.
 
     python -m audit.report RUN_DIR [RUN_DIR ...] [--baseline RUN_DIR] [--claimed-epsilon E]
-        [--claimed-delta D] [--out DIR] [--seed 0] [--n-boot 1000] [--n-boot-eps 200]
+        [--claimed-delta D] [--out DIR] [--seed 0] [--n-boot 1000] [--n-boot-eps 0]
         [--alpha 0.05] [--top-k 16] [--data-root DIR]
 
 A RUN_DIR is an audited experiment directory (`<runs-dir>/<experiment-id>`, after `python -m
@@ -11,13 +11,22 @@ audit.lira`) or a folder holding such directories (each one is taken). The repor
 fonts): it opens offline. Verdicts come first (see `audit.verdict`), then, for several
 experiments, a comparison table and overlaid ROC curves, then one section per experiment.
 
+The protocol read here (`shadow_runs.plan`, "independent-coins-v1"): every example is in every
+run by an independent coin; the first runs are the targets, whose coins are the canaries
+(m = targets x pool size), and the remaining reference runs are the only shadows. An
+experiment audited with an earlier plan is refused (exit 2, naming its plan).
+
 The ε claim checked is `--claimed-epsilon` (with `--claimed-delta`, default the experiment's
 δ or 0) when given, else a `claimed_epsilon` recorded in summary.json (`audit.release` writes
-one), else the victim's formal ε. Its verdict uses every attack's ε lower bound recomputed
-from scores.npz at confidence 1 - (1 - c) / m for m attacks (Bonferroni), so the bounds hold
-jointly at c (summary.json's `confidence`, 0.95). An experiment with a released set of k
-images per class (`ipc`, or `spc` for psg) is compared by `audit.compare` with a `subset`
-experiment of the same size and dataset among the RUN_DIRs or `--baseline`.
+one), else the victim's formal ε. Its verdict uses every attack's one-run ε lower bound
+(`audit.epsilon`) recomputed from scores.npz at confidence 1 - (1 - c) / k for k attacks
+(Bonferroni), so the bounds hold jointly at c (summary.json's `confidence`, 0.95), and the
+design's ceiling (what a perfect attack would certify) at that same confidence: a claim at or
+above it is "not testable with this design". Where the coins were not fair (--inclusion-rate
+other than 0.5, or a release whose members the custodian chose) no ε verdict is given.
+An experiment with a released set of k images per class (`ipc`, or `spc` for psg) is compared
+by `audit.compare` with a `subset` experiment of the same size and dataset among the RUN_DIRs
+or `--baseline`.
 
 report.json keys
 ----------------
@@ -26,12 +35,17 @@ report.json keys
 * `experiments`: one object per experiment, in order:
   - `path`, `label` (as `audit.compare` names it), `victim`, `dataset`, `n_shadow`,
     `target_runs`, `formal_epsilon`, `delta`;
+  - `protocol`: one paragraph saying how membership was drawn, which runs are targets and
+    shadows, and what the ε numbers are;
   - `claim`: null, or {`epsilon`, `delta`, `source` ("claimed" or "formal"), `confidence`,
-    `joint_confidence` (per attack), `bounds` (attack -> ε lower bound at joint_confidence)};
+    `joint_confidence` (per attack), `bounds` (attack -> ε lower bound at joint_confidence),
+    `ceilings` (attack -> the design's ceiling at joint_confidence), `n_canaries`}; the last
+    four null where the coins were not fair;
   - `verdicts`: [{`kind`, `text`, `reason`, `evidence`}] (kinds in `audit.verdict.KINDS`);
     the ε verdict first, then the subset one (absent for a `subset` experiment);
   - `attacks`: summary.json's metrics per attack (auc, advantage, tpr_at_fpr, fp_at_fpr,
-    eps_hat, eps_lower, confidence, delta, n_members, n_nonmembers, subgroups);
+    eps_hat, eps_lower, eps_ceiling, confidence, delta, n_members, n_nonmembers, subgroups;
+    eps_lower and eps_ceiling null where the coins were not fair; sub-groups carry no ε);
   - `utility`: test_accuracy_mean, test_accuracy_std, n_runs;
   - `highest_risk`: {`attack`, `examples`: [{`index`, `label`, `mean_score`,
     `nonmember_percentile`, `member_targets`}]}: the pool examples whose scores when members,
@@ -63,9 +77,9 @@ import numpy as np
 
 from audit import compare, figures
 from audit.arguments import ArgumentParser, delta_in_unit, int_at_least, positive_number, probability
-from audit.epsilon import epsilon_lower_bound
+from audit.epsilon import epsilon_ceiling, epsilon_lower_bound
 from audit.outputs import provenance
-from audit.verdict import Verdict, epsilon_verdict, no_subset_verdict, subset_verdict
+from audit.verdict import Verdict, epsilon_verdict, no_fair_coins_verdict, no_subset_verdict, subset_verdict
 from shadow_runs.store import atomic_write, write_json
 
 HEADLINE_ATTACK = "lira_online"
@@ -217,13 +231,73 @@ def claim_of(audited: Audited, *, epsilon: float | None = None, delta: float | N
 
 
 def joint_bounds(audited: Audited, *, delta: float, confidence: float, seed: int) -> dict[str, float]:
-    """Every attack's ε lower bound at confidence 1 - (1 - confidence) / m (m attacks): all hold
-    together with probability >= confidence (Bonferroni). Each attack's split is seeded by
-    (seed, attack name)."""
+    """Every attack's one-run ε lower bound at confidence 1 - (1 - confidence) / k (k attacks): all
+    hold together with probability >= confidence (Bonferroni). Each attack's tie-breaking is
+    seeded by (seed, attack name)."""
     each = 1 - (1 - confidence) / len(audited.attacks)
     return {attack: epsilon_lower_bound(*audited.scores(attack), delta=delta, confidence=each,
                                         rng=np.random.default_rng([seed, zlib.crc32(attack.encode())]))
             for attack in audited.attacks}
+
+
+def joint_ceilings(audited: Audited, *, delta: float, confidence: float) -> dict[str, float]:
+    """Every attack's ceiling (`audit.epsilon.epsilon_ceiling` of its m canaries) at the same
+    per-attack confidence 1 - (1 - confidence) / k as `joint_bounds`: what a perfect attack would
+    certify there."""
+    each = 1 - (1 - confidence) / len(audited.attacks)
+    cache: dict[int, float] = {}
+    ceilings = {}
+    for attack in audited.attacks:
+        m = sum(s.size for s in audited.scores(attack))
+        if m not in cache:
+            cache[m] = epsilon_ceiling(m, delta=delta, confidence=each)
+        ceilings[attack] = cache[m]
+    return ceilings
+
+
+def fair_coins(audited: Audited) -> bool:
+    """Whether the ε numbers apply: every attack of summary.json has an eps_lower (null where the
+    plan's coins were not fair, or where a release's members were chosen)."""
+    attacks = audited.summary.get("attacks") or {}
+    return all(attacks.get(a, {}).get("eps_lower") is not None for a in audited.attacks)
+
+
+def no_epsilon_reason(audited: Audited) -> str:
+    """Why an experiment has no ε numbers, in one sentence (a release records its own)."""
+    evaluation = audited.summary.get("evaluation") or {}
+    if evaluation.get("membership"):  # audit.release: how the custodian drew the members
+        return str(evaluation.get("epsilon_note"))
+    rate = evaluation.get("inclusion_rate")
+    drawn = f"coins of rate {rate:g}" if isinstance(rate, (int, float)) else "coins that are not recorded as fair"
+    return (f"membership was drawn by {drawn} (--inclusion-rate); the one-run ε bound holds for fair coins (0.5) "
+            "only, so these numbers describe leakage and bound no ε")
+
+
+def protocol(audited: Audited) -> str:
+    """How membership was drawn, which runs are targets and shadows, and what the ε numbers are."""
+    summary, evaluation = audited.summary, audited.summary.get("evaluation") or {}
+    targets = list(summary.get("target_runs", []))
+    n_runs = int(summary.get("n_shadow") or len(targets))
+    n_pool = int(audited.experiment.membership.shape[1])
+    if evaluation.get("membership"):
+        text = (f"One target, the user's release; its members: {evaluation['membership']}. The "
+                f"{n_runs} shadow runs of the same pipeline on the same pool, each example in each by an "
+                f"independent coin of probability {evaluation.get('inclusion_rate', 0.5):g}, are reference runs, "
+                "the attacks' only shadows.")
+    else:
+        rate = evaluation.get("inclusion_rate", 0.5)
+        text = (f"Each of the {n_pool:,} pool examples is in each of the {n_runs} runs by an independent coin of "
+                f"probability {rate:g} (plan {evaluation.get('plan', 'independent-coins-v1')}). The first "
+                f"{len(targets)} runs are the targets, whose {len(targets) * n_pool:,} coins are the canaries; the "
+                f"other {n_runs - len(targets)} runs are reference runs, the attacks' only shadows, so no guess "
+                "depends on a target's coins.")
+    if fair_coins(audited):
+        text += (" ε lower is the one-run bound (Steinke, Nasr & Jagielski 2023) on all the canaries, which "
+                 "holds at the stated confidence; ε ceiling is what a perfect attack would certify with this "
+                 "design, so a claim at or above it cannot be tested.")
+    else:
+        text += " No ε bound: " + no_epsilon_reason(audited) + "."
+    return text
 
 
 def highest_risk(audited: Audited, *, attack: str, top_k: int) -> list[dict]:
@@ -293,9 +367,9 @@ class Settings:
             raise ValueError(f"--claimed-delta must be in [0, 1), got {self.claimed_delta}")
         if not 0 < self.alpha < 1:
             raise ValueError(f"--alpha must be in (0, 1), got {self.alpha}")
-        for name in ("n_boot", "n_boot_eps", "top_k"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        for name, least in (("n_boot", 1), ("n_boot_eps", 0), ("top_k", 1)):
+            if getattr(self, name) < least:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= {least}, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -359,16 +433,25 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
     summary = audited.summary
     confidence = audited.experiment.confidence
     claim = claim_of(audited, epsilon=settings.claimed_epsilon, delta=settings.claimed_delta)
-    if claim is None:
-        eps = epsilon_verdict({a: summary["attacks"][a]["eps_lower"] for a in audited.attacks if a in summary["attacks"]},
+    claim_json = None if claim is None else {"epsilon": claim.epsilon, "delta": claim.delta, "source": claim.source,
+                                             "confidence": confidence, "joint_confidence": None, "bounds": None,
+                                             "ceilings": None, "n_canaries": None}
+    attacks = {a: summary["attacks"][a] for a in audited.attacks if a in summary.get("attacks", {})}
+    if not fair_coins(audited):
+        eps = no_fair_coins_verdict(no_epsilon_reason(audited))
+    elif claim is None:
+        eps = epsilon_verdict({a: m["eps_lower"] for a, m in attacks.items()},
+                              ceiling={a: m["eps_ceiling"] for a, m in attacks.items()},
                               claimed_epsilon=None, delta=0.0, confidence=confidence)
-        claim_json = None
     else:
         bounds = joint_bounds(audited, delta=claim.delta, confidence=confidence, seed=seed)
-        eps = epsilon_verdict(bounds, claimed_epsilon=claim.epsilon, delta=claim.delta, confidence=confidence,
-                              source=claim.source)
-        claim_json = {"epsilon": claim.epsilon, "delta": claim.delta, "source": claim.source, "confidence": confidence,
-                      "joint_confidence": 1 - (1 - confidence) / len(bounds), "bounds": bounds}
+        ceilings = joint_ceilings(audited, delta=claim.delta, confidence=confidence)
+        membership = audited.experiment.membership
+        eps = epsilon_verdict(bounds, ceiling=ceilings, claimed_epsilon=claim.epsilon, delta=claim.delta,
+                              confidence=confidence, source=claim.source, n_canaries=int(membership.size),
+                              per_target=int(membership.shape[1]))
+        claim_json.update({"joint_confidence": 1 - (1 - confidence) / len(bounds), "bounds": bounds,
+                           "ceilings": ceilings, "n_canaries": int(membership.size)})
     verdicts: list[Verdict] = [eps]
     comparison = None
     if audited.victim != "subset":
@@ -397,8 +480,8 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
         "path": str(audited.path), "label": audited.label, "victim": audited.victim,
         "dataset": audited.experiment.dataset, "n_shadow": summary.get("n_shadow"),
         "target_runs": list(summary.get("target_runs", [])), "formal_epsilon": summary.get("formal_epsilon"),
-        "delta": summary.get("delta"), "claim": claim_json, "verdicts": [v.to_json() for v in verdicts],
-        "attacks": {a: summary["attacks"][a] for a in audited.attacks if a in summary.get("attacks", {})},
+        "delta": summary.get("delta"), "protocol": protocol(audited), "claim": claim_json,
+        "verdicts": [v.to_json() for v in verdicts], "attacks": attacks,
         "utility": utility(audited),
         "highest_risk": {"attack": attack, "examples": highest_risk(audited, attack=attack, top_k=settings.top_k)},
         "release": None, "provenance": run_provenance(audited),
@@ -446,8 +529,9 @@ def add_report_flags(parser, *, seed: bool = True) -> None:
     if seed:
         parser.add_argument("--seed", type=int_at_least(0), default=0, help="seed of the bounds' splits and the bootstrap")
     parser.add_argument("--n-boot", type=int_at_least(1), default=compare.N_BOOT, help="bootstrap replicates (AUC, TPR)")
-    parser.add_argument("--n-boot-eps", type=int_at_least(1), default=compare.N_BOOT_EPS,
-                        help="bootstrap replicates of eps_lower")
+    parser.add_argument("--n-boot-eps", type=int_at_least(0), default=compare.N_BOOT_EPS,
+                        help="bootstrap replicates of eps_lower in the comparison with the subset (default 0: "
+                             "not resampled nor tested; each replicate costs 0.1-2 s per attack)")
     parser.add_argument("--alpha", type=probability, default=0.05, help="significance level after Holm's adjustment")
     parser.add_argument("--top-k", type=int_at_least(1), default=16, help="examples at highest risk to show")
     parser.add_argument("--data-root", default=None, help="where torchvision datasets live (for the thumbnails)")

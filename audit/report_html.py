@@ -37,8 +37,12 @@ window.addEventListener("load", function () {
 });
 """
 
-_CARD = {"epsilon_violated": "alarm", "epsilon_consistent": "", "gain_over_subset": "",
-         "no_gain_over_subset": "warn", "no_epsilon_claim": "neutral", "no_subset_baseline": "neutral"}
+_CARD = {"epsilon_violated": "alarm", "epsilon_consistent": "", "epsilon_not_testable": "warn",
+         "no_fair_coins": "warn", "gain_over_subset": "", "no_gain_over_subset": "warn", "no_epsilon_claim": "neutral",
+         "no_subset_baseline": "neutral"}
+SUBGROUP_NOTE = ("No ε columns here: the mechanism itself picked these images among the members (to copy or start "
+                 "its release from), and conditioning on its choice can raise TPR/FPR by up to 1/P(choice), so a "
+                 "sub-group's rates describe leakage but bound no ε.")
 
 
 def render(report) -> str:
@@ -82,16 +86,19 @@ def _comparison(report) -> list[str]:
         for i, e in enumerate(entries):
             m, u = e["attacks"].get(attack), e["utility"]
             first = f'<td rowspan="{len(entries)}">{escape(attack)}</td>' if i == 0 else ""
-            cells = "<td>-</td>" * 4 if m is None else (
+            cells = "<td>-</td>" * 5 if m is None else (
                 f"<td>{m['auc']:.3f}</td><td>{m['tpr_at_fpr']['0.01']:.3f} ({m['fp_at_fpr']['0.01']})</td>"
-                f"<td>{m['tpr_at_fpr']['0.001']:.4f} ({m['fp_at_fpr']['0.001']})</td><td>{m['eps_lower']:.2f}</td>")
+                f"<td>{m['tpr_at_fpr']['0.001']:.4f} ({m['fp_at_fpr']['0.001']})</td>"
+                f"<td>{_eps(m.get('eps_lower'))}</td><td>{_eps(m.get('eps_ceiling'))}</td>")
             rows.append(f"<tr>{first}<td>{escape(e['label'])}</td>"
                         f"<td>{u['test_accuracy_mean']:.3f} ± {u['test_accuracy_std']:.3f}</td>{cells}</tr>")
     parts = ["<h2>Comparison</h2>",
              "<table><tr><th>attack</th><th>experiment</th><th>test accuracy</th><th>AUC</th><th>TPR@1% FPR (FP)</th>"
-             f"<th>TPR@0.1% FPR (FP)</th><th>ε lower</th></tr>{''.join(rows)}</table>",
+             f"<th>TPR@0.1% FPR (FP)</th><th>ε lower</th><th>ε ceiling</th></tr>{''.join(rows)}</table>",
              '<p class="note">Pooled over each experiment\'s targets; FP: the false positives behind each TPR; ε lower: '
-             "the audit's lower confidence bound (summary.json). Test accuracy: mean ± sd over runs.</p>"]
+             "the audit's one-run lower confidence bound (summary.json); ε ceiling: what a perfect attack would "
+             "certify with that experiment's design (- where the coins were not fair). Test accuracy: mean ± sd over "
+             "runs.</p>"]
     if report.overlays:
         parts.append('<div class="row figs">' + "".join(_img(png, f"ROC of {a}, all experiments")
                                                       for a, png in report.overlays.items()) + "</div>")
@@ -112,7 +119,8 @@ def _difference_table(comparison: dict) -> str:
                     f"<td>{'yes' if t['significant'] else 'no'}</td></tr>")
     return (f"<h3>{escape(victim)} − {escape(baseline)}</h3><table><tr><th>attack</th><th>metric</th><th>difference</th>"
             "<th>95% interval</th><th>Holm-adjusted p</th><th>significant</th></tr>" + "".join(rows) + "</table>"
-            '<p class="note">Cluster bootstrap over target runs (audit.compare); test accuracy by Welch\'s t-test.</p>')
+            '<p class="note">Cluster bootstrap over target runs (audit.compare); test accuracy by Welch\'s t-test; '
+            "eps_lower is tested only when resampled (--n-boot-eps).</p>")
 
 
 def _experiment(report, key: str, entry: dict) -> list[str]:
@@ -123,6 +131,7 @@ def _experiment(report, key: str, entry: dict) -> list[str]:
              f'formal ε {entry["formal_epsilon"] if entry["formal_epsilon"] is not None else "none"}'
              + (f' · checked against {claim["source"]} ε = {claim["epsilon"]:g}, δ = {claim["delta"]:g}' if claim else "")
              + "</p>",
+             f'<p class="note"><b>Protocol</b>: {escape(entry["protocol"])}</p>',
              f'<div class="row"><div>{_img(report.roc[key], "ROC curves, log-log", "roc")}</div>'
              f"<div>{_metrics_table(entry)}"
              f'<p><b>Utility</b>: downstream test accuracy {u["test_accuracy_mean"]:.3f} ± {u["test_accuracy_std"]:.3f} '
@@ -147,22 +156,30 @@ def _experiment(report, key: str, entry: dict) -> list[str]:
     return parts
 
 
+def _eps(value) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def _metrics_table(entry: dict) -> str:
-    bounds = (entry["claim"] or {}).get("bounds", {})
-    joint = (entry["claim"] or {}).get("joint_confidence")
+    claim = entry["claim"] or {}
+    bounds, ceilings, joint = claim.get("bounds") or {}, claim.get("ceilings") or {}, claim.get("joint_confidence")
     rows = []
     for attack, m in entry["attacks"].items():
         rates = "".join(f"<td>{m['tpr_at_fpr'][k]:.4f} ({m['fp_at_fpr'][k]})</td>" for k in LEVELS)
-        bound = f"<td>{bounds[attack]:.2f}</td>" if attack in bounds else ""
+        extra = f"<td>{bounds[attack]:.2f}</td><td>{ceilings[attack]:.2f}</td>" if attack in bounds else ""
         rows.append(f"<tr><td>{escape(attack)}</td><td>{m['auc']:.3f}</td>{rates}<td>{m['advantage']:.3f}</td>"
-                    f"<td>{m['eps_hat']:.2f}</td><td>{m['eps_lower']:.2f}</td>{bound}</tr>")
+                    f"<td>{m['eps_hat']:.2f}</td><td>{_eps(m.get('eps_lower'))}</td><td>{_eps(m.get('eps_ceiling'))}</td>"
+                    f"{extra}</tr>")
     first = next(iter(entry["attacks"].values()), {"confidence": 0.95, "delta": 0.0})
-    extra = f"<th>ε lower, joint {joint:.2%}</th>" if joint is not None else ""
+    head = (f"<th>ε lower, joint {joint:.2%}</th><th>ε ceiling, joint {joint:.2%}</th>" if joint is not None else "")
     return ("<table><tr><th>attack</th><th>AUC</th><th>TPR@10% FPR (FP)</th><th>TPR@1% FPR (FP)</th>"
             f"<th>TPR@0.1% FPR (FP)</th><th>advantage</th><th>ε̂</th><th>ε lower ({first['confidence']:.0%}, "
-            f"δ={first['delta']:g})</th>{extra}</tr>" + "".join(rows) + "</table>"
-            '<p class="note">FP: false positives behind each TPR. ε̂ = max ln(TPR/FPR), a point estimate, not a bound.'
-            + (" The joint column holds for all attacks together and decides the ε verdict." if joint else "") + "</p>")
+            f"δ={first['delta']:g})</th><th>ε ceiling</th>{head}</tr>" + "".join(rows) + "</table>"
+            '<p class="note">FP: false positives behind each TPR. ε̂ = max ln(TPR/FPR), a point estimate, not a bound. '
+            "ε lower: the one-run bound on all the targets' canaries; ε ceiling: what a perfect attack would certify "
+            "with this design."
+            + (" The joint columns hold for all attacks together and decide the ε verdict." if joint is not None else "")
+            + "</p>")
 
 
 def _subgroup_table(entry: dict) -> str:
@@ -171,10 +188,11 @@ def _subgroup_table(entry: dict) -> str:
         for group, g in (m.get("subgroups") or {}).items():
             rows.append(f"<tr><td>{escape(attack)}</td><td>{escape(group)}</td><td>{g['n_members']}</td>"
                         f"<td>{g['auc']:.3f}</td><td>{g['tpr_at_fpr']['0.01']:.4f} ({g['fp_at_fpr']['0.01']})</td>"
-                        f"<td>{g['tpr_at_fpr']['0.001']:.4f} ({g['fp_at_fpr']['0.001']})</td><td>{g['eps_lower']:.2f}</td></tr>")
+                        f"<td>{g['tpr_at_fpr']['0.001']:.4f} ({g['fp_at_fpr']['0.001']})</td>"
+                        f"<td>{g['advantage']:.3f}</td></tr>")
     if not rows:
         return ""
     return ("<table><tr><th>attack</th><th>group</th><th>members</th><th>AUC</th><th>TPR@1% FPR (FP)</th>"
-            "<th>TPR@0.1% FPR (FP)</th><th>ε lower</th></tr>" + "".join(rows) + "</table>"
+            "<th>TPR@0.1% FPR (FP)</th><th>advantage</th></tr>" + "".join(rows) + "</table>"
             '<p class="note">Each group against all non-members. init: the real images the release contains or '
-            "started from.</p>")
+            f"started from. {escape(SUBGROUP_NOTE)}</p>")

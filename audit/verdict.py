@@ -4,14 +4,23 @@ Two questions are answered for every audited experiment:
 
 * Is the leakage consistent with an ε claim? `epsilon_verdict` takes, per attack, an ε lower
   bound that holds *jointly* with the other attacks' bounds at `confidence` (the report
-  recomputes each attack's bound at confidence 1 - (1 - confidence) / m for m attacks,
-  Bonferroni, so that "some attack shows ε > claimed" is itself a 95% statement).
+  recomputes each attack's one-run bound at confidence 1 - (1 - confidence) / k for k attacks,
+  Bonferroni, so that "some attack shows ε > claimed" is itself a 95% statement), and the
+  design's ceiling at that same per-attack confidence: the bound a perfect attack would get
+  (`audit.epsilon.epsilon_ceiling`), one for all attacks or one per attack.
   - "claimed ε violated at 95% confidence" when some bound exceeds the claimed ε (the
     attacks that do are named);
-  - "leakage consistent with the claimed ε" when every bound is at most the claimed ε. The
-    bounds are lower bounds: this says that these attacks found no violation, not that the
-    claim is proven;
+  - "not testable with this design" when the claimed ε is at or above the ceiling: not even a
+    perfect attack could have exceeded it, so finding no violation says nothing. The reason
+    says how many canaries (and target runs) would make the claim testable, or that one-run
+    auditing cannot certify that much at this δ with any number of canaries;
+  - "leakage consistent with the claimed ε" when every bound is at most the claimed ε and the
+    claim lies below the ceiling. The bounds are lower bounds: this says that these attacks
+    found no violation, not that the claim is proven;
   - "no ε claim was checked" when the victim has no formal ε and none was claimed.
+  `no_fair_coins_verdict` replaces all of these when the membership was not drawn by
+  independent fair coins (a release whose members the custodian chose, a plan with
+  --inclusion-rate other than 0.5): the one-run theorem does not apply, and no ε verdict is given.
 * Is the release any better than publishing a random real subset of the same size?
   `subset_verdict` reads the tests of an `audit.compare.Comparison` (victim minus `subset`,
   Holm-adjusted): "no measurable advantage over publishing a random real subset of the same
@@ -27,17 +36,22 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from audit.compare import MetricComparison
+from audit.epsilon import canaries_needed, epsilon_ceiling
 
 EPSILON_VIOLATED = "epsilon_violated"
 EPSILON_CONSISTENT = "epsilon_consistent"
+EPSILON_NOT_TESTABLE = "epsilon_not_testable"
 NO_EPSILON_CLAIM = "no_epsilon_claim"
+NO_FAIR_COINS = "no_fair_coins"
 NO_GAIN_OVER_SUBSET = "no_gain_over_subset"
 GAIN_OVER_SUBSET = "gain_over_subset"
 NO_SUBSET_BASELINE = "no_subset_baseline"
-KINDS = (EPSILON_VIOLATED, EPSILON_CONSISTENT, NO_EPSILON_CLAIM, NO_GAIN_OVER_SUBSET, GAIN_OVER_SUBSET,
-         NO_SUBSET_BASELINE)
+KINDS = (EPSILON_VIOLATED, EPSILON_CONSISTENT, EPSILON_NOT_TESTABLE, NO_EPSILON_CLAIM, NO_FAIR_COINS,
+         NO_GAIN_OVER_SUBSET, GAIN_OVER_SUBSET, NO_SUBSET_BASELINE)
 #: the metrics where "lower" means "less leakage" (every attack metric audit.compare tests)
 PRIVACY_METRICS = ("auc", "tpr_at_fpr_0.01", "tpr_at_fpr_0.001", "eps_lower")
+#: the most canaries `canaries_needed` searches (as in audit.epsilon)
+MOST_CANARIES = 2 ** 24
 
 
 @dataclass(frozen=True)
@@ -62,16 +76,25 @@ class Verdict:
         return {"kind": self.kind, "text": self.text, "reason": self.reason, "evidence": list(self.evidence)}
 
 
-def epsilon_verdict(bounds: Mapping[str, float], *, claimed_epsilon: float | None, delta: float,
-                    confidence: float, source: str = "claimed") -> Verdict:
+def epsilon_verdict(bounds: Mapping[str, float], *, ceiling: float | Mapping[str, float],
+                    claimed_epsilon: float | None, delta: float, confidence: float, source: str = "claimed",
+                    n_canaries: int | None = None, per_target: int | None = None) -> Verdict:
     """The ε verdict from per-attack lower bounds that hold jointly at `confidence`.
 
-    `source` says where the ε comes from ("formal" for an accountant's ε, "claimed" for the
-    user's); `delta` is the δ the bounds were computed with.
+    `ceiling` is the design's ceiling (`audit.epsilon.epsilon_ceiling`) at the bounds' own
+    per-attack confidence 1 - (1 - confidence) / len(bounds) and at `delta`: one number, or one per
+    attack (an attack that scored fewer canaries has a lower one). `source` says where the ε comes
+    from ("formal" for an accountant's ε, "claimed" for the user's); `delta` is the δ the bounds
+    were computed with. `n_canaries` (m) and `per_target` (canaries per target run, the pool size)
+    let an untestable claim's reason say how many canaries and target runs would test it.
     """
+    ceilings = _ceilings(bounds, ceiling)
     if claimed_epsilon is None:
         best = _best(bounds)
-        tail = f"; the largest ε lower bound found is {best[1]:.2f} ({best[0]})" if best else ""
+        tail = ""
+        if best:
+            tail = (f"; the largest ε lower bound found is {best[1]:.2f} ({best[0]}), where a perfect attack "
+                    f"would reach ε ≈ {ceilings[best[0]]:.2f} with this design")
         return Verdict(NO_EPSILON_CLAIM, "no ε claim was checked",
                        f"the victim has no formal ε and none was claimed with --claimed-epsilon{tail}")
     if not (isinstance(claimed_epsilon, (int, float)) and claimed_epsilon >= 0 and not math.isnan(claimed_epsilon)):
@@ -79,6 +102,7 @@ def epsilon_verdict(bounds: Mapping[str, float], *, claimed_epsilon: float | Non
     if not bounds:
         raise ValueError("epsilon_verdict needs at least one attack's bound")
     level = f"{confidence:.0%}"
+    each = 1 - (1 - confidence) / len(bounds)
     claim = f"{source} ε = {claimed_epsilon:g} (δ = {delta:g})"
     violated = {a: b for a, b in bounds.items() if b > claimed_epsilon}
     if violated:
@@ -88,10 +112,70 @@ def epsilon_verdict(bounds: Mapping[str, float], *, claimed_epsilon: float | Non
                        f"{details} exceeds the {claim}; the {len(bounds)} attacks' bounds hold jointly at "
                        f"{level} (Bonferroni)", evidence=tuple(a for a, _ in worst))
     attack, best = _best(bounds)
+    top = max(ceilings.values())
+    design = (f"{n_canaries:,} canaries; " if n_canaries else "") + (
+        f"{each:.2%} per attack, {level} jointly over {len(bounds)} attacks; δ = {delta:g}")
+    if claimed_epsilon >= top:
+        return Verdict(EPSILON_NOT_TESTABLE, "not testable with this design",
+                       f"the {claim} is at or above ε ≈ {top:.2f}, the most that even a perfect attack could "
+                       f"certify with this design ({design}), so no attack could have shown a violation (the "
+                       f"largest bound found is ε ≥ {best:.2f}, {attack}). "
+                       + _what_would_test(claimed_epsilon, delta=delta, confidence=each, n_canaries=n_canaries,
+                                          per_target=per_target))
+    blind = sorted(a for a, c in ceilings.items() if c <= claimed_epsilon)
+    note = (f"; {', '.join(blind)} scored too few canaries to exceed the claim even if perfect" if blind else "")
     return Verdict(EPSILON_CONSISTENT, "leakage consistent with the claimed ε",
                    f"every attack's ε lower bound ({level}, jointly over {len(bounds)} attacks) is at most the "
-                   f"{claim}; the largest is ε ≥ {best:.2f} ({attack}). A lower bound below the claim means these "
-                   f"attacks found no violation; it does not prove the claim")
+                   f"{claim}; the largest is ε ≥ {best:.2f} ({attack}), where a perfect attack would have "
+                   f"reached ε ≈ {top:.2f} with this design ({design}){note}. A lower bound below the claim "
+                   f"means these attacks found no violation; it does not prove the claim",
+                   evidence=tuple(a for a in bounds if a not in blind))
+
+
+def no_fair_coins_verdict(why: str) -> Verdict:
+    """No ε verdict at all: the membership was not drawn by independent fair coins (`why` says how
+    it was drawn and what follows)."""
+    return Verdict(NO_FAIR_COINS, "no ε verdict: membership was not drawn by independent fair coins", why)
+
+
+def most_certifiable(*, delta: float, confidence: float, most: int = MOST_CANARIES) -> float:
+    """The largest ceiling over m = 1, 2, 4, ... canaries up to where it starts to fall (δ > 0:
+    the 2mδ term) or `most`: what one-run auditing can certify at all with this δ and confidence
+    (the same search as `audit.epsilon.canaries_needed`)."""
+    m, best = 1, 0.0
+    while m <= most:
+        ceiling = epsilon_ceiling(m, delta=delta, confidence=confidence)
+        if ceiling < best:
+            break
+        m, best = 2 * m, ceiling
+    return best
+
+
+def _what_would_test(claimed: float, *, delta: float, confidence: float, n_canaries: int | None,
+                     per_target: int | None) -> str:
+    needed = canaries_needed(claimed, delta=delta, confidence=confidence, most=MOST_CANARIES)
+    if needed is None:
+        if delta > 0:
+            return (f"One-run auditing cannot certify more than ε ≈ "
+                    f"{most_certifiable(delta=delta, confidence=confidence):.2f} at δ = {delta:g} with any number "
+                    f"of canaries, so this claim cannot be tested this way.")
+        return f"More than {MOST_CANARIES:,} canaries would be needed to test it."
+    if delta > 0 and n_canaries is not None and needed < n_canaries:
+        return (f"About {needed:,} canaries (the first power of 2 that suffices) would make it testable: at "
+                f"δ = {delta:g} the bound's 2mδ term grows with the m = {n_canaries:,} canaries, so fewer test more.")
+    runs = f", i.e. {math.ceil(needed / per_target)} target runs of {per_target:,} examples," if per_target else ""
+    return f"About {needed:,} canaries (the first power of 2 that suffices){runs} would make it testable."
+
+
+def _ceilings(bounds: Mapping[str, float], ceiling: float | Mapping[str, float]) -> dict[str, float]:
+    if isinstance(ceiling, Mapping):
+        missing = [a for a in bounds if a not in ceiling]
+        if missing:
+            raise ValueError(f"no ceiling for attack {missing[0]!r}")
+        return {a: float(ceiling[a]) for a in bounds}
+    if not (isinstance(ceiling, (int, float)) and ceiling >= 0):
+        raise ValueError(f"ceiling must be a number >= 0 or one per attack, got {ceiling!r}")
+    return {a: float(ceiling) for a in bounds}
 
 
 def _best(bounds: Mapping[str, float]) -> tuple[str, float] | None:

@@ -36,12 +36,13 @@ def headline(n_shadow: int, extra: list[str]) -> None:
     print(f"wall {wall:.1f} s ({wall / 60:.2f} min); {statistics.mean(per_run):.2f} s per shadow run in its worker "
           f"(median {statistics.median(per_run):.2f}, max {max(per_run):.2f})")
     print(f"formal epsilon {summary['formal_epsilon']:.3f}, test accuracy {summary['utility']['test_accuracy']:.3f}, "
-          f"LiRA online AUC {lira['auc']:.3f}, eps_hat {lira['eps_hat']:.2f}, eps_lower {lira['eps_lower']:.2f}")
+          f"LiRA online AUC {lira['auc']:.3f}, eps_hat {lira['eps_hat']:.2f}, eps_lower {lira['eps_lower']:.2f}, "
+          f"eps_ceiling {lira['eps_ceiling']:.2f}")
 
 
 def table(n_shadow: int, runs_dir: Path, extra: list[str]) -> None:
-    print("| victim | formal eps | test acc (sd over runs) | LiRA AUC | TPR@0.1% FPR (FP) | eps_hat | eps_lower, max over attacks |")
-    print("|---|---|---|---|---|---|---|")
+    print("| victim | formal eps | test acc (sd over runs) | LiRA AUC | TPR@0.1% FPR (FP) | eps_hat | eps_lower, max over attacks | eps_ceiling | eps verdict |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for label, flags in ROWS:
         where = runs_dir / label.replace(" ", "_").replace("=", "")
         subprocess.run([sys.executable, "-m", "audit.lira", *flags, "--n-shadow", str(n_shadow),
@@ -50,9 +51,13 @@ def table(n_shadow: int, runs_dir: Path, extra: list[str]) -> None:
         lira = s["attacks"]["lira_online"]
         bound, attack = max((s["attacks"][a]["eps_lower"], a) for a in ATTACKS)
         formal = "-" if s["formal_epsilon"] is None else f"{s['formal_epsilon']:.2f}"
+        ceiling = lira["eps_ceiling"]
+        verdict = ("-" if s["formal_epsilon"] is None else "violated" if bound > s["formal_epsilon"]
+                   else "not testable" if s["formal_epsilon"] >= ceiling else "consistent")
         print(f"| {label} | {formal} | {s['utility']['test_accuracy']:.3f} ({s['utility']['test_accuracy_std']:.3f}) "
               f"| {lira['auc']:.3f} | {lira['tpr_at_fpr']['0.001']:.4f} ({lira['fp_at_fpr']['0.001']}) "
-              f"| {lira['eps_hat']:.2f} | {bound:.2f} ({attack if bound > 0 else 'every attack'}) |", flush=True)
+              f"| {lira['eps_hat']:.2f} | {bound:.2f} ({attack if bound > 0 else 'every attack'}) | {ceiling:.2f} | {verdict} |",
+              flush=True)
 
 
 def main() -> None:

@@ -60,7 +60,7 @@ def run_victim(victim: Any, pool: Pool, task: RunTask, *, device: str) -> tuple[
     torch.set_num_threads(1)
     start = time.perf_counter()
     try:
-        obs = victim.run(pool, task.keep, task.seed, device=device)
+        obs = victim.run(pool, task.keep, task.seed, device=device, inclusion_rate=task.inclusion_rate)
     finally:
         torch.set_num_threads(threads)
     meta = {"run": task.run, "seed": task.seed, "wall_s": round(time.perf_counter() - start, 3),

@@ -31,7 +31,7 @@ def test_loss_is_the_cross_entropy_of_the_image_itself():
     assert loss_scores(logits, np.array([1]))[0] == pytest.approx(-math.log(2))
 
 
-def _signal_stats(rng, *, n_runs=16, n=400, q=3, effect=1.0):
+def _signal_stats(rng, *, n_runs=24, n=400, q=3, effect=1.0):
     labels = np.arange(n) % 2
     keep = membership_matrix(labels, n_runs=n_runs, master_seed=0)
     base = rng.normal(0, 2, size=(1, n, 1))  # per-example difficulty
@@ -59,14 +59,17 @@ def test_vectorised_online_lira_matches_the_naive_reference():
     stats, keep = _signal_stats(np.random.default_rng(0), n=60)
     targets = [0, 5]
     shadows = shadow_mask(len(stats), targets)
+    # the naive reference needs two IN and two OUT shadows per example (22 reference runs: true here)
+    in_shadows = keep[shadows[0]].sum(0)
+    assert in_shadows.min() >= 2 and (shadows[0].sum() - in_shadows).min() >= 2
     fast = lira_online(stats, keep, targets, shadows=shadows)
     for row, t in enumerate(targets):
         np.testing.assert_allclose(fast[row], naive_online(stats, keep, shadows[row], t), rtol=1e-9, atol=1e-9)
 
 
 def test_offline_lira_by_hand():
-    # One example, 4 runs; target 0, shadows = runs 2 and 3 (1 is its partner), both OUT with
-    # stats 1 and 3: mean 2, var (1 + 1) / 1 = 2. Target stat 2 + sqrt(2): z = 1, score = log Phi(1).
+    # One example, 4 runs; target 0, shadows = the reference runs 1, 2, 3; the OUT ones are 2 and 3
+    # with stats 1 and 3: mean 2, var (1 + 1) / 1 = 2. Target stat 2 + sqrt(2): z = 1, score = log Phi(1).
     stats = np.array([2 + math.sqrt(2), 0.0, 1.0, 3.0]).reshape(4, 1, 1)
     keep = np.array([[True], [True], [False], [False]])
     score = lira_offline(stats, keep, [0], shadows=shadow_mask(4, [0]))
@@ -101,6 +104,6 @@ def test_online_lira_finds_a_shift_of_one_standard_deviation(variance):
 def test_bad_arguments_name_the_value():
     stats, keep = _signal_stats(np.random.default_rng(3), n=10)
     with pytest.raises(ValueError, match="'median'"):
-        lira_online(stats, keep, [0], variance="median")
+        lira_online(stats, keep, [0], shadows=shadow_mask(len(stats), [0]), variance="median")
     with pytest.raises(ValueError, match="shadow for every target"):
         lira_online(stats, keep, [0], shadows=np.zeros((1, len(stats)), dtype=bool))

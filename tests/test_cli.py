@@ -8,12 +8,15 @@ import numpy as np
 import pytest
 
 from audit import lira, loss
+from audit.epsilon import epsilon_ceiling
+from shadow_runs.plan import membership_matrix
 from victims import load_pool
 
 SUMMARY_KEYS = {"victim", "dataset", "config", "n_shadow", "target_runs", "formal_epsilon", "delta", "utility",
                 "evaluation", "attacks"}
-METRIC_KEYS = {"auc", "advantage", "tpr_at_fpr", "fp_at_fpr", "eps_hat", "eps_lower", "confidence", "delta",
-               "n_members", "n_nonmembers"}
+METRIC_KEYS = {"auc", "advantage", "tpr_at_fpr", "fp_at_fpr", "eps_hat", "eps_lower", "eps_ceiling", "confidence",
+               "delta", "n_members", "n_nonmembers"}
+SUBGROUP_KEYS = {"auc", "advantage", "tpr_at_fpr", "fp_at_fpr", "n_members", "n_nonmembers"}  # no epsilon
 
 
 def snapshot(root):
@@ -36,7 +39,8 @@ def test_subset_audit_writes_the_contract_files(tmp_path, tiny_flags):
     experiment = json.loads((root / "experiment.json").read_text())
     assert experiment["victim"] == "subset" and experiment["config"]["ipc"] == 2 and experiment["n_pool"] == 1500
     keep = np.load(root / "keep.npy")
-    assert keep.shape == (4, 1500) and (keep.sum(0) == 2).all()
+    assert keep.shape == (4, 1500) and experiment["plan"] == "independent-coins-v1" and experiment["inclusion_rate"] == 0.5
+    assert np.array_equal(keep, membership_matrix(np.zeros(1500), n_runs=4, master_seed=0))  # independent coins
     assert np.load(root / "pool_labels.npy").shape == (1500,)
     with np.load(root / "runs" / "00003.npz") as z:
         assert z["logits"].shape == (1500, 5, 10) and z["logits"].dtype == np.float32
@@ -50,19 +54,22 @@ def test_subset_audit_writes_the_contract_files(tmp_path, tiny_flags):
 
     summary = json.loads((root / "audit" / "summary.json").read_text())
     assert set(summary) == SUMMARY_KEYS
-    assert summary["n_shadow"] == 4 and summary["target_runs"] == [0, 2] and summary["formal_epsilon"] is None
+    assert summary["n_shadow"] == 4 and summary["target_runs"] == [0, 1] and summary["formal_epsilon"] is None
+    assert summary["evaluation"]["n_canaries"] == 2 * 1500 and summary["evaluation"]["inclusion_rate"] == 0.5
     assert set(summary["attacks"]) == {"loss", "lira_online", "lira_offline", "dcr", "dcr_lira"}  # dcr*: it has a release
     for metrics in summary["attacks"].values():
         assert METRIC_KEYS | {"subgroups"} == set(metrics)
-        # 2 targets, one per pair; a run holds half of each class, give or take one for odd classes.
-        assert metrics["n_members"] == keep[[0, 2]].sum() and metrics["n_nonmembers"] == (~keep[[0, 2]]).sum()
+        # 2 targets (runs 0 and 1); their 3,000 coins are the canaries
+        assert metrics["n_members"] == keep[[0, 1]].sum() and metrics["n_nonmembers"] == (~keep[[0, 1]]).sum()
         assert set(metrics["tpr_at_fpr"]) == set(metrics["fp_at_fpr"]) == {"0.1", "0.01", "0.001"}
         assert set(metrics["subgroups"]) == {"init", "other_members"}
         assert metrics["subgroups"]["init"]["n_members"] == 2 * 20
-        assert 0 <= metrics["eps_lower"] and metrics["confidence"] == 0.95
+        assert all(set(group) == SUBGROUP_KEYS for group in metrics["subgroups"].values())
+        assert 0 <= metrics["eps_lower"] <= metrics["eps_ceiling"] and metrics["confidence"] == 0.95
+        assert metrics["eps_ceiling"] == pytest.approx(epsilon_ceiling(3000), abs=1e-9)
     with np.load(root / "audit" / "scores.npz") as z:
         assert z["lira_online"].shape == z["membership"].shape == (2, 1500)
-        assert np.array_equal(z["membership"], keep[[0, 2]]) and z["target_runs"].tolist() == [0, 2]
+        assert np.array_equal(z["membership"], keep[[0, 1]]) and z["target_runs"].tolist() == [0, 1]
     assert (root / "audit" / "roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -115,7 +122,8 @@ def test_loss_and_lira_summaries_share_the_directory(tmp_path, tiny_flags):
     (["--victim", "subset", "--n-shadow", "4", "--ipc", "400"], "--ipc 400"),
     (["--victim", "real", "--n-shadow", "4", "--confidence", "1"], "'1'"),
     (["--victim", "real", "--n-shadow", "4", "--workers", "0"], "'0'"),
-    (["--victim", "real", "--n-shadow", "4", "--n-targets", "3"], "--n-targets 3"),
+    (["--victim", "real", "--n-shadow", "4", "--n-targets", "4"], "--n-targets 4"),
+    (["--victim", "real", "--n-shadow", "4", "--inclusion-rate", "1"], "--inclusion-rate '1'"),
 ])
 def test_bad_input_exits_2_with_one_line_naming_the_value(tmp_path, capsys, flags, named):
     with pytest.raises(SystemExit) as exit_info:

@@ -7,7 +7,7 @@ import torch
 
 from victims import augment as dsa_ops
 from victims import get_victim
-from victims.condense import Members, initial_set
+from victims.condense import Members, assured_members_per_class, check_ipc, initial_set
 from victims.dm import class_means
 from victims.nets import NetConfig
 from victims.train import TrainConfig, to_model_space
@@ -129,6 +129,43 @@ def test_bad_values_name_the_flag(name, kwargs, message):
 
 
 def test_ipc_above_the_members_a_run_has_is_refused(pool):
-    # The digits pool's smallest class has 145 images, so a run has at least 145 // 2 = 72 of them.
-    with pytest.raises(ValueError, match="--ipc 100 exceeds the 72 members per class"):
+    # The digits pool's smallest class (class 8) has 145 images: a run has Binomial(145, 1/2) of
+    # them, 72.5 expected with sd 6.02, so it can count on floor(72.5 - 4 * 6.02) = 48.
+    assert assured_members_per_class(pool) == (48, 8)
+    get_victim("dsa")(ipc=48).check(pool)
+    with pytest.raises(ValueError, match=r"--ipc 49 exceeds the 48 members per class a run can count on \(class 8: 145"):
+        get_victim("dsa")(ipc=49).check(pool)
+    with pytest.raises(ValueError, match="--ipc 100 exceeds the 48 members per class"):
         get_victim("dsa")(ipc=100).check(pool)
+    # A lower inclusion rate expects fewer members: 0.2 * 145 = 29, sd 4.8 -> 9.
+    check_ipc(9, pool, 0.2)
+    with pytest.raises(ValueError, match="--ipc 10 exceeds the 9 members per class"):
+        get_victim("dm")(ipc=10).check(pool, inclusion_rate=0.2)
+
+
+def test_the_check_bounds_the_chance_of_a_short_class(pool):
+    # Against the plan itself: at the largest ipc the check accepts, no run of 400 comes up short.
+    from shadow_runs.plan import membership_matrix
+
+    assured, _ = assured_members_per_class(pool)
+    keep = membership_matrix(pool.y, n_runs=400, master_seed=1)
+    counts = np.stack([np.bincount(pool.y[row], minlength=10) for row in keep])
+    assert counts.min() >= assured
+
+
+@pytest.mark.parametrize("name", ["subset", "dm"])
+def test_a_run_short_of_ipc_members_of_a_class_names_the_class(pool, keep, name):
+    short = keep.copy()
+    short[np.flatnonzero(keep & (pool.y == 3))[2:]] = False  # two members of class 3 left
+    victim = get_victim(name)(ipc=3, train=TrainConfig(steps=1, net=NetConfig(width=8)))
+    with pytest.raises(ValueError, match=r"--ipc 3 exceeds the 2 members of class 3 in this run \(of 153 images"):
+        victim.run(pool, short, 0)
+
+
+def test_random_initialisation_runs_with_a_short_class(pool, keep):
+    short = keep.copy()
+    short[np.flatnonzero(keep & (pool.y == 3))[2:]] = False
+    members = Members.of(pool, short, device="cpu")
+    images, labels, init_idx = initial_set(pool, short, members, ipc=3, init="random",
+                                           generator=torch.Generator().manual_seed(0))
+    assert images.shape == (30, 1, 8, 8) and init_idx.size == 0

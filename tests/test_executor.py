@@ -64,12 +64,12 @@ class DiesOnce:
     inner: object
     marker_dir: str
 
-    def run(self, pool, keep, seed, *, device="cpu"):
+    def run(self, pool, keep, seed, *, device="cpu", inclusion_rate=0.5):
         marker = pathlib.Path(self.marker_dir) / f"{seed}"
         if not marker.exists():
             marker.touch()
             os._exit(1)  # the worker process vanishes mid-task
-        return self.inner.run(pool, keep, seed, device=device)
+        return self.inner.run(pool, keep, seed, device=device, inclusion_rate=inclusion_rate)
 
 
 def test_a_lost_worker_is_retried(setup, tmp_path):
@@ -96,3 +96,22 @@ def test_joins_an_existing_cluster_by_address(setup):
     finally:
         subprocess.run([*ray_cli, "stop", "--force"], capture_output=True)
     assert sorted(t.run for t, _, _ in results) == [0, 1]
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordsTheRate:
+    """A victim that reports the inclusion rate it was run with as its test accuracy."""
+
+    inner: object
+
+    def run(self, pool, keep, seed, *, device="cpu", inclusion_rate=0.5):
+        obs = self.inner.run(pool, keep, seed, device=device, inclusion_rate=inclusion_rate)
+        return dataclasses.replace(obs, test_accuracy=inclusion_rate)
+
+
+def test_the_task_passes_the_plans_inclusion_rate_to_the_victim(setup):
+    pool, tasks, victim = setup
+    task = dataclasses.replace(tasks[0], inclusion_rate=0.3)
+    [(_, obs, _)] = execute([task], victim=RecordsTheRate(victim), pool=pool, config=ExecutorConfig(kind="inline"))
+    assert obs.test_accuracy == 0.3
+    assert RunTask(run=0, seed=1, keep=task.keep).inclusion_rate == 0.5  # the plan's default

@@ -293,13 +293,13 @@ def test_summary_contract():
     scores = MembershipScores(gen.normal(1, 1, 400), gen.normal(0, 1, 300))
     summary = scores.summary(delta=1e-5, confidence=0.9, rng=1)
     assert set(summary) == {
-        "auc", "advantage", "tpr_at_fpr", "fp_at_fpr", "eps_hat", "eps_lower",
+        "auc", "advantage", "tpr_at_fpr", "fp_at_fpr", "eps_hat", "eps_lower", "eps_ceiling",
         "confidence", "delta", "n_members", "n_nonmembers",
     }
     levels = {"0.1", "0.01", "0.001"}
     assert levels == {str(level) for level in FPR_LEVELS}
     assert set(summary["tpr_at_fpr"]) == levels and set(summary["fp_at_fpr"]) == levels
-    for key in ("auc", "advantage", "eps_hat", "eps_lower", "confidence", "delta"):
+    for key in ("auc", "advantage", "eps_hat", "eps_lower", "eps_ceiling", "confidence", "delta"):
         assert type(summary[key]) is float, key
     assert all(type(v) is float for v in summary["tpr_at_fpr"].values())
     assert all(type(v) is int for v in summary["fp_at_fpr"].values())
@@ -309,7 +309,33 @@ def test_summary_contract():
     assert summary["auc"] == scores.auc()
     assert (summary["tpr_at_fpr"]["0.1"], summary["fp_at_fpr"]["0.1"]) == scores.tpr_at_fpr(0.1)
     assert summary["fp_at_fpr"]["0.01"] <= 3  # FPR <= 0.01 of 300 non-members
+    # The ceiling is the design's: m = 400 + 300 canaries, at the summary's delta and confidence,
+    # and no bound exceeds it (a perfect attack gets the most from every grid point).
+    assert summary["eps_ceiling"] == epsilon.epsilon_ceiling(700, delta=1e-5, confidence=0.9)
+    assert 0.0 < summary["eps_lower"] <= summary["eps_ceiling"]
     assert summary == scores.summary(delta=1e-5, confidence=0.9, rng=1)  # reproducible
+
+
+def test_a_sub_group_summary_has_leakage_statistics_only():
+    # A sub-group is picked by the mechanism among the members: no eps_hat, bound, or ceiling.
+    gen = np.random.default_rng(0)
+    scores = MembershipScores(gen.normal(1, 1, 40), gen.normal(0, 1, 300))
+    summary = scores.summary(rng=1, epsilon=False)
+    assert set(summary) == {"auc", "advantage", "tpr_at_fpr", "fp_at_fpr", "n_members", "n_nonmembers"}
+    full = scores.summary(rng=1)
+    assert {k: full[k] for k in summary} == summary  # the same statistics as with epsilon
+
+
+def test_perfect_separation_reaches_the_ceiling():
+    # Every member above every non-member: the grid point that guesses all m = 8 + 8 canaries
+    # (8 IN from the top, 8 OUT from the bottom) is right on all 16, which is what a perfect
+    # attack gets; so the bound is the ceiling. Grid of m = 16 (r = 16, 8, 4, 2, 1, 1, ... each
+    # all IN and half IN, (1, 0) once): 9 points; at δ = 0 and 95% the best rejects while
+    # p^16 < 0.05 / 9, p = (0.05/9)^(1/16) = 0.72306, ε = ln(0.72306 / 0.27694) = 0.9597.
+    scores = MembershipScores(np.arange(8) + 10.0, np.arange(8.0))
+    p = (0.05 / 9) ** (1 / 16)
+    assert scores.epsilon_lower_bound(rng=0) == pytest.approx(math.log(p / (1 - p)), rel=1e-9)
+    assert epsilon.epsilon_ceiling(16) == pytest.approx(math.log(p / (1 - p)), rel=1e-9)
 
 
 def test_membership_scores_is_frozen_and_read_only():

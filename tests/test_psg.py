@@ -128,9 +128,8 @@ def test_poisson_sample_rate():
 @pytest.mark.parametrize("epsilon", [1.0, 10.0])
 def test_sigma_and_recorded_epsilon_agree_with_opacus(pool, keep, epsilon):
     victim = PSGVictim(epsilon=epsilon, **TINY)
-    n_members = int(keep.sum())
-    sigma, rate, spent = victim.privacy(n_members)
-    assert rate == 64 / n_members and victim.noisy_steps == 2 * 2 * 2
+    sigma, rate, spent = victim.privacy(pool)  # N = 0.5 * 1500 expected members, not the run's keep.sum()
+    assert rate == 64 / 750 and victim.noisy_steps == 2 * 2 * 2
     accountant = RDPAccountant()
     accountant.history = [(sigma, rate, victim.noisy_steps)]
     assert spent == pytest.approx(accountant.get_epsilon(delta=1e-5), rel=0.01)

@@ -7,7 +7,8 @@ from shadow_runs.store import IDENTITY_KEYS, RunStore, StoreError, experiment_id
 from victims.base import Observations
 
 EXPERIMENT = {"victim": "real", "dataset": "digits", "dataset_fingerprint": "0123456789abcdef",
-              "config": {"train": {"steps": 3}}, "n_pool": 4, "master_seed": 0, "plan": "p", "package_version": "0.1.0"}
+              "config": {"train": {"steps": 3}}, "n_pool": 4, "master_seed": 0, "plan": "p", "inclusion_rate": 0.5,
+              "package_version": "0.1.0"}
 LABELS = np.array([0, 1, 0, 1])
 
 
@@ -59,6 +60,20 @@ def test_a_directory_of_another_config_is_refused_and_left_alone(tmp_path):
     with pytest.raises(StoreError, match="differs in: config"):
         RunStore.open(tmp_path, experiment=EXPERIMENT, pool_labels=LABELS)
     assert before == {p: p.read_bytes() for p in store.root.rglob("*") if p.is_file()}
+
+
+def test_a_store_made_with_another_membership_plan_is_refused_naming_it(tmp_path):
+    old = {k: v for k, v in EXPERIMENT.items() if k != "inclusion_rate"} | {"plan": "stratified-complement-pairs-v1"}
+    store = RunStore.open(tmp_path, experiment=old, pool_labels=LABELS)
+    store.write_run(0, obs(1.0), {"seed": 1})
+    before = {p: p.read_bytes() for p in store.root.rglob("*") if p.is_file()}
+    # the same configuration under the new plan finds that directory (the plan is not hashed) and refuses it
+    assert experiment_id(old) == experiment_id(EXPERIMENT)
+    with pytest.raises(StoreError, match="was made with membership plan 'stratified-complement-pairs-v1', not 'p'"):
+        RunStore.open(tmp_path, experiment=EXPERIMENT, pool_labels=LABELS)
+    assert before == {p: p.read_bytes() for p in store.root.rglob("*") if p.is_file()}
+    # a rate other than the default is part of the identity (and of the name)
+    assert experiment_id({**EXPERIMENT, "inclusion_rate": 0.3}) != experiment_id(EXPERIMENT)
 
 
 def test_an_experiment_directory_passed_as_runs_dir_is_refused(tmp_path):

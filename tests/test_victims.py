@@ -113,3 +113,83 @@ def test_bad_configurations_name_the_value(name, kwargs, message):
 def test_subset_refuses_more_images_per_class_than_a_run_has(pool):
     with pytest.raises(ValueError, match="--ipc 500 exceeds"):
         get_victim("subset")(ipc=500).check(pool)
+
+
+# -- DP victims calibrate to the plan's expected member count, never to the run's -----------------
+def _spy(monkeypatch, module, name, log, pick):
+    """Replace module.name by a wrapper that logs pick(*args, **kwargs) and calls the original."""
+    real = getattr(module, name)
+
+    def spy(*args, **kwargs):
+        log.append((name, pick(*args, **kwargs)))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+
+
+def _privacy_log(name, pool, keep, monkeypatch, inclusion_rate=0.5):
+    """What a run of DP victim `name` hands its accountant, sampler and Gaussian mechanism, and its
+    recorded epsilon: every sample rate, step count, sigma and divisor it uses."""
+    import opacus.optimizers
+
+    import victims.cgan
+    import victims.dpsgd
+    import victims.psg
+
+    log = []
+    accounting = lambda **kw: tuple(sorted(kw.items()))  # noqa: E731  (sample_rate, steps, sigma, ...)
+    if name == "dpsgd":
+        module = victims.dpsgd
+        real_batches = victims.dpsgd.poisson_batches
+
+        def batches(n, sample_rate, steps, *, generator):  # the rate and the steps actually iterated
+            drawn = list(real_batches(n, sample_rate, steps, generator=generator))
+            log.append(("poisson_batches", (sample_rate, steps, len(drawn))))
+            return iter(drawn)
+
+        monkeypatch.setattr(victims.dpsgd, "poisson_batches", batches)
+        _spy(monkeypatch, opacus.optimizers, "DPOptimizer", log,
+             lambda opt, **kw: (kw["noise_multiplier"], kw["max_grad_norm"], kw["expected_batch_size"], kw["loss_reduction"]))
+    else:
+        module = victims.psg if name == "psg" else victims.cgan
+        _spy(monkeypatch, module, "epsilon_spent", log, accounting)
+        _spy(monkeypatch, module, "poisson_sample", log, lambda n, rate, **kw: rate)
+        _spy(monkeypatch, module, "gaussian_mean", log,
+             lambda g, params, **kw: (kw["noise_multiplier"], kw["max_grad_norm"], kw["expected_batch_size"]))
+    _spy(monkeypatch, module, "noise_multiplier_for", log, accounting)
+    obs = get_victim(name)(**FAST[name]).run(pool, keep, 7, inclusion_rate=inclusion_rate)
+    monkeypatch.undo()
+    return log, (obs.formal_epsilon, obs.delta)
+
+
+@pytest.mark.parametrize("name", ["dpsgd", "psg", "dpcgan"])
+def test_dp_privacy_parameters_depend_on_the_expected_member_count_only(name, pool, monkeypatch):
+    from shadow_runs.plan import membership_matrix
+
+    keep = membership_matrix(pool.y, n_runs=2, master_seed=0)
+    assert keep[0].sum() != keep[1].sum()  # 726 and 715 members
+    first, eps_first = _privacy_log(name, pool, keep[0], monkeypatch)
+    second, eps_second = _privacy_log(name, pool, keep[1], monkeypatch)
+    assert first == second and eps_first == eps_second
+    # The rate is B / (q n_pool) = B / 750, at every step, in the accountant and the sampler alike.
+    batch = FAST[name].get("batch_size", 128 if name == "dpsgd" else None)
+    rates = {kwargs["sample_rate"] for call, args in first if call == "noise_multiplier_for" for kwargs in [dict(args)]}
+    assert rates == {batch / 750}
+    if name == "dpsgd":  # epochs * round(750 / 128) = 1 * 6 steps, all taken
+        assert ("poisson_batches", (batch / 750, 6, 6)) in first
+    else:
+        samples = [args for call, args in first if call == "poisson_sample"]
+        assert samples and set(samples) == {batch / 750}
+        assert {args[2] for call, args in first if call == "gaussian_mean"} == {batch}
+    # ...and the same rate at another plan's inclusion rate moves with it, not with the members.
+    other, _ = _privacy_log(name, pool, keep[0], monkeypatch, inclusion_rate=0.4)
+    assert {dict(args)["sample_rate"] for call, args in other if call == "noise_multiplier_for"} == {batch / 600}
+
+
+def test_dp_victims_refuse_a_batch_above_the_expected_members(pool):
+    for name in ("dpsgd", "psg", "dpcgan"):
+        with pytest.raises(ValueError, match="--batch-size 800 exceeds the 750 members a run has on average"):
+            get_victim(name)(batch_size=800).check(pool)
+        get_victim(name)(batch_size=600).check(pool, inclusion_rate=0.4)
+        with pytest.raises(ValueError, match="--batch-size 601 exceeds the 600 members"):
+            get_victim(name)(batch_size=601).check(pool, inclusion_rate=0.4)

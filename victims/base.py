@@ -1,8 +1,17 @@
 """The victim protocol, what a victim run returns, and the victim registry.
 
 A victim is a frozen dataclass whose fields are its configuration (the CLI builds `--flags` from
-them) with a `run(pool, keep, seed, *, device)` method: train the pipeline on the members
-`pool.x[keep]`, train the downstream model on the release, and observe that model on the whole pool.
+them) with a `run(pool, keep, seed, *, device, inclusion_rate)` method: train the pipeline on the
+members `pool.x[keep]`, train the downstream model on the release, and observe that model on the
+whole pool.
+
+`keep` is one row of the membership plan (`shadow_runs.plan`): every example is a member with
+probability `inclusion_rate` (q) independently of the others, so a run's member count is
+Binomial(n_pool, q) and its class counts vary from run to run. A DP victim's accounting certifies
+adding or removing one record under Poisson sampling at a fixed rate; anything it calibrates (the
+sampling rate B / N, the number of steps, the noise multiplier, the divisor of the noisy sum) must
+therefore come from the public expected member count q * n_pool (`expected_members`), never from
+the run's actual count, which depends on the data.
 """
 
 from __future__ import annotations
@@ -54,13 +63,39 @@ class Observations:
                 raise ValueError(f"release_x must be [k, c, h, w] with k labels, got {self.release_x.shape} and {self.release_y.shape}")
 
 
+DEFAULT_INCLUSION_RATE = 0.5  # as shadow_runs.plan.DEFAULT_INCLUSION_RATE (victims do not import the plan)
+
+
+def expected_members(pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> float:
+    """q * n_pool: the expected member count of a run of the plan, the only member count a DP
+    victim may calibrate to (it is public; a run's actual count is data)."""
+    if not 0.0 < inclusion_rate < 1.0:
+        raise ValueError(f"inclusion_rate must lie strictly between 0 and 1, got {inclusion_rate}")
+    return inclusion_rate * pool.n_pool
+
+
+def expected_class_members(pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> np.ndarray:
+    """float [n_classes]: q * (class size), the expected members of each class in a run."""
+    expected_members(pool, inclusion_rate)  # validates the rate
+    return inclusion_rate * np.bincount(pool.y, minlength=pool.n_classes).astype(np.float64)
+
+
 class Victim(Protocol):
     name: ClassVar[str]
 
-    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu") -> Observations: ...
+    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
+            inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
+        """One run on the members `keep` (bool [n_pool]) with `seed`.
 
-    def check(self, pool: Pool) -> None:
-        """Raise ValueError naming the bad value if this configuration cannot run on `pool`."""
+        `inclusion_rate` is the plan's public coin probability q (every example is a member with
+        probability q, independently). DP victims calibrate their sampling rate, steps, noise
+        multiplier and recorded epsilon to `expected_members(pool, inclusion_rate)` = q * n_pool,
+        so that these are the same for every run of the plan, whatever its actual member count;
+        other victims may ignore it."""
+
+    def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
+        """Raise ValueError naming the bad value if this configuration cannot run on `pool` under
+        a plan with this `inclusion_rate` (callable with `pool` alone: the plan's default rate)."""
 
 
 _VICTIMS: dict[str, type] = {}

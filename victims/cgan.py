@@ -16,7 +16,9 @@ classes. `dpcgan` trains the critic by DP-SGD instead (DP-CGAN, Torkzadehmahani 
 Poisson batches of the members at rate B/N, each real example paired with one fake of its class,
 the pair's gradient (torch.func per-sample gradients) clipped to `max_grad_norm`, summed, with
 N(0, sigma^2 C^2) noise, divided by B; sigma comes from opacus's accountant so that the `steps`
-noisy updates spend the target epsilon. The generator only ever sees the critic, so the
+noisy updates spend the target epsilon. N is the plan's expected member count q * n_pool
+(`victims.base.expected_members`), never the run's actual count: rate, sigma and the recorded
+epsilon are public and the same for every run of the plan, as the add/remove accounting requires. The generator only ever sees the critic, so the
 released generator, its samples and everything derived from them are (epsilon, delta)-DP.
 
 Cost with the defaults, full digits pool (1,500 images, ~750 members), one torch thread on a
@@ -48,7 +50,8 @@ from torch.func import functional_call, grad, vmap
 
 from attacks.ganleak import WB_OPTIMIZERS, gradient_reconstruct, nearest_samples, powell_reconstruct
 from audit.accounting import ACCOUNTANTS, epsilon_spent, noise_multiplier_for
-from victims.base import Observations, observe, register_victim, require_at_least, require_positive, seeded
+from victims.base import (DEFAULT_INCLUSION_RATE, Observations, expected_members, observe, register_victim,
+                          require_at_least, require_positive, seeded)
 from victims.condense import Members
 from victims.data import Pool
 from victims.nets import ConditionalDiscriminator, ConditionalGenerator
@@ -88,7 +91,7 @@ class CGANVictim:
         if self.wb_optimizer not in WB_OPTIMIZERS:
             raise ValueError(f"--wb-optimizer must be one of {WB_OPTIMIZERS}, got {self.wb_optimizer!r}")
 
-    def check(self, pool: Pool) -> None:
+    def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
         self.networks(pool)
 
     def networks(self, pool: Pool) -> tuple[ConditionalGenerator, ConditionalDiscriminator]:
@@ -97,12 +100,13 @@ class CGANVictim:
         return (ConditionalGenerator(latent_dim=self.latent_dim, n_classes=classes, image_shape=shape, width=self.gen_width),
                 ConditionalDiscriminator(n_classes=classes, image_shape=shape, width=self.disc_width))
 
-    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu") -> Observations:
+    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
+            inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
         members = Members.of(pool, keep, device=device)
         with seeded(seed, device) as generator:
             x, y = members.x, members.y
             gen, critic = (net.to(device) for net in self.networks(pool))
-            privacy = self.train_gan(gen, critic, x, y, pool=pool, generator=generator)
+            privacy = self.train_gan(gen, critic, x, y, pool=pool, generator=generator, inclusion_rate=inclusion_rate)
             gen.eval()
             labels = torch.arange(pool.n_classes, device=device).repeat_interleave(self.ipc)
             with torch.no_grad():
@@ -118,11 +122,12 @@ class CGANVictim:
         return torch.randn(n, self.latent_dim, generator=generator, device=generator.device).to(device)
 
     def train_gan(self, gen: nn.Module, critic: nn.Module, x: torch.Tensor, y: torch.Tensor, *, pool: Pool,
-                  generator: torch.Generator) -> dict:
-        """Train both nets on (x, y) in model space; returns the Observations' privacy fields."""
+                  generator: torch.Generator, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> dict:
+        """Train both nets on (x, y) in model space; returns the Observations' privacy fields
+        (`dpcgan`: calibrated to the plan's expected member count, `inclusion_rate` * n_pool)."""
         opt_gen = torch.optim.Adam(gen.parameters(), lr=self.lr, betas=(0.5, 0.999))
         opt_critic = torch.optim.Adam(critic.parameters(), lr=self.lr, betas=(0.5, 0.999))
-        private = self.private_critic_step(x, y, pool=pool)
+        private = self.private_critic_step(x, y, pool=pool, inclusion_rate=inclusion_rate)
         n_classes = pool.n_classes
         for _ in range(self.steps):
             if private is None:
@@ -139,18 +144,19 @@ class CGANVictim:
             opt_gen.zero_grad(set_to_none=True)
             loss.backward()
             opt_gen.step()
-        return self.privacy_spent(len(x))
+        return self.privacy_spent(pool, inclusion_rate)
 
     def fake(self, gen: nn.Module, labels: torch.Tensor, *, pool: Pool, generator: torch.Generator) -> torch.Tensor:
         """Generated images of `labels` in model space (what the critic sees)."""
         pixels = gen(self.latents(len(labels), generator=generator, device=labels.device), labels)
         return to_model_space(pixels, mean=pool.mean, std=pool.std, device=labels.device)
 
-    def private_critic_step(self, x: torch.Tensor, y: torch.Tensor, *, pool: Pool):
+    def private_critic_step(self, x: torch.Tensor, y: torch.Tensor, *, pool: Pool,
+                            inclusion_rate: float = DEFAULT_INCLUSION_RATE):
         """None: the critic trains without privacy (`dpcgan` overrides this)."""
         return None
 
-    def privacy_spent(self, n_used: int) -> dict:
+    def privacy_spent(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> dict:
         return {}
 
     def reconstruct(self, gen: nn.Module, pool: Pool, *, generator: torch.Generator, device: str) -> dict[str, np.ndarray]:
@@ -189,32 +195,39 @@ class DPCGANVictim(CGANVictim):
         require_positive(self, ("max_grad_norm",))
         if self.accountant not in ACCOUNTANTS:
             raise ValueError(f"--accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}")
-    def check(self, pool: Pool) -> None:
-        super().check(pool)
-        members = pool.n_pool // 2  # the membership plan gives each run about half the pool
-        if self.batch_size > members:
-            raise ValueError(f"--batch-size {self.batch_size} exceeds the {members} members of a run")
 
-    def noise(self, n_used: int) -> tuple[float, float]:
-        """(noise multiplier sigma, Poisson rate B/N): sigma is opacus's, calibrated so that
-        `steps` noisy critic updates on N members spend the target epsilon."""
-        rate = self.batch_size / n_used
+    def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
+        super().check(pool, inclusion_rate=inclusion_rate)
+        members = expected_members(pool, inclusion_rate)
+        if self.batch_size > members:
+            raise ValueError(f"--batch-size {self.batch_size} exceeds the {members:g} members a run has on average "
+                             f"(inclusion rate {inclusion_rate:g} of {pool.n_pool})")
+
+    def noise(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> tuple[float, float]:
+        """(noise multiplier sigma, Poisson rate B/N) for N = q * n_pool, the plan's expected member
+        count (public: never the run's actual count): sigma is opacus's, calibrated so that `steps`
+        noisy critic updates at rate B/N spend the target epsilon."""
+        members = expected_members(pool, inclusion_rate)
+        if self.batch_size > members:
+            raise ValueError(f"--batch-size {self.batch_size} exceeds the {members:g} members a run has on average")
+        rate = self.batch_size / members
         with warnings.catch_warnings():  # opacus: "optimal order is the largest alpha" for few steps
             warnings.simplefilter("ignore", UserWarning)
             sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=rate, steps=self.steps,
                                          accountant=self.accountant)
         return sigma, rate
 
-    def privacy_spent(self, n_used: int) -> dict:
-        sigma, rate = self.noise(n_used)
+    def privacy_spent(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> dict:
+        sigma, rate = self.noise(pool, inclusion_rate)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             spent = epsilon_spent(noise_multiplier=sigma, sample_rate=rate, steps=self.steps, delta=self.delta,
                                   accountant=self.accountant)
         return {"formal_epsilon": spent, "delta": self.delta}
 
-    def private_critic_step(self, x: torch.Tensor, y: torch.Tensor, *, pool: Pool):
-        sigma, rate = self.noise(len(x))
+    def private_critic_step(self, x: torch.Tensor, y: torch.Tensor, *, pool: Pool,
+                            inclusion_rate: float = DEFAULT_INCLUSION_RATE):
+        sigma, rate = self.noise(pool, inclusion_rate)  # each member in each batch w.p. B / (q n_pool)
 
         def step(critic: nn.Module, gen: nn.Module, *, generator: torch.Generator) -> None:
             batch = poisson_sample(len(x), rate, generator=generator).to(x.device)

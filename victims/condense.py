@@ -8,6 +8,15 @@ ConvNet is trained on it with the shared trainer and observed on the whole pool,
 `subset` baseline of the same size is.
 
 Each family only supplies `condense(images, labels, members)`: the optimisation of the images.
+
+Members per class: under the plan of independent coins (`shadow_runs.plan`) a run has
+Binomial(class size, q) members of each class, not a fixed half. `check_ipc` refuses an `ipc`
+that a run could plausibly not supply (more than 4 standard deviations below the expected
+count of the smallest class); a run that nonetheless has fewer than `ipc` members of a class
+raises a ValueError naming the class and the counts when it needs `ipc` real images of it
+(`--init real`, and `subset`) rather than release a smaller or unbalanced set. With
+`--init random` no member image is copied into the release and the per-class batches simply
+take all the members a class has, so such a run goes ahead.
 """
 
 from __future__ import annotations
@@ -17,19 +26,53 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from victims.base import Observations, observe, require_at_least, seeded
+from victims.base import DEFAULT_INCLUSION_RATE, Observations, expected_class_members, observe, require_at_least, seeded
 from victims.data import Pool
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
 
 INITS = ("real", "random")
 
 
-def check_ipc(ipc: int, pool: Pool) -> None:
-    """Refuse more images per class than every run has members of each class: the membership
-    plan gives a run half of each class (rounded down or up)."""
-    fewest = int(np.bincount(pool.y, minlength=pool.n_classes).min()) // 2
-    if ipc > fewest:
-        raise ValueError(f"--ipc {ipc} exceeds the {fewest} members per class a run is guaranteed")
+#: `check_ipc` allows at most this many standard deviations below a class's expected member count
+#: (a Binomial(n, q) count falls below it with probability about 3e-5)
+IPC_MARGIN_SD = 4.0
+
+
+def assured_members_per_class(pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> tuple[int, int]:
+    """(count, class): the fewest members a run can count on in any class, floor(q n_c - 4 sd_c)
+    with sd_c = sqrt(n_c q (1 - q)) the Binomial standard deviation, minimised over the classes c
+    (0 when the smallest class is too small to count on any), and the class that sets it."""
+    sizes = np.bincount(pool.y, minlength=pool.n_classes)
+    expected = expected_class_members(pool, inclusion_rate)
+    assured = np.floor(expected - IPC_MARGIN_SD * np.sqrt(sizes * inclusion_rate * (1 - inclusion_rate)))
+    c = int(np.argmin(assured))
+    return max(0, int(assured[c])), c
+
+
+def check_ipc(ipc: int, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
+    """Refuse more images per class than a run can count on having members of each class. A
+    run's count of class c is Binomial(n_c, q) under the plan of independent coins, so nothing
+    is guaranteed: `ipc` must not exceed the expected count q n_c less 4 standard deviations, in
+    every class (`assured_members_per_class`); a run short of it all the same raises (see
+    `require_members_per_class`)."""
+    assured, c = assured_members_per_class(pool, inclusion_rate)
+    if ipc > assured:
+        size = int(np.sum(pool.y == c))
+        raise ValueError(
+            f"--ipc {ipc} exceeds the {assured} members per class a run can count on (class {c}: {size} images, "
+            f"{inclusion_rate * size:g} members expected at inclusion rate {inclusion_rate:g}, "
+            f"less {IPC_MARGIN_SD:g} standard deviations)")
+
+
+def require_members_per_class(ipc: int, pool: Pool, keep: np.ndarray) -> None:
+    """ValueError naming the first class of which the run's members `keep` hold fewer than `ipc`
+    images (possible, if improbable, under a plan `check_ipc` accepted)."""
+    counts = np.bincount(pool.y[np.asarray(keep, dtype=bool)], minlength=pool.n_classes)
+    short = np.flatnonzero(counts < ipc)
+    if short.size:
+        c = int(short[0])
+        raise ValueError(f"--ipc {ipc} exceeds the {counts[c]} members of class {c} in this run "
+                         f"(of {int(np.sum(pool.y == c))} images of the class in the pool): lower --ipc")
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,12 +108,14 @@ def initial_set(pool: Pool, keep: np.ndarray, members: Members, *, ipc: int, ini
                 generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
     """(images [k, c, h, w] in model space, labels [k], init_idx): `ipc` images per class in class
     order, either distinct random members of the class (their pool indices are `init_idx`) or
-    standard Gaussian noise in model space (`init_idx` empty)."""
+    standard Gaussian noise in model space (`init_idx` empty). `init="real"` raises ValueError
+    (`require_members_per_class`) when the run has fewer than `ipc` members of a class."""
     device = members.x.device
     labels = torch.arange(pool.n_classes, device=device).repeat_interleave(ipc)
     if init == "random":
         images = torch.randn((len(labels), *pool.image_shape), generator=generator, device=generator.device)
         return images.to(device), labels, np.zeros(0, dtype=np.int64)
+    require_members_per_class(ipc, pool, keep)
     member_idx = np.flatnonzero(keep)
     chosen = []
     for c in range(pool.n_classes):
@@ -96,10 +141,13 @@ class CondensationVictim:
         if self.init not in INITS:
             raise ValueError(f"--init must be one of {INITS}, got {self.init!r}")
 
-    def check(self, pool: Pool) -> None:
-        check_ipc(self.ipc, pool)
+    def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
+        check_ipc(self.ipc, pool, inclusion_rate)
 
-    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu") -> Observations:
+    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
+            inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
+        """One run (`inclusion_rate` is unused: nothing here is calibrated to the member count).
+        With `--init real`, a class with fewer than `ipc` members in this run raises ValueError."""
         members = Members.of(pool, keep, device=device)
         with seeded(seed, device) as generator:
             images, labels, init_idx = initial_set(pool, keep, members, ipc=self.ipc, init=self.init,

@@ -1,25 +1,51 @@
 """`dpsgd`: the ConvNet trained on the members with opacus DP-SGD at a target (epsilon, delta).
 
-The noise multiplier comes from the accountant so that the planned steps spend the target
-epsilon; the epsilon recorded per run is the accountant's for the steps actually taken.
+Built from opacus's parts rather than `PrivacyEngine.make_private`, whose sample rate (1 / number
+of batches) and divisor (dataset size x rate) would come from the run's actual member count,
+which is data under the membership plan. Here everything the accountant sees is public: with
+N = q * n_pool the plan's expected member count (`victims.base.expected_members`),
+
+- Poisson batches: each member independently with probability B / N at every step (opacus's
+  `UniformWithReplacementSampler`, the batch sampler of its `DPDataLoader`, with an explicit
+  step count: `DPDataLoader`'s length is int(N / B), rounded down);
+- round(N / B) steps per epoch (at least one), `epochs` epochs;
+- per-example gradients from opacus's `GradSampleModule`, clipped to C, summed, plus
+  N(0, sigma^2 C^2) noise, divided by B by opacus's `DPOptimizer(expected_batch_size=B)`;
+- sigma from the accountant (`audit.accounting.noise_multiplier_for`) so that these steps spend
+  the target epsilon; the recorded epsilon is that of opacus's accountant attached to the
+  optimizer's step hook, i.e. for the steps actually taken.
+
+So two runs of the same plan share their sample rate, steps, sigma and epsilon whatever their
+member counts (tests/test_victims.py). Empty Poisson batches happen and are stepped on (pure noise).
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, TensorDataset
 
 from audit.accounting import ACCOUNTANTS, noise_multiplier_for
-from victims.base import Observations, observe, register_victim, seeded
+from victims.augment import draw_seed
+from victims.base import (DEFAULT_INCLUSION_RATE, Observations, expected_members, observe, register_victim,
+                          seeded)
 from victims.data import Pool
 from victims.nets import NetConfig, build_net
 from victims.train import to_model_space
+
+
+@dataclass(frozen=True)
+class DPSGDPrivacy:
+    """The public privacy parameters of a `dpsgd` run: functions of (config, n_pool, q) only."""
+
+    sample_rate: float  # B / (q * n_pool)
+    steps: int  # epochs * round(q * n_pool / B)
+    noise_multiplier: float  # sigma
 
 
 @register_victim("dpsgd")
@@ -30,8 +56,8 @@ class DPSGDVictim:
     epsilon: float = field(default=1.0, metadata={"help": "target epsilon of the DP-SGD training"})
     delta: float = field(default=1e-5, metadata={"help": "target delta"})
     max_grad_norm: float = field(default=1.0, metadata={"help": "per-example clipping norm C"})
-    batch_size: int = field(default=128, metadata={"help": "expected Poisson batch size"})
-    epochs: int = field(default=30, metadata={"help": "passes over the members"})
+    batch_size: int = field(default=128, metadata={"help": "expected Poisson batch size B"})
+    epochs: int = field(default=30, metadata={"help": "passes over the expected members (round(q n_pool / B) steps each)"})
     lr: float = field(default=0.25, metadata={"help": "SGD learning rate"})  # digits, epsilon 1: 0.25 -> 68-69% test accuracy, 0.5 -> 64%, 1.0 -> 38-50%
     accountant: str = field(default="rdp", metadata={"help": "opacus accountant", "choices": ACCOUNTANTS})
     net: NetConfig = field(default_factory=NetConfig)
@@ -48,42 +74,71 @@ class DPSGDVictim:
         if self.accountant not in ACCOUNTANTS:
             raise ValueError(f"--accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}")
 
-    def check(self, pool: Pool) -> None:
-        pass
+    def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
+        members = expected_members(pool, inclusion_rate)
+        if self.batch_size > members:
+            raise ValueError(f"--batch-size {self.batch_size} exceeds the {members:g} members a run has on average "
+                             f"(inclusion rate {inclusion_rate:g} of {pool.n_pool})")
 
-    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu") -> Observations:
-        from opacus import PrivacyEngine  # imported here: see audit.accounting
+    def privacy(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> DPSGDPrivacy:
+        """Sample rate B/N, steps and sigma for N = q * n_pool, the plan's expected member count."""
+        self.check(pool, inclusion_rate=inclusion_rate)
+        members = expected_members(pool, inclusion_rate)
+        steps = self.epochs * max(1, round(members / self.batch_size))
+        sample_rate = self.batch_size / members
+        with warnings.catch_warnings():  # opacus: "optimal order is the largest alpha" for few steps
+            warnings.simplefilter("ignore", UserWarning)
+            sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=sample_rate, steps=steps,
+                                         accountant=self.accountant)
+        return DPSGDPrivacy(sample_rate=sample_rate, steps=steps, noise_multiplier=sigma)
 
+    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
+            inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
+        from opacus import GradSampleModule  # imported here: see audit.accounting
+        from opacus.accountants import create_accountant
+        from opacus.optimizers import DPOptimizer
+
+        plan = self.privacy(pool, inclusion_rate)
         idx = np.flatnonzero(keep)
         with seeded(seed, device) as generator:
             x = to_model_space(pool.x[idx], mean=pool.mean, std=pool.std, device=device)
             y = torch.as_tensor(pool.y[idx], device=device)
-            loader = DataLoader(TensorDataset(x, y), batch_size=min(self.batch_size, len(idx)))
-            steps = self.epochs * len(loader)
-            model = build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes).to(device)
+            net = build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes).to(device)
+            # per-example gradients of the summed loss; DPOptimizer's "mean" divides the noisy sum by B
+            model = GradSampleModule(net, loss_reduction="sum")
+            optimizer = DPOptimizer(
+                torch.optim.SGD(model.parameters(), lr=self.lr, momentum=0.0),
+                noise_multiplier=plan.noise_multiplier, max_grad_norm=self.max_grad_norm,
+                expected_batch_size=self.batch_size, loss_reduction="mean", generator=generator,
+            )
+            accountant = create_accountant(mechanism=self.accountant)
+            optimizer.attach_step_hook(accountant.get_optimizer_hook_fn(sample_rate=plan.sample_rate))
+            # the sampler's own generator lives on the CPU (opacus draws its coins there)
+            sampler = torch.Generator().manual_seed(draw_seed(generator))
+            model.train()
             with warnings.catch_warnings():
-                # opacus warns that secure_mode is off (seeded noise is what makes runs reproducible)
-                # and when the best RDP order is the largest one it tries (for very few steps)
+                # opacus warns that secure_mode is off (seeded noise is what makes runs reproducible), and
+                # torch that the full backward hooks fire without input gradients (the images need none)
                 warnings.simplefilter("ignore", UserWarning)
-                sigma = noise_multiplier_for(
-                    epsilon=self.epsilon, delta=self.delta, sample_rate=1 / len(loader), steps=steps,
-                    accountant=self.accountant,
-                )
-                engine = PrivacyEngine(accountant=self.accountant)
-                model, optimizer, dp_loader = engine.make_private(
-                    module=model,
-                    optimizer=torch.optim.SGD(model.parameters(), lr=self.lr, momentum=0.0),
-                    data_loader=loader,
-                    noise_multiplier=sigma,
-                    max_grad_norm=self.max_grad_norm,
-                    noise_generator=generator,
-                )
-                model.train()
-                for _ in range(self.epochs):
-                    for xb, yb in dp_loader:
-                        optimizer.zero_grad(set_to_none=True)
-                        if len(xb):
-                            F.cross_entropy(model(xb), yb).backward()
-                        optimizer.step()
-                epsilon = engine.accountant.get_epsilon(delta=self.delta)
-            return observe(model._module, pool, device=device, formal_epsilon=float(epsilon), delta=self.delta)
+                for batch in poisson_batches(len(idx), plan.sample_rate, plan.steps, generator=sampler):
+                    batch = batch.to(device)
+                    optimizer.zero_grad(set_to_none=True)
+                    F.cross_entropy(model(x[batch]), y[batch], reduction="sum").backward()
+                    optimizer.step()
+                epsilon = accountant.get_epsilon(delta=self.delta)
+            model.remove_hooks()
+            return observe(net, pool, device=device, formal_epsilon=float(epsilon), delta=self.delta)
+
+
+def poisson_batches(n: int, sample_rate: float, steps: int, *, generator: torch.Generator) -> Iterator[torch.Tensor]:
+    """`steps` Poisson batches of indices into n examples, each example in each batch independently
+    with probability `sample_rate` (opacus's UniformWithReplacementSampler; n = 0 gives empty batches)."""
+    from opacus.utils.uniform_sampler import UniformWithReplacementSampler
+
+    if n == 0:
+        for _ in range(steps):
+            yield torch.zeros(0, dtype=torch.int64)
+        return
+    for indices in UniformWithReplacementSampler(num_samples=n, sample_rate=sample_rate, generator=generator,
+                                                  steps=steps):
+        yield torch.as_tensor(indices, dtype=torch.int64)

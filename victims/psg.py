@@ -9,6 +9,11 @@ distance of `victims.matching`), then J steps of the classifier on the synthetic
 R*T*K noisy gradients touch the members, so the release is (epsilon, delta)-DP by the subsampled
 Gaussian mechanism composed over R*T*K steps; sigma comes from opacus's accountant.
 
+N is the plan's expected member count q * n_pool (`victims.base.expected_members`), not the
+run's actual count (Binomial(n_pool, q) under the plan of independent coins): the rate B/N, sigma
+and the recorded epsilon are public, the same for every run, as the add/remove accounting
+requires; each member enters each batch with probability B/N whatever the run's count.
+
 `--prior` is the generator-prior variant (supplement Algorithm 2): the images are the outputs of
 a small conditional generator on fixed latent codes, and its parameters are optimised instead.
 
@@ -32,8 +37,8 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from audit.accounting import ACCOUNTANTS, epsilon_spent, noise_multiplier_for
-from victims.base import (Observations, observe, register_victim, require_at_least, require_momentum,
-                          require_positive, seeded)
+from victims.base import (DEFAULT_INCLUSION_RATE, Observations, expected_members, observe, register_victim,
+                          require_at_least, require_momentum, require_positive, seeded)
 from victims.data import Pool
 from victims.matching import gradient_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net
@@ -120,17 +125,22 @@ class PSGVictim:
         """R * T * K: the subsampled Gaussian mechanisms the accountant composes."""
         return self.restarts * self.outer * self.batches
 
-    def check(self, pool: Pool) -> None:
-        members = pool.n_pool // 2  # the membership plan gives each run about half the pool
+    def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
+        members = expected_members(pool, inclusion_rate)
         if self.batch_size > members:
-            raise ValueError(f"--batch-size {self.batch_size} exceeds the {members} members of a run")
+            raise ValueError(f"--batch-size {self.batch_size} exceeds the {members:g} members a run has on average "
+                             f"(inclusion rate {inclusion_rate:g} of {pool.n_pool})")
         if self.prior:
             ConditionalGenerator(latent_dim=1, n_classes=pool.n_classes, image_shape=pool.image_shape, width=1)
 
-    def privacy(self, n_members: int) -> tuple[float, float, float]:
+    def privacy(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> tuple[float, float, float]:
         """(noise multiplier sigma, Poisson rate B/N, the accountant's epsilon after R*T*K steps)
-        for a member set of size N: sigma is opacus's, calibrated to spend the target epsilon."""
-        sample_rate = self.batch_size / n_members
+        for N = q * n_pool, the plan's expected member count (public: never the run's actual
+        count); sigma is opacus's, calibrated to spend the target epsilon."""
+        members = expected_members(pool, inclusion_rate)
+        if self.batch_size > members:
+            raise ValueError(f"--batch-size {self.batch_size} exceeds the {members:g} members a run has on average")
+        sample_rate = self.batch_size / members
         with warnings.catch_warnings():  # opacus: "optimal order is the largest alpha" for few steps
             warnings.simplefilter("ignore", UserWarning)
             sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=sample_rate,
@@ -139,21 +149,24 @@ class PSGVictim:
                                   delta=self.delta, accountant=self.accountant)
         return sigma, sample_rate, spent
 
-    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu") -> Observations:
+    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
+            inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
         idx = np.flatnonzero(keep)
         x = to_model_space(pool.x[idx], mean=pool.mean, std=pool.std, device=device)
         y = torch.as_tensor(pool.y[idx], device=device)
-        sigma, _, spent = self.privacy(len(idx))
+        sigma, sample_rate, spent = self.privacy(pool, inclusion_rate)
         with seeded(seed, device) as generator:
-            images, labels = self.generate(x, y, pool=pool, sigma=sigma, generator=generator)
+            images, labels = self.generate(x, y, pool=pool, sigma=sigma, sample_rate=sample_rate, generator=generator)
             model = fit(images, labels, n_classes=pool.n_classes, config=self.train, flip_ok=pool.flip_ok,
                         generator=generator)
             return observe(model, pool, device=device, formal_epsilon=spent, delta=self.delta,
                            release_x=to_pixel_space(images, mean=pool.mean, std=pool.std), release_y=labels.cpu().numpy())
 
-    def generate(self, x: torch.Tensor, y: torch.Tensor, *, pool: Pool, sigma: float,
+    def generate(self, x: torch.Tensor, y: torch.Tensor, *, pool: Pool, sigma: float, sample_rate: float,
                  generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """Algorithm 1 (or 2 with `prior`) on the members (x, y) in model space -> the synthetic set."""
+        """Algorithm 1 (or 2 with `prior`) on the members (x, y) in model space -> the synthetic set.
+        Every noisy step samples each member with probability `sample_rate` (the public B / (q n_pool))
+        and divides its noisy sum by `batch_size` B."""
         device = x.device
         labels = torch.arange(pool.n_classes, device=device).repeat_interleave(self.spc)
         synthetic = SyntheticSet.create(self, pool=pool, labels=labels, generator=generator)
@@ -163,7 +176,7 @@ class PSGVictim:
             net_optimizer = torch.optim.SGD(net.parameters(), lr=self.lr_net)
             for outer in range(self.outer):
                 for _ in range(self.batches):
-                    batch = poisson_sample(len(x), self.batch_size / len(x), generator=generator)
+                    batch = poisson_sample(len(x), sample_rate, generator=generator)
                     real = noisy_mean_gradient(
                         net, matched, x[batch], y[batch], max_grad_norm=self.max_grad_norm,
                         noise_multiplier=sigma, expected_batch_size=self.batch_size, generator=generator,

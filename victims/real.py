@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from victims.base import Observations, observe, register_victim, seeded
+from victims.base import DEFAULT_INCLUSION_RATE, Observations, observe, register_victim, seeded
 from victims.data import Pool
 from victims.train import TrainConfig, fit, to_model_space
 
@@ -26,10 +26,12 @@ class RealVictim:
 
     train: TrainConfig = field(default_factory=TrainConfig)
 
-    def check(self, pool: Pool) -> None:
+    def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
         pass
 
-    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu") -> Observations:
+    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
+            inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
+        """One run on every member (`inclusion_rate` is unused)."""
         with seeded(seed, device) as generator:
             model = fit_on_pool(pool, np.flatnonzero(keep), config=self.train, generator=generator, device=device)
             return observe(model, pool, device=device)

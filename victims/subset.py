@@ -4,6 +4,11 @@ Any synthetic release of k images per class has to beat this at the same k to cl
 gain. The chosen images are the release (stored with the run, so release-level attacks such as DCR
 apply to the baseline as to every synthetic set) and are recorded as `init_idx`, so they are
 audited as their own sub-group.
+
+A run's members of a class are Binomial(class size, q) under the membership plan, so `check`
+refuses an `ipc` a run could plausibly not supply (`victims.condense.check_ipc`), and a run with
+fewer than `ipc` members of some class all the same raises ValueError naming the class and the
+counts (`victims.condense.require_members_per_class`) instead of releasing an unbalanced subset.
 """
 
 from __future__ import annotations
@@ -12,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from victims.base import Observations, observe, register_victim, require_at_least, seeded
-from victims.condense import check_ipc
+from victims.base import DEFAULT_INCLUSION_RATE, Observations, observe, register_victim, require_at_least, seeded
+from victims.condense import check_ipc, require_members_per_class
 from victims.data import Pool
 from victims.real import fit_on_pool
 from victims.train import TrainConfig, small_set_training
@@ -30,10 +35,13 @@ class SubsetVictim:
     def __post_init__(self) -> None:
         require_at_least(self, {"ipc": 1})
 
-    def check(self, pool: Pool) -> None:
-        check_ipc(self.ipc, pool)
+    def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
+        check_ipc(self.ipc, pool, inclusion_rate)
 
-    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu") -> Observations:
+    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
+            inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
+        """One run (`inclusion_rate` is unused); a class with fewer than `ipc` members raises ValueError."""
+        require_members_per_class(self.ipc, pool, keep)
         rng = np.random.default_rng(seed)
         chosen = np.sort(np.concatenate([
             rng.choice(np.flatnonzero(keep & (pool.y == c)), size=self.ipc, replace=False)
