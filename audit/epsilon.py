@@ -36,7 +36,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 #: fraction of the m canaries guessed on, for each grid point (fixed before any data is seen)
 GUESS_FRACTIONS = tuple(2.0 ** -k for k in range(12))
@@ -88,7 +88,7 @@ def one_run_p_value(*, m: int, guesses: int, correct: int, epsilon: float, delta
     if correct == 0:
         return 1.0
     p = 1.0 / (1.0 + math.exp(-epsilon))
-    tail = float(stats.binom.sf(correct - 1, guesses, p))
+    tail = float(special.bdtrc(correct - 1, guesses, p))  # P[B > v - 1]: binom.sf without its argument checks (10x faster)
     if delta == 0.0:
         return min(1.0, tail)
     # P[v-i <= B < v] for i = 1..v: the pmf at v-1, v-2, ..., 0 summed cumulatively
@@ -228,8 +228,6 @@ def canaries_needed(claimed_epsilon: float, *, delta: float = 0.0, confidence: f
 
 def _gdp_log_delta(eps: float, mu: float) -> float:
     """ln δ(ε) for μ-GDP, δ(ε) = Φ(-ε/μ + μ/2) - e^ε Φ(-ε/μ - μ/2), in log space."""
-    from scipy import special
-
     log_first = special.log_ndtr(-eps / mu + mu / 2)
     log_second = eps + special.log_ndtr(-eps / mu - mu / 2)
     return float(log_first + np.log(-np.expm1(log_second - log_first)))
