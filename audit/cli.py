@@ -221,7 +221,7 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
         executor = ExecutorConfig(kind=args.executor, workers=args.workers, address=args.address,
                                   gpus_per_run=args.gpus_per_run, device=args.device)
         pool = load_pool(args.dataset, data_root=args.data_root, download=args.download)
-        victim.check(pool)
+        victim.check(pool, inclusion_rate=args.inclusion_rate)
         needed = max(MIN_RUNS[a] for a in attacks)
         if args.n_shadow < needed:
             raise ValueError(f"--n-shadow {args.n_shadow} is too few for {', '.join(attacks)} (needs >= {needed})")

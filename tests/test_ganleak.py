@@ -48,8 +48,8 @@ def test_squared_error_and_latent_prior_by_hand():
 
 
 def test_calibrated_scores_by_hand():
-    # 4 runs (pairs 0-1 and 2-3), 2 examples; target 0, whose shadows are runs 2 and 3.
-    keep = np.array([[1, 0], [0, 1], [1, 0], [0, 1]], dtype=bool)
+    # 4 runs, 2 examples; target 0, whose shadows are the reference runs 1, 2 and 3.
+    keep = np.array([[1, 0], [1, 1], [1, 0], [0, 1]], dtype=bool)
     loss = np.array([[1.0, 5.0], [9.0, 9.0], [2.0, 4.0], [6.0, 3.0]])
     shadows = shadow_mask(4, [0])
     # Example 0 is OUT in run 3 only: reference 6 -> score -(1 - 6) = 5.
@@ -149,18 +149,18 @@ def stored(keep, wb, *, fbb=None, pbb=None):
 
 def test_calibration_and_lira_beat_the_raw_loss_when_examples_differ_in_difficulty():
     rng = np.random.default_rng(0)
-    n, runs = 400, 16
+    n, runs = 400, 24
     keep = membership_matrix(np.zeros(n, dtype=np.int64), n_runs=runs, master_seed=0)
     # Each example has its own typical log loss (sd 1 across examples: easy and hard digits);
     # training on it lowers the log loss by 0.3, with run-to-run noise of sd 0.1.
     log_loss = rng.normal(-4, 1, size=n) - 0.3 * keep + rng.normal(0, 0.1, size=(runs, n))
     runs_ = stored(keep, np.exp(log_loss))
-    targets = np.arange(0, runs, 2)
+    targets = np.arange(8)  # 16 reference runs
     member = keep[targets]
     values = {a: attack_scores(runs_, a, targets, variance="per-example") for a in ("ganleak_wb", "ganleak_cal", "ganleak_lira")}
     aucs = {a: auc(s[member], s[~member]) for a, s in values.items()}
-    # Raw: a 0.3 shift under a spread of 1 -> AUC ~ Phi(0.3 / sqrt 2) ~ 0.58. Calibrated on the 7
-    # OUT shadows of each example: a shift of 3 noise sd -> AUC ~ Phi(3 / sqrt(1 + 1/7) / sqrt 2) ~ 0.98
+    # Raw: a 0.3 shift under a spread of 1 -> AUC ~ Phi(0.3 / sqrt 2) ~ 0.58. Calibrated on the ~8
+    # OUT shadows of each example: a shift of 3 noise sd -> AUC ~ Phi(3 / sqrt(1 + 1/8) / sqrt 2) ~ 0.98
     # for LiRA (on the log loss); ganleak_cal subtracts raw losses, whose scale varies by example, so less.
     assert aucs["ganleak_wb"] < 0.65
     assert aucs["ganleak_lira"] > 0.95

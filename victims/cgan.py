@@ -16,10 +16,12 @@ classes. `dpcgan` trains the critic by DP-SGD instead (DP-CGAN, Torkzadehmahani 
 Poisson batches of the members at rate B/N, each real example paired with one fake of its class,
 the pair's gradient (torch.func per-sample gradients) clipped to `max_grad_norm`, summed, with
 N(0, sigma^2 C^2) noise, divided by B; sigma comes from opacus's accountant so that the `steps`
-noisy updates spend the target epsilon. N is the plan's expected member count q * n_pool
-(`victims.base.expected_members`), never the run's actual count: rate, sigma and the recorded
-epsilon are public and the same for every run of the plan, as the add/remove accounting requires. The generator only ever sees the critic, so the
+noisy updates spend the target epsilon. The generator only ever sees the critic, so the
 released generator, its samples and everything derived from them are (epsilon, delta)-DP.
+N is the plan's expected member count q * n_pool (`victims.base.expected_members`), never the
+run's actual count: each member enters each batch with probability B/N, and the rate, sigma and
+the recorded epsilon are public, the same for every run of the plan, as the add/remove
+accounting requires.
 
 Cost with the defaults, full digits pool (1,500 images, ~750 members), one torch thread on a
 2-core machine shared with other jobs (`python bench/ganleak.py speed`): 11.8 s per run (sd 1.8,

@@ -34,7 +34,7 @@ INITS = ("real", "random")
 
 
 #: `check_ipc` allows at most this many standard deviations below a class's expected member count
-#: (a Binomial(n, q) count falls below it with probability about 3e-5)
+#: (a Binomial(n, q) count falls below it with probability about 3e-5, per class and run)
 IPC_MARGIN_SD = 4.0
 
 
