@@ -36,16 +36,17 @@ Protocol
   count tables (`resampled_metrics`), equal to `audit.metrics` on the explicitly resampled pool
   (the tests check this) and about 200 times faster (0.04 ms against 7 ms per replicate on
   24,000 pooled scores). `eps_lower` has no such shortcut: each replicate is one call of the
-  one-run bound, which costs 15-40 ms on 24,000 pooled scores without signal and 0.1-0.25 s with
-  signal at δ = 0, 0.5-2 s at δ = 1e-5 (one core; the earlier split bound took 3.5 ms). Its
-  bootstrap is therefore off by default (`n_boot_eps` = 0): `eps_lower` is shown as summary.json's
-  point, without an interval, and is not tested. With `--n-boot-eps B` it uses the first B target
-  draws of the same bootstrap, and its difference joins the tests. Note that `eps_lower` is
-  itself a lower confidence bound; its interval describes how the bound varies over targets and
-  tie-breaking, it is not an interval for the true epsilon, and a resample that draws a target
-  twice counts its coins twice. Cost, measured by `python bench/compare.py` (8 experiments x 3
-  attacks, 16 targets x 1500 examples, group `all`) before the one-run bound: 2 s of CPU
-  without eps_lower; 200 replicates of the one-run bound would add about 10 minutes.
+  one-run bound, about 7 ms on 24,000 pooled scores of `bench/compare.py`'s weak signal at
+  δ = 0 but about 0.25 s at δ = 1e-5 (one core; the earlier split bound took 3.5 ms), and more
+  with a strong signal. Its bootstrap is therefore off by default (`n_boot_eps` = 0):
+  `eps_lower` is shown as summary.json's point, without an interval, and is not tested. With
+  `--n-boot-eps B` it uses the first B target draws of the same bootstrap, and its difference
+  joins the tests. Note that `eps_lower` is itself a lower confidence bound; its interval
+  describes how the bound varies over targets and tie-breaking, it is not an interval for the
+  true epsilon, and a resample that draws a target twice counts its coins twice. Cost, measured
+  on `bench/compare.py`'s experiments (8 experiments x 3 attacks, 16 targets x 1500 examples,
+  group `all`, imports included): 4.4 s by default; with 200 eps_lower replicates 35 s at
+  δ = 0 (16.5 s with the split bound), and 20 replicates already take 125 s at δ = 1e-5.
 * Test accuracy: the mean over all runs of the experiment with a Student t-interval.
 * Comparison of a victim with the baseline (same attack, same group, same metric): the
   difference victim - baseline, its percentile interval from the differences of independent
@@ -53,8 +54,9 @@ Protocol
   p = 2 Phi(-|d| / sd(d*)) (p = 1 when d and every d* are 0; p = 0 when the replicates agree
   exactly on a non-zero difference). A count-based bootstrap p-value, 2 #{d* on the other
   side of 0} / (B + 1), cannot go below 2/(B + 1), which a Holm correction over a family of
-  dozens of tests multiplies past any alpha: with 1000 replicates and the 37 tests of a
-  3-attack, 3-group comparison no difference could be significant, however large. Test
+  dozens of tests multiplies past any alpha: with 1000 replicates and the 28 tests of a
+  3-attack, 3-group comparison (31 with eps_lower resampled) no difference could be
+  significant, however large. Test
   accuracy: Welch's t-test over the runs of the two sides.
 * Multiplicity. All p-values of one comparison (every attack x group x metric, plus test
   accuracy) form one family, adjusted by Holm-Bonferroni; `significant` means adjusted
@@ -766,6 +768,8 @@ def _estimate_cell(interval: Interval | None, metric: str) -> str:
     if interval is None:
         return "-"
     d = _DIGITS[metric]
+    if metric == "eps_lower" and math.isnan(interval.low) and math.isnan(interval.high):
+        return f"{interval.point:.{d}f}"  # not resampled (--n-boot-eps 0)
     return f"{interval.point:.{d}f} [{_bound(interval.low, d)}, {_bound(interval.high, d)}]"
 
 

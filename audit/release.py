@@ -461,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ReleaseError(f"--seed {args.seed} is the pool's membership_seed: the shadow runs' coins would repeat "
                                "the release's own; choose another --seed")
         victim = victim_for(args, inputs)
-        victim.check(inputs.pool)
+        victim.check(inputs.pool, inclusion_rate=args.inclusion_rate)  # the shadow runs, at the plan's rate
         executor = ExecutorConfig(kind=args.executor, workers=args.workers, address=args.address,
                                   gpus_per_run=args.gpus_per_run, device=args.device)
         settings = report.settings_from(args)

@@ -288,7 +288,8 @@ def protocol(audited: Audited) -> str:
         rate = evaluation.get("inclusion_rate", 0.5)
         text = (f"Each of the {n_pool:,} pool examples is in each of the {n_runs} runs by an independent coin of "
                 f"probability {rate:g} (plan {evaluation.get('plan', 'independent-coins-v1')}). The first "
-                f"{len(targets)} runs are the targets, whose {len(targets) * n_pool:,} coins are the canaries; the "
+                f"{len(targets)} runs are the targets, whose {len(targets) * n_pool:,} coins "
+                f"{'are the canaries' if fair_coins(audited) else 'the attacks guess'}; the "
                 f"other {n_runs - len(targets)} runs are reference runs, the attacks' only shadows, so no guess "
                 "depends on a target's coins.")
     if fair_coins(audited):

@@ -27,7 +27,9 @@ from audit.compare import (
     target_weights,
     welch_test,
 )
+from audit.epsilon import epsilon_ceiling, epsilon_lower_bound
 from audit.metrics import MembershipScores, auc, tpr_at_fpr
+from shadow_runs.plan import PLAN
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,8 +52,9 @@ def fake_experiment(seed, *, n_targets=8, n=200, shift=0.0, init_per_target=0, i
                       init=init, scores=scores, test_accuracy=accuracy + 0.01 * rng.normal(size=n_runs))
 
 
-def write_experiment(root: Path, exp: Experiment) -> Path:
-    """The files the audit CLI leaves, summary.json computed as audit.evaluate computes it."""
+def write_experiment(root: Path, exp: Experiment, *, plan: str = PLAN) -> Path:
+    """The files the audit CLI leaves, summary.json computed as audit.evaluate computes it: the
+    targets are the first runs 0..T-1, sub-groups carry no ε."""
     where = root / exp.path.name
     (where / "audit").mkdir(parents=True)
     (where / "runs").mkdir()
@@ -61,9 +64,11 @@ def write_experiment(root: Path, exp: Experiment) -> Path:
         entry = MembershipScores(s[exp.membership], nonmember).summary(rng=1)
         masks = {k: m for k, m in exp.group_masks().items() if k != "all"}
         if masks:
-            entry["subgroups"] = {k: MembershipScores(s[m], nonmember).summary(rng=2) for k, m in masks.items()}
+            entry["subgroups"] = {k: MembershipScores(s[m], nonmember).summary(rng=2, epsilon=False)
+                                  for k, m in masks.items()}
         attacks[attack] = entry
-    summary = {**exp.summary, "target_runs": list(range(0, 2 * exp.n_targets, 2)), "attacks": attacks}
+    (where / "experiment.json").write_text(json.dumps({"victim": exp.victim, "plan": plan, "inclusion_rate": 0.5}))
+    summary = {**exp.summary, "target_runs": list(range(exp.n_targets)), "attacks": attacks}
     (where / "audit" / "summary.json").write_text(json.dumps(summary))
     np.savez(where / "audit" / "scores.npz", target_runs=np.array(summary["target_runs"]),
              membership=exp.membership, init=exp.init, **exp.scores)
@@ -91,7 +96,12 @@ def test_point_estimates_are_audit_metrics_on_pooled_scores(tmp_path):
         assert estimate.metrics["tpr_at_fpr_0.001"].point == tpr_at_fpr(member, nonmember, 0.001)[0]
         entry = written["attacks"][attack] if group == "all" else written["attacks"][attack]["subgroups"][group]
         assert estimate.metrics["auc"].point == entry["auc"]
-        assert estimate.metrics["eps_lower"].point == entry["eps_lower"]  # the audit's own number
+        if group == "all":
+            assert estimate.metrics["eps_lower"].point == entry["eps_lower"]  # the audit's own number
+            assert estimate.eps_ceiling == entry["eps_ceiling"] == epsilon_ceiling(member.size + nonmember.size)
+            assert estimate.replicates["eps_lower"].shape == (FAST["n_boot_eps"],)
+        else:  # a sub-group the mechanism picked: leakage statistics, no ε
+            assert "eps_lower" not in estimate.metrics and estimate.eps_ceiling is None
         assert (estimate.n_members, estimate.n_nonmembers) == (member.size, nonmember.size)
 
 
@@ -132,7 +142,7 @@ def test_same_distribution_rarely_flagged():
     flagged = raw = 0
     for rep in range(40):
         sides = [summarise_experiment(fake_experiment(1000 * rep + k, n_targets=16, n=100, shift=0.3), rng=rep,
-                                      n_boot=400, n_boot_eps=5) for k in (0, 1)]
+                                      n_boot=400, n_boot_eps=0) for k in (0, 1)]
         test = compare(*sides).get("auc", "loss", "all")
         flagged += test.significant
         raw += test.p_value < 0.05
@@ -150,6 +160,23 @@ def test_clearly_stronger_victim_is_flagged():
     assert 0 < test.difference.low < test.difference.point < test.difference.high
     assert test.difference.point == pytest.approx(stats.norm.cdf(1 / math.sqrt(2)) - 0.5, abs=0.05)
     assert len(comparison.tests) == 5  # test accuracy + 4 metrics of (loss, all): one Holm family
+    # Without eps_lower replicates (the default) eps_lower is a point only and is not tested.
+    fast = [summarise_experiment(fake_experiment(k, shift=shift), rng=0, n_boot=200) for k, shift in ((3, 1.0), (4, 0.0))]
+    untested = compare(*fast)
+    assert len(untested.tests) == 4 and "eps_lower" not in fast[0].estimates[("loss", "all")].replicates
+    assert math.isnan(fast[0].estimates[("loss", "all")].metrics["eps_lower"].low)
+
+
+def test_eps_lower_replicates_are_the_one_run_bound_on_the_resampled_targets():
+    # Replicate b pools every canary of the targets drawn in row b of the bootstrap: with a single
+    # target every draw is that target, so each replicate is the bound on all its scores, which
+    # differs between replicates only by the tie-breaking (none here: continuous scores).
+    exp = fake_experiment(12, n_targets=1, n=400, shift=1.5)
+    summary = summarise_experiment(exp, rng=0, n_boot=10, n_boot_eps=3)
+    member, nonmember = exp.scores["loss"][exp.membership], exp.scores["loss"][~exp.membership]
+    bound = epsilon_lower_bound(member, nonmember, rng=0)
+    assert bound > 0
+    np.testing.assert_array_equal(summary.estimates[("loss", "all")].replicates["eps_lower"], [bound] * 3)
 
 
 def test_auc_interval_covers_the_analytic_auc():
@@ -162,7 +189,7 @@ def test_auc_interval_covers_the_analytic_auc():
     covered = 0
     for rep in range(50):
         summary = summarise_experiment(fake_experiment(5000 + rep, n_targets=16, n=100, shift=d), rng=rep,
-                                       n_boot=400, n_boot_eps=5)
+                                       n_boot=400, n_boot_eps=0)
         interval = summary.estimates[("loss", "all")].metrics["auc"]
         covered += interval.low <= truth <= interval.high
     assert covered >= 40
@@ -237,7 +264,7 @@ def test_labels_name_the_headline_and_varying_keys():
 
 def test_markdown_table_rows():
     report = compare_experiments([fake_experiment(10, shift=1.0, victim="dm")], fake_experiment(11),
-                                 n_boot=400, n_boot_eps=5)
+                                 n_boot=400, n_boot_eps=0)
     text = markdown_table(report)
     assert "| subset ipc=10 | loss | all |" in text and "| baseline |" in text
     dm_row = next(line for line in text.splitlines() if line.startswith("| dm ipc=10 | loss | all |"))
@@ -276,6 +303,7 @@ def test_cli_prints_table_and_writes_json(experiment_dirs, tmp_path):
     assert tests[("lira_online", "auc")]["significant"] is True
     assert tests[(None, "test_accuracy")]["p_value"] is not None
     assert data["comparisons"][1]["n_tests"] == 5
+    assert data["experiments"][1]["attacks"]["lira_online"]["all"]["eps_ceiling"] > 0
 
 
 def test_cli_groups_and_seed_are_reproducible(experiment_dirs, capsys):
@@ -287,6 +315,47 @@ def test_cli_groups_and_seed_are_reproducible(experiment_dirs, capsys):
     assert main(argv) == 0
     assert capsys.readouterr().out == first
     assert "| subset ipc=10 | loss | init |" in first  # the baseline has init images, the victim none
+    init_row = next(line for line in first.splitlines() if line.startswith("| subset ipc=10 | loss | init |"))
+    assert init_row.split(" | ")[7:9] == ["-", "-"]  # a sub-group: no eps_lower, no eps_ceiling
+
+
+@pytest.mark.parametrize("case,named", [
+    ("old plan", "plan 'stratified-complement-pairs-v1'"),
+    ("no plan", "no recorded plan"),
+    ("no ceiling", "no eps_ceiling for loss"),
+])
+def test_cli_refuses_an_experiment_of_an_earlier_plan(case, named, experiment_dirs, capsys):
+    baseline, similar, _ = experiment_dirs
+    meta, summary_path = similar / "experiment.json", similar / "audit" / "summary.json"
+    if case == "old plan":
+        meta.write_text(json.dumps({"victim": "dm", "plan": "stratified-complement-pairs-v1"}))
+    elif case == "no plan":
+        meta.unlink()
+    else:
+        summary = json.loads(summary_path.read_text())
+        del summary["attacks"]["loss"]["eps_ceiling"]
+        summary_path.write_text(json.dumps(summary))
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(similar), "--baseline", str(baseline), "--n-boot", "20"])
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2 and captured.out == ""
+    assert captured.err.count("\n") == 1 and named in captured.err and str(similar) in captured.err, captured.err
+
+
+def test_an_experiment_without_fair_coins_has_no_eps_lower(experiment_dirs):
+    # --inclusion-rate 0.3: summary.json's eps_lower and eps_ceiling are null; nothing is recomputed.
+    baseline, similar, _ = experiment_dirs
+    path = similar / "audit" / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["evaluation"]["inclusion_rate"] = 0.3
+    for entry in summary["attacks"].values():
+        entry.update(eps_lower=None, eps_ceiling=None)
+    path.write_text(json.dumps(summary))
+    report = compare_experiments([load_experiment(similar)], load_experiment(baseline), n_boot=50, n_boot_eps=2)
+    estimate = report.experiments[0].estimates[("loss", "all")]
+    assert "eps_lower" not in estimate.metrics and estimate.eps_ceiling is None
+    assert "eps_lower" in report.baseline.estimates[("loss", "all")].metrics
+    assert not [t for t in report.comparisons[0].tests if t.metric == "eps_lower"]
 
 
 @pytest.mark.parametrize("case", ["missing dir", "no scores", "unknown attack", "n-boot 0", "bad summary"])

@@ -331,9 +331,10 @@ def test_perfect_separation_reaches_the_ceiling():
     # (8 IN from the top, 8 OUT from the bottom) is right on all 16, which is what a perfect
     # attack gets; so the bound is the ceiling. Grid of m = 16 (r = 16, 8, 4, 2, 1, 1, ... each
     # all IN and half IN, (1, 0) once): 9 points; at δ = 0 and 95% the best rejects while
-    # p^16 < 0.05 / 9, p = (0.05/9)^(1/16) = 0.72306, ε = ln(0.72306 / 0.27694) = 0.9597.
+    # p^16 < 0.05 / 9, p = (0.05/9)^(1/16) = 0.72284, ε = ln(0.72284 / 0.27716) = 0.9586.
     scores = MembershipScores(np.arange(8) + 10.0, np.arange(8.0))
     p = (0.05 / 9) ** (1 / 16)
+    assert math.log(p / (1 - p)) == pytest.approx(0.95862, abs=1e-5)
     assert scores.epsilon_lower_bound(rng=0) == pytest.approx(math.log(p / (1 - p)), rel=1e-9)
     assert epsilon.epsilon_ceiling(16) == pytest.approx(math.log(p / (1 - p)), rel=1e-9)
 

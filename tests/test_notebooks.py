@@ -53,7 +53,8 @@ def test_walkthrough_goes_from_the_command_to_the_verdict(runs_dir, monkeypatch)
            "AUDIT_DM_FLAGS": " ".join(DM_FLAGS), "AUDIT_REPORT_FLAGS": "--n-boot 100 --n-boot-eps 10"}
     notebook = execute("walkthrough.ipynb", env, monkeypatch)
     text = "".join(o.get("text", "") for o in outputs(notebook, lambda o: o.output_type == "stream"))
-    assert "eps_lower" in text and "no ε claim was checked" in text
+    assert "eps_lower" in text and "eps_ceiling" in text and "no ε claim was checked" in text
+    assert "targets [0, 1] of 4 runs, 3000 canaries (plan independent-coins-v1, inclusion rate 0.5)" in text
     assert "advantage over publishing a random real subset of the same size" in text or "measurably less leakage" in text
     data = json.loads((runs_dir / "report.json").read_text())
     assert [e["victim"] for e in data["experiments"]] == ["dm", "subset"]

@@ -1,5 +1,6 @@
 """`python -m audit.report` on two tiny audited experiments (dm and the subset of the same size),
-and the page as a person sees it: headless Chromium renders it."""
+and the page as a person sees it: headless Chromium renders it. Each experiment has 4 runs of
+which the first 2 are targets (2 x 1500 = 3000 canaries) and the other 2 reference runs."""
 
 import json
 import os
@@ -11,12 +12,13 @@ import numpy as np
 import pytest
 
 from audit import report
+from audit.epsilon import epsilon_ceiling
 from tiny_audits import audited_runs
 
 VERDICT_KEYS = {"kind", "text", "reason", "evidence"}
-ENTRY_KEYS = {"path", "label", "victim", "dataset", "n_shadow", "target_runs", "formal_epsilon", "delta", "claim",
-              "verdicts", "attacks", "utility", "highest_risk", "release", "provenance"}
-FAST = ["--n-boot", "200", "--n-boot-eps", "20"]
+ENTRY_KEYS = {"path", "label", "victim", "dataset", "n_shadow", "target_runs", "formal_epsilon", "delta", "protocol",
+              "claim", "verdicts", "attacks", "utility", "highest_risk", "release", "provenance"}
+FAST = ["--n-boot", "200"]  # eps_lower is not resampled (the default): its point only, untested
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +49,15 @@ def test_report_json_holds_the_numbers_and_the_verdicts(both, experiments):
     assert all(set(v) == VERDICT_KEYS for e in data["experiments"] for v in e["verdicts"])
     (comparison,) = data["comparisons"]
     assert comparison["baseline"]["victim"] == "subset" and comparison["experiments"][0]["victim"] == "dm"
-    # 5 attacks x 4 metrics on the pooled group, and test accuracy: one Holm family of 21 tests.
-    assert comparison["comparisons"][0]["n_tests"] == 21
-    # Sub-groups, release, thumbnails of the highest-risk pool examples, provenance.
+    # 5 attacks x 3 metrics (AUC, two TPRs; eps_lower not resampled) on the pooled group, and test
+    # accuracy: one Holm family of 16 tests.
+    assert comparison["comparisons"][0]["n_tests"] == 16
+    assert dm["target_runs"] == [0, 1] and "first 2 runs are the targets" in dm["protocol"]
+    assert "other 2 runs are reference runs" in dm["protocol"] and "one-run bound" in dm["protocol"]
+    # Sub-groups (no ε: the mechanism picked them), release, thumbnails of the highest-risk examples, provenance.
     assert set(dm["attacks"]["lira_online"]["subgroups"]) == {"init", "other_members"}
+    assert all("eps_lower" not in g for g in dm["attacks"]["lira_online"]["subgroups"].values())
+    assert 0 <= dm["attacks"]["lira_online"]["eps_lower"] <= dm["attacks"]["lira_online"]["eps_ceiling"]
     assert dm["release"] == {"run": 0, "n_images": 10, "shape": [10, 1, 8, 8]}
     risk = dm["highest_risk"]
     assert risk["attack"] == "lira_online" and len(risk["examples"]) == 16
@@ -66,17 +73,61 @@ def test_report_html_is_self_contained(both):
     assert len(images) == 3 + 3 + 5 and all(src.startswith("data:image/png;base64,") for src in images)
     assert not re.search(r"(href|src)=\"(https?:|//|file:)", page) and "<link" not in page
     assert page.index("Verdicts") < page.index("Comparison") < page.index("Examples at highest risk")
+    # ε ceiling beside ε lower; the sub-group table has no ε column and says why.
+    assert "<th>ε lower</th><th>ε ceiling</th>" in page and "<th>ε ceiling</th>" in page
+    subgroups = page[page.index("Sub-groups"):page.index("The released set")]
+    assert "ε lower" not in subgroups and "<th>advantage</th>" in subgroups
+    assert "No ε columns here: the mechanism itself picked these images" in subgroups
 
 
-def test_a_claimed_epsilon_is_checked_with_joint_bounds(experiments, tmp_path):
-    assert report.main([str(experiments["subset"]), "--out", str(tmp_path), "--claimed-epsilon", "50",
+def test_a_claimed_epsilon_is_checked_with_joint_bounds_and_ceilings(experiments, tmp_path):
+    assert report.main([str(experiments["subset"]), "--out", str(tmp_path), "--claimed-epsilon", "2",
                         "--claimed-delta", "1e-5", *FAST]) == 0
     (entry,) = json.loads((tmp_path / "report.json").read_text())["experiments"]
     claim = entry["claim"]
-    assert (claim["epsilon"], claim["delta"], claim["source"]) == (50, 1e-5, "claimed")
+    assert (claim["epsilon"], claim["delta"], claim["source"]) == (2, 1e-5, "claimed")
     assert claim["joint_confidence"] == pytest.approx(1 - 0.05 / 5) and set(claim["bounds"]) == set(entry["attacks"])
-    # ln(1 / FPR_ub) with 750 non-members in each half can never reach 50: consistent, and said to be no proof.
+    # The ceiling at the joint level: m = 2 targets x 1500 = 3000 canaries, 99% per attack, δ = 1e-5.
+    assert claim["n_canaries"] == 3000
+    assert claim["ceilings"] == {a: epsilon_ceiling(3000, delta=1e-5, confidence=0.99) for a in entry["attacks"]}
+    assert all(claim["bounds"][a] <= claim["ceilings"][a] for a in entry["attacks"])
+    # 2 lies below the ceiling (about 3.2): testable, and a subset of 1 image per class is found
+    # by dcr only for its 20 released members, far too few to exceed ε = 2.
+    assert 2 < claim["ceilings"]["dcr"]
     assert entry["verdicts"][0]["kind"] == "epsilon_consistent"
+
+
+def test_a_claim_above_the_ceiling_is_not_testable(experiments, tmp_path):
+    # At δ = 1e-5 one-run auditing cannot certify ε = 50 with any number of canaries.
+    assert report.main([str(experiments["subset"]), "--out", str(tmp_path), "--claimed-epsilon", "50",
+                        "--claimed-delta", "1e-5", *FAST]) == 0
+    (entry,) = json.loads((tmp_path / "report.json").read_text())["experiments"]
+    verdict = entry["verdicts"][0]
+    assert verdict["kind"] == "epsilon_not_testable" and verdict["text"] == "not testable with this design"
+    assert "One-run auditing cannot certify more than ε ≈" in verdict["reason"]
+    assert "not testable with this design" in (tmp_path / "report.html").read_text()
+
+
+@pytest.mark.parametrize("case,named", [
+    ("old plan", "plan 'stratified-complement-pairs-v1'"),
+    ("no ceiling", "no eps_ceiling for"),
+])
+def test_an_experiment_of_an_earlier_plan_is_refused(experiments, tmp_path, capsys, case, named):
+    old = tmp_path / "old"
+    shutil.copytree(experiments["dm"], old)
+    if case == "old plan":
+        meta = json.loads((old / "experiment.json").read_text())
+        (old / "experiment.json").write_text(json.dumps({**meta, "plan": "stratified-complement-pairs-v1"}))
+    else:
+        summary = json.loads((old / "audit" / "summary.json").read_text())
+        for entry in summary["attacks"].values():
+            del entry["eps_ceiling"]
+        (old / "audit" / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(SystemExit) as exit_info:
+        report.main([str(old), "--out", str(tmp_path), *FAST])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and named in err, err
+    assert not (tmp_path / "report.json").exists()
 
 
 def test_a_folder_of_experiments_is_expanded(experiments, tmp_path):
