@@ -91,10 +91,26 @@ def one_run_p_value(*, m: int, guesses: int, correct: int, epsilon: float, delta
     tail = float(special.bdtrc(correct - 1, guesses, p))  # P[B > v - 1]: binom.sf without its argument checks (10x faster)
     if delta == 0.0:
         return min(1.0, tail)
-    # P[v-i <= B < v] for i = 1..v: the pmf at v-1, v-2, ..., 0 summed cumulatively
-    below = stats.binom.pmf(np.arange(correct - 1, -1, -1), guesses, p)
-    ratio = float(np.max(np.cumsum(below) / np.arange(1, correct + 1)))
-    return min(1.0, tail + 2.0 * m * delta * ratio)
+    return min(1.0, tail + 2.0 * m * delta * _delta_ratio(guesses, correct, p))
+
+
+def _delta_ratio(guesses: int, correct: int, p: float, *, chunk: int = 2048) -> float:
+    """max over i = 1..v of P[v-i <= Binomial(r, p) < v] / i, in chunks of i.
+
+    The numerator never exceeds 1, so once 1/i falls below the best ratio found no larger i can
+    beat it: the scan stops there instead of evaluating all v terms.
+    """
+    best, total, start = 0.0, 0.0, 1
+    while start <= correct:
+        stop = min(correct, start + chunk - 1)
+        i = np.arange(start, stop + 1)
+        cumulative = total + np.cumsum(stats.binom.pmf(correct - i, guesses, p))  # P[v-i <= B < v]
+        best = max(best, float(np.max(cumulative / i)))
+        total = float(cumulative[-1])
+        if 1.0 / (stop + 1) <= best:
+            break
+        start = stop + 1
+    return best
 
 
 def one_run_epsilon(*, m: int, guesses: int, correct: int, delta: float, alpha: float) -> float:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from shadow_runs.plan import PLAN
+
 ATTACKS = ("loss", "lira_online", "lira_offline")
 
 
@@ -33,11 +35,11 @@ def write_fake(where: Path, *, index: int, targets: int, n: int, runs: int) -> P
     init = membership & (rng.random((targets, n)) < 0.07)
     shift = 0.05 * index
     scores = {a: rng.normal(size=(targets, n)) + shift * membership + 2.0 * init for a in ATTACKS}
-    np.savez(exp / "audit" / "scores.npz", target_runs=np.arange(0, 2 * targets, 2), membership=membership,
+    np.savez(exp / "audit" / "scores.npz", target_runs=np.arange(targets), membership=membership,
              init=init, **scores)
     summary = {"victim": "subset" if index == 0 else "fake", "dataset": "digits",
-               "config": {"ipc": 10, "shift": shift}, "target_runs": list(range(0, 2 * targets, 2)),
-               "delta": None, "evaluation": {"confidence": 0.95}, "attacks": {}}
+               "config": {"ipc": 10, "shift": shift}, "target_runs": list(range(targets)),
+               "delta": None, "evaluation": {"confidence": 0.95, "plan": PLAN, "inclusion_rate": 0.5}, "attacks": {}}
     (exp / "audit" / "summary.json").write_text(json.dumps(summary))
     for r in range(runs):
         (exp / "runs" / f"{r:05d}.json").write_text(json.dumps({"test_accuracy": 0.9 + 0.01 * rng.normal()}))
