@@ -150,8 +150,8 @@ def reference_losses(loss: np.ndarray, keep: np.ndarray, shadows: np.ndarray) ->
     """Each example's mean loss over each target's shadow runs that did not train on it.
 
     loss [R, n], keep bool [R, n], shadows bool [T, R] -> float64 [T, n]. An example without an
-    OUT shadow falls back to the mean OUT loss of all examples (the plan gives every example OUT
-    shadows once there are two shadow pairs)."""
+    OUT shadow falls back to the mean OUT loss of all examples (with R reference runs an example
+    has none with probability 2^-R under fair coins)."""
     loss = np.asarray(loss, dtype=np.float64)
     out = (~keep).astype(np.float64)
     s = shadows.astype(np.float64)

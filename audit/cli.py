@@ -182,7 +182,7 @@ def train_missing_runs(store: RunStore, *, victim, pool: Pool, keep: np.ndarray,
 
 def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarray, *, experiment: dict,
               args: argparse.Namespace) -> dict:
-    """summary.json (the contract in DESIGN.md): metrics of every attack, pooled over the targets."""
+    """summary.json (the contract in the README, "What a run leaves"): metrics of every attack, pooled over the targets."""
     membership, init_mask = runs.keep[targets], runs.init_mask[targets]
     fair = args.inclusion_rate == 0.5
     formal = [m["formal_epsilon"] for m in runs.meta if m["formal_epsilon"] is not None]

@@ -1,4 +1,4 @@
-"""The run store (a contract, see DESIGN.md): one directory per experiment, one file pair per run.
+"""The run store (a contract, see "What a run leaves" in the README): one directory per experiment, one file pair per run.
 
 ```
 <runs-dir>/<experiment-id>/
