@@ -23,7 +23,7 @@ from audit.arguments import ArgumentParser, int_at_least, probability
 from audit.evaluate import MIN_RUNS, StoredRuns, attack_scores, attack_summary
 from attacks import VARIANCES
 from shadow_runs import ExecutorConfig, RunStore, RunTask, StoreError, execute, membership_matrix, run_seed
-from shadow_runs.plan import DEFAULT_INCLUSION_RATE, PLAN, check_inclusion_rate, default_targets, target_runs
+from shadow_runs.plan import DEFAULT_INCLUSION_RATE, PLAN, default_targets, target_runs
 from shadow_runs.executor import EXECUTORS
 from victims import DataError, get_victim, load_pool, victim_config, victim_names
 from victims.data import Pool
@@ -31,14 +31,6 @@ from victims.data import Pool
 EPSILON_NOTE = ("eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the target runs' coins, "
                 "m = n_canaries; eps_ceiling: what a perfect attack would certify with this design")
 UNFAIR_NOTE = "no epsilon bound: the one-run theorem used here needs fair membership coins (--inclusion-rate 0.5)"
-
-
-def inclusion_rate(text: str) -> float:
-    """argparse type of --inclusion-rate: a number strictly between 0 and 1."""
-    try:
-        return check_inclusion_rate(float(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--inclusion-rate {text!r} must be a number strictly between 0 and 1") from None
 
 
 # -- victim flags, generated from the victim dataclasses ---------------------------------------
@@ -137,7 +129,7 @@ def build_parser(prog: str, description: str, *, victims: tuple[str, ...] | None
 def add_run_flags(p: argparse.ArgumentParser) -> None:
     """The flags of the shadow runs and their evaluation, shared with `audit.release`."""
     p.add_argument("--seed", type=int_at_least(0), default=0, help="master seed: plan, run seeds, evaluation splits")
-    p.add_argument("--inclusion-rate", type=inclusion_rate, default=DEFAULT_INCLUSION_RATE,
+    p.add_argument("--inclusion-rate", type=probability, default=DEFAULT_INCLUSION_RATE,
                    help="probability of each example's independent membership coin in each run (the epsilon bound needs 0.5)")
     p.add_argument("--runs-dir", default="runs", help="parent of the experiment directories")
     p.add_argument("--executor", choices=EXECUTORS, default="ray")

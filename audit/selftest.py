@@ -42,6 +42,7 @@ from typing import Callable
 import numpy as np
 from scipy import stats
 
+from audit.arguments import ArgumentParser, int_at_least, probability
 from audit.epsilon import epsilon_ceiling
 from audit.metrics import MembershipScores
 from shadow_runs.plan import membership_matrix, target_runs
@@ -285,46 +286,16 @@ def table_row(design: Design, eps_lower: np.ndarray, ceiling: float) -> str:
             f"{design.m:>6d}")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
-
-
-def _confidence(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {value}")
-    return value
-
-
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m audit.selftest",
         description="Audit mechanisms of known epsilon through the suite's plan and one-run bound; "
                     "print each one's false-alarm rate (bound > true epsilon) and median bound.")
-    parser.add_argument("--repetitions", type=_positive_int, default=None,
+    parser.add_argument("--repetitions", type=int_at_least(1), default=None,
                         help=f"repetitions per row (default {REPETITIONS}, or {QUICK_REPETITIONS} with --quick)")
-    parser.add_argument("--seed", type=_non_negative_int, default=0,
+    parser.add_argument("--seed", type=int_at_least(0), default=0,
                         help="repetition k uses master seed SEED + k for its plan and noise (default 0)")
-    parser.add_argument("--confidence", type=_confidence, default=CONFIDENCE,
+    parser.add_argument("--confidence", type=probability, default=CONFIDENCE,
                         help=f"confidence of the bound (default {CONFIDENCE}); false-alarm rate <= 1 - confidence")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_REPETITIONS} repetitions per row")
     args = parser.parse_args(argv)
