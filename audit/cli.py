@@ -194,8 +194,9 @@ def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarr
                        "n_canaries": int(membership.size) if fair else None,
                        "epsilon_note": EPSILON_NOTE if fair else UNFAIR_NOTE},
         "attacks": {
-            # The bound uses the victim's delta (0 for non-DP victims); its random split is seeded
-            # by (master seed, attack name), so each attack's numbers do not depend on the others.
+            # The bound uses the victim's delta (0 for non-DP victims); its tie-breaking (and the
+            # advantage's halves) are seeded by (master seed, attack name), so each attack's numbers
+            # do not depend on the others.
             attack: attack_summary(s, membership, init_mask, delta=delta or 0.0, confidence=args.confidence,
                                    seed=[args.seed, zlib.crc32(attack.encode())], fair_coins=fair)
             for attack, s in scores.items()

@@ -37,7 +37,7 @@ Protocol
   (the tests check this) and about 200 times faster (0.04 ms against 7 ms per replicate on
   24,000 pooled scores). `eps_lower` has no such shortcut: each replicate is one call of the
   one-run bound, about 7 ms on 24,000 pooled scores of `bench/compare.py`'s weak signal at
-  δ = 0 but about 0.25 s at δ = 1e-5 (one core; the earlier split bound took 3.5 ms), and more
+  δ = 0 but about 0.1-0.25 s at δ = 1e-5 (one core; the earlier split bound took 3.5 ms), and more
   with a strong signal. Its bootstrap is therefore off by default (`n_boot_eps` = 0):
   `eps_lower` is shown as summary.json's point, without an interval, and is not tested. With
   `--n-boot-eps B` it uses the first B target draws of the same bootstrap, and its difference
@@ -390,7 +390,7 @@ def summarise_experiment(
 
 
 def _child(seed: int, attack: str, group: str) -> np.random.Generator:
-    """The eps_lower splits of one (attack, group), independent of which others are estimated."""
+    """The eps_lower tie-breaking of one (attack, group), independent of which others are estimated."""
     return np.random.default_rng([seed, zlib.crc32(f"{attack}/{group}".encode())])
 
 
