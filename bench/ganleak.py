@@ -10,7 +10,7 @@
         trains on about half of them) to DIR/digits-<k>.npz and runs
         `python -m audit.ganleak --dataset DIR/digits-<k>.npz --n-shadow R [audit flags]`
         (default `--victim cgan`), then prints AUC, TPR at 1% and 0.1% FPR with the false
-        positives behind them, and eps_lower, one line per attack.
+        positives behind them, eps_lower and eps_ceiling, one line per attack.
 """
 
 from __future__ import annotations
@@ -112,12 +112,12 @@ def audit(per_class: int, n_shadow: int, runs_dir: Path, extra: list[str]) -> No
     print(" ".join(command[1:]))
     print(f"wall {wall:.1f} s; {statistics.mean(per_run):.2f} s per run in its worker; test accuracy "
           f"{summary['utility']['test_accuracy']:.3f}; formal epsilon {summary['formal_epsilon']}")
-    print("| attack | AUC | TPR@1% FPR (FP) | TPR@0.1% FPR (FP) | members / non-members | eps_lower |")
-    print("|---|---|---|---|---|---|")
+    print("| attack | AUC | TPR@1% FPR (FP) | TPR@0.1% FPR (FP) | members / non-members | eps_lower | eps_ceiling |")
+    print("|---|---|---|---|---|---|---|")
     for name, a in summary["attacks"].items():
         print(f"| {name} | {a['auc']:.3f} | {a['tpr_at_fpr']['0.01']:.4f} ({a['fp_at_fpr']['0.01']}) "
               f"| {a['tpr_at_fpr']['0.001']:.4f} ({a['fp_at_fpr']['0.001']}) | {a['n_members']} / {a['n_nonmembers']} "
-              f"| {a['eps_lower']:.2f} |")
+              f"| {a['eps_lower']:.2f} | {a['eps_ceiling']:.2f} |")
 
 
 def main() -> None:
