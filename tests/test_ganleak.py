@@ -255,7 +255,7 @@ def test_the_command_writes_every_ganleak_attack(tmp_path, tiny_flags):
     summary = json.loads((root / "audit" / "summary.json").read_text())
     assert set(summary["attacks"]) == {"loss", "lira_online", "lira_offline", "ganleak_fbb", "ganleak_pbb",
                                        "ganleak_wb", "ganleak_cal", "ganleak_lira"}
-    # 2 targets (one per pair); pbb scored the first 5 examples of each, the others all 1,500.
+    # 2 target runs; pbb scored the first 5 examples of each, the others all 1,500.
     assert summary["attacks"]["ganleak_wb"]["n_members"] + summary["attacks"]["ganleak_wb"]["n_nonmembers"] == 2 * 1500
     pbb = summary["attacks"]["ganleak_pbb"]
     assert pbb["n_members"] + pbb["n_nonmembers"] == 2 * 5
