@@ -74,6 +74,16 @@ def expected_members(pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE)
     return inclusion_rate * pool.n_pool
 
 
+def poisson_rate(batch_size: int, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> float:
+    """B / (q * n_pool): the Poisson sampling rate of a DP victim with expected batch size B, from
+    the public expected member count; ValueError when B exceeds that count."""
+    members = expected_members(pool, inclusion_rate)
+    if batch_size > members:
+        raise ValueError(f"--batch-size {batch_size} exceeds the {members:g} members a run has on average "
+                         f"(inclusion rate {inclusion_rate:g} of {pool.n_pool})")
+    return batch_size / members
+
+
 def expected_class_members(pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> np.ndarray:
     """float [n_classes]: q * (class size), the expected members of each class in a run."""
     expected_members(pool, inclusion_rate)  # validates the rate

@@ -52,7 +52,7 @@ from torch.func import functional_call, grad, vmap
 
 from attacks.ganleak import WB_OPTIMIZERS, gradient_reconstruct, nearest_samples, powell_reconstruct
 from audit.accounting import ACCOUNTANTS, epsilon_spent, noise_multiplier_for
-from victims.base import (DEFAULT_INCLUSION_RATE, Observations, expected_members, observe, register_victim,
+from victims.base import (DEFAULT_INCLUSION_RATE, Observations, observe, poisson_rate, register_victim,
                           require_at_least, require_positive, seeded)
 from victims.condense import Members
 from victims.data import Pool
@@ -200,19 +200,13 @@ class DPCGANVictim(CGANVictim):
 
     def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
         super().check(pool, inclusion_rate=inclusion_rate)
-        members = expected_members(pool, inclusion_rate)
-        if self.batch_size > members:
-            raise ValueError(f"--batch-size {self.batch_size} exceeds the {members:g} members a run has on average "
-                             f"(inclusion rate {inclusion_rate:g} of {pool.n_pool})")
+        poisson_rate(self.batch_size, pool, inclusion_rate)
 
     def noise(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> tuple[float, float]:
         """(noise multiplier sigma, Poisson rate B/N) for N = q * n_pool, the plan's expected member
         count (public: never the run's actual count): sigma is opacus's, calibrated so that `steps`
         noisy critic updates at rate B/N spend the target epsilon."""
-        members = expected_members(pool, inclusion_rate)
-        if self.batch_size > members:
-            raise ValueError(f"--batch-size {self.batch_size} exceeds the {members:g} members a run has on average")
-        rate = self.batch_size / members
+        rate = poisson_rate(self.batch_size, pool, inclusion_rate)
         with warnings.catch_warnings():  # opacus: "optimal order is the largest alpha" for few steps
             warnings.simplefilter("ignore", UserWarning)
             sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=rate, steps=self.steps,

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from audit.accounting import ACCOUNTANTS, noise_multiplier_for
 from victims.augment import draw_seed
-from victims.base import (DEFAULT_INCLUSION_RATE, Observations, expected_members, observe, register_victim,
+from victims.base import (DEFAULT_INCLUSION_RATE, Observations, expected_members, observe, poisson_rate, register_victim,
                           seeded)
 from victims.data import Pool
 from victims.nets import NetConfig, build_net
@@ -75,17 +75,12 @@ class DPSGDVictim:
             raise ValueError(f"--accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}")
 
     def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
-        members = expected_members(pool, inclusion_rate)
-        if self.batch_size > members:
-            raise ValueError(f"--batch-size {self.batch_size} exceeds the {members:g} members a run has on average "
-                             f"(inclusion rate {inclusion_rate:g} of {pool.n_pool})")
+        poisson_rate(self.batch_size, pool, inclusion_rate)
 
     def privacy(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> DPSGDPrivacy:
         """Sample rate B/N, steps and sigma for N = q * n_pool, the plan's expected member count."""
-        self.check(pool, inclusion_rate=inclusion_rate)
-        members = expected_members(pool, inclusion_rate)
-        steps = self.epochs * max(1, round(members / self.batch_size))
-        sample_rate = self.batch_size / members
+        sample_rate = poisson_rate(self.batch_size, pool, inclusion_rate)
+        steps = self.epochs * max(1, round(expected_members(pool, inclusion_rate) / self.batch_size))
         with warnings.catch_warnings():  # opacus: "optimal order is the largest alpha" for few steps
             warnings.simplefilter("ignore", UserWarning)
             sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=sample_rate, steps=steps,

@@ -37,7 +37,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from audit.accounting import ACCOUNTANTS, epsilon_spent, noise_multiplier_for
-from victims.base import (DEFAULT_INCLUSION_RATE, Observations, expected_members, observe, register_victim,
+from victims.base import (DEFAULT_INCLUSION_RATE, Observations, observe, poisson_rate, register_victim,
                           require_at_least, require_momentum, require_positive, seeded)
 from victims.data import Pool
 from victims.matching import gradient_distance
@@ -126,10 +126,7 @@ class PSGVictim:
         return self.restarts * self.outer * self.batches
 
     def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
-        members = expected_members(pool, inclusion_rate)
-        if self.batch_size > members:
-            raise ValueError(f"--batch-size {self.batch_size} exceeds the {members:g} members a run has on average "
-                             f"(inclusion rate {inclusion_rate:g} of {pool.n_pool})")
+        poisson_rate(self.batch_size, pool, inclusion_rate)
         if self.prior:
             ConditionalGenerator(latent_dim=1, n_classes=pool.n_classes, image_shape=pool.image_shape, width=1)
 
@@ -137,10 +134,7 @@ class PSGVictim:
         """(noise multiplier sigma, Poisson rate B/N, the accountant's epsilon after R*T*K steps)
         for N = q * n_pool, the plan's expected member count (public: never the run's actual
         count); sigma is opacus's, calibrated to spend the target epsilon."""
-        members = expected_members(pool, inclusion_rate)
-        if self.batch_size > members:
-            raise ValueError(f"--batch-size {self.batch_size} exceeds the {members:g} members a run has on average")
-        sample_rate = self.batch_size / members
+        sample_rate = poisson_rate(self.batch_size, pool, inclusion_rate)
         with warnings.catch_warnings():  # opacus: "optimal order is the largest alpha" for few steps
             warnings.simplefilter("ignore", UserWarning)
             sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=sample_rate,
