@@ -38,10 +38,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
+#: the coin probability the theorem is proven for (`bound_applies`)
+FAIR_COIN_RATE = 0.5
 #: fraction of the m canaries guessed on, for each grid point (fixed before any data is seen)
 GUESS_FRACTIONS = tuple(2.0 ** -k for k in range(12))
 #: share of the guesses that are IN guesses (1: only the top scores; 0.5: as many from the bottom)
 IN_SHARES = (1.0, 0.5)
+#: the most canaries `canaries_needed` and `most_certifiable` consider
+MOST_CANARIES = 2 ** 24
 _SEARCH_STEPS = 40
 
 
@@ -59,6 +63,17 @@ def as_score_array(scores, *, name: str) -> np.ndarray:
             f"e.g. {array[bad][0]} at index {int(np.flatnonzero(bad)[0])}"
         )
     return array
+
+
+def bound_applies(inclusion_rate: float) -> bool:
+    """Whether the theorem above covers canaries drawn by coins of this rate: fair coins only."""
+    return inclusion_rate == FAIR_COIN_RATE
+
+
+def unfair_coins_reason(inclusion_rate: float) -> str:
+    """Why a plan or release with coins of another rate gets no ε bound (a clause, no final stop)."""
+    return (f"the members were drawn by independent coins of rate {inclusion_rate:g}, and the one-run ε bound "
+            f"holds for fair coins (rate {FAIR_COIN_RATE:g}) only, so these numbers describe leakage and bound no ε")
 
 
 def _check_delta(delta: float) -> None:
@@ -221,21 +236,30 @@ def epsilon_ceiling(m: int, *, delta: float = 0.0, confidence: float = 0.95) -> 
     return max(one_run_epsilon(m=m, guesses=r, correct=r, delta=delta, alpha=alpha_each) for r in guesses)
 
 
-def canaries_needed(claimed_epsilon: float, *, delta: float = 0.0, confidence: float = 0.95,
-                    most: int = 2 ** 24) -> int | None:
-    """The fewest canaries whose ceiling exceeds `claimed_epsilon`, to within a factor of 2 (the
-    first power of two that does); None if none up to `most` does. With δ > 0 the ceiling peaks and
-    then falls as m grows (the 2mδ term), so the search stops at the peak: past it, more canaries
-    do not help."""
+def _rising_ceilings(*, delta: float, confidence: float, most: int):
+    """(m, ceiling) for m = 1, 2, 4, ... up to `most`, stopping once the ceiling falls: with δ > 0
+    it peaks and then falls as m grows (the 2mδ term), and past the peak more canaries do not help."""
     m, previous = 1, -1.0
     while m <= most:
         ceiling = epsilon_ceiling(m, delta=delta, confidence=confidence)
-        if ceiling > claimed_epsilon:
-            return m
         if ceiling < previous:
-            return None
+            return
+        yield m, ceiling
         m, previous = 2 * m, ceiling
-    return None
+
+
+def canaries_needed(claimed_epsilon: float, *, delta: float = 0.0, confidence: float = 0.95,
+                    most: int = MOST_CANARIES) -> int | None:
+    """The fewest canaries whose ceiling exceeds `claimed_epsilon`, to within a factor of 2 (the
+    first power of two that does); None if none up to `most`, or up to the ceiling's peak, does."""
+    return next((m for m, ceiling in _rising_ceilings(delta=delta, confidence=confidence, most=most)
+                 if ceiling > claimed_epsilon), None)
+
+
+def most_certifiable(*, delta: float, confidence: float, most: int = MOST_CANARIES) -> float:
+    """The largest ceiling over m = 1, 2, 4, ... canaries (up to the peak or `most`): what one-run
+    auditing can certify at all with this δ and confidence."""
+    return max(ceiling for _, ceiling in _rising_ceilings(delta=delta, confidence=confidence, most=most))
 
 
 # ---------------------------------------------------------------------------

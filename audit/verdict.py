@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from audit.compare import MetricComparison
-from audit.epsilon import canaries_needed, epsilon_ceiling
+from audit.epsilon import MOST_CANARIES, canaries_needed, most_certifiable
 
 EPSILON_VIOLATED = "epsilon_violated"
 EPSILON_CONSISTENT = "epsilon_consistent"
@@ -50,8 +50,6 @@ KINDS = (EPSILON_VIOLATED, EPSILON_CONSISTENT, EPSILON_NOT_TESTABLE, NO_EPSILON_
          NO_GAIN_OVER_SUBSET, GAIN_OVER_SUBSET, NO_SUBSET_BASELINE)
 #: the metrics where "lower" means "less leakage" (every attack metric audit.compare tests)
 PRIVACY_METRICS = ("auc", "tpr_at_fpr_0.01", "tpr_at_fpr_0.001", "eps_lower")
-#: the most canaries `canaries_needed` searches (as in audit.epsilon)
-MOST_CANARIES = 2 ** 24
 
 
 @dataclass(frozen=True)
@@ -136,19 +134,6 @@ def no_fair_coins_verdict(why: str) -> Verdict:
     """No ε verdict at all: the membership was not drawn by independent fair coins (`why` says how
     it was drawn and what follows)."""
     return Verdict(NO_FAIR_COINS, "no ε verdict: membership was not drawn by independent fair coins", why)
-
-
-def most_certifiable(*, delta: float, confidence: float, most: int = MOST_CANARIES) -> float:
-    """The largest ceiling over m = 1, 2, 4, ... canaries up to where it starts to fall (δ > 0:
-    the 2mδ term) or `most`: what one-run auditing can certify at all with this δ and confidence
-    (the same search as `audit.epsilon.canaries_needed`)."""
-    m, best = 1, 0.0
-    while m <= most:
-        ceiling = epsilon_ceiling(m, delta=delta, confidence=confidence)
-        if ceiling < best:
-            break
-        m, best = 2 * m, ceiling
-    return best
 
 
 def _what_would_test(claimed: float, *, delta: float, confidence: float, n_canaries: int | None,
