@@ -20,6 +20,7 @@ import numpy as np
 
 from audit import outputs
 from audit.arguments import ArgumentParser, int_at_least, probability
+from audit.epsilon import bound_applies, unfair_coins_reason
 from audit.evaluate import MIN_RUNS, StoredRuns, attack_scores, attack_summary
 from attacks import VARIANCES
 from shadow_runs import ExecutorConfig, RunStore, RunTask, StoreError, execute, membership_matrix, run_seed
@@ -30,7 +31,6 @@ from victims.data import Pool
 
 EPSILON_NOTE = ("eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the target runs' coins, "
                 "m = n_canaries; eps_ceiling: what a perfect attack would certify with this design")
-UNFAIR_NOTE = "no epsilon bound: the one-run theorem used here needs fair membership coins (--inclusion-rate 0.5)"
 
 
 # -- victim flags, generated from the victim dataclasses ---------------------------------------
@@ -176,7 +176,7 @@ def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarr
               args: argparse.Namespace) -> dict:
     """summary.json (the contract in the README, "What a run leaves"): metrics of every attack, pooled over the targets."""
     membership, init_mask = runs.keep[targets], runs.init_mask[targets]
-    fair = args.inclusion_rate == 0.5
+    fair = bound_applies(args.inclusion_rate)
     formal = [m["formal_epsilon"] for m in runs.meta if m["formal_epsilon"] is not None]
     delta = next((m["delta"] for m in runs.meta if m["delta"] is not None), None)
     accuracies = [m["test_accuracy"] for m in runs.meta]
@@ -192,7 +192,7 @@ def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarr
         "evaluation": {"lira_variance": args.lira_variance, "confidence": args.confidence, "master_seed": args.seed,
                        "plan": PLAN, "inclusion_rate": args.inclusion_rate,
                        "n_canaries": int(membership.size) if fair else None,
-                       "epsilon_note": EPSILON_NOTE if fair else UNFAIR_NOTE},
+                       "epsilon_note": EPSILON_NOTE if fair else unfair_coins_reason(args.inclusion_rate)},
         "attacks": {
             # The bound uses the victim's delta (0 for non-DP victims); its tie-breaking (and the
             # advantage's halves) are seeded by (master seed, attack name), so each attack's numbers

@@ -114,11 +114,11 @@ def attack_summary(
     scored = ~np.isnan(scores)  # an attack may score only some examples (ganleak_pbb); the others are NaN
     nonmember = scores[~membership & scored]
     membership, init_mask = membership & scored, init_mask & scored
-    summary = MembershipScores(scores[membership], nonmember).summary(
-        delta=delta, confidence=confidence, rng=rng, epsilon=fair_coins)
+    pooled = MembershipScores(scores[membership], nonmember)
+    summary = pooled.summary(delta=delta, confidence=confidence, rng=rng, epsilon=fair_coins)
     if not fair_coins:
-        summary.update({"eps_hat": float(MembershipScores(scores[membership], nonmember).eps_hat()),
-                        "eps_lower": None, "eps_ceiling": None, "confidence": float(confidence), "delta": float(delta)})
+        summary.update({"eps_hat": float(pooled.eps_hat()), "eps_lower": None, "eps_ceiling": None,
+                        "confidence": float(confidence), "delta": float(delta)})
     if init_mask.any():
         groups = {"init": membership & init_mask, "other_members": membership & ~init_mask}
         summary["subgroups"] = {

@@ -95,6 +95,7 @@ import numpy as np
 
 from audit import cli, outputs, report
 from audit.arguments import ArgumentParser, int_at_least
+from audit.epsilon import bound_applies, unfair_coins_reason
 from audit.evaluate import ATTACKS, StoredRuns, attack_scores, attack_summary
 from shadow_runs import ExecutorConfig, RunStore, StoreError, membership_matrix
 from shadow_runs.plan import PLAN, membership_row
@@ -107,15 +108,11 @@ MEMBERSHIP_RUN = 0  # a release's recorded coins are run 0 of the plan under its
 TARGET = "the user's release"
 EPSILON_NOTE = ("eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the release's membership coins, "
                 "m = n_canaries; eps_ceiling: what a perfect attack would certify with this design")
-CHOSEN_NOTE = ("No ε verdict: the custodian chose the members rather than drawing them by recorded independent fair "
-               "coins, so any difference between members and non-members (their typicality, a source) is found by "
-               "the attacks and would read as leakage even for a pipeline with ε = 0; these numbers describe the "
-               "release, they bound no ε.")
-
-
-def unfair_note(rate: float) -> str:
-    return (f"No ε verdict: the members were drawn by independent coins of rate {rate:g}, and the one-run ε bound "
-            "used here holds for fair coins (rate 0.5) only; these numbers describe the release, they bound no ε.")
+CHOSEN_NOTE = ("the custodian chose the members rather than drawing them by recorded independent fair coins, so any "
+               "difference between members and non-members (their typicality, a source) is found by the attacks and "
+               "would read as leakage even for a pipeline with ε = 0; these numbers describe the release, they bound "
+               "no ε")
+unfair_note = unfair_coins_reason  # coins recorded, but not fair
 
 
 def draw_membership(n: int, *, seed: int, rate: float = 0.5) -> np.ndarray:
@@ -133,7 +130,7 @@ class Coins:
 
     @property
     def fair(self) -> bool:
-        return self.rate == 0.5
+        return bound_applies(self.rate)
 
 
 class ReleaseError(ValueError):

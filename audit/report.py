@@ -77,7 +77,7 @@ import numpy as np
 
 from audit import compare, figures
 from audit.arguments import ArgumentParser, delta_in_unit, int_at_least, positive_number, probability
-from audit.epsilon import epsilon_ceiling, epsilon_lower_bound
+from audit.epsilon import epsilon_ceiling, epsilon_lower_bound, unfair_coins_reason
 from audit.outputs import provenance
 from audit.verdict import Verdict, epsilon_verdict, no_fair_coins_verdict, no_subset_verdict, subset_verdict
 from shadow_runs.store import atomic_write, write_json
@@ -265,12 +265,12 @@ def fair_coins(audited: Audited) -> bool:
 def no_epsilon_reason(audited: Audited) -> str:
     """Why an experiment has no ε numbers, in one sentence (a release records its own)."""
     evaluation = audited.summary.get("evaluation") or {}
-    if evaluation.get("membership"):  # audit.release: how the custodian drew the members
-        return str(evaluation.get("epsilon_note"))
+    if evaluation.get("epsilon_note"):  # audit.lira and audit.release record why
+        return str(evaluation["epsilon_note"])
     rate = evaluation.get("inclusion_rate")
-    drawn = f"coins of rate {rate:g}" if isinstance(rate, (int, float)) else "coins that are not recorded as fair"
-    return (f"membership was drawn by {drawn} (--inclusion-rate); the one-run ε bound holds for fair coins (0.5) "
-            "only, so these numbers describe leakage and bound no ε")
+    if isinstance(rate, (int, float)):
+        return unfair_coins_reason(rate)
+    return "the membership coins are not recorded as fair, so these numbers describe leakage and bound no ε"
 
 
 def protocol(audited: Audited) -> str:
