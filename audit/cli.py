@@ -1,8 +1,9 @@
 """The command line shared by `python -m audit.lira` and `python -m audit.loss`.
 
 Flags -> a frozen victim config (its `--flags` are generated from the victim dataclasses, so the
-registry is the single source) -> the membership plan -> missing runs trained (Ray by default)
-and stored as they arrive -> attacks, metrics and epsilon bounds -> summary.json, scores.npz, roc.png.
+registry is the single source) -> the pool, with its canaries if --canaries (victims.canaries) ->
+the membership plan -> missing runs trained (Ray by default) and stored as they arrive -> attacks,
+metrics and epsilon bounds -> summary.json, scores.npz, roc.png.
 Bad input exits with status 2 and one line naming the value, before anything is written.
 """
 
@@ -23,14 +24,23 @@ from audit.arguments import ArgumentParser, int_at_least, probability
 from audit.epsilon import bound_applies, unfair_coins_reason
 from audit.evaluate import MIN_RUNS, StoredRuns, attack_scores, attack_summary
 from attacks import VARIANCES
+from attacks.lira import PER_EXAMPLE_FROM, variance_for
 from shadow_runs import ExecutorConfig, RunStore, RunTask, StoreError, execute, membership_matrix, run_seed
 from shadow_runs.plan import DEFAULT_INCLUSION_RATE, PLAN, default_targets, target_runs
 from shadow_runs.executor import EXECUTORS
 from victims import DataError, get_victim, load_pool, victim_config, victim_names
+from victims.canaries import CANARY_KINDS, DEFAULT_COPIES, CanaryColumns, CanaryConfig, add_canaries, record_of_row
 from victims.data import Pool
 
 EPSILON_NOTE = ("eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the target runs' coins, "
                 "m = n_canaries; eps_ceiling: what a perfect attack would certify with this design")
+CANARY_EPSILON_NOTE = ("eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the target runs' coins of the "
+                       "inserted canaries, m = n_canaries, designated before any training; eps_ceiling: what a perfect "
+                       "attack would certify with this design; `natural`: the same over the natural examples, "
+                       "descriptive (the verdict uses the canaries only)")
+DUPLICATE_NOTE = ("each duplicate canary is {copies} identical rows moved by one coin, which a per-record ε does not "
+                  "bound (group privacy gives {copies}ε), so the canaries get leakage statistics but no eps_lower or "
+                  "eps_ceiling; `natural` keeps the one-run bound over the natural examples, descriptive")
 
 
 # -- victim flags, generated from the victim dataclasses ---------------------------------------
@@ -122,8 +132,28 @@ def build_parser(prog: str, description: str, *, victims: tuple[str, ...] | None
     p.add_argument("--data-root", default=None, help="where torchvision datasets live")
     p.add_argument("--download", action="store_true", help="let torchvision download the dataset")
     add_run_flags(p)
+    add_canary_flags(p)
     add_victim_flags(p)
     return p
+
+
+def add_canary_flags(p: argparse.ArgumentParser) -> None:
+    """--canaries, --canary-kind, --canary-copies (victims.canaries). Not among the run flags that
+    `audit.release` shares: a release audit has no canaries, and there these flags are unknown (exit 2)."""
+    p.add_argument("--canaries", type=int_at_least(0), default=0,
+                   help="add this many canary records to the pool before the plan is drawn, each with its own coin "
+                        "per run; they are the guesses of the epsilon bound, the natural examples are reported beside them")
+    p.add_argument("--canary-kind", choices=CANARY_KINDS, default="mislabeled",
+                   help="mislabeled: pool images with a wrong label; outlier: uniform noise images; duplicate: pool "
+                        "images repeated --canary-copies times as one record (no epsilon bound for them)")
+    p.add_argument("--canary-copies", type=int_at_least(2), default=None,
+                   help=f"rows per duplicate canary, one coin for all (default {DEFAULT_COPIES}; --canary-kind duplicate only)")
+
+
+def canary_config(args: argparse.Namespace) -> CanaryConfig | None:
+    """The canaries the flags ask for (None for none); ValueError on flags that do not fit together."""
+    config = CanaryConfig(n=args.canaries, kind=args.canary_kind, copies=args.canary_copies, seed=args.seed)
+    return config if config.n else None
 
 
 def add_run_flags(p: argparse.ArgumentParser) -> None:
@@ -138,12 +168,16 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus-per-run", type=float, default=0.0, help="GPU share per run, e.g. 0.25")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--confidence", type=probability, default=0.95, help="confidence level of eps_lower")
-    p.add_argument("--lira-variance", choices=VARIANCES, default="per-example")
+    p.add_argument("--lira-variance", choices=("auto", *VARIANCES), default="auto",
+                   help="variance of LiRA's Gaussians: per-example, global (pooled within-example), fixed (LiRA's "
+                        f"public code: of all observations); auto: fixed below {PER_EXAMPLE_FROM} reference runs, else per-example")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def experiment_record(victim, pool: Pool, *, dataset: str, seed: int, inclusion_rate: float) -> dict:
-    """experiment.json of `victim` on `pool` (identity and provenance)."""
+def experiment_record(victim, pool: Pool, *, dataset: str, seed: int, inclusion_rate: float,
+                      canaries: dict | None = None) -> dict:
+    """experiment.json of `victim` on `pool` (identity and provenance); `canaries`, the canary entry
+    (`CanaryConfig.entry`), is recorded only for an experiment with canaries."""
     label = Path(dataset).stem if dataset.endswith(".npz") else dataset
     return {
         "victim": victim.name,
@@ -154,6 +188,7 @@ def experiment_record(victim, pool: Pool, *, dataset: str, seed: int, inclusion_
         "master_seed": seed,
         "plan": PLAN,
         "inclusion_rate": inclusion_rate,
+        **({"canaries": canaries} if canaries else {}),
         **outputs.provenance(),
     }
 
@@ -172,7 +207,7 @@ def train_missing_runs(store: RunStore, *, victim, pool: Pool, keep: np.ndarray,
             bar.update(1)
 
 
-def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarray, *, experiment: dict,
+def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarray, *, experiment: dict, variance: str,
               args: argparse.Namespace) -> dict:
     """summary.json (the contract in the README, "What a run leaves"): metrics of every attack, pooled over the targets."""
     membership, init_mask = runs.keep[targets], runs.init_mask[targets]
@@ -180,7 +215,10 @@ def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarr
     formal = [m["formal_epsilon"] for m in runs.meta if m["formal_epsilon"] is not None]
     delta = next((m["delta"] for m in runs.meta if m["delta"] is not None), None)
     accuracies = [m["test_accuracy"] for m in runs.meta]
-    return {
+    canaries = CanaryColumns.from_entry(experiment.get("canaries"))
+    # an attack that scored too few canaries (ganleak_pbb reconstructs only the first rows) has no canary group
+    unscored = [a for a, s in scores.items() if canaries and min(canaries.coins_scored(membership, s)) < 2]
+    summary = {
         "victim": experiment["victim"],
         "dataset": experiment["dataset"],
         "config": experiment["config"],
@@ -189,7 +227,7 @@ def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarr
         "formal_epsilon": max(formal) if formal else None,
         "delta": delta,
         "utility": {"test_accuracy": float(np.mean(accuracies)), "test_accuracy_std": float(np.std(accuracies))},
-        "evaluation": {"lira_variance": args.lira_variance, "confidence": args.confidence, "master_seed": args.seed,
+        "evaluation": {"lira_variance": variance, "lira_variance_flag": args.lira_variance, "confidence": args.confidence, "master_seed": args.seed,
                        "plan": PLAN, "inclusion_rate": args.inclusion_rate,
                        "n_canaries": int(membership.size) if fair else None,
                        "epsilon_note": EPSILON_NOTE if fair else unfair_coins_reason(args.inclusion_rate)},
@@ -198,10 +236,29 @@ def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarr
             # advantage's halves) are seeded by (master seed, attack name), so each attack's numbers
             # do not depend on the others.
             attack: attack_summary(s, membership, init_mask, delta=delta or 0.0, confidence=args.confidence,
-                                   seed=[args.seed, zlib.crc32(attack.encode())], fair_coins=fair)
-            for attack, s in scores.items()
+                                   seed=[args.seed, zlib.crc32(attack.encode())], fair_coins=fair,
+                                   canaries=canaries)
+            for attack, s in scores.items() if attack not in unscored
         },
     }
+    if canaries:
+        entry = experiment["canaries"]
+        note = (unfair_coins_reason(args.inclusion_rate) if not fair else
+                DUPLICATE_NOTE.format(copies=entry["copies"]) if entry["kind"] == "duplicate" else CANARY_EPSILON_NOTE)
+        summary["evaluation"].update({"n_canaries": len(targets) * entry["n"] if fair else None, "epsilon_note": note,
+                                      "canaries": entry})
+        if unscored:
+            summary["evaluation"]["attacks_without_canary_scores"] = unscored
+    return summary
+
+
+def check_canary_coins(membership: np.ndarray, n_natural: int, canaries: CanaryConfig) -> None:
+    """ValueError unless the target runs hold at least two IN and two OUT canary coins (the
+    canary group's statistics need both sides); the plan is known before any training."""
+    n_in, n_out = CanaryColumns.of(n_natural, canaries).coins_scored(membership)
+    if min(n_in, n_out) < 2:
+        raise ValueError(f"--canaries {canaries.n} over {len(membership)} target runs draws {n_in} IN and {n_out} OUT "
+                         "canary coins; the canary group needs at least 2 of each (more --canaries or --n-targets)")
 
 
 def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], description: str,
@@ -213,15 +270,22 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
         victim = build_victim(args.victim, args)
         executor = ExecutorConfig(kind=args.executor, workers=args.workers, address=args.address,
                                   gpus_per_run=args.gpus_per_run, device=args.device)
+        canaries = canary_config(args)
         pool = load_pool(args.dataset, data_root=args.data_root, download=args.download)
+        n_natural = pool.n_pool
+        pool = add_canaries(pool, canaries)  # before the check and the plan: the canaries are pool rows
         victim.check(pool, inclusion_rate=args.inclusion_rate)
         needed = max(MIN_RUNS[a] for a in attacks)
         if args.n_shadow < needed:
             raise ValueError(f"--n-shadow {args.n_shadow} is too few for {', '.join(attacks)} (needs >= {needed})")
         targets = target_runs(args.n_shadow, args.n_targets or default_targets(args.n_shadow))
-        experiment = experiment_record(victim, pool, dataset=args.dataset, seed=args.seed, inclusion_rate=args.inclusion_rate)
+        experiment = experiment_record(victim, pool, dataset=args.dataset, seed=args.seed, inclusion_rate=args.inclusion_rate,
+                                       canaries=canaries.entry(n_natural) if canaries else None)
+        keep = membership_matrix(pool.y, n_runs=args.n_shadow, master_seed=args.seed, inclusion_rate=args.inclusion_rate,
+                                 record_of_row=record_of_row(n_natural, canaries) if canaries else None)
+        if canaries:
+            check_canary_coins(keep[targets], n_natural, canaries)
         store = RunStore.open(args.runs_dir, experiment=experiment, pool_labels=pool.y)
-        keep = membership_matrix(pool.y, n_runs=args.n_shadow, master_seed=args.seed, inclusion_rate=args.inclusion_rate)
         store.extend_plan(keep)
     except (DataError, StoreError, ValueError) as e:
         parser.error(str(e))
@@ -230,14 +294,15 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
                        executor=executor, quiet=args.quiet)
 
     runs = StoredRuns.load(store, keep=keep, images=pool.x, labels=pool.y)
-    scores = {attack: attack_scores(runs, attack, targets, variance=args.lira_variance)
+    variance = variance_for(args.lira_variance, n_reference=args.n_shadow - len(targets))
+    scores = {attack: attack_scores(runs, attack, targets, variance=variance)
               for attack in runs.available(attacks)}
-    summary = summarise(runs, scores, targets, experiment=experiment, args=args)
+    summary = summarise(runs, scores, targets, experiment=experiment, variance=variance, args=args)
     # scores.npz and the ROC plot take attacks that scored every example; one that scored a subset
     # (ganleak_pbb, NaN elsewhere) is reported in summary.json only
     complete = {attack: s for attack, s in scores.items() if not np.isnan(s).any()}
     path = outputs.write_audit(store.audit_dir, summary=summary, scores=complete, membership=runs.keep[targets],
-                               init_mask=runs.init_mask[targets])
+                               init_mask=runs.init_mask[targets], canaries=CanaryColumns.from_entry(experiment.get("canaries")))
     if not args.quiet:
         print(outputs.describe(summary, path))
     return 0

@@ -27,7 +27,8 @@ Protocol
   delta or 0 and its confidence, when summary.json lacks it) beside the design's `eps_ceiling`
   (a number fixed by the design, not estimated). Sub-groups have no `eps_lower`: the mechanism
   itself picked them among the members, so conditioning on them is no ε bound; an experiment
-  with coins of another rate has none either. The intervals are percentile intervals of the
+  with coins of another rate has none either. An audit with `--canaries` is compared through its
+  natural examples (`Experiment.natural_examples`): the canaries' own numbers are in its summary.json. The intervals are percentile intervals of the
   bootstrap replicates at `confidence` (0.95). With T targets the cluster bootstrap's variance
   is (T-1)/T of the truth, so intervals are slightly narrow with few targets: with 16, a 95% AUC
   interval covered the true AUC in 91% of 300 simulations, and a 5% test of equal AUCs
@@ -79,6 +80,7 @@ import sys
 import tempfile
 import zlib
 from collections import Counter
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -261,6 +263,21 @@ class Experiment:
         entry = (self.summary.get("attacks") or {}).get(attack)
         return not (isinstance(entry, Mapping) and "eps_lower" in entry and entry["eps_lower"] is None)
 
+    def natural_examples(self) -> Experiment:
+        """This experiment seen through its natural examples: itself without canaries; with them
+        (`--canaries`), the first n_natural columns of every [T, n] array and summary.json's
+        per-attack `natural` entries in place of the canaries' (so `eps_lower` and `eps_ceiling`
+        are the natural examples' too). A comparison with a baseline is about the pool's own
+        records; the canaries' numbers stay in summary.json and the report."""
+        canaries = (self.summary.get("evaluation") or {}).get("canaries")
+        if not canaries:
+            return self
+        n = int(canaries["n_natural"])
+        attacks = {a: entry["natural"] for a, entry in (self.summary.get("attacks") or {}).items()
+                   if isinstance(entry, Mapping) and "natural" in entry}
+        return dataclasses.replace(self, summary={**self.summary, "attacks": attacks}, membership=self.membership[:, :n],
+                                   init=self.init[:, :n], scores={k: v[:, :n] for k, v in self.scores.items()})
+
     def group_masks(self) -> dict[str, np.ndarray]:
         """Member masks [T, n] of the groups this experiment has (sub-groups only with >= 2 members)."""
         masks = {"all": self.membership}
@@ -364,6 +381,7 @@ def summarise_experiment(
     _check_positive("n_boot", n_boot)
     _check_positive("n_boot_eps", n_boot_eps, least=0)
     _check_level("confidence", confidence)
+    exp = exp.natural_examples()
     attacks = list(exp.scores) if attacks is None else list(attacks)
     for attack in attacks:
         if attack not in exp.scores:

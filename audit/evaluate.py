@@ -6,16 +6,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attacks import cross_entropy, dcr_scores, lira_offline, lira_online, logit_confidence
+from attacks import cross_entropy, dcr_scores, lira_offline, lira_online, logit_confidence, rmia_offline, rmia_online
 from attacks.ganleak import RECON_KINDS, calibrated_scores, log_loss_statistic, reconstruction_scores
 from audit.metrics import MembershipScores
 from shadow_runs.plan import shadow_mask
 from shadow_runs.store import RunStore
+from victims.canaries import CanaryColumns
 
-ATTACKS = ("loss", "lira_online", "lira_offline", "dcr", "dcr_lira",
+ATTACKS = ("loss", "lira_online", "lira_offline", "rmia", "rmia_offline", "dcr", "dcr_lira",
            "ganleak_fbb", "ganleak_pbb", "ganleak_wb", "ganleak_cal", "ganleak_lira")
-# LiRA-style attacks need reference runs beside the targets (fits on IN and OUT shadows)
-MIN_RUNS = {"loss": 1, "lira_online": 4, "lira_offline": 4, "dcr": 1, "dcr_lira": 4,
+# LiRA-style attacks need reference runs beside the targets (fits on IN and OUT shadows); RMIA needs
+# one reference run (offline: its OUT observations, about half the pool, fill in the rest)
+MIN_RUNS = {"loss": 1, "lira_online": 4, "lira_offline": 4, "rmia": 2, "rmia_offline": 2, "dcr": 1, "dcr_lira": 4,
             "ganleak_fbb": 1, "ganleak_pbb": 1, "ganleak_wb": 1, "ganleak_cal": 4, "ganleak_lira": 4}
 RELEASE_ATTACKS = ("dcr", "dcr_lira")  # need the released synthetic set: scored only for victims that store one
 # GAN-Leaks attacks -> the reconstruction loss they use: scored only for victims that store it
@@ -96,12 +98,18 @@ def attack_scores(runs: StoredRuns, attack: str, targets: np.ndarray, *, varianc
         return lira_online(runs.confidence, runs.keep, targets, shadows=shadows, variance=variance)
     if attack == "lira_offline":
         return lira_offline(runs.confidence, runs.keep, targets, shadows=shadows, variance=variance)
+    if attack == "rmia":
+        # RMIA: the target's p_y over the reference runs' mean, ranked against the whole pool's ratios
+        return rmia_online(runs.confidence, runs.keep, targets, shadows=shadows)
+    if attack == "rmia_offline":
+        # the same with Pr(x) from the OUT references only (a fitted on the references)
+        return rmia_offline(runs.confidence, runs.keep, targets, shadows=shadows)
     raise ValueError(f"unknown attack {attack!r} (known: {', '.join(ATTACKS)})")
 
 
 def attack_summary(
     scores: np.ndarray, membership: np.ndarray, init_mask: np.ndarray, *, delta: float, confidence: float,
-    seed: int | list[int], fair_coins: bool = True
+    seed: int | list[int], fair_coins: bool = True, canaries: CanaryColumns | None = None,
 ) -> dict:
     """Metrics of scores [T, n] pooled over targets, with the one-run ε bound and ceiling when the
     plan's coins are fair (`fair_coins`; otherwise `eps_lower` and `eps_ceiling` are null).
@@ -109,17 +117,43 @@ def attack_summary(
     Sub-groups, when the runs used real images to initialise (or make up) their release: those
     images against all non-members, and the other members against all non-members. They carry
     leakage statistics only, no ε: the mechanism itself chose those images among the members,
-    and conditioning on its choice can raise TPR/FPR by up to 1/P(choice)."""
-    rng = np.random.default_rng(seed)
+    and conditioning on its choice can raise TPR/FPR by up to 1/P(choice).
+
+    With canaries (`canaries`: which columns are canary records, `victims.canaries`), the top level is the canary records only, the audit's
+    guesses designated before any training, each record scored on its first row (a duplicate's
+    other copies count nowhere); `natural` holds the same summary over the natural examples
+    (descriptive), and the sub-groups are natural examples only. A canary record of several rows
+    (duplicate) moves them all with one coin, which a per-record ε does not bound: the top level
+    then has leakage statistics and `eps_hat` but null `eps_lower` and `eps_ceiling`."""
+    if canaries is None:
+        return _group_summary(scores, membership, init_mask, delta=delta, confidence=confidence,
+                              rng=np.random.default_rng(seed), epsilon=fair_coins)
+    canary_cols, natural_cols = canaries.scored, canaries.natural
+    canary_rng, natural_rng = np.random.default_rng(seed).spawn(2)
+    summary = _group_summary(scores[:, canary_cols], membership[:, canary_cols], None, delta=delta,
+                             confidence=confidence, rng=canary_rng, epsilon=fair_coins and canaries.single_rows)
+    natural = _group_summary(scores[:, natural_cols], membership[:, natural_cols], init_mask[:, natural_cols],
+                             delta=delta, confidence=confidence, rng=natural_rng, epsilon=fair_coins)
+    subgroups = natural.pop("subgroups", None)
+    summary["natural"] = natural
+    if subgroups is not None:
+        summary["subgroups"] = subgroups
+    return summary
+
+
+def _group_summary(scores: np.ndarray, membership: np.ndarray, init_mask: np.ndarray | None, *, delta: float,
+                   confidence: float, rng: np.random.Generator, epsilon: bool) -> dict:
+    """`attack_summary` of one group of examples (columns), sub-groups by `init_mask` if given."""
     scored = ~np.isnan(scores)  # an attack may score only some examples (ganleak_pbb); the others are NaN
     nonmember = scores[~membership & scored]
-    membership, init_mask = membership & scored, init_mask & scored
+    membership = membership & scored
     pooled = MembershipScores(scores[membership], nonmember)
-    summary = pooled.summary(delta=delta, confidence=confidence, rng=rng, epsilon=fair_coins)
-    if not fair_coins:
+    summary = pooled.summary(delta=delta, confidence=confidence, rng=rng, epsilon=epsilon)
+    if not epsilon:
         summary.update({"eps_hat": float(pooled.eps_hat()), "eps_lower": None, "eps_ceiling": None,
                         "confidence": float(confidence), "delta": float(delta)})
-    if init_mask.any():
+    if init_mask is not None and (init_mask & scored).any():
+        init_mask = init_mask & scored
         groups = {"init": membership & init_mask, "other_members": membership & ~init_mask}
         summary["subgroups"] = {
             name: MembershipScores(scores[mask], nonmember).summary(rng=rng, epsilon=False)

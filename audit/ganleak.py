@@ -1,5 +1,5 @@
 """`python -m audit.ganleak`: the GAN-Leaks attacks against a generator victim (`cgan`, `dpcgan`),
-beside the loss attack and LiRA against the downstream ConvNet trained on its samples.
+beside the loss attack, LiRA and RMIA against the downstream ConvNet trained on its samples.
 
 ganleak_fbb, ganleak_pbb and ganleak_wb score an example by minus its reconstruction loss under
 the target's generator (nearest generated sample; Powell search over the latent code; gradient
@@ -13,7 +13,8 @@ import sys
 
 from audit.cli import main as audit_main
 
-ATTACKS = ("loss", "lira_online", "lira_offline", "ganleak_fbb", "ganleak_pbb", "ganleak_wb", "ganleak_cal", "ganleak_lira")
+ATTACKS = ("loss", "lira_online", "lira_offline", "rmia", "rmia_offline",
+           "ganleak_fbb", "ganleak_pbb", "ganleak_wb", "ganleak_cal", "ganleak_lira")
 GENERATOR_VICTIMS = ("cgan", "dpcgan")  # the victims that store reconstruction losses
 
 
@@ -21,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     return audit_main(argv, prog="python -m audit.ganleak", attacks=ATTACKS, victims=GENERATOR_VICTIMS,
                       description="Audit a conditional GAN with the GAN-Leaks attacks (full black-box, partial black-box, "
                                   "white-box, calibrated on the OUT shadows, and LiRA on the reconstruction loss), the loss "
-                                  "attack and LiRA against the ConvNet trained on its samples.")
+                                  "attack, LiRA and RMIA against the ConvNet trained on its samples.")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""`python -m audit.lira`: LiRA (online and offline) and the loss attack against a victim, and DCR
+"""`python -m audit.lira`: LiRA and RMIA (online and offline) and the loss attack against a victim, and DCR
 (raw, and calibrated on the shadows) against its released set where it has one."""
 
 from __future__ import annotations
@@ -9,9 +9,11 @@ from audit.cli import main as audit_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    return audit_main(argv, prog="python -m audit.lira", attacks=("loss", "lira_online", "lira_offline", "dcr", "dcr_lira"),
-                      description="Audit a victim pipeline with LiRA (online, offline), the loss attack and, for victims that release a "
-                                  "synthetic set, distance-to-closest-record attacks on that set (raw and calibrated on the shadows).")
+    return audit_main(argv, prog="python -m audit.lira",
+                      attacks=("loss", "lira_online", "lira_offline", "rmia", "rmia_offline", "dcr", "dcr_lira"),
+                      description="Audit a victim pipeline with LiRA and RMIA (online, offline), the loss attack and, for "
+                                  "victims that release a synthetic set, distance-to-closest-record attacks on that set "
+                                  "(raw and calibrated on the shadows).")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import numpy as np
 
 from audit import figures
 from shadow_runs.store import atomic_write, write_json
+from victims.canaries import CanaryColumns
 
 #: summary.json keys that must agree for attacks of an earlier command to be kept beside new ones
 _SAME_EVALUATION = ("victim", "dataset", "config", "n_shadow", "target_runs", "evaluation")
@@ -35,9 +36,11 @@ def provenance() -> dict:
 
 
 def write_audit(audit_dir: Path, *, summary: dict, scores: dict[str, np.ndarray], membership: np.ndarray,
-                init_mask: np.ndarray) -> Path:
+                init_mask: np.ndarray, canaries: CanaryColumns | None = None) -> Path:
     """Write summary.json, scores.npz and roc.png; attacks that an earlier command (say
-    `audit.loss` before `audit.lira`) scored on the same runs and targets are kept."""
+    `audit.loss` before `audit.lira`) scored on the same runs and targets are kept. With
+    `canaries` (their columns), scores.npz keeps every row, and roc.png
+    shows each attack's canary records (first row of each) and natural examples apart."""
     summary_path, scores_path = audit_dir / "summary.json", audit_dir / "scores.npz"
     if summary_path.exists() and scores_path.exists():
         earlier = json.loads(summary_path.read_text())
@@ -48,7 +51,9 @@ def write_audit(audit_dir: Path, *, summary: dict, scores: dict[str, np.ndarray]
             summary = {**summary, "attacks": {**kept, **summary["attacks"]}}
     atomic_write(scores_path, lambda f: np.savez(
         f, target_runs=np.asarray(summary["target_runs"]), membership=membership, init=init_mask, **scores))
-    atomic_write(audit_dir / "roc.png", lambda f: f.write(roc_png(scores, membership, title=_title(summary))))
+    png = (roc_png(scores, membership, title=_title(summary)) if canaries is None else
+           canary_roc_png(scores, membership, canaries, title=_title(summary)))
+    atomic_write(audit_dir / "roc.png", lambda f: f.write(png))
     write_json(summary_path, summary)
     return summary_path
 
@@ -62,16 +67,39 @@ def roc_png(scores: dict[str, np.ndarray], membership: np.ndarray, *, title: str
     return figures.roc_png({name: (s[membership], s[~membership]) for name, s in scores.items()}, title=title)
 
 
+def canary_roc_png(scores: dict[str, np.ndarray], membership: np.ndarray, canaries: CanaryColumns, *,
+                   title: str) -> bytes:
+    """roc_png with two curves per attack: its canary records (each on its first row) and its natural examples."""
+    columns = {"canaries": canaries.scored, "natural": canaries.natural}
+    curves = {}
+    for name, s in scores.items():
+        for group, cols in columns.items():
+            g, m = s[:, cols], membership[:, cols]
+            if m.any() and (~m).any():
+                curves[f"{name} ({group})"] = (g[m], g[~m])
+    return figures.roc_png(curves, title=title)
+
+
 def describe(summary: dict, path: Path) -> str:
     """A few lines for the terminal: per attack AUC, TPRs, eps_hat, and the one-run bound beside the
     design's ceiling (what a perfect attack would certify), or why there is no bound."""
+    canaries = (summary.get("evaluation") or {}).get("canaries")
     lines = [f"{_title(summary)}; test accuracy {summary['utility']['test_accuracy']:.3f}"
              + (f"; formal epsilon {summary['formal_epsilon']:.3g}" if summary["formal_epsilon"] is not None else "")]
+    if canaries:
+        lines.append(f"  each attack: its {canaries['n']} {canaries['kind']} canaries per target, then the natural "
+                     "examples (descriptive)")
     for name, a in summary["attacks"].items():
         bound = ("eps_lower n/a" if a.get("eps_lower") is None else
                  f"eps_lower {a['eps_lower']:.2f} (ceiling {a['eps_ceiling']:.2f}, {a['confidence']:.0%})")
         lines.append(f"  {name:<13} AUC {a['auc']:.3f}  TPR@1%FPR {a['tpr_at_fpr']['0.01']:.3f}  "
                      f"TPR@0.1%FPR {a['tpr_at_fpr']['0.001']:.4f}  eps_hat {a['eps_hat']:.2f}  {bound}")
+        if "natural" in a:  # with canaries: the line above is the canaries, this one the natural examples
+            n = a["natural"]
+            natural = "n/a" if n.get("eps_lower") is None else f"{n['eps_lower']:.2f} (ceiling {n['eps_ceiling']:.2f})"
+            lines.append(f"  {'  natural':<13} AUC {n['auc']:.3f}  TPR@1%FPR {n['tpr_at_fpr']['0.01']:.3f}  "
+                         f"TPR@0.1%FPR {n['tpr_at_fpr']['0.001']:.4f}  eps_hat {n['eps_hat']:.2f}  eps_lower {natural}, "
+                         "descriptive")
     note = (summary.get("evaluation") or {}).get("epsilon_note")
     if note and any(a.get("eps_lower") is None for a in summary["attacks"].values()):
         lines.append(f"  ({note})")

@@ -38,10 +38,10 @@ like `audit.lira`'s; each example in each run by an independent coin of `--inclu
 coins are public and independent of the release's. The user's release is the one target, with
 the user's membership as ground truth: `dcr` (minus the distance to the nearest released image
 of the same class), `dcr_lira` (that distance calibrated on the shadows, offline LiRA), and
-`loss`, `lira_online`, `lira_offline` on a downstream ConvNet trained on the user's release with
-the victim's own downstream configuration and seeded by `--seed`, exactly as in a shadow run.
-`--seed` must differ from the pool's `membership_seed`: the shadow plan would otherwise redraw
-the release's own coins. The result is an audited experiment directory (default
+`loss`, `lira_online`, `lira_offline`, `rmia`, `rmia_offline` on a downstream ConvNet trained on the
+user's release with the victim's own downstream configuration and seeded by `--seed`, exactly as
+in a shadow run. `--seed` must differ from the pool's `membership_seed`: the shadow plan would
+otherwise redraw the release's own coins. The result is an audited experiment directory (default
 `<runs-dir>/release-<first 10 hex of the release file's sha256>`):
 
     experiment.json   pool_labels.npy   runs/00000.npz (logits, the release)   runs/00000.json
@@ -94,6 +94,7 @@ from pathlib import Path
 import numpy as np
 
 from audit import cli, outputs, report
+from attacks.lira import variance_for
 from audit.arguments import ArgumentParser, int_at_least
 from audit.epsilon import bound_applies, unfair_coins_reason
 from audit.evaluate import ATTACKS, StoredRuns, attack_scores, attack_summary
@@ -487,8 +488,9 @@ def main(argv: list[str] | None = None) -> int:
     runs = with_target(shadows, obs, inputs, meta)
     # the user's release is the one target (the last run); every shadow run is a reference run, its shadow
     targets = np.array([args.n_shadow])
-    scores = {a: attack_scores(runs, a, targets, variance=args.lira_variance)[0][None] for a in runs.available(ATTACKS)}
-    summary = release_summary(scores, inputs, shadows, obs, experiment=experiment, args=args)
+    variance = variance_for(args.lira_variance, n_reference=args.n_shadow)
+    scores = {a: attack_scores(runs, a, targets, variance=variance)[0][None] for a in runs.available(ATTACKS)}
+    summary = release_summary(scores, inputs, shadows, obs, experiment=experiment, variance=variance, args=args)
 
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "experiment.json", record)
@@ -508,7 +510,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def release_summary(scores: dict, inputs: ReleaseInputs, shadows: StoredRuns, obs, *, experiment: dict, args) -> dict:
+def release_summary(scores: dict, inputs: ReleaseInputs, shadows: StoredRuns, obs, *, experiment: dict, variance: str,
+                    args) -> dict:
     """summary.json of the release audit: the contract's keys (one target: the release) plus the claim."""
     import zlib
 
@@ -535,7 +538,7 @@ def release_summary(scores: dict, inputs: ReleaseInputs, shadows: StoredRuns, ob
         "utility": {"test_accuracy": obs.test_accuracy, "test_accuracy_std": 0.0,
                     "shadow_test_accuracy": float(np.mean(shadow_accuracy)),
                     "shadow_test_accuracy_std": float(np.std(shadow_accuracy))},
-        "evaluation": {"lira_variance": args.lira_variance, "confidence": args.confidence, "master_seed": args.seed,
+        "evaluation": {"lira_variance": variance, "lira_variance_flag": args.lira_variance, "confidence": args.confidence, "master_seed": args.seed,
                        "target": TARGET, "plan": PLAN, "inclusion_rate": args.inclusion_rate, "membership": drawn,
                        "membership_rate": None if coins is None else coins.rate,
                        "membership_seed": None if coins is None else coins.seed,

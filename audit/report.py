@@ -24,6 +24,10 @@ one), else the victim's formal ε. Its verdict uses every attack's one-run ε lo
 design's ceiling (what a perfect attack would certify) at that same confidence: a claim at or
 above it is "not testable with this design". Where the coins were not fair (--inclusion-rate
 other than 0.5, or a release whose members the custodian chose) no ε verdict is given.
+With inserted canaries (`audit.lira --canaries N`, `victims.canaries`) the bounds, ceilings and
+n_canaries are over the canary records alone (the natural examples are shown beside them in the
+protocol paragraph, one "canaries vs natural examples" line per attack, and in the ROC figure);
+duplicate canaries get no ε verdict (one coin moves several rows).
 An experiment with a released set of k images per class (`ipc`, or `spc` for psg) is compared
 by `audit.compare` with a `subset` experiment of the same size and dataset among the RUN_DIRs
 or `--baseline`.
@@ -63,6 +67,7 @@ status 2 and one line on stderr; nothing is written.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import math
@@ -79,7 +84,7 @@ from audit import compare, figures
 from audit.arguments import ArgumentParser, delta_in_unit, int_at_least, positive_number, probability
 from audit.epsilon import epsilon_ceiling, epsilon_lower_bound, unfair_coins_reason
 from audit.outputs import provenance
-from audit.verdict import Verdict, epsilon_verdict, no_fair_coins_verdict, no_subset_verdict, subset_verdict
+from audit.verdict import NO_FAIR_COINS, Verdict, epsilon_verdict, no_fair_coins_verdict, no_subset_verdict, subset_verdict
 from shadow_runs.store import atomic_write, write_json
 
 HEADLINE_ATTACK = "lira_online"
@@ -124,6 +129,25 @@ class Audited:
             raise ValueError(f"{self.path}: no group {group!r} (has: {', '.join(masks)})")
         s = self.experiment.scores[attack]
         return s[masks[group]], s[~self.experiment.membership]
+
+    @property
+    def canaries(self) -> Mapping | None:
+        """summary.json's canary entry (`victims.canaries`) for an audit with inserted canaries, else None."""
+        return (self.summary.get("evaluation") or {}).get("canaries") or None
+
+    def group_scores(self, attack: str, group: str) -> tuple[np.ndarray, np.ndarray]:
+        """(member, non-member) scores of an audit with canaries, pooled over the targets: group
+        "canaries" (each canary record on its first row: the ε bound's guesses) or "natural"."""
+        from victims.canaries import CanaryColumns
+
+        canaries = CanaryColumns.from_entry(self.canaries)
+        columns = canaries.scored if group == "canaries" else canaries.natural
+        s, m = self.experiment.scores[attack][:, columns], self.experiment.membership[:, columns]
+        return s[m], s[~m]
+
+    def bound_scores(self, attack: str) -> tuple[np.ndarray, np.ndarray]:
+        """The scores the ε bound is on: the canary records when the audit inserted canaries, else every example."""
+        return self.group_scores(attack, "canaries") if self.canaries else self.scores(attack)
 
     def release(self) -> tuple[int, np.ndarray, np.ndarray] | None:
         """(run, release_x, release_y) of the first target run, if it stored a release."""
@@ -186,6 +210,13 @@ def pool_images(audited: Audited, *, data_root: str | None = None) -> np.ndarray
         pool = load_pool(meta["dataset"], data_root=data_root)
     except DataError:
         return None
+    if meta.get("canaries"):  # the canary rows follow the natural ones (victims.canaries)
+        from victims.canaries import CanaryConfig, add_canaries
+
+        try:
+            pool = add_canaries(pool, CanaryConfig.from_entry(meta["canaries"]))
+        except (KeyError, TypeError, ValueError):
+            return None
     if meta.get("dataset_fingerprint") not in (None, pool.fingerprint):
         return None
     return pool.x
@@ -235,7 +266,7 @@ def joint_bounds(audited: Audited, *, delta: float, confidence: float, seed: int
     hold together with probability >= confidence (Bonferroni). Each attack's tie-breaking is
     seeded by (seed, attack name)."""
     each = 1 - (1 - confidence) / len(audited.attacks)
-    return {attack: epsilon_lower_bound(*audited.scores(attack), delta=delta, confidence=each,
+    return {attack: epsilon_lower_bound(*audited.bound_scores(attack), delta=delta, confidence=each,
                                         rng=np.random.default_rng([seed, zlib.crc32(attack.encode())]))
             for attack in audited.attacks}
 
@@ -248,7 +279,7 @@ def joint_ceilings(audited: Audited, *, delta: float, confidence: float) -> dict
     cache: dict[int, float] = {}
     ceilings = {}
     for attack in audited.attacks:
-        m = sum(s.size for s in audited.scores(attack))
+        m = sum(s.size for s in audited.bound_scores(attack))
         if m not in cache:
             cache[m] = epsilon_ceiling(m, delta=delta, confidence=each)
         ceilings[attack] = cache[m]
@@ -286,12 +317,17 @@ def protocol(audited: Audited) -> str:
                 "the attacks' only shadows.")
     else:
         rate = evaluation.get("inclusion_rate", 0.5)
-        text = (f"Each of the {n_pool:,} pool examples is in each of the {n_runs} runs by an independent coin of "
+        what = "pool examples"
+        if audited.canaries:  # one coin per record: a duplicate canary's rows share one
+            n_pool, what = int(audited.canaries["n_natural"]) + int(audited.canaries["n"]), "records (examples and canaries)"
+        text = (f"Each of the {n_pool:,} {what} is in each of the {n_runs} runs by an independent coin of "
                 f"probability {rate:g} (plan {evaluation.get('plan', 'independent-coins-v1')}). The first "
                 f"{len(targets)} runs are the targets, whose {len(targets) * n_pool:,} coins "
-                f"{'are the canaries' if fair_coins(audited) else 'the attacks guess'}; the "
+                f"{'are the canaries' if fair_coins(audited) and not audited.canaries else 'the attacks guess'}; the "
                 f"other {n_runs - len(targets)} runs are reference runs, the attacks' only shadows, so no guess "
                 "depends on a target's coins.")
+    if audited.canaries:
+        text += " " + canary_protocol(audited)
     if fair_coins(audited):
         text += (" ε lower is the one-run bound (Steinke, Nasr & Jagielski 2023) on all the canaries, which "
                  "holds at the stated confidence; ε ceiling is what a perfect attack would certify with this "
@@ -299,6 +335,34 @@ def protocol(audited: Audited) -> str:
     else:
         text += " No ε bound: " + no_epsilon_reason(audited) + "."
     return text
+
+
+def canary_protocol(audited: Audited) -> str:
+    """What the inserted canaries are, and per attack a "canaries vs natural examples" line."""
+    entry, targets = audited.canaries, audited.summary.get("target_runs", [])
+    copies = f" of {entry['copies']} identical rows sharing one coin" if entry.get("copies") else ""
+    text = (f"The audit inserted {entry['n']:,} {entry['kind']} canaries{copies} (pool rows from {entry['first_row']:,} "
+            f"on, after the {entry['n_natural']:,} natural examples) before the plan was drawn, each a record with its "
+            f"own coin per run: the top-level numbers (and any ε verdict) are over the {len(targets) * entry['n']:,} "
+            "canary coins of the target runs, designated before any training; the natural examples are reported "
+            "beside them, descriptively.")
+    lines = []
+    for attack in audited.attacks:
+        m = (audited.summary.get("attacks") or {}).get(attack) or {}
+        n = m.get("natural")
+        if not n:
+            continue
+        eps = ("" if m.get("eps_lower") is None and n.get("eps_lower") is None else
+               f", ε lower {_eps_text(m.get('eps_lower'))} vs {_eps_text(n.get('eps_lower'))}")
+        lines.append(f"{attack}: AUC {m['auc']:.3f} vs {n['auc']:.3f}, TPR at 1% FPR {m['tpr_at_fpr']['0.01']:.4f} vs "
+                     f"{n['tpr_at_fpr']['0.01']:.4f}{eps}")
+    if lines:
+        text += " Canaries vs natural examples: " + "; ".join(lines) + "."
+    return text
+
+
+def _eps_text(value) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def highest_risk(audited: Audited, *, attack: str, top_k: int) -> list[dict]:
@@ -400,7 +464,9 @@ def build_report(experiments: Sequence[Audited], *, baseline: Audited | None = N
         if comparison is not None:
             comparisons.append(compare.to_json(comparison))
         key = str(audited.path)
-        roc[key] = figures.roc_png({a: audited.scores(a) for a in audited.attacks}, title=audited.label)
+        curves = ({a: audited.scores(a) for a in audited.attacks} if not audited.canaries else
+                  {f"{a} ({g})": audited.group_scores(a, g) for a in audited.attacks for g in ("canaries", "natural")})
+        roc[key] = figures.roc_png(curves, title=audited.label)
         release = audited.release()
         if release is not None:
             run, x, y = release
@@ -438,8 +504,11 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
                                              "confidence": confidence, "joint_confidence": None, "bounds": None,
                                              "ceilings": None, "n_canaries": None}
     attacks = {a: summary["attacks"][a] for a in audited.attacks if a in summary.get("attacks", {})}
+    canaries = audited.canaries
     if not fair_coins(audited):
         eps = no_fair_coins_verdict(no_epsilon_reason(audited))
+        if canaries and canaries.get("kind") == "duplicate" and (summary.get("evaluation") or {}).get("inclusion_rate") == 0.5:
+            eps = dataclasses.replace(eps, text="no ε verdict: each duplicate canary is several rows moved by one coin")
     elif claim is None:
         eps = epsilon_verdict({a: m["eps_lower"] for a, m in attacks.items()},
                               ceiling={a: m["eps_ceiling"] for a, m in attacks.items()},
@@ -448,11 +517,18 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
         bounds = joint_bounds(audited, delta=claim.delta, confidence=confidence, seed=seed)
         ceilings = joint_ceilings(audited, delta=claim.delta, confidence=confidence)
         membership = audited.experiment.membership
+        n_canaries, per_target = int(membership.size), int(membership.shape[1])
+        if canaries:  # the bound is on the inserted canaries alone
+            n_canaries, per_target = len(summary.get("target_runs", [])) * int(canaries["n"]), int(canaries["n"])
         eps = epsilon_verdict(bounds, ceiling=ceilings, claimed_epsilon=claim.epsilon, delta=claim.delta,
-                              confidence=confidence, source=claim.source, n_canaries=int(membership.size),
-                              per_target=int(membership.shape[1]))
+                              confidence=confidence, source=claim.source, n_canaries=n_canaries,
+                              per_target=per_target)
         claim_json.update({"joint_confidence": 1 - (1 - confidence) / len(bounds), "bounds": bounds,
-                           "ceilings": ceilings, "n_canaries": int(membership.size)})
+                           "ceilings": ceilings, "n_canaries": n_canaries})
+    if canaries and eps.kind != NO_FAIR_COINS:
+        eps = dataclasses.replace(eps, reason=eps.reason + (
+            f". The ε bounds are on the {canaries['n']:,} inserted {canaries['kind']} canaries per target run "
+            "(designated before any training), not on the natural examples, which are reported beside them"))
     verdicts: list[Verdict] = [eps]
     comparison = None
     if audited.victim != "subset":

@@ -1,5 +1,5 @@
 """GPU check of the condensation victims: accuracy, seconds per run, same-seed determinism."""
-import time, torch, numpy as np, sys
+import time, torch, numpy as np
 from victims import load_pool, get_victim
 from shadow_runs.plan import membership_matrix
 pool = load_pool("digits")

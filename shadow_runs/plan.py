@@ -4,6 +4,13 @@ Every cell keep[r, i] is an independent Bernoulli(q) coin (q = 1/2 by default), 
 (master seed, run r) only, so the plan for R runs is the first R rows of the plan for any R' > R:
 asking for more runs adds rows, it never redraws old ones.
 
+Coins are drawn per record, then expanded to the pool's rows: a record is one example, except a
+duplicate canary (`victims.canaries`), whose K identical rows are one record and share one coin in
+every run. Records are numbered natural examples first (record i is row i), canaries after, and a
+run's coins are the first n_records draws of its stream, so the natural examples' coins are the
+same with and without canaries; without canaries (`record_of_row` None) every row is its own
+record and the plan is exactly the plan of earlier versions (stores made by them stay valid).
+
 Why independent coins: with them, "example i IN run r" versus "OUT" differs by adding or removing
 the one record i, everything else about the run's member set being independent of that coin. That
 is the neighbouring relation the DP accountants certify (add/remove, Poisson sampling). An earlier
@@ -42,16 +49,34 @@ def membership_row(n_pool: int, *, master_seed: int, run: int, inclusion_rate: f
 
 
 def membership_matrix(labels: np.ndarray, *, n_runs: int, master_seed: int,
-                      inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> np.ndarray:
-    """bool [n_runs, n_pool]: keep[r, i] is True when example i is a member of run r.
+                      inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+                      record_of_row: np.ndarray | None = None) -> np.ndarray:
+    """bool [n_runs, n_pool]: keep[r, i] is True when example (row) i is a member of run r.
 
     `labels` only fixes the pool size: the coins ignore the classes (a run's class counts vary).
+    `record_of_row` (int [n_pool], records numbered 0 .. n_records - 1, each with a row) ties the
+    rows of one record to one coin per run; None: every row is its own record.
     """
     if n_runs < 1:
         raise ValueError(f"n_runs must be >= 1, got {n_runs}")
     n_pool = len(labels)
-    rows = [membership_row(n_pool, master_seed=master_seed, run=r, inclusion_rate=inclusion_rate) for r in range(n_runs)]
-    return np.stack(rows)
+    if record_of_row is None:
+        rows = [membership_row(n_pool, master_seed=master_seed, run=r, inclusion_rate=inclusion_rate) for r in range(n_runs)]
+        return np.stack(rows)
+    record = _check_records(record_of_row, n_pool)
+    n_records = int(record.max()) + 1 if record.size else 0
+    coins = [membership_row(n_records, master_seed=master_seed, run=r, inclusion_rate=inclusion_rate) for r in range(n_runs)]
+    return np.stack(coins)[:, record]
+
+
+def _check_records(record_of_row, n_pool: int) -> np.ndarray:
+    record = np.asarray(record_of_row)
+    if record.shape != (n_pool,) or (record.size and record.dtype.kind not in "iu"):
+        raise ValueError(f"record_of_row must be integers of shape ({n_pool},), got {record.dtype} {record.shape}")
+    record = record.astype(np.int64)
+    if record.size and (record.min() < 0 or np.unique(record).size != record.max() + 1):
+        raise ValueError("record_of_row must number the records 0 .. n_records - 1, each with at least one row")
+    return record
 
 
 def run_seed(*, master_seed: int, run: int) -> int:

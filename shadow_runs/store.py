@@ -28,11 +28,15 @@ from victims.base import Observations
 
 #: experiment.json keys that identify the configuration; the others are provenance
 IDENTITY_KEYS = ("victim", "dataset", "dataset_fingerprint", "config", "n_pool", "master_seed", "plan", "inclusion_rate")
+#: identity keys that experiment.json holds only when they are not at their default (`_HASH_DEFAULTS`):
+#: `canaries` (victims.canaries), present only for an experiment with canaries
+OPTIONAL_IDENTITY_KEYS = ("canaries",)
 #: identity keys left out of the directory's hash: the plan (so a store made with another plan is
 #: found under the same name and refused, naming the plan, rather than silently left beside a new
 #: one), and keys at their default value (so a key added later does not rename older stores)
 _UNHASHED = ("plan",)
-_HASH_DEFAULTS = {"inclusion_rate": 0.5}
+_HASH_DEFAULTS = {"inclusion_rate": 0.5, "canaries": None}
+_ALL_IDENTITY_KEYS = IDENTITY_KEYS + OPTIONAL_IDENTITY_KEYS
 
 
 class StoreError(ValueError):
@@ -41,7 +45,7 @@ class StoreError(ValueError):
 
 def experiment_id(experiment: dict) -> str:
     """`victim-dataset-<10 hex chars of the identity's hash>`."""
-    identity = {k: experiment.get(k) for k in IDENTITY_KEYS
+    identity = {k: experiment.get(k) for k in _ALL_IDENTITY_KEYS
                 if k not in _UNHASHED and not (k in _HASH_DEFAULTS and experiment.get(k, _HASH_DEFAULTS[k]) == _HASH_DEFAULTS[k])}
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
     return f"{experiment['victim']}-{experiment['dataset']}-{digest}"
@@ -91,7 +95,7 @@ class RunStore:
                 stored = json.loads(meta_path.read_text())
             except json.JSONDecodeError as e:
                 raise StoreError(f"{meta_path} is not valid JSON ({e.msg}); refusing to use it") from None
-            differing = [k for k in IDENTITY_KEYS if stored.get(k, _HASH_DEFAULTS.get(k)) != experiment.get(k, _HASH_DEFAULTS.get(k))]
+            differing = [k for k in _ALL_IDENTITY_KEYS if stored.get(k, _HASH_DEFAULTS.get(k)) != experiment.get(k, _HASH_DEFAULTS.get(k))]
             if "plan" in differing:
                 raise StoreError(f"{store.root} was made with membership plan {stored.get('plan')!r}, not "
                                  f"{experiment.get('plan')!r}; refusing to mix (use a new --runs-dir)")

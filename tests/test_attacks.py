@@ -5,6 +5,7 @@ import pytest
 from scipy.stats import norm
 
 from attacks import cross_entropy, lira_offline, lira_online, logit_confidence, loss_scores
+from attacks.lira import PER_EXAMPLE_FROM, variance_for
 from audit.metrics import auc
 from shadow_runs.plan import membership_matrix, shadow_mask
 
@@ -77,7 +78,7 @@ def test_offline_lira_by_hand():
 
 
 @pytest.mark.parametrize("attack", [lira_online, lira_offline])
-@pytest.mark.parametrize("variance", ["per-example", "global"])
+@pytest.mark.parametrize("variance", ["per-example", "global", "fixed"])
 def test_null_input_gives_chance_auc(attack, variance):
     rng = np.random.default_rng(1)
     stats, keep = _signal_stats(rng, effect=0.0)
@@ -87,7 +88,7 @@ def test_null_input_gives_chance_auc(attack, variance):
     assert abs(auc(scores[keep[targets]], scores[~keep[targets]]) - 0.5) < 0.04
 
 
-@pytest.mark.parametrize("variance", ["per-example", "global"])
+@pytest.mark.parametrize("variance", ["per-example", "global", "fixed"])
 def test_online_lira_finds_a_shift_of_one_standard_deviation(variance):
     stats, keep = _signal_stats(np.random.default_rng(2), effect=1.0)
     targets = np.arange(8)
@@ -99,6 +100,28 @@ def test_online_lira_finds_a_shift_of_one_standard_deviation(variance):
     raw = auc(stats[targets].mean(-1)[member], stats[targets].mean(-1)[~member])
     assert auc(online[member], online[~member]) > 0.75 > raw + 0.1
     assert auc(offline[member], offline[~member]) > 0.7
+
+
+def test_fixed_variance_is_that_of_all_observations_by_hand():
+    # Two examples, 4 runs; target 0, shadows 1..3. OUT observations: example 0 in runs 2, 3
+    # (stats 1, 3), example 1 in run 1 (stat 5). The fixed variance is that of {1, 3, 5} around
+    # their mean 3, as LiRA's public code takes np.std: (4 + 0 + 4) / 3 = 8/3. Example 0's OUT
+    # mean is 2, so a target stat of 2 + sqrt(8/3) is z = 1: score log Phi(1).
+    stats = np.array([[2 + math.sqrt(8 / 3), 0.0], [0.0, 5.0], [1.0, 0.0], [3.0, 0.0]]).reshape(4, 2, 1)
+    keep = np.array([[True, True], [True, False], [False, True], [False, True]])
+    score = lira_offline(stats, keep, [0], shadows=shadow_mask(4, [0]), variance="fixed")
+    assert score[0, 0] == pytest.approx(norm.logcdf(1.0), abs=1e-12)
+    # the pooled within-example ("global") variance is example 0's alone: ((1-2)^2 + (3-2)^2) / 1 = 2
+    score = lira_offline(stats, keep, [0], shadows=shadow_mask(4, [0]), variance="global")
+    assert score[0, 0] == pytest.approx(norm.logcdf(math.sqrt(8 / 3) / math.sqrt(2)), abs=1e-12)
+
+
+def test_auto_variance_depends_on_the_reference_runs():
+    assert variance_for("auto", PER_EXAMPLE_FROM - 1) == "fixed"
+    assert variance_for("auto", PER_EXAMPLE_FROM) == "per-example"
+    assert variance_for("global", 2) == "global"
+    with pytest.raises(ValueError, match="'median'"):
+        variance_for("median", 64)
 
 
 def test_bad_arguments_name_the_value():

@@ -56,7 +56,8 @@ def test_subset_audit_writes_the_contract_files(tmp_path, tiny_flags):
     assert set(summary) == SUMMARY_KEYS
     assert summary["n_shadow"] == 4 and summary["target_runs"] == [0, 1] and summary["formal_epsilon"] is None
     assert summary["evaluation"]["n_canaries"] == 2 * 1500 and summary["evaluation"]["inclusion_rate"] == 0.5
-    assert set(summary["attacks"]) == {"loss", "lira_online", "lira_offline", "dcr", "dcr_lira"}  # dcr*: it has a release
+    assert set(summary["attacks"]) == {"loss", "lira_online", "lira_offline", "rmia", "rmia_offline",
+                                       "dcr", "dcr_lira"}  # dcr*: it has a release
     for metrics in summary["attacks"].values():
         assert METRIC_KEYS | {"subgroups"} == set(metrics)
         # 2 targets (runs 0 and 1); their 3,000 coins are the canaries
@@ -103,7 +104,7 @@ def test_loss_and_lira_summaries_share_the_directory(tmp_path, tiny_flags):
     assert set(json.loads(path.read_text())["attacks"]) == {"loss"}
     assert audit(lira.main, tmp_path, *flags) == 0
     assert audit(loss.main, tmp_path, *flags) == 0  # keeps LiRA's results computed on the same runs
-    assert set(json.loads(path.read_text())["attacks"]) == {"loss", "lira_online", "lira_offline"}
+    assert set(json.loads(path.read_text())["attacks"]) == {"loss", "lira_online", "lira_offline", "rmia", "rmia_offline"}
 
 
 @pytest.mark.parametrize("flags,named", [

@@ -253,7 +253,7 @@ def test_the_command_writes_every_ganleak_attack(tmp_path, tiny_flags):
     assert done.returncode == 0, done.stderr
     (root,) = tmp_path.iterdir()
     summary = json.loads((root / "audit" / "summary.json").read_text())
-    assert set(summary["attacks"]) == {"loss", "lira_online", "lira_offline", "ganleak_fbb", "ganleak_pbb",
+    assert set(summary["attacks"]) == {"loss", "lira_online", "lira_offline", "rmia", "rmia_offline", "ganleak_fbb", "ganleak_pbb",
                                        "ganleak_wb", "ganleak_cal", "ganleak_lira"}
     # 2 target runs; pbb scored the first 5 examples of each, the others all 1,500.
     assert summary["attacks"]["ganleak_wb"]["n_members"] + summary["attacks"]["ganleak_wb"]["n_nonmembers"] == 2 * 1500

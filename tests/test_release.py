@@ -60,7 +60,8 @@ def test_a_release_is_audited_against_the_users_membership(files, shadows, tmp_p
     with np.load(out / "audit" / "scores.npz") as z:
         assert np.array_equal(z["membership"][0], arrays["member"])  # the user's membership is the ground truth
         assert np.flatnonzero(z["init"][0]).tolist() == sorted(chosen.tolist())
-        assert set(z.files) == {"target_runs", "membership", "init", "loss", "lira_online", "lira_offline", "dcr", "dcr_lira"}
+        assert set(z.files) == {"target_runs", "membership", "init", "loss", "lira_online", "lira_offline", "rmia",
+                                "rmia_offline", "dcr", "dcr_lira"}
         # dcr of a released real image is minus its distance to itself: 0, the highest score possible.
         assert np.all(z["dcr"][0, chosen] == 0) and z["dcr"][0].max() == 0
     for name in ("dcr", "loss"):

@@ -49,9 +49,9 @@ def test_report_json_holds_the_numbers_and_the_verdicts(both, experiments):
     assert all(set(v) == VERDICT_KEYS for e in data["experiments"] for v in e["verdicts"])
     (comparison,) = data["comparisons"]
     assert comparison["baseline"]["victim"] == "subset" and comparison["experiments"][0]["victim"] == "dm"
-    # 5 attacks x 3 metrics (AUC, two TPRs; eps_lower not resampled) on the pooled group, and test
-    # accuracy: one Holm family of 16 tests.
-    assert comparison["comparisons"][0]["n_tests"] == 16
+    # 7 attacks (loss, lira_*, rmia*, dcr*) x 3 metrics (AUC, two TPRs; eps_lower not resampled) on the
+    # pooled group, and test accuracy: one Holm family of 22 tests.
+    assert comparison["comparisons"][0]["n_tests"] == 22
     assert dm["target_runs"] == [0, 1] and "first 2 runs are the targets" in dm["protocol"]
     assert "other 2 runs are reference runs" in dm["protocol"] and "one-run bound" in dm["protocol"]
     # Sub-groups (no ε: the mechanism picked them), release, thumbnails of the highest-risk examples, provenance.
@@ -69,8 +69,8 @@ def test_report_json_holds_the_numbers_and_the_verdicts(both, experiments):
 def test_report_html_is_self_contained(both):
     page = (both / "report.html").read_text()
     images = re.findall(r"<img [^>]*src=\"([^\"]*)\"", page)
-    # per experiment: ROC, release grid, highest-risk thumbnails; 5 overlaid ROCs (one per attack)
-    assert len(images) == 3 + 3 + 5 and all(src.startswith("data:image/png;base64,") for src in images)
+    # per experiment: ROC, release grid, highest-risk thumbnails; 7 overlaid ROCs (one per attack)
+    assert len(images) == 3 + 3 + 7 and all(src.startswith("data:image/png;base64,") for src in images)
     assert not re.search(r"(href|src)=\"(https?:|//|file:)", page) and "<link" not in page
     assert page.index("Verdicts") < page.index("Comparison") < page.index("Examples at highest risk")
     # ε ceiling beside ε lower; the sub-group table has no ε column and says why.
@@ -86,12 +86,13 @@ def test_a_claimed_epsilon_is_checked_with_joint_bounds_and_ceilings(experiments
     (entry,) = json.loads((tmp_path / "report.json").read_text())["experiments"]
     claim = entry["claim"]
     assert (claim["epsilon"], claim["delta"], claim["source"]) == (2, 1e-5, "claimed")
-    assert claim["joint_confidence"] == pytest.approx(1 - 0.05 / 5) and set(claim["bounds"]) == set(entry["attacks"])
-    # The ceiling at the joint level: m = 2 targets x 1500 = 3000 canaries, 99% per attack, δ = 1e-5.
+    assert claim["joint_confidence"] == pytest.approx(1 - 0.05 / 7) and set(claim["bounds"]) == set(entry["attacks"])
+    # The ceiling at the joint level: m = 2 targets x 1500 = 3000 canaries, 1 - 0.05/7 per attack, δ = 1e-5.
     assert claim["n_canaries"] == 3000
-    assert claim["ceilings"] == {a: epsilon_ceiling(3000, delta=1e-5, confidence=0.99) for a in entry["attacks"]}
+    assert claim["ceilings"] == {a: epsilon_ceiling(3000, delta=1e-5, confidence=1 - 0.05 / 7)
+                                for a in entry["attacks"]}
     assert all(claim["bounds"][a] <= claim["ceilings"][a] for a in entry["attacks"])
-    # 2 lies below the ceiling (about 3.2): testable, and a subset of 1 image per class is found
+    # 2 lies below the ceiling (about 2.85): testable, and a subset of 1 image per class is found
     # by dcr only for its 20 released members, far too few to exceed ε = 2.
     assert 2 < claim["ceilings"]["dcr"]
     assert entry["verdicts"][0]["kind"] == "epsilon_consistent"

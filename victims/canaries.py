@@ -1,0 +1,192 @@
+"""Canaries: records added to the pool before the plan is drawn, made to be easy to detect.
+
+`--canaries N --canary-kind KIND` appends N records after the natural pool rows. Each canary is a
+record with its own independent inclusion coin in every run, like every natural example
+(`shadow_runs.plan`), and the audit scores them as their own group: they are the audit's guesses
+for the one-run ε bound (Steinke, Nasr & Jagielski 2023: any m records with independent fair
+coins; the rest of the data may be anything), designated before any training. The natural
+examples are reported beside them.
+
+Kinds (all drawn from the master seed's own SeedSequence stream, so the canaries depend on the
+seed and the pool alone):
+
+* `mislabeled`: N distinct pool images drawn at random, each with a label drawn uniformly among
+  the C - 1 labels it does not have;
+* `outlier`: N images of i.i.d. uniform noise in the pool's pixel range (per channel, min..max of
+  the pool's x), each with a label uniform over the C classes;
+* `duplicate`: N distinct pool images with their true labels, each repeated `copies` times (K >= 2)
+  as K identical rows that form ONE record: the K rows share one coin in every run. One coin then
+  moves K rows, so an (ε, δ)-DP guarantee per record does not bound them (group privacy gives Kε):
+  the audit reports their leakage but no ε bound for them.
+
+Rows: the natural examples keep their rows 0 .. n_natural - 1 (record i is row i); canary j is
+record n_natural + j, on row n_natural + j, or for duplicates on the K rows
+n_natural + j K .. n_natural + j K + K - 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from victims.data import Pool, make_pool
+
+CANARY_KINDS = ("mislabeled", "outlier", "duplicate")
+DEFAULT_COPIES = 4  # rows per duplicate canary
+#: SeedSequence stream of the canaries under the master seed (shadow_runs.plan uses 0 for the coins
+#: and 1 for the run seeds; audit.selftest's 2 and audit.release's 7 are other streams again)
+CANARY_STREAM = 3
+
+
+@dataclass(frozen=True)
+class CanaryConfig:
+    """N canaries of one kind; `copies` (rows per record) for duplicates only, None otherwise."""
+
+    n: int
+    kind: str = "mislabeled"
+    copies: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n, bool) or not isinstance(self.n, numbers.Integral) or self.n < 0:
+            raise ValueError(f"--canaries {self.n!r} must be an integer >= 0")
+        object.__setattr__(self, "n", int(self.n))
+        if self.kind not in CANARY_KINDS:
+            raise ValueError(f"--canary-kind {self.kind!r} is not one of {', '.join(CANARY_KINDS)}")
+        if self.kind == "duplicate":
+            copies = DEFAULT_COPIES if self.copies is None else self.copies
+            if isinstance(copies, bool) or not isinstance(copies, numbers.Integral) or copies < 2:
+                raise ValueError(f"--canary-copies {copies!r} must be an integer >= 2")
+            object.__setattr__(self, "copies", int(copies))
+        elif self.copies is not None:
+            raise ValueError(f"--canary-copies {self.copies} applies to --canary-kind duplicate only, "
+                             f"not {self.kind}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0:
+            raise ValueError(f"canary seed {self.seed!r} must be an integer >= 0")
+
+    @property
+    def rows_per_record(self) -> int:
+        return self.copies if self.kind == "duplicate" else 1
+
+    @property
+    def n_rows(self) -> int:
+        """Rows the canaries add to the pool."""
+        return self.n * self.rows_per_record
+
+    def entry(self, n_natural: int) -> dict:
+        """experiment.json's (and summary.json's evaluation) `canaries` entry."""
+        return {"n": self.n, "kind": self.kind, "copies": self.copies, "seed": self.seed,
+                "first_row": int(n_natural), "n_natural": int(n_natural)}
+
+    @classmethod
+    def from_entry(cls, entry: dict) -> CanaryConfig:
+        return cls(n=entry["n"], kind=entry["kind"], copies=entry.get("copies"), seed=entry["seed"])
+
+
+def check_fits(pool: Pool, config: CanaryConfig) -> None:
+    """ValueError (one line) unless `pool` can hold the canaries of `config`."""
+    if config.n > pool.n_pool:
+        raise ValueError(f"--canaries {config.n} is more than the pool's {pool.n_pool} examples can hold")
+    if config.kind == "mislabeled" and config.n and pool.n_classes < 2:
+        raise ValueError(f"--canary-kind mislabeled needs at least 2 classes, the pool has {pool.n_classes}")
+
+
+def canary_arrays(pool: Pool, config: CanaryConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(x float32 [n_rows, c, h, w], y int64 [n_rows], source int64 [n_rows]) of the canary rows,
+    deterministic from config.seed; `source` is the pool row each was copied from (-1 for outliers)."""
+    check_fits(pool, config)
+    rng = np.random.default_rng(np.random.SeedSequence([config.seed, CANARY_STREAM]))
+    n, n_classes = config.n, pool.n_classes
+    if config.kind == "mislabeled":
+        source = rng.choice(pool.n_pool, size=n, replace=False)
+        shift = rng.integers(1, n_classes, size=n)  # uniform over the C - 1 wrong labels
+        return pool.x[source].copy(), (pool.y[source] + shift) % n_classes, source.astype(np.int64)
+    if config.kind == "outlier":
+        low = pool.x.min(axis=(0, 2, 3)).astype(np.float64)[None, :, None, None]
+        high = pool.x.max(axis=(0, 2, 3)).astype(np.float64)[None, :, None, None]
+        noise = low + (high - low) * rng.random((n, *pool.image_shape))
+        x = np.clip(noise, low, high).astype(np.float32)
+        return x, rng.integers(0, n_classes, size=n).astype(np.int64), np.full(n, -1, dtype=np.int64)
+    source = np.repeat(rng.choice(pool.n_pool, size=n, replace=False), config.copies)  # duplicate
+    return pool.x[source].copy(), pool.y[source].copy(), source.astype(np.int64)
+
+
+def add_canaries(pool: Pool, config: CanaryConfig | None) -> Pool:
+    """A new Pool: `pool`'s rows, then the canary rows; the test split, the per-channel mean and
+    std (the natural pool's) unchanged; the fingerprint recomputed as the loaders compute it
+    (`victims.data.make_pool`). `pool` itself when there are no canaries."""
+    if config is None:
+        return pool
+    check_fits(pool, config)
+    if config.n == 0:
+        return pool
+    x, y, _ = canary_arrays(pool, config)
+    with_canaries = make_pool(pool.name, np.concatenate([pool.x, x]), np.concatenate([pool.y, y.astype(np.int64)]),
+                              pool.x_test, pool.y_test, pool.classes, pool.flip_ok)
+    # the natural pool's normalisation: canaries must not change how the natural examples are seen
+    return dataclasses.replace(with_canaries, mean=pool.mean, std=pool.std)
+
+
+def record_of_row(n_natural: int, config: CanaryConfig | None) -> np.ndarray:
+    """int64 [n_natural + config.n_rows]: the record of every row (natural row i is record i;
+    the K rows of a duplicate canary share its record)."""
+    natural = np.arange(n_natural, dtype=np.int64)
+    if config is None or config.n == 0:
+        return natural
+    canaries = n_natural + np.repeat(np.arange(config.n, dtype=np.int64), config.rows_per_record)
+    return np.concatenate([natural, canaries])
+
+
+def canary_rows(n_natural: int, config: CanaryConfig | None) -> np.ndarray:
+    """bool [n_natural + config.n_rows]: True on the canary rows."""
+    n_rows = 0 if config is None else config.n_rows
+    return np.concatenate([np.zeros(n_natural, dtype=bool), np.ones(n_rows, dtype=bool)])
+
+
+def first_rows(record: np.ndarray) -> np.ndarray:
+    """bool [n]: True on the first row of each record (the row a record is scored on)."""
+    record = np.asarray(record)
+    first = np.zeros(record.shape, dtype=bool)
+    first[np.unique(record, return_index=True)[1]] = True
+    return first
+
+
+@dataclass(frozen=True, eq=False)
+class CanaryColumns:
+    """Which columns of a [T, n_rows] array of an audit with canaries are which: the one place the
+    summary, the figures, the report and the CLI's checks take their canary groups from."""
+
+    canary: np.ndarray  # bool [n_rows]: the canary rows
+    record: np.ndarray  # int64 [n_rows]: the record of each row
+
+    @classmethod
+    def of(cls, n_natural: int, config: CanaryConfig) -> CanaryColumns:
+        return cls(canary=canary_rows(n_natural, config), record=record_of_row(n_natural, config))
+
+    @classmethod
+    def from_entry(cls, entry: dict | None) -> CanaryColumns | None:
+        """From experiment.json's (or summary.json's evaluation) `canaries` entry; None without one."""
+        return cls.of(entry["n_natural"], CanaryConfig.from_entry(entry)) if entry else None
+
+    @property
+    def scored(self) -> np.ndarray:
+        """bool [n_rows]: one column per canary record, its first row (a duplicate's other copies count nowhere)."""
+        return self.canary & first_rows(self.record)
+
+    @property
+    def natural(self) -> np.ndarray:
+        return ~self.canary
+
+    @property
+    def single_rows(self) -> bool:
+        """Whether every canary record is one row (not so for duplicates, whose one coin moves several)."""
+        return bool((np.bincount(self.record)[self.record[self.canary]] == 1).all())
+
+    def coins_scored(self, membership: np.ndarray, scores: np.ndarray | None = None) -> tuple[int, int]:
+        """(IN, OUT) canary coins of membership [T, n_rows] on the scored columns (where `scores` is not NaN, if given)."""
+        member = membership[:, self.scored]
+        seen = np.ones(member.shape, dtype=bool) if scores is None else ~np.isnan(scores[:, self.scored])
+        return int((seen & member).sum()), int((seen & ~member).sum())
