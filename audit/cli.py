@@ -65,14 +65,53 @@ def _dest(path: tuple[str, ...]) -> str:
     return "victim__" + "__".join(path)
 
 
-def add_victim_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per victim field. A field several victims share (same name and type) is one flag;
-    where their help texts differ, each victim's text is shown, prefixed with the victims' names."""
+def given_victim(argv: list[str] | None) -> str | None:
+    """The value of --victim on the command line `argv` (None: sys.argv), before the full parse:
+    a victim given as a module:Class path brings its own flags."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--victim")
+    return pre.parse_known_args(sys.argv[1:] if argv is None else argv)[0].victim
+
+
+def victim_classes(argv: list[str] | None = None) -> dict[str, type]:
+    """name -> class of every victim whose flags the parser offers: the built-in ones, the
+    installed plugins that load, and the module:Class victim on the command line if it loads (one
+    that does not is reported by the --victim argument itself)."""
+    classes = {}
+    for name in (*victim_names(), given_victim(argv)):
+        if name is not None and name not in classes:
+            try:
+                classes[name] = get_victim(name)
+            except ValueError:
+                pass
+    return classes
+
+
+def victim_argument(allowed: tuple[str, ...] | None = None):
+    """An argument type for --victim: a built-in or installed victim (of `allowed`, if given) or a
+    module:Class path to a class that follows the victim protocol; the message names the value."""
+    def parse(text: str) -> str:
+        try:
+            get_victim(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        if allowed is not None and text in victim_names() and text not in allowed:
+            raise argparse.ArgumentTypeError(f"{text!r} is not audited by this command (choose from {', '.join(allowed)}, "
+                                             "or a module:Class path)")
+        return text
+
+    return parse
+
+
+def add_victim_flags(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> None:
+    """One flag per victim field (`victim_classes(argv)`). A field several victims share (same name
+    and type) is one flag; where their help texts differ, each victim's text is shown, prefixed
+    with the victims' names."""
     group = parser.add_argument_group("victim flags (each applies to the victims that have it)")
     flags: dict[str, tuple[tuple[str, ...], type, dataclasses.Field]] = {}
     helps: dict[str, dict[str, list[str]]] = {}  # dest -> help text -> victims that use it
-    for name in victim_names():
-        for path, kind, f in _flag_fields(get_victim(name)):
+    for name, cls in victim_classes(argv).items():
+        for path, kind, f in _flag_fields(cls):
             flags.setdefault(_dest(path), (path, kind, f))
             helps.setdefault(_dest(path), {}).setdefault(f.metadata.get("help", ""), []).append(name)
     for dest, (path, kind, f) in flags.items():
@@ -123,9 +162,13 @@ def build_victim(name: str, args: argparse.Namespace):
     return construct(cls, ())
 
 
-def build_parser(prog: str, description: str, *, victims: tuple[str, ...] | None = None) -> ArgumentParser:
+def build_parser(prog: str, description: str, *, victims: tuple[str, ...] | None = None,
+                 argv: list[str] | None = None) -> ArgumentParser:
+    """The audit's parser; `argv` (None: sys.argv) is read ahead for a module:Class victim's flags."""
     p = ArgumentParser(prog=prog, description=description)
-    p.add_argument("--victim", required=True, choices=victims or victim_names(), help="the pipeline under audit")
+    p.add_argument("--victim", required=True, type=victim_argument(victims), metavar="VICTIM",
+                   help=f"the pipeline under audit: {', '.join(victims or victim_names())}, or module:Class "
+                        "(your own pipeline; README, 'Audit your own pipeline')")
     p.add_argument("--n-shadow", type=int_at_least(2), required=True, help="runs to train (targets and shadows)")
     p.add_argument("--n-targets", type=int_at_least(1), default=None, help="target runs (the first runs; their coins are the canaries of the epsilon bound), each attacked with the other, reference runs as shadows (default: min(R/2, 16))")
     p.add_argument("--dataset", default="digits", help="digits (embedded), mnist, fashion-mnist, cifar10, or a .npz file")
@@ -133,7 +176,7 @@ def build_parser(prog: str, description: str, *, victims: tuple[str, ...] | None
     p.add_argument("--download", action="store_true", help="let torchvision download the dataset")
     add_run_flags(p)
     add_canary_flags(p)
-    add_victim_flags(p)
+    add_victim_flags(p, argv)
     return p
 
 
@@ -264,7 +307,7 @@ def check_canary_coins(membership: np.ndarray, n_natural: int, canaries: CanaryC
 def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], description: str,
          victims: tuple[str, ...] | None = None) -> int:
     """Run the audit; `victims` restricts `--victim` (default: every registered victim)."""
-    parser = build_parser(prog, description, victims=victims)
+    parser = build_parser(prog, description, victims=victims, argv=argv)
     args = parser.parse_args(argv)
     try:
         victim = build_victim(args.victim, args)

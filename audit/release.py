@@ -432,13 +432,14 @@ def check_out_dir(out: Path, record: dict) -> None:
         raise ReleaseError(f"--out {out} is a non-empty directory that is no release audit; refusing to write there")
 
 
-def build_parser() -> ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> ArgumentParser:
     p = ArgumentParser(prog="python -m audit.release",
                        description="Audit a data release made with one of the victim pipelines: shadow runs of the "
                                    "same pipeline on the same pool, attacks on the actual release, a report.")
     p.add_argument("--pool", required=True, type=Path, help="POOL.npz: x, y, and member (bool) or member_idx (int)")
     p.add_argument("--release", required=True, type=Path, help="RELEASE.npz: x, y (and optional init_idx)")
-    p.add_argument("--victim", required=True, choices=victim_names(), help="the pipeline that made the release")
+    p.add_argument("--victim", required=True, type=cli.victim_argument(), metavar="VICTIM",
+                   help=f"the pipeline that made the release: {', '.join(victim_names())}, or module:Class")
     p.add_argument("--n-shadow", type=int_at_least(2), required=True,
                    help="shadow runs: reference runs, each example in each by an independent coin (--inclusion-rate)")
     p.add_argument("--out", type=Path, default=None,
@@ -446,12 +447,12 @@ def build_parser() -> ArgumentParser:
     cli.add_run_flags(p)
     report.add_claim_flags(p)
     report.add_report_flags(p, seed=False)  # --seed is the run flags' master seed
-    cli.add_victim_flags(p)
+    cli.add_victim_flags(p, argv)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         inputs = read_inputs(args.pool, args.release)

@@ -266,7 +266,7 @@ def test_the_command_writes_every_ganleak_attack(tmp_path, tiny_flags):
 
 
 @pytest.mark.parametrize("flags,message", [
-    (["--victim", "real"], "argument --victim: invalid choice: 'real'"),
+    (["--victim", "real"], "argument --victim: 'real' is not audited by this command"),
     (["--victim", "cgan", "--pbb-starts", "0"], "--pbb-starts must be >= 1, got 0"),
     (["--victim", "dpcgan", "--epsilon", "-1"], "--epsilon must be a positive number, got -1.0"),
 ])

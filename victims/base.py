@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
+import importlib.metadata
+import inspect
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -126,16 +129,83 @@ def register_victim(name: str, *, force: bool = False):
     return decorate
 
 
+#: entry-point group of installed victim plugins: `name = "package.module:Class"` in a package's
+#: metadata makes `--victim name` audit that class (README, "Audit your own pipeline")
+PLUGIN_GROUP = "membership_audit.victims"
+
+
+def _plugins() -> dict[str, importlib.metadata.EntryPoint]:
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=PLUGIN_GROUP)}
+
+
 def victim_names() -> tuple[str, ...]:
-    return tuple(sorted(_VICTIMS))
+    """The built-in victims and the installed plugins (entry points of PLUGIN_GROUP)."""
+    return tuple(sorted(set(_VICTIMS) | set(_plugins())))
 
 
 def get_victim(name: str) -> type:
-    """The victim class registered as `name`; an unknown name raises and lists the known ones."""
-    try:
+    """The victim class for `name`: a built-in victim, an installed plugin (entry point of
+    PLUGIN_GROUP), or a `module:Class` path to import. Raises ValueError (one line naming the
+    value) for an unknown name, a path that does not import, or a class that breaks the protocol."""
+    if name in _VICTIMS:
         return _VICTIMS[name]
-    except KeyError:
-        raise ValueError(f"unknown victim {name!r} (known: {', '.join(victim_names())})") from None
+    plugins = _plugins()
+    if name in plugins:
+        try:
+            cls = plugins[name].load()
+        except Exception as e:  # a plugin's import can fail in any way; report it in one line
+            raise ValueError(f"--victim {name}: its entry point {plugins[name].value!r} does not load "
+                             f"({type(e).__name__}: {_first_line(e)})") from None
+        return check_victim_class(cls, label=name)
+    if ":" in name:
+        return check_victim_class(_import_class(name), label=name)
+    raise ValueError(f"unknown victim {name!r} (known: {', '.join(victim_names())}; or a module:Class path)")
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [""])[0]
+
+
+def _import_class(path: str) -> type:
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"--victim {path}: a victim path is module:Class, e.g. my_package.pipelines:MyVictim")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:  # ImportError, or whatever the module raises as it runs
+        raise ValueError(f"--victim {path}: cannot import {module_name!r} ({type(e).__name__}: {_first_line(e)})") from None
+    try:
+        return getattr(module, attribute)
+    except AttributeError:
+        raise ValueError(f"--victim {path}: module {module_name!r} has no {attribute!r}") from None
+
+
+def check_victim_class(cls: Any, *, label: str) -> type:
+    """`cls` if it follows the victim protocol (a dataclass with a str `name` that no other victim
+    has, `run(pool, keep, seed, *, device, inclusion_rate)` and `check(pool, *, inclusion_rate)`);
+    else ValueError naming what breaks it."""
+    def broken(why: str) -> ValueError:
+        return ValueError(f"--victim {label}: {getattr(cls, '__qualname__', cls)!s} does not follow the victim protocol: {why}")
+
+    if not isinstance(cls, type) or not dataclasses.is_dataclass(cls):
+        raise broken("not a dataclass (its fields are the victim's flags)")
+    if not isinstance(getattr(cls, "name", None), str) or not cls.name:
+        raise broken("no `name` class attribute (a str: the experiment directory's prefix)")
+    if _VICTIMS.get(cls.name, cls) is not cls:
+        raise broken(f"its name {cls.name!r} is a built-in victim's")
+    for method, call in (("run", "(pool, keep, seed, device='cpu', inclusion_rate=0.5)"),
+                         ("check", "(pool, inclusion_rate=0.5)")):
+        function = getattr(cls, method, None)
+        if not callable(function):
+            raise broken(f"no `{method}` method")
+        try:
+            if method == "run":
+                inspect.signature(function).bind(None, None, None, None, device="cpu", inclusion_rate=0.5)
+            else:
+                inspect.signature(function).bind(None, None, inclusion_rate=0.5)
+        except TypeError:
+            raise broken(f"`{method}` cannot be called as {method}{call}") from None
+    return cls
 
 
 def victim_config(victim: Any) -> dict:
