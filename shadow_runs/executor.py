@@ -85,7 +85,9 @@ def _execute_ray(tasks, *, victim, pool, config: ExecutorConfig):
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(
-            address=config.address,
+            # "local": a new Ray here even when another one runs on this machine (address None
+            # would join the cluster a `ray start` last recorded, or RAY_ADDRESS's)
+            address=config.address or "local",
             num_cpus=(config.workers or os.cpu_count()) if config.address is None else None,
             include_dashboard=False,
             logging_level="ERROR",

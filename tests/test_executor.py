@@ -84,18 +84,30 @@ def test_a_lost_worker_is_retried(setup, tmp_path):
     assert len(list(tmp_path.iterdir())) == 2  # each task died once, then succeeded
 
 
-def test_joins_an_existing_cluster_by_address(setup):
+def test_joins_an_existing_cluster_by_address_and_a_local_run_does_not(setup):
+    import ray
+    from ray.cluster_utils import Cluster
+
     pool, tasks, victim = setup
-    port = "6399"
-    ray_cli = [sys.executable, "-m", "ray.scripts.scripts"]
-    subprocess.run([*ray_cli, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false"],
-                   check=True, capture_output=True)
+    # a real head node with its own raylet; shut down below by its handle, so no other Ray on the
+    # machine is touched (`ray stop --force` would stop them all)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
     try:
         results = list(execute(tasks[:2], victim=victim, pool=pool,
-                               config=ExecutorConfig(kind="ray", address=f"127.0.0.1:{port}")))
+                               config=ExecutorConfig(kind="ray", address=cluster.address)))
+        assert sorted(t.run for t, _, _ in results) == [0, 1]
+        # Without an address the executor starts its own Ray although this cluster is the one
+        # recorded for this machine: ray.init(address=None) would try to join it, and refuse the
+        # num_cpus a local start passes ("When connecting to an existing cluster, num_cpus ... must
+        # not be provided").
+        from ray._private.services import find_bootstrap_address
+
+        assert find_bootstrap_address(None) == cluster.address
+        local = list(execute(tasks[:1], victim=victim, pool=pool, config=ExecutorConfig(kind="ray", workers=1)))
+        assert [t.run for t, _, _ in local] == [0]
     finally:
-        subprocess.run([*ray_cli, "stop", "--force"], capture_output=True)
-    assert sorted(t.run for t, _, _ in results) == [0, 1]
+        cluster.shutdown()
+    assert not ray.is_initialized()
 
 
 @dataclasses.dataclass(frozen=True)
