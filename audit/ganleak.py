@@ -1,5 +1,5 @@
-"""`python -m audit.ganleak`: the GAN-Leaks attacks against a generator victim (`cgan`, `dpcgan`),
-beside the loss attack, LiRA and RMIA against the downstream ConvNet trained on its samples.
+"""`python -m audit.ganleak`: the GAN-Leaks attacks against a generator victim (`cgan`, `dpcgan`,
+`dpkernel`, `datalens`), beside the loss attack, LiRA and RMIA against the downstream ConvNet trained on its samples.
 
 ganleak_fbb, ganleak_pbb and ganleak_wb score an example by minus its reconstruction loss under
 the target's generator (nearest generated sample; Powell search over the latent code; gradient
@@ -15,7 +15,7 @@ from audit.cli import main as audit_main
 
 ATTACKS = ("loss", "lira_online", "lira_offline", "rmia", "rmia_offline",
            "ganleak_fbb", "ganleak_pbb", "ganleak_wb", "ganleak_cal", "ganleak_lira")
-GENERATOR_VICTIMS = ("cgan", "dpcgan")  # the victims that store reconstruction losses
+GENERATOR_VICTIMS = ("cgan", "dpcgan", "dpkernel", "datalens")  # the victims that store reconstruction losses
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,11 @@ FAST = {  # a quick configuration of each victim, for the contract tests
              "pbb_examples": 3, "pbb_starts": 1, "pbb_evaluations": 10, "wb_steps": 3, "train": SHORT},
     "dpcgan": {"ipc": 2, "latent_dim": 4, "gen_width": 4, "disc_width": 4, "steps": 5, "batch_size": 16, "fbb_samples": 20,
                "pbb_examples": 3, "pbb_starts": 1, "pbb_evaluations": 10, "wb_steps": 3, "train": SHORT},
+    "dpkernel": {"ipc": 2, "latent_dim": 4, "gen_width": 4, "steps": 5, "batch_size": 16, "features": 16, "fake_per_class": 2,
+                 "fbb_samples": 20, "pbb_examples": 3, "pbb_starts": 1, "pbb_evaluations": 10, "wb_steps": 3, "train": SHORT},
+    "datalens": {"ipc": 2, "latent_dim": 4, "gen_width": 4, "disc_width": 4, "steps": 5, "batch_size": 8, "teachers": 3,
+                 "teacher_batch": 8, "fbb_samples": 20, "pbb_examples": 3, "pbb_starts": 1, "pbb_evaluations": 10,
+                 "wb_steps": 3, "train": SHORT},
 }
 
 
@@ -133,6 +138,7 @@ def _privacy_log(name, pool, keep, monkeypatch, inclusion_rate=0.5):
     import opacus.optimizers
 
     import victims.cgan
+    import victims.dpkernel
     import victims.dpsgd
     import victims.psg
 
@@ -151,18 +157,22 @@ def _privacy_log(name, pool, keep, monkeypatch, inclusion_rate=0.5):
         _spy(monkeypatch, opacus.optimizers, "DPOptimizer", log,
              lambda opt, **kw: (kw["noise_multiplier"], kw["max_grad_norm"], kw["expected_batch_size"], kw["loss_reduction"]))
     else:
-        module = victims.psg if name == "psg" else victims.cgan
+        module = {"psg": victims.psg, "dpkernel": victims.dpkernel}.get(name, victims.cgan)
         _spy(monkeypatch, module, "epsilon_spent", log, accounting)
         _spy(monkeypatch, module, "poisson_sample", log, lambda n, rate, **kw: rate)
-        _spy(monkeypatch, module, "gaussian_mean", log,
-             lambda g, params, **kw: (kw["noise_multiplier"], kw["max_grad_norm"], kw["expected_batch_size"]))
+        if name == "dpkernel":  # the noisy kernel mean embedding: (sigma, sensitivity, divisor B)
+            _spy(monkeypatch, module, "noisy_mean_embedding", log,
+                 lambda f, y, **kw: (kw["noise_multiplier"], victims.dpkernel.SENSITIVITY, kw["expected_batch_size"]))
+        else:
+            _spy(monkeypatch, module, "gaussian_mean", log,
+                 lambda g, params, **kw: (kw["noise_multiplier"], kw["max_grad_norm"], kw["expected_batch_size"]))
     _spy(monkeypatch, module, "noise_multiplier_for", log, accounting)
     obs = get_victim(name)(**FAST[name]).run(pool, keep, 7, inclusion_rate=inclusion_rate)
     monkeypatch.undo()
     return log, (obs.formal_epsilon, obs.delta)
 
 
-@pytest.mark.parametrize("name", ["dpsgd", "psg", "dpcgan"])
+@pytest.mark.parametrize("name", ["dpsgd", "psg", "dpcgan", "dpkernel"])
 def test_dp_privacy_parameters_depend_on_the_expected_member_count_only(name, pool, monkeypatch):
     from shadow_runs.plan import membership_matrix
 
@@ -180,14 +190,15 @@ def test_dp_privacy_parameters_depend_on_the_expected_member_count_only(name, po
     else:
         samples = [args for call, args in first if call == "poisson_sample"]
         assert samples and set(samples) == {batch / 750}
-        assert {args[2] for call, args in first if call == "gaussian_mean"} == {batch}
+        mechanism = "noisy_mean_embedding" if name == "dpkernel" else "gaussian_mean"
+        assert {args[2] for call, args in first if call == mechanism} == {batch}
     # ...and the same rate at another plan's inclusion rate moves with it, not with the members.
     other, _ = _privacy_log(name, pool, keep[0], monkeypatch, inclusion_rate=0.4)
     assert {dict(args)["sample_rate"] for call, args in other if call == "noise_multiplier_for"} == {batch / 600}
 
 
 def test_dp_victims_refuse_a_batch_above_the_expected_members(pool):
-    for name in ("dpsgd", "psg", "dpcgan"):
+    for name in ("dpsgd", "psg", "dpcgan", "dpkernel"):
         with pytest.raises(ValueError, match="--batch-size 800 exceeds the 750 members a run has on average"):
             get_victim(name)(batch_size=800).check(pool)
         get_victim(name)(batch_size=600).check(pool, inclusion_rate=0.4)

@@ -109,16 +109,7 @@ class CGANVictim:
             x, y = members.x, members.y
             gen, critic = (net.to(device) for net in self.networks(pool))
             privacy = self.train_gan(gen, critic, x, y, pool=pool, generator=generator, inclusion_rate=inclusion_rate)
-            gen.eval()
-            labels = torch.arange(pool.n_classes, device=device).repeat_interleave(self.ipc)
-            with torch.no_grad():
-                pixels = gen(self.latents(len(labels), generator=generator, device=device), labels)
-            images = to_model_space(pixels, mean=pool.mean, std=pool.std, device=device)
-            model = fit(images, labels, n_classes=pool.n_classes, config=self.train, flip_ok=pool.flip_ok,
-                        generator=generator)
-            recon = self.reconstruct(gen, pool, generator=generator, device=device)
-            return observe(model, pool, device=device, release_x=pixels.cpu().numpy(), release_y=labels.cpu().numpy(),
-                           recon_loss=recon, **privacy)
+            return observe_generator(self, gen, pool, generator=generator, device=device, **privacy)
 
     def latents(self, n: int, *, generator: torch.Generator, device: str) -> torch.Tensor:
         return torch.randn(n, self.latent_dim, generator=generator, device=generator.device).to(device)
@@ -160,22 +151,6 @@ class CGANVictim:
 
     def privacy_spent(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> dict:
         return {}
-
-    def reconstruct(self, gen: nn.Module, pool: Pool, *, generator: torch.Generator, device: str) -> dict[str, np.ndarray]:
-        """The three GAN-Leaks reconstruction losses of every pool example (pixel scale), float32 [n_pool]
-        each; `pbb` is NaN beyond its first `pbb_examples` examples."""
-        x = torch.tensor(pool.x, device=device)
-        y = torch.tensor(pool.y, device=device)
-        fbb, codes = nearest_samples(gen, x, y, n_classes=pool.n_classes, samples_per_class=self.fbb_samples,
-                                     latent_dim=self.latent_dim, keep=min(self.pbb_starts, self.fbb_samples),
-                                     generator=generator)
-        k = min(self.pbb_examples, pool.n_pool)
-        pbb = np.full(pool.n_pool, np.nan, dtype=np.float32)
-        pbb[:k] = powell_reconstruct(gen, x[:k], y[:k], codes[:k], max_evaluations=self.pbb_evaluations,
-                                     prior_weight=self.prior_weight).numpy()
-        wb = gradient_reconstruct(gen, x, y, codes[:, 0], steps=self.wb_steps, lr=self.wb_lr,
-                                  prior_weight=self.prior_weight, optimizer=self.wb_optimizer)
-        return {"fbb": fbb.cpu().numpy(), "pbb": pbb, "wb": wb.detach().cpu().numpy()}
 
 
 @register_victim("dpcgan")
@@ -235,6 +210,43 @@ class DPCGANVictim(CGANVictim):
                 p.grad = g
 
         return step
+
+
+def observe_generator(victim, gen: nn.Module, pool: Pool, *, generator: torch.Generator, device: str,
+                      **privacy) -> Observations:
+    """What a run of a generator victim (`cgan`, `dpcgan`, `dpkernel`, `datalens`) leaves, from its
+    trained generator `gen`: `victim.ipc` generated images per class as the release, the downstream
+    ConvNet trained on them and observed on the pool, and the GAN-Leaks reconstruction losses of
+    every pool example (`reconstruct`); `privacy` (formal_epsilon, delta) is passed on.
+    `victim` is the configuration: ipc, train, latent_dim and the reconstruction fields of `cgan`."""
+    gen.eval()
+    labels = torch.arange(pool.n_classes, device=device).repeat_interleave(victim.ipc)
+    with torch.no_grad():
+        pixels = gen(victim.latents(len(labels), generator=generator, device=device), labels)
+    images = to_model_space(pixels, mean=pool.mean, std=pool.std, device=device)
+    model = fit(images, labels, n_classes=pool.n_classes, config=victim.train, flip_ok=pool.flip_ok, generator=generator)
+    recon = reconstruct(victim, gen, pool, generator=generator, device=device)
+    return observe(model, pool, device=device, release_x=pixels.cpu().numpy(), release_y=labels.cpu().numpy(),
+                   recon_loss=recon, **privacy)
+
+
+def reconstruct(victim, gen: nn.Module, pool: Pool, *, generator: torch.Generator, device: str) -> dict[str, np.ndarray]:
+    """The three GAN-Leaks reconstruction losses of every pool example under `gen` (pixel scale),
+    float32 [n_pool] each, with the search settings of `victim` (fbb_samples, latent_dim,
+    pbb_starts, pbb_examples, pbb_evaluations, prior_weight, wb_steps, wb_lr, wb_optimizer); `pbb`
+    is NaN beyond its first `pbb_examples` examples."""
+    x = torch.tensor(pool.x, device=device)
+    y = torch.tensor(pool.y, device=device)
+    fbb, codes = nearest_samples(gen, x, y, n_classes=pool.n_classes, samples_per_class=victim.fbb_samples,
+                                 latent_dim=victim.latent_dim, keep=min(victim.pbb_starts, victim.fbb_samples),
+                                 generator=generator)
+    k = min(victim.pbb_examples, pool.n_pool)
+    pbb = np.full(pool.n_pool, np.nan, dtype=np.float32)
+    pbb[:k] = powell_reconstruct(gen, x[:k], y[:k], codes[:k], max_evaluations=victim.pbb_evaluations,
+                                 prior_weight=victim.prior_weight).numpy()
+    wb = gradient_reconstruct(gen, x, y, codes[:, 0], steps=victim.wb_steps, lr=victim.wb_lr,
+                              prior_weight=victim.prior_weight, optimizer=victim.wb_optimizer)
+    return {"fbb": fbb.cpu().numpy(), "pbb": pbb, "wb": wb.detach().cpu().numpy()}
 
 
 def noisy_pair_gradient(critic: nn.Module, real: torch.Tensor, fake: torch.Tensor, labels: torch.Tensor, *,

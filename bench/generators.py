@@ -1,0 +1,72 @@
+"""Where the private generators sit on digits: downstream accuracy, the strongest attack, the
+one-run bound against the formal ε, and the cost per run.
+
+    python bench/generators.py [--n-shadow 32] [--runs-dir runs/generators] [--rows ...] [extra audit flags]
+
+Rows: `dpcgan`, `psg` (spc 10), `dpkernel`, `datalens` at ε = 1 and 10, with `dpsgd` at the same
+ε and `subset` (10 real images per class, the naive baseline) beside them. Each row is a full
+audit in its own directory under --runs-dir (a second call re-scores from there):
+`python -m audit.lira` (loss, LiRA, RMIA on the downstream ConvNet; DCR on a released set), and
+for the generators also `python -m audit.ganleak` on the same runs (GAN-Leaks; the audit keeps
+both commands' attacks). Printed per row: test accuracy of the downstream ConvNet (mean and sd
+over runs), the attack with the highest TPR at 0.1% FPR with its AUC, the largest `eps_lower`
+over the row's attacks (each at 95%, so the maximum is not itself a 95% statement), the formal
+ε, and the mean wall time of a run in its worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+GENERATORS = ("dpcgan", "psg", "dpkernel", "datalens")
+ROWS = {  # label -> (audit flags, whether GAN-Leaks applies)
+    **{f"{name} eps={e}": ([*(["--victim", name, "--epsilon", str(e)]), *(["--spc", "10"] if name == "psg" else [])],
+                           name != "psg") for name in GENERATORS for e in (1, 10)},
+    **{f"dpsgd eps={e}": (["--victim", "dpsgd", "--epsilon", str(e)], False) for e in (1, 10)},
+    "subset ipc=10": (["--victim", "subset", "--ipc", "10"], False),
+}
+
+
+def audit(where: Path, flags: list[str], ganleak: bool, extra: list[str]) -> tuple[dict, list[float]]:
+    for module in ("audit.lira", *(["audit.ganleak"] if ganleak else [])):
+        subprocess.run([sys.executable, "-m", module, *flags, "--runs-dir", str(where), "--quiet", *extra], check=True)
+    root = next(where.glob("*/audit/summary.json")).parent.parent
+    walls = [json.loads(p.read_text())["wall_s"] for p in (root / "runs").glob("*.json")]
+    return json.loads((root / "audit" / "summary.json").read_text()), walls
+
+
+def row(label: str, s: dict, walls: list[float]) -> str:
+    attacks = s["attacks"]
+    strongest = max(attacks, key=lambda a: (attacks[a]["tpr_at_fpr"]["0.001"], attacks[a]["auc"]))
+    top = attacks[strongest]
+    bound, which = max((entry["eps_lower"], a) for a, entry in attacks.items() if entry.get("eps_lower") is not None)
+    formal = "-" if s["formal_epsilon"] is None else f"{s['formal_epsilon']:.2f}"
+    return (f"| {label} | {formal} | {s['utility']['test_accuracy']:.3f} ({s['utility']['test_accuracy_std']:.3f}) "
+            f"| {strongest} | {top['auc']:.3f} | {top['tpr_at_fpr']['0.001']:.4f} ({top['fp_at_fpr']['0.001']}) "
+            f"| {bound:.2f} ({which if bound > 0 else 'every attack'}) | {top['eps_ceiling']:.2f} "
+            f"| {statistics.mean(walls):.1f} |")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n-shadow", type=int, default=32)
+    p.add_argument("--runs-dir", type=Path, default=Path("runs/generators"))
+    p.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS), metavar="ROW")
+    args, extra = p.parse_known_args()
+    print("| victim | formal eps | test acc (sd over runs) | strongest attack at 0.1% FPR | its AUC "
+          "| its TPR@0.1% FPR (FP) | eps_lower, max over attacks | eps_ceiling | s per run |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for label in args.rows:
+        flags, ganleak = ROWS[label]
+        where = args.runs_dir / label.replace(" ", "_").replace("=", "")
+        summary, walls = audit(where, [*flags, "--n-shadow", str(args.n_shadow)], ganleak, extra)
+        print(row(label, summary, walls), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,445 @@
+"""`datalens`: DataLens (Wang et al., CCS 2021): teacher discriminators on disjoint partitions of
+the members, a student generator, and noisy aggregation of compressed teacher gradients.
+
+Partition. Every pool row belongs to one teacher, `teacher_of(n_pool, teachers, seed)`: a
+permutation of the pool rows drawn from the run seed alone (never from the membership), row i
+going to teacher perm[i] mod N. Teacher i trains on the members among its rows. The owner of a
+record is thus a function of the record (its pool index) and the public seed: adding or removing
+one record changes the data of exactly one teacher and leaves every other partition as it was,
+which is what the sensitivity below relies on. (A duplicate canary is K rows, hence possibly K
+teachers: group privacy, as `victims.canaries` already says of it.) `check` refuses a
+configuration whose expected members per teacher, q n_pool / N (the public count, never the
+run's), fall below `MIN_MEMBERS_PER_TEACHER`; a teacher that nonetheless has no member in a run
+does not train and votes the zero vector (within the same sensitivity bound).
+
+One student step (`steps` of them):
+1. the student generator draws `batch_size` fakes of uniformly random classes;
+2. each teacher takes `teacher_steps` Adam steps on the non-saturating critic loss, on
+   `teacher_batch` of its own members (drawn with replacement) against those fakes;
+3. each teacher computes g(i), the gradient of the generator loss sum_b softplus(-D_i(x_b, y_b))
+   with respect to the fake images (pixel scale), a vector of d = batch_size * c * h * w;
+4. g(i) is compressed (`--compression`, below), the compressed vectors are summed, Gaussian noise
+   N(0, (sigma * Delta)^2) is added to every coordinate of the sum (of the sketch, for fetchsgd),
+   and the voting threshold keeps coordinate j as +1 where the noisy vote is >= beta N, -1 where
+   it is <= -beta N, and 0 otherwise (paper Algorithm 6, Phase III; a zero vote at beta = 0 meets
+   both conditions and stays 0);
+5. the student steps (Adam, lr `lr`) on the surrogate loss <G(z), direction> / batch_size, i.e.
+   its parameters move along -J^T direction.
+The teachers' randomness (batch indices, stochastic rounding) and the noise are drawn in
+data-independent shapes from the run's generator, so a teacher's data never shifts anybody else's
+random numbers.
+
+Compressions (top count m = max(1, floor(k d)), k = `--top-k`):
+* `topagg` (TopkStoSignGrad, Algorithm 2 of the paper as in its public code): keep the m
+  coordinates of largest |g_j|; clip every coordinate to [-c, c] (c = `--clip`) and normalise by
+  the clipped vector's infinity norm, g^ = clip(g) / ||clip(g)||_inf in [-1, 1]; each kept
+  coordinate becomes +1 with probability (1 + g^_j) / 2 and -1 otherwise (expectation g^_j), the
+  others 0. L2 sensitivity: a vote has at most m entries in {-1, +1}; a record changes one
+  teacher's vote from v to v', ||v - v'||^2 <= 4 m (same support, every sign flipped), so
+  Delta = 2 sqrt(m) (the zero vote of an emptied teacher is within sqrt(m)).
+* `d2pfed` (StoKlevelGrad + Algorithm 6): clip every coordinate to [-c, c], pad to d' = the next
+  power of two, rotate by the randomised Hadamard transform R = H D / sqrt(d') (D random signs,
+  fresh each step, public), normalise by the infinity norm to [-1, 1], and quantise every
+  coordinate stochastically and without bias to the `--levels` L levels -1 + 2r / (L - 1),
+  r = 0 .. L - 1. Dense: `--top-k` does not apply. Each entry lies in [-1, 1], so
+  Delta = 2 sqrt(d'). After the threshold the direction is rotated back (R^T) and cut to d.
+* `fetchsgd` (Algorithm 7): TopkStoSignGrad votes as topagg, summed in a Count Sketch of
+  `--sketch-rows` r rows and w = ceil(`--sketch-width` * d) columns (the sketch is linear: the
+  sketch of the sum is the sum of the sketches). Row r hashes coordinate j to bucket
+  pi_r(j) mod w (pi_r a random permutation, so every bucket holds at most ceil(d / w)
+  coordinates) with a random sign; the noise is added to the r * w buckets; the unsketch (median
+  over rows of the signed buckets), its top m coordinates and the threshold follow as
+  post-processing. Sensitivity: the sketch is a linear map A whose row block r has operator norm
+  sqrt(max bucket load) <= sqrt(ceil(d / w)), so ||A (v - v')|| <= sqrt(r ceil(d / w)) 2 sqrt(m):
+  Delta = 2 sqrt(m) sqrt(r ceil(d / w)).
+
+Privacy (formal, data-independent). Only the noisy statistic of step 4 leaves the teachers, and
+each teacher's state is a function of its own partition, the public randomness and the earlier
+noisy outputs; under add/remove of one record one summand moves by at most Delta, so each step is
+the Gaussian mechanism with noise std sigma * Delta: RDP alpha / (2 sigma^2) at every order alpha.
+The `steps` steps compose (no subsampling, no amplification) to steps * alpha / (2 sigma^2),
+converted to (epsilon, delta) by opacus's `get_privacy_spent` over its default orders (through
+`audit.accounting` with sample rate 1, where opacus's RDP is exactly alpha / (2 sigma^2));
+`--epsilon` picks sigma by opacus's bisection (`get_noise_multiplier`, tolerance 0.01). The
+threshold, un-rotation, unsketch, top-k and the student's update are post-processing. sigma and
+the recorded `formal_epsilon` depend on (epsilon, delta, steps) only, never on the member count.
+The paper's data-dependent analysis is not computed. `--sigma-zero` is the non-private version
+(no noise, formal_epsilon None).
+
+Departures from the appendix fragment (and the paper's public code):
+* k is a fraction of d (the paper counts coordinates). The sensitivity is derived per variant as
+  above; the public code's topagg accounting uses the same 2 sqrt(k).
+* d2pfed: the fragment's output codes b[r] (and the public code's -L/2 + r) are an affine
+  relabelling of the levels that is not centred at 0, so that a zero gradient would vote for a
+  direction; we return the level value m[r] itself, on a grid over [-1, 1] (where the normalised
+  coordinate lies; the fragment writes the grid over [-c, c]). The rotation is the randomised
+  Hadamard transform (the public code leaves its random rotation out as too slow), inverted
+  after the threshold so that the direction is in pixel coordinates.
+* fetchsgd: the fragment adds the noise after top-k(unSketch(S)), whose support is chosen from the
+  noiseless sum; no Gaussian-mechanism bound covers that, so the noise goes on the sketch buckets
+  instead (with the sketch's sensitivity above). The fragment's Algorithm 7 has no threshold
+  phase; we apply Phase III to the top-m unsketched coordinates (beta is among its inputs).
+
+Observations as `dpcgan`: the release is the student generator; the downstream ConvNet trains on
+`ipc` generated images per class (`release_x`/`release_y`), and the GAN-Leaks reconstruction
+losses (`recon_loss` fbb, pbb, wb) are computed with `cgan`'s helpers.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, stack_module_state, vmap
+
+from audit.accounting import epsilon_spent, noise_multiplier_for
+from victims.base import DEFAULT_INCLUSION_RATE, expected_members, register_victim, require_at_least, seeded
+from victims.cgan import CGANVictim, observe_generator
+from victims.data import Pool
+from victims.nets import ConditionalDiscriminator
+from victims.train import to_model_space
+
+COMPRESSIONS = ("topagg", "d2pfed", "fetchsgd")
+#: `check` refuses fewer expected members per teacher, q n_pool / N, than this
+MIN_MEMBERS_PER_TEACHER = 10
+_PARTITION_STREAM = 11  # SeedSequence stream of the partition under the run seed
+
+
+def teacher_of(n_pool: int, teachers: int, seed: int) -> np.ndarray:
+    """int64 [n_pool]: the teacher owning each pool row, perm[i] mod `teachers` for a permutation
+    drawn from `seed` alone: a function of the row and the public seed, never of the membership."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, _PARTITION_STREAM]))
+    return (rng.permutation(n_pool) % teachers).astype(np.int64)
+
+
+def top_count(top_k: float, d: int) -> int:
+    """m = max(1, floor(k d)): the coordinates a TopkStoSignGrad vote keeps."""
+    return max(1, int(math.floor(top_k * d + 1e-9)))
+
+
+def _uniform(shape, generator: torch.Generator, device) -> torch.Tensor:
+    return torch.rand(shape, generator=generator, device=generator.device).to(device)
+
+
+def _normal(shape, generator: torch.Generator, device) -> torch.Tensor:
+    return torch.randn(shape, generator=generator, device=generator.device).to(device)
+
+
+def normalised(g: torch.Tensor, clip: float) -> torch.Tensor:
+    """clip(g, -c, c) / ||clip(g, -c, c)||_inf per row, in [-1, 1] (a zero row stays zero)."""
+    clipped = g.clamp(-clip, clip)
+    scale = clipped.abs().amax(dim=-1, keepdim=True)
+    return clipped / torch.where(scale > 0, scale, torch.ones_like(scale))
+
+
+def topk_stochastic_sign(g: torch.Tensor, *, top_k: float, clip: float, generator: torch.Generator) -> torch.Tensor:
+    """TopkStoSignGrad of every row of g [N, d]: the top m = `top_count` coordinates by |g_j| become
+    +1 with probability (1 + g^_j) / 2 and -1 otherwise, g^ = `normalised(g, clip)`; the rest 0."""
+    m = top_count(top_k, g.shape[-1])
+    u = _uniform(g.shape, generator, g.device)  # drawn for every coordinate: a data-independent shape
+    signs = torch.where(u < (1 + normalised(g, clip)) / 2, 1.0, -1.0).to(g.dtype)
+    keep = torch.zeros_like(g).scatter_(-1, g.abs().topk(m, dim=-1).indices, 1.0)
+    return signs * keep
+
+
+def next_power_of_two(d: int) -> int:
+    return 1 << max(0, (d - 1).bit_length())
+
+
+def hadamard(x: torch.Tensor) -> torch.Tensor:
+    """The orthonormal Walsh-Hadamard transform H / sqrt(n) of the last dimension (n a power of two);
+    it is its own inverse."""
+    n = x.shape[-1]
+    if n & (n - 1):
+        raise ValueError(f"hadamard needs a power-of-two length, got {n}")
+    y, h = x, 1
+    while h < n:
+        y = y.reshape(*x.shape[:-1], n // (2 * h), 2, h)
+        y = torch.stack((y[..., 0, :] + y[..., 1, :], y[..., 0, :] - y[..., 1, :]), dim=-2)
+        h *= 2
+    return y.reshape(x.shape) / math.sqrt(n)
+
+
+def rotate(g: torch.Tensor, signs: torch.Tensor) -> torch.Tensor:
+    """R g = H D g / sqrt(d') per row, g zero-padded to d' = len(signs)."""
+    return hadamard(F.pad(g, (0, signs.shape[-1] - g.shape[-1])) * signs)
+
+
+def unrotate(v: torch.Tensor, signs: torch.Tensor, d: int) -> torch.Tensor:
+    """R^T v = D H v / sqrt(d'), cut to the first d coordinates."""
+    return (signs * hadamard(v))[..., :d]
+
+
+def k_level_quantise(x: torch.Tensor, *, levels: int, generator: torch.Generator) -> torch.Tensor:
+    """Unbiased stochastic rounding of x in [-1, 1] to the `levels` L levels -1 + 2r / (L - 1): a
+    value between levels m[r] <= x <= m[r + 1] becomes m[r + 1] with probability
+    (x - m[r]) / (m[r + 1] - m[r]) and m[r] otherwise, so E = x."""
+    pos = (x.clamp(-1, 1) + 1) / 2 * (levels - 1)
+    lower = pos.floor().clamp(max=levels - 2)
+    up = (_uniform(x.shape, generator, x.device) < pos - lower).to(x.dtype)
+    return -1 + 2 * (lower + up) / (levels - 1)
+
+
+def sto_k_level(g: torch.Tensor, *, clip: float, levels: int, signs: torch.Tensor,
+                generator: torch.Generator) -> torch.Tensor:
+    """StoKlevelGrad of every row of g [N, d] (Algorithm 5): clip to [-c, c], rotate, normalise by
+    the infinity norm, quantise to `levels` levels; [N, d'] in the rotated coordinates."""
+    return k_level_quantise(normalised(rotate(g.clamp(-clip, clip), signs), math.inf), levels=levels,
+                            generator=generator)
+
+
+def vote_threshold(noisy: torch.Tensor, beta: float, teachers: int) -> torch.Tensor:
+    """Phase III of Algorithm 6: +1 where the noisy vote is >= beta N, -1 where <= -beta N, else 0
+    (a vote meeting both, 0 at beta = 0, is 0)."""
+    bound = beta * teachers
+    return (noisy >= bound).to(noisy.dtype) - (noisy <= -bound).to(noisy.dtype)
+
+
+class CountSketch:
+    """A Count Sketch of `rows` x `columns` buckets for vectors of length d: row r sends coordinate
+    j to bucket perm_r[j] mod columns with sign s_r[j] (both drawn once from `generator`), so no
+    bucket holds more than ceil(d / columns) coordinates."""
+
+    def __init__(self, d: int, *, rows: int, columns: int, generator: torch.Generator, device) -> None:
+        self.d, self.rows, self.columns = d, rows, columns
+        perms = torch.stack([torch.randperm(d, generator=generator, device=generator.device) for _ in range(rows)])
+        self.bucket = (perms % columns).to(device)  # [rows, d]
+        self.sign = torch.where(_uniform((rows, d), generator, device) < 0.5, 1.0, -1.0)
+        self.flat = (self.bucket + columns * torch.arange(rows, device=device)[:, None]).flatten()
+
+    @property
+    def max_load(self) -> int:
+        return math.ceil(self.d / self.columns)
+
+    def sketch(self, v: torch.Tensor) -> torch.Tensor:
+        """[rows, columns]: the sketch of v [d]."""
+        table = torch.zeros(self.rows * self.columns, dtype=v.dtype, device=v.device)
+        return table.index_add_(0, self.flat, (self.sign * v).flatten()).view(self.rows, self.columns)
+
+    def unsketch(self, table: torch.Tensor) -> torch.Tensor:
+        """[d]: the median over rows of each coordinate's signed bucket."""
+        return (self.sign * table.gather(1, self.bucket)).median(dim=0).values
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """One variant of the noisy aggregation for vectors of length d; `sensitivity` is Delta."""
+
+    compression: str
+    top_k: float
+    clip: float
+    levels: int
+    beta: float
+    teachers: int
+    d: int
+    sketch: CountSketch | None = None
+
+    @property
+    def sensitivity(self) -> float:
+        if self.compression == "d2pfed":
+            return 2 * math.sqrt(next_power_of_two(self.d))
+        delta = 2 * math.sqrt(top_count(self.top_k, self.d))
+        if self.compression == "fetchsgd":
+            delta *= math.sqrt(self.sketch.rows * self.sketch.max_load)
+        return delta
+
+    def compress(self, g: torch.Tensor, *, generator: torch.Generator, signs: torch.Tensor | None = None) -> torch.Tensor:
+        """Each teacher's compressed vector (rows of g [N, d])."""
+        if self.compression == "d2pfed":
+            return sto_k_level(g, clip=self.clip, levels=self.levels, signs=signs, generator=generator)
+        return topk_stochastic_sign(g, top_k=self.top_k, clip=self.clip, generator=generator)
+
+    def noisy(self, votes: torch.Tensor, *, noise_std: float, generator: torch.Generator) -> torch.Tensor:
+        """The Gaussian mechanism: the sum of the votes [N, D] (its sketch for fetchsgd) plus
+        N(0, noise_std^2) in every coordinate."""
+        total = votes.sum(0)
+        if self.compression == "fetchsgd":
+            total = self.sketch.sketch(total)
+        if noise_std > 0:
+            total = total + noise_std * _normal(total.shape, generator, total.device)
+        return total
+
+    def direction(self, noisy: torch.Tensor, *, signs: torch.Tensor | None = None) -> torch.Tensor:
+        """Post-processing of the noisy statistic into the student's direction [d]."""
+        if self.compression == "fetchsgd":
+            estimate = self.sketch.unsketch(noisy)
+            keep = torch.zeros_like(estimate).scatter_(0, estimate.abs().topk(top_count(self.top_k, self.d)).indices, 1.0)
+            return vote_threshold(estimate * keep, self.beta, self.teachers)
+        voted = vote_threshold(noisy, self.beta, self.teachers)
+        return unrotate(voted, signs, self.d) if self.compression == "d2pfed" else voted
+
+    def step(self, g: torch.Tensor, *, noise_std: float, generator: torch.Generator, active: torch.Tensor) -> torch.Tensor:
+        """g [N, d] -> the aggregated direction [d]; teachers not `active` (no member) vote 0."""
+        signs = None
+        if self.compression == "d2pfed":
+            signs = torch.where(_uniform(next_power_of_two(self.d), generator, g.device) < 0.5, 1.0, -1.0)
+        votes = self.compress(g, generator=generator, signs=signs) * active[:, None]
+        return self.direction(self.noisy(votes, noise_std=noise_std, generator=generator), signs=signs)
+
+
+class Teachers:
+    """N conditional discriminators trained side by side (torch.func: stacked parameters, vmap),
+    teacher i on its own partition of the members only."""
+
+    def __init__(self, nets: list[nn.Module], parts: list[torch.Tensor], labels: list[torch.Tensor], *, lr: float) -> None:
+        params, self.buffers = stack_module_state(nets)
+        self.params = {name: p.detach().requires_grad_() for name, p in params.items()}
+        self.base = nets[0]
+        self.opt = torch.optim.Adam(self.params.values(), lr=lr, betas=(0.5, 0.999))
+        device = parts[0].device
+        self.sizes = torch.tensor([len(p) for p in parts], device=device)
+        self.active = (self.sizes > 0).to(torch.float32)
+        longest = max(1, int(self.sizes.max()))
+        self.x = torch.stack([F.pad(p, (0, 0, 0, 0, 0, 0, 0, longest - len(p))) for p in parts])  # [N, M, c, h, w]
+        self.y = torch.stack([F.pad(y, (0, longest - len(y))) for y in labels])
+
+    def _call(self, params, buffers, x, y):
+        return functional_call(self.base, {**params, **buffers}, (x, y))
+
+    def train_step(self, fake: torch.Tensor, fake_labels: torch.Tensor, *, batch: int, generator: torch.Generator) -> None:
+        """One Adam step of every teacher: `batch` of its members (with replacement) against the
+        fakes (model space); a teacher without members does not move."""
+        n = len(self.sizes)
+        u = _uniform((n, batch), generator, fake.device)
+        idx = torch.minimum((u * self.sizes[:, None]).long(), (self.sizes[:, None] - 1).clamp(min=0))
+        rows = torch.arange(n, device=fake.device)[:, None]
+        real_out = vmap(self._call)(self.params, self.buffers, self.x[rows, idx], self.y[rows, idx])
+        fake_out = vmap(self._call, in_dims=(0, 0, None, None))(self.params, self.buffers, fake, fake_labels)
+        loss = (F.softplus(-real_out).mean(1) + F.softplus(fake_out).mean(1)) * self.active
+        self.opt.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        self.opt.step()
+
+    def image_gradients(self, pixels: torch.Tensor, labels: torch.Tensor, *, pool: Pool) -> torch.Tensor:
+        """[N, d]: each teacher's gradient of sum_b softplus(-D_i(x_b, y_b)) w.r.t. the fakes (pixel scale)."""
+        n = len(self.sizes)
+        x = pixels.detach().expand(n, *pixels.shape).clone().requires_grad_()
+        model = to_model_space(x.flatten(0, 1), mean=pool.mean, std=pool.std, device=x.device).view_as(x)
+        params = {name: p.detach() for name, p in self.params.items()}
+        out = vmap(self._call, in_dims=(0, 0, 0, None))(params, self.buffers, model, labels)
+        (grads,) = torch.autograd.grad(F.softplus(-out).sum(), x)
+        return grads.flatten(1)
+
+
+@register_victim("datalens")
+@dataclass(frozen=True)
+class DataLensVictim(CGANVictim):
+    """DataLens: teacher discriminators on disjoint partitions of the members, a student generator
+    trained on their compressed gradient votes aggregated with Gaussian noise (TopAgg)."""
+
+    steps: int = field(default=300, metadata={"help": "student generator steps, one noisy aggregation each"})
+    batch_size: int = field(default=16, metadata={"help": "fakes per student step (d = batch x pixels)"})
+    lr: float = field(default=2e-3, metadata={"help": "Adam learning rate of the student and the teachers"})
+    teachers: int = field(default=10, metadata={"help": "teacher discriminators N, each on its own partition of the members"})
+    teacher_steps: int = field(default=1, metadata={"help": "Adam steps of every teacher per student step"})
+    teacher_batch: int = field(default=16, metadata={"help": "real examples per teacher step, from the teacher's partition"})
+    compression: str = field(default="topagg", metadata={"help": "gradient compression and aggregation", "choices": COMPRESSIONS})
+    top_k: float = field(default=0.2, metadata={"help": "fraction k in (0, 1] of the d coordinates a teacher votes on (topagg, fetchsgd)"})
+    clip: float = field(default=1e-2, metadata={"help": "per-coordinate clipping constant c of the teachers' gradients"})
+    levels: int = field(default=2, metadata={"help": "d2pfed: quantisation levels"})
+    sketch_rows: int = field(default=5, metadata={"help": "fetchsgd: Count Sketch rows"})
+    sketch_width: float = field(default=0.5, metadata={"help": "fetchsgd: Count Sketch columns as a fraction of d"})
+    beta: float = field(default=0.1, metadata={"help": "voting threshold: keep coordinates whose |noisy vote| >= beta x teachers"})
+    epsilon: float = field(default=1.0, metadata={"help": "target epsilon (DP victims)"})
+    delta: float = field(default=1e-5, metadata={"help": "target delta (DP victims)"})
+    sigma_zero: bool = field(default=False, metadata={"help": "no noise (non-private; no formal epsilon)"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_at_least(self, {"teachers": 1, "teacher_steps": 1, "teacher_batch": 1, "levels": 2, "sketch_rows": 1})
+        if self.compression not in COMPRESSIONS:
+            raise ValueError(f"--compression must be one of {COMPRESSIONS}, got {self.compression!r}")
+        if not 0 < self.top_k <= 1:
+            raise ValueError(f"--top-k must be in (0, 1], got {self.top_k}")
+        if not 0 < self.sketch_width <= 1:
+            raise ValueError(f"--sketch-width must be in (0, 1], got {self.sketch_width}")
+        if not 0 <= self.beta <= 1:
+            raise ValueError(f"--beta must be in [0, 1], got {self.beta}")
+        if not (self.clip > 0 and math.isfinite(self.clip)):
+            raise ValueError(f"--clip must be > 0, got {self.clip}")
+        if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
+            raise ValueError(f"--epsilon must be a positive number, got {self.epsilon}")
+        if not 0 < self.delta < 1:
+            raise ValueError(f"--delta must be in (0, 1), got {self.delta}")
+
+    def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
+        super().check(pool, inclusion_rate=inclusion_rate)
+        members = expected_members(pool, inclusion_rate)
+        if members / self.teachers < MIN_MEMBERS_PER_TEACHER:
+            raise ValueError(f"--teachers {self.teachers} leaves {members / self.teachers:g} expected members per teacher "
+                             f"({members:g} members expected at inclusion rate {inclusion_rate:g} of {pool.n_pool}); "
+                             f"each teacher needs >= {MIN_MEMBERS_PER_TEACHER}")
+
+    def aggregation(self, pool: Pool, *, generator: torch.Generator, device: str = "cpu") -> Aggregation:
+        d = self.batch_size * math.prod(pool.image_shape)
+        sketch = None
+        if self.compression == "fetchsgd":
+            sketch = CountSketch(d, rows=self.sketch_rows, columns=max(1, math.ceil(self.sketch_width * d)),
+                                 generator=generator, device=device)
+        return Aggregation(compression=self.compression, top_k=self.top_k, clip=self.clip, levels=self.levels,
+                           beta=self.beta, teachers=self.teachers, d=d, sketch=sketch)
+
+    def noise_multiplier(self) -> float:
+        """sigma: the noise std is sigma * Delta; `steps` Gaussian steps (RDP alpha / (2 sigma^2)
+        each, no subsampling) spend the target (epsilon, delta) (opacus's search); 0 with sigma_zero."""
+        if self.sigma_zero:
+            return 0.0
+        with warnings.catch_warnings():  # opacus: "optimal order is the largest alpha" for few steps
+            warnings.simplefilter("ignore", UserWarning)
+            return noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=1.0, steps=self.steps)
+
+    def privacy_spent(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> dict:
+        if self.sigma_zero:
+            return {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            spent = epsilon_spent(noise_multiplier=self.noise_multiplier(), sample_rate=1.0, steps=self.steps,
+                                  delta=self.delta)
+        return {"formal_epsilon": spent, "delta": self.delta}
+
+    def teachers_for(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str) -> Teachers:
+        """Fresh teachers (parameters from torch's global RNG), each holding its members in model space."""
+        owner = teacher_of(pool.n_pool, self.teachers, seed)
+        keep = np.asarray(keep, dtype=bool)
+        parts, labels = [], []
+        for i in range(self.teachers):
+            rows = np.flatnonzero(keep & (owner == i))
+            parts.append(to_model_space(pool.x[rows], mean=pool.mean, std=pool.std, device=device))
+            labels.append(torch.as_tensor(pool.y[rows], device=device))
+        nets = [ConditionalDiscriminator(n_classes=pool.n_classes, image_shape=pool.image_shape,
+                                         width=self.disc_width).to(device) for _ in range(self.teachers)]
+        return Teachers(nets, parts, labels, lr=self.lr)
+
+    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
+            inclusion_rate: float = DEFAULT_INCLUSION_RATE):
+        with seeded(seed, device) as generator:
+            gen, _ = self.networks(pool)
+            gen = gen.to(device)
+            teachers = self.teachers_for(pool, keep, seed, device=device)
+            self.train_student(gen, teachers, pool=pool, generator=generator, device=device)
+            return observe_generator(self, gen, pool, generator=generator, device=device,
+                                     **self.privacy_spent(pool, inclusion_rate))
+
+    def train_student(self, gen: nn.Module, teachers: Teachers, *, pool: Pool, generator: torch.Generator,
+                      device: str = "cpu") -> None:
+        aggregation = self.aggregation(pool, generator=generator, device=device)
+        noise_std = self.noise_multiplier() * aggregation.sensitivity
+        opt = torch.optim.Adam(gen.parameters(), lr=self.lr, betas=(0.5, 0.999))
+        for _ in range(self.steps):
+            labels = torch.randint(pool.n_classes, (self.batch_size,), generator=generator,
+                                   device=generator.device).to(device)
+            pixels = gen(self.latents(self.batch_size, generator=generator, device=device), labels)
+            fake = to_model_space(pixels.detach(), mean=pool.mean, std=pool.std, device=device)
+            for _ in range(self.teacher_steps):
+                teachers.train_step(fake, labels, batch=self.teacher_batch, generator=generator)
+            g = teachers.image_gradients(pixels, labels, pool=pool)
+            direction = aggregation.step(g, noise_std=noise_std, generator=generator, active=teachers.active)
+            loss = (pixels.flatten() * direction).sum() / self.batch_size
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
