@@ -163,7 +163,7 @@ def test_sigma_and_epsilon_agree_with_an_independent_rdp_computation(pool, epsil
     assert recorded["delta"] == 1e-5
     assert recorded["formal_epsilon"] == pytest.approx(eps, rel=0.01)
     assert 0.99 * epsilon <= recorded["formal_epsilon"] <= epsilon
-    assert get_victim("datalens")(sigma_zero=True).privacy_spent(pool) == {}
+    assert get_victim("datalens")(noise=False).privacy_spent(pool) == {}
 
 
 def test_the_run_adds_sigma_times_delta_whatever_the_member_count(pool, monkeypatch):
@@ -232,7 +232,7 @@ def test_the_noiseless_mechanism_learns_and_the_private_one_keeps_its_epsilon(po
     cheap = dict(fbb_samples=20, pbb_examples=0, wb_steps=1)
     # The default configuration without noise (cheap reconstructions only): 0.690 test accuracy
     # measured for this seed (0.69-0.78 over seeds 0-4; chance is 0.10).
-    obs = get_victim("datalens")(sigma_zero=True, **cheap).run(pool, keep, 0)
+    obs = get_victim("datalens")(noise=False, **cheap).run(pool, keep, 0)
     assert obs.formal_epsilon is None and obs.delta is None
     assert obs.test_accuracy > 0.4
     private = get_victim("datalens")(epsilon=1.0, **TINY).run(pool, keep, 0)
@@ -241,8 +241,8 @@ def test_the_noiseless_mechanism_learns_and_the_private_one_keeps_its_epsilon(po
 
 # -- 6. bad input ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("kwargs,message", [
-    ({"top_k": 1.5}, r"--top-k must be in \(0, 1\], got 1.5"),
-    ({"top_k": 0.0}, r"--top-k must be in \(0, 1\], got 0.0"),
+    ({"vote_fraction": 1.5}, r"--vote-fraction must be in \(0, 1\], got 1.5"),
+    ({"vote_fraction": 0.0}, r"--vote-fraction must be in \(0, 1\], got 0.0"),
     ({"beta": -0.1}, r"--beta must be in \[0, 1\], got -0.1"),
     ({"beta": 1.5}, r"--beta must be in \[0, 1\], got 1.5"),
     ({"teachers": 0}, "--teachers must be >= 1, got 0"),
@@ -270,7 +270,7 @@ def test_fewer_expected_members_per_teacher_than_the_minimum_is_refused(pool):
 
 
 @pytest.mark.parametrize("flags,named", [
-    (["--top-k", "1.5"], "--top-k must be in (0, 1], got 1.5"),
+    (["--vote-fraction", "1.5"], "--vote-fraction must be in (0, 1], got 1.5"),
     (["--beta", "2"], "--beta must be in [0, 1], got 2.0"),
     (["--compression", "zip"], "'zip'"),
     (["--teachers", "500"], "--teachers 500"),

@@ -29,7 +29,7 @@ The teachers' randomness (batch indices, stochastic rounding) and the noise are 
 data-independent shapes from the run's generator, so a teacher's data never shifts anybody else's
 random numbers.
 
-Compressions (top count m = max(1, floor(k d)), k = `--top-k`):
+Compressions (top count m = max(1, floor(k d)), k = `--vote-fraction`):
 * `topagg` (TopkStoSignGrad, Algorithm 2 of the paper as in its public code): keep the m
   coordinates of largest |g_j|; clip every coordinate to [-c, c] (c = `--clip`) and normalise by
   the clipped vector's infinity norm, g^ = clip(g) / ||clip(g)||_inf in [-1, 1]; each kept
@@ -41,7 +41,7 @@ Compressions (top count m = max(1, floor(k d)), k = `--top-k`):
   power of two, rotate by the randomised Hadamard transform R = H D / sqrt(d') (D random signs,
   fresh each step, public), normalise by the infinity norm to [-1, 1], and quantise every
   coordinate stochastically and without bias to the `--levels` L levels -1 + 2r / (L - 1),
-  r = 0 .. L - 1. Dense: `--top-k` does not apply. Each entry lies in [-1, 1], so
+  r = 0 .. L - 1. Dense: `--vote-fraction` does not apply. Each entry lies in [-1, 1], so
   Delta = 2 sqrt(d'). After the threshold the direction is rotated back (R^T) and cut to d.
 * `fetchsgd` (Algorithm 7): TopkStoSignGrad votes as topagg, summed in a Count Sketch of
   `--sketch-rows` r rows and w = ceil(`--sketch-width` * d) columns (the sketch is linear: the
@@ -63,7 +63,7 @@ converted to (epsilon, delta) by opacus's `get_privacy_spent` over its default o
 `--epsilon` picks sigma by opacus's bisection (`get_noise_multiplier`, tolerance 0.01). The
 threshold, un-rotation, unsketch, top-k and the student's update are post-processing. sigma and
 the recorded `formal_epsilon` depend on (epsilon, delta, steps) only, never on the member count.
-The paper's data-dependent analysis is not computed. `--sigma-zero` is the non-private version
+The paper's data-dependent analysis is not computed. `--no-noise` is the non-private version
 (no noise, formal_epsilon None).
 
 Departures from the appendix fragment (and the paper's public code):
@@ -339,7 +339,7 @@ class DataLensVictim(CGANVictim):
     teacher_steps: int = field(default=1, metadata={"help": "Adam steps of every teacher per student step"})
     teacher_batch: int = field(default=16, metadata={"help": "real examples per teacher step, from the teacher's partition"})
     compression: str = field(default="topagg", metadata={"help": "gradient compression and aggregation", "choices": COMPRESSIONS})
-    top_k: float = field(default=0.2, metadata={"help": "fraction k in (0, 1] of the d coordinates a teacher votes on (topagg, fetchsgd)"})
+    vote_fraction: float = field(default=0.2, metadata={"help": "top-k fraction k in (0, 1] of the d coordinates a teacher votes on (topagg, fetchsgd)"})
     clip: float = field(default=1e-2, metadata={"help": "per-coordinate clipping constant c of the teachers' gradients"})
     levels: int = field(default=2, metadata={"help": "d2pfed: quantisation levels"})
     sketch_rows: int = field(default=5, metadata={"help": "fetchsgd: Count Sketch rows"})
@@ -347,15 +347,16 @@ class DataLensVictim(CGANVictim):
     beta: float = field(default=0.1, metadata={"help": "voting threshold: keep coordinates whose |noisy vote| >= beta x teachers"})
     epsilon: float = field(default=1.0, metadata={"help": "target epsilon (DP victims)"})
     delta: float = field(default=1e-5, metadata={"help": "target delta (DP victims)"})
-    sigma_zero: bool = field(default=False, metadata={"help": "no noise (non-private; no formal epsilon)"})
+    noise: bool = field(default=True, metadata={
+        "help": "add the calibrated noise; --no-noise is the non-private version (sigma = 0, no epsilon recorded)"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
         require_at_least(self, {"teachers": 1, "teacher_steps": 1, "teacher_batch": 1, "levels": 2, "sketch_rows": 1})
         if self.compression not in COMPRESSIONS:
             raise ValueError(f"--compression must be one of {COMPRESSIONS}, got {self.compression!r}")
-        if not 0 < self.top_k <= 1:
-            raise ValueError(f"--top-k must be in (0, 1], got {self.top_k}")
+        if not 0 < self.vote_fraction <= 1:
+            raise ValueError(f"--vote-fraction must be in (0, 1], got {self.vote_fraction}")
         if not 0 < self.sketch_width <= 1:
             raise ValueError(f"--sketch-width must be in (0, 1], got {self.sketch_width}")
         if not 0 <= self.beta <= 1:
@@ -381,20 +382,20 @@ class DataLensVictim(CGANVictim):
         if self.compression == "fetchsgd":
             sketch = CountSketch(d, rows=self.sketch_rows, columns=max(1, math.ceil(self.sketch_width * d)),
                                  generator=generator, device=device)
-        return Aggregation(compression=self.compression, top_k=self.top_k, clip=self.clip, levels=self.levels,
+        return Aggregation(compression=self.compression, top_k=self.vote_fraction, clip=self.clip, levels=self.levels,
                            beta=self.beta, teachers=self.teachers, d=d, sketch=sketch)
 
     def noise_multiplier(self) -> float:
         """sigma: the noise std is sigma * Delta; `steps` Gaussian steps (RDP alpha / (2 sigma^2)
-        each, no subsampling) spend the target (epsilon, delta) (opacus's search); 0 with sigma_zero."""
-        if self.sigma_zero:
+        each, no subsampling) spend the target (epsilon, delta) (opacus's search); 0 with --no-noise."""
+        if not self.noise:
             return 0.0
         with warnings.catch_warnings():  # opacus: "optimal order is the largest alpha" for few steps
             warnings.simplefilter("ignore", UserWarning)
             return noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=1.0, steps=self.steps)
 
     def privacy_spent(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> dict:
-        if self.sigma_zero:
+        if not self.noise:
             return {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)

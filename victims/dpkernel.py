@@ -151,7 +151,7 @@ class DPKernelVictim:
     epsilon: float = field(default=1.0, metadata={"help": "target epsilon (DP victims)"})
     delta: float = field(default=1e-5, metadata={"help": "target delta (DP victims)"})
     noise: bool = field(default=True, metadata={
-        "help": "dpkernel: add the calibrated noise; --no-noise is the non-private version (sigma = 0, no epsilon recorded)"})
+        "help": "add the calibrated noise; --no-noise is the non-private version (sigma = 0, no epsilon recorded)"})
     batch_size: int = field(default=150, metadata={"help": "expected Poisson batch size B (rate B / (q n_pool))"})
     steps: int = field(default=400, metadata={"help": "noisy embedding releases, one generator step each"})
     features: int = field(default=400, metadata={"help": "random Fourier frequencies D (2D features per class)"})
