@@ -323,20 +323,21 @@ def test_dpcgan_at_epsilon_one_stays_below_its_formal_epsilon(tmp_path, pool):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("victim, flags", [
-    ("dpkernel", ["--batch-size", "16"]),  # 50 members: an expected batch of 16
-    ("datalens", ["--teachers", "4"]),  # 50 members: 12.5 per teacher (at least 10)
+@pytest.mark.parametrize("victim, flags, least_auc", [
+    ("dpkernel", ["--batch-size", "16"], 0.6),  # 50 members: an expected batch of 16
+    ("datalens", ["--teachers", "4"], 0.55),  # 50 members: 12.5 per teacher (at least 10)
 ])
-def test_the_private_generators_leak_without_noise_and_stay_below_epsilon_with_it(tmp_path, pool, victim, flags):
-    # 6 runs each on the same 100 digits (3 targets x 100 examples, 3 reference runs). Measured for
-    # dpkernel --no-noise with 16 runs: AUC 0.759 (ganleak_fbb), 0.734 (ganleak_wb), 0.816
-    # (ganleak_cal); with 150 members and 150 non-members an AUC's standard error is ~0.033, so
-    # 0.6 is over four of them below.
+def test_the_private_generators_leak_without_noise_and_stay_below_epsilon_with_it(tmp_path, pool, victim, flags,
+                                                                                   least_auc):
+    # 6 runs each on the same 100 digits (3 targets x 100 examples, 3 reference runs). Measured
+    # --no-noise with 16 runs: dpkernel AUC 0.759 (ganleak_fbb), 0.734 (ganleak_wb); datalens 0.616
+    # and 0.610. With 150 members and 150 non-members an AUC's standard error is ~0.033.
     for name in ("plain", "private"):
         (tmp_path / name).mkdir()
     plain = audit_small_digits(tmp_path / "plain", pool, "--victim", victim, "--no-noise", *flags, "--n-shadow", "6")
     assert plain["formal_epsilon"] is None
-    assert max(plain["attacks"][a]["auc"] for a in ("ganleak_fbb", "ganleak_wb")) > 0.6
+    print({a: round(plain["attacks"][a]["auc"], 3) for a in ("ganleak_fbb", "ganleak_wb")})
+    assert max(plain["attacks"][a]["auc"] for a in ("ganleak_fbb", "ganleak_wb")) > least_auc
     private = audit_small_digits(tmp_path / "private", pool, "--victim", victim, "--epsilon", "1", *flags,
                                  "--n-shadow", "6")
     assert 0.99 <= private["formal_epsilon"] <= 1.0

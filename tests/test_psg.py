@@ -10,7 +10,8 @@ from victims import get_victim
 from victims.matching import gradient_distance, layer_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net
 from victims.psg import (
-    PSGVictim, clip_per_example, noisy_mean_gradient, paper_values, per_example_gradients, poisson_sample,
+    PSGVictim, _layer_factors, _patches, clip_per_example, clipped_gradient_sum, noisy_mean_gradient, paper_values,
+    per_example_gradients, poisson_sample,
 )
 from victims.train import TrainConfig
 
@@ -67,6 +68,69 @@ def test_per_example_gradients_match_a_loop(pool, batch):
         expected = torch.autograd.grad(F.cross_entropy(net(x[i : i + 1]), y[i : i + 1]), list(matched.values()))
         for name, g in zip(matched, expected):
             torch.testing.assert_close(vectorised[name][i], g, rtol=1e-4, atol=1e-6)
+
+
+def _relative_error(a, b):
+    return float((a - b).norm() / b.norm())
+
+
+@pytest.mark.parametrize("config", [NetConfig(width=32), NetConfig(width=8, depth=3), NetConfig(arch="mlp", width=16)],
+                         ids=["conv-w32", "conv-w8-d3", "mlp"])
+def test_clipped_gradient_sum_equals_the_torch_func_path(pool, config):
+    # A random batch; width 32 takes every branch of the norms: formed gradients (first conv),
+    # ghost norms (second conv: T (p + o) = 16 x 320 < p o = 288 x 32), the T = 1 product (linear).
+    torch.manual_seed(1)
+    net = build_net(config, image_shape=pool.image_shape, n_classes=pool.n_classes)
+    matched = {name: p for name, p in net.named_parameters() if p.ndim > 1}
+    x, y = torch.randn(48, *pool.image_shape), torch.randint(0, pool.n_classes, (48,))
+    reference = per_example_gradients(net, matched, x, y)
+    factors = _layer_factors(net, matched, x, y)
+    for name, p in matched.items():  # the per-example gradients the factors stand for
+        assert _relative_error(factors[name].per_example().reshape(48, *p.shape), reference[name]) < 1e-5
+        norms = reference[name].flatten(1).pow(2).sum(1)
+        torch.testing.assert_close(factors[name].squared_norms(), norms, rtol=1e-5, atol=1e-12)
+    squares = sum(g.flatten(1).pow(2).sum(1) for g in reference.values())
+    limit = float(squares.sqrt().median())  # half the examples clipped
+    clipped = clip_per_example(reference, limit)
+    for name, g in zip(matched, clipped_gradient_sum(net, matched, x, y, max_norm=limit)):
+        assert _relative_error(g, clipped[name].sum(0)) < 1e-5
+
+
+def test_clipped_gradient_sum_falls_back_to_torch_func_for_other_parameters(pool, batch):
+    net, _ = _net(pool)
+    params = {"features.0.weight": net.features[0].weight, "features.1.weight": net.features[1].weight}  # a norm scale
+    assert _layer_factors(net, params, *batch) is None
+    clipped = clip_per_example(per_example_gradients(net, params, *batch), 0.05)
+    for name, g in zip(params, clipped_gradient_sum(net, params, *batch, max_norm=0.05)):
+        torch.testing.assert_close(g, clipped[name].sum(0))
+
+
+@pytest.mark.parametrize("kernel,dilation,padding,stride", [(3, 1, 1, 1), (3, 2, 2, 1), ((3, 2), (1, 2), (0, 1), (2, 1)), (4, 1, 1, 2)])
+def test_patches_are_unfold(kernel, dilation, padding, stride):
+    conv = torch.nn.Conv2d(3, 5, kernel, dilation=dilation, padding=padding, stride=stride)
+    x = torch.randn(4, 3, 9, 8)
+    expected = F.unfold(x, conv.kernel_size, dilation=conv.dilation, padding=conv.padding, stride=conv.stride)
+    assert torch.equal(_patches(x, conv), expected.transpose(1, 2))
+
+
+def test_a_noisy_step_leaves_no_gradients_hooks_or_attributes(pool, batch):
+    net, matched = _net(pool)
+    before = {name: p.detach().clone() for name, p in net.named_parameters()}
+    noisy_mean_gradient(net, matched, *batch, max_grad_norm=0.1, noise_multiplier=1.0, expected_batch_size=40,
+                        generator=torch.Generator().manual_seed(0))
+    for name, p in net.named_parameters():
+        assert p.grad is None and p.requires_grad, name
+        assert not [a for a in ("grad_sample", "_forward_counter", "_current_grad_sample", "_norm_sample") if hasattr(p, a)]
+        assert torch.equal(p, before[name])
+    for module in net.modules():
+        assert not (module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
+                    or module._backward_pre_hooks), module
+        assert not hasattr(module, "activations")
+    # the synthetic-set step differentiates through the same net right after (create_graph=True)
+    images = torch.randn(20, *pool.image_shape, requires_grad=True)
+    loss = F.cross_entropy(net(images), torch.arange(20) % 10)
+    grads = torch.autograd.grad(loss, list(matched.values()), create_graph=True)
+    assert images.grad is None and sum(g.sum() for g in grads).requires_grad
 
 
 def test_clipping_bounds_each_examples_norm_and_keeps_small_ones(pool, batch):
