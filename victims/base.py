@@ -232,6 +232,15 @@ def require_positive(config: Any, names: tuple[str, ...]) -> None:
             raise ValueError(f"{_flag_name(name)} must be > 0, got {value}")
 
 
+def require_privacy_target(config: Any) -> None:
+    """ValueError naming the bad value unless `config.epsilon` is a finite number > 0 and
+    `config.delta` lies in (0, 1): the target every DP victim calibrates its noise to."""
+    if not (config.epsilon > 0 and math.isfinite(config.epsilon)):
+        raise ValueError(f"--epsilon must be a positive number, got {config.epsilon}")
+    if not 0 < config.delta < 1:
+        raise ValueError(f"--delta must be in (0, 1), got {config.delta}")
+
+
 def require_momentum(config: Any) -> None:
     if not 0 <= config.momentum < 1:
         raise ValueError(f"--momentum must be in [0, 1), got {config.momentum}")

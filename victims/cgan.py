@@ -53,7 +53,7 @@ from torch.func import functional_call, grad, vmap
 from attacks.ganleak import WB_OPTIMIZERS, gradient_reconstruct, nearest_samples, powell_reconstruct
 from audit.accounting import ACCOUNTANTS, epsilon_spent, noise_multiplier_for
 from victims.base import (DEFAULT_INCLUSION_RATE, Observations, observe, poisson_rate, register_victim,
-                          require_at_least, require_positive, seeded)
+                          require_at_least, require_positive, require_privacy_target, seeded)
 from victims.condense import Members
 from victims.data import Pool
 from victims.nets import ConditionalDiscriminator, ConditionalGenerator
@@ -61,9 +61,34 @@ from victims.psg import gaussian_mean, poisson_sample
 from victims.train import TrainConfig, fit, small_set_training, to_model_space
 
 
+@dataclass(frozen=True)
+class GanLeaksSearch:
+    """The settings of the GAN-Leaks reconstructions every generator victim's run stores
+    (`reconstruct`; the attacker's work, never fed back into the release). A generator victim
+    inherits them, so they are the same flags for every generator."""
+
+    fbb_samples: int = field(default=1000, metadata={"help": "fbb: generated samples per class the nearest is searched in"})
+    pbb_examples: int = field(default=30, metadata={"help": "pbb: reconstruct only the first this many pool examples (Powell is slow)"})
+    pbb_starts: int = field(default=2, metadata={"help": "pbb: Powell searches per example, from its nearest generated samples"})
+    pbb_evaluations: int = field(default=60, metadata={"help": "pbb: generator calls per Powell search"})
+    wb_steps: int = field(default=50, metadata={"help": "wb: optimiser steps on the latent codes"})
+    wb_lr: float = field(default=0.1, metadata={"help": "wb: learning rate on the latent codes"})
+    wb_optimizer: str = field(default="adam", metadata={"help": "wb: optimiser of the latent codes", "choices": WB_OPTIMIZERS})
+    prior_weight: float = field(default=1e-3, metadata={"help": "pbb and wb: weight of the latent-norm prior (|z|^2/d - 1)^2"})
+
+    def __post_init__(self) -> None:
+        require_at_least(self, {name: 1 for name in ("fbb_samples", "pbb_starts", "pbb_evaluations", "wb_steps")})
+        require_at_least(self, {"pbb_examples": 0})
+        require_positive(self, ("wb_lr",))
+        if not (self.prior_weight >= 0 and math.isfinite(self.prior_weight)):
+            raise ValueError(f"--prior-weight must be >= 0, got {self.prior_weight}")
+        if self.wb_optimizer not in WB_OPTIMIZERS:
+            raise ValueError(f"--wb-optimizer must be one of {WB_OPTIMIZERS}, got {self.wb_optimizer!r}")
+
+
 @register_victim("cgan")
 @dataclass(frozen=True)
-class CGANVictim:
+class CGANVictim(GanLeaksSearch):
     """A conditional GAN trained on the members; the downstream ConvNet is trained on its samples."""
 
     ipc: int = field(default=10, metadata={"help": "generated images per class in the release the downstream ConvNet trains on"})
@@ -73,25 +98,12 @@ class CGANVictim:
     steps: int = field(default=400, metadata={"help": "GAN training steps (one critic and one generator update each)"})
     batch_size: int = field(default=64, metadata={"help": "real examples per critic step (dpcgan: expected Poisson batch size)"})
     lr: float = field(default=2e-3, metadata={"help": "Adam learning rate of both nets"})
-    fbb_samples: int = field(default=1000, metadata={"help": "fbb: generated samples per class the nearest is searched in"})
-    pbb_examples: int = field(default=30, metadata={"help": "pbb: reconstruct only the first this many pool examples (Powell is slow)"})
-    pbb_starts: int = field(default=2, metadata={"help": "pbb: Powell searches per example, from its nearest generated samples"})
-    pbb_evaluations: int = field(default=60, metadata={"help": "pbb: generator calls per Powell search"})
-    wb_steps: int = field(default=50, metadata={"help": "wb: optimiser steps on the latent codes"})
-    wb_lr: float = field(default=0.1, metadata={"help": "wb: learning rate on the latent codes"})
-    wb_optimizer: str = field(default="adam", metadata={"help": "wb: optimiser of the latent codes", "choices": WB_OPTIMIZERS})
-    prior_weight: float = field(default=1e-3, metadata={"help": "pbb and wb: weight of the latent-norm prior (|z|^2/d - 1)^2"})
     train: TrainConfig = field(default_factory=small_set_training)  # the downstream ConvNet on the release
 
     def __post_init__(self) -> None:
-        require_at_least(self, {name: 1 for name in ("ipc", "latent_dim", "gen_width", "disc_width", "steps", "batch_size",
-                                                      "fbb_samples", "pbb_starts", "pbb_evaluations", "wb_steps")})
-        require_at_least(self, {"pbb_examples": 0})
-        require_positive(self, ("lr", "wb_lr"))
-        if not (self.prior_weight >= 0 and math.isfinite(self.prior_weight)):
-            raise ValueError(f"--prior-weight must be >= 0, got {self.prior_weight}")
-        if self.wb_optimizer not in WB_OPTIMIZERS:
-            raise ValueError(f"--wb-optimizer must be one of {WB_OPTIMIZERS}, got {self.wb_optimizer!r}")
+        super().__post_init__()
+        require_at_least(self, {name: 1 for name in ("ipc", "latent_dim", "gen_width", "disc_width", "steps", "batch_size")})
+        require_positive(self, ("lr",))
 
     def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
         self.networks(pool)
@@ -165,10 +177,7 @@ class DPCGANVictim(CGANVictim):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
-            raise ValueError(f"--epsilon must be a positive number, got {self.epsilon}")
-        if not 0 < self.delta < 1:
-            raise ValueError(f"--delta must be in (0, 1), got {self.delta}")
+        require_privacy_target(self)
         require_positive(self, ("max_grad_norm",))
         if self.accountant not in ACCOUNTANTS:
             raise ValueError(f"--accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}")

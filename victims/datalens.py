@@ -98,7 +98,8 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from audit.accounting import epsilon_spent, noise_multiplier_for
-from victims.base import DEFAULT_INCLUSION_RATE, expected_members, register_victim, require_at_least, seeded
+from victims.base import (DEFAULT_INCLUSION_RATE, expected_members, register_victim, require_at_least,
+                          require_privacy_target, seeded)
 from victims.cgan import CGANVictim, observe_generator
 from victims.data import Pool
 from victims.nets import ConditionalDiscriminator
@@ -363,10 +364,7 @@ class DataLensVictim(CGANVictim):
             raise ValueError(f"--beta must be in [0, 1], got {self.beta}")
         if not (self.clip > 0 and math.isfinite(self.clip)):
             raise ValueError(f"--clip must be > 0, got {self.clip}")
-        if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
-            raise ValueError(f"--epsilon must be a positive number, got {self.epsilon}")
-        if not 0 < self.delta < 1:
-            raise ValueError(f"--delta must be in (0, 1), got {self.delta}")
+        require_privacy_target(self)
 
     def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
         super().check(pool, inclusion_rate=inclusion_rate)

@@ -87,11 +87,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from attacks.ganleak import WB_OPTIMIZERS
 from audit.accounting import ACCOUNTANTS, epsilon_spent, noise_multiplier_for
 from victims.base import (DEFAULT_INCLUSION_RATE, Observations, poisson_rate, register_victim, require_at_least,
-                          require_positive, seeded)
-from victims.cgan import observe_generator
+                          require_positive, require_privacy_target, seeded)
+from victims.cgan import GanLeaksSearch, observe_generator
 from victims.data import Pool
 from victims.nets import ConditionalGenerator
 from victims.psg import poisson_sample
@@ -145,7 +144,7 @@ def noisy_mean_embedding(features: torch.Tensor, labels: torch.Tensor, *, n_clas
 
 @register_victim("dpkernel")
 @dataclass(frozen=True)
-class DPKernelVictim:
+class DPKernelVictim(GanLeaksSearch):
     """A conditional generator trained on Poisson-subsampled noisy kernel mean embeddings (DP-kernel)."""
 
     epsilon: float = field(default=1.0, metadata={"help": "target epsilon (DP victims)"})
@@ -162,32 +161,16 @@ class DPKernelVictim:
     latent_dim: int = field(default=8, metadata={"help": "latent code size of the generator"})
     gen_width: int = field(default=8, metadata={"help": "channels of the generator's convolutions"})
     accountant: str = field(default="rdp", metadata={"help": "opacus accountant", "choices": ACCOUNTANTS})
-    fbb_samples: int = field(default=1000, metadata={"help": "fbb: generated samples per class the nearest is searched in"})
-    pbb_examples: int = field(default=30, metadata={"help": "pbb: reconstruct only the first this many pool examples (Powell is slow)"})
-    pbb_starts: int = field(default=2, metadata={"help": "pbb: Powell searches per example, from its nearest generated samples"})
-    pbb_evaluations: int = field(default=60, metadata={"help": "pbb: generator calls per Powell search"})
-    wb_steps: int = field(default=50, metadata={"help": "wb: optimiser steps on the latent codes"})
-    wb_lr: float = field(default=0.1, metadata={"help": "wb: learning rate on the latent codes"})
-    wb_optimizer: str = field(default="adam", metadata={"help": "wb: optimiser of the latent codes", "choices": WB_OPTIMIZERS})
-    prior_weight: float = field(default=1e-3, metadata={"help": "pbb and wb: weight of the latent-norm prior (|z|^2/d - 1)^2"})
     train: TrainConfig = field(default_factory=small_set_training)  # the downstream ConvNet on the release
 
     def __post_init__(self) -> None:
-        if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
-            raise ValueError(f"--epsilon must be a positive number, got {self.epsilon}")
-        if not 0 < self.delta < 1:
-            raise ValueError(f"--delta must be in (0, 1), got {self.delta}")
+        super().__post_init__()
+        require_privacy_target(self)
         require_at_least(self, {name: 1 for name in ("batch_size", "steps", "features", "fake_per_class", "ipc",
-                                                      "latent_dim", "gen_width", "fbb_samples", "pbb_starts",
-                                                      "pbb_evaluations", "wb_steps")})
-        require_at_least(self, {"pbb_examples": 0})
-        require_positive(self, ("bandwidth", "lr", "wb_lr"))
-        if not (self.prior_weight >= 0 and math.isfinite(self.prior_weight)):
-            raise ValueError(f"--prior-weight must be >= 0, got {self.prior_weight}")
+                                                      "latent_dim", "gen_width")})
+        require_positive(self, ("bandwidth", "lr"))
         if self.accountant not in ACCOUNTANTS:
             raise ValueError(f"--accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}")
-        if self.wb_optimizer not in WB_OPTIMIZERS:
-            raise ValueError(f"--wb-optimizer must be one of {WB_OPTIMIZERS}, got {self.wb_optimizer!r}")
 
     def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
         self.network(pool)

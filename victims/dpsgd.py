@@ -21,7 +21,6 @@ member counts (tests/test_victims.py). Empty Poisson batches happen and are step
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ import torch.nn.functional as F
 from audit.accounting import ACCOUNTANTS, noise_multiplier_for
 from victims.augment import draw_seed
 from victims.base import (DEFAULT_INCLUSION_RATE, Observations, expected_members, observe, poisson_rate, register_victim,
-                          seeded)
+                          require_privacy_target, seeded)
 from victims.data import Pool
 from victims.nets import NetConfig, build_net
 from victims.train import to_model_space
@@ -63,10 +62,7 @@ class DPSGDVictim:
     net: NetConfig = field(default_factory=NetConfig)
 
     def __post_init__(self) -> None:
-        if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
-            raise ValueError(f"--epsilon must be a positive number, got {self.epsilon}")
-        if not 0 < self.delta < 1:
-            raise ValueError(f"--delta must be in (0, 1), got {self.delta}")
+        require_privacy_target(self)
         if not self.max_grad_norm > 0:
             raise ValueError(f"--max-grad-norm must be > 0, got {self.max_grad_norm}")
         if self.batch_size < 1 or self.epochs < 1:

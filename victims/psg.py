@@ -22,7 +22,7 @@ which `clipped_gradient_sum` computes from each layer's inputs and output gradie
 one backward pass) with ghost norms, forming per-example gradients only where that is cheaper
 (the first convolution). It equals the torch.func vmap(grad) path (`per_example_gradients`, kept
 as its reference and fallback) to float rounding and is 8-9 times faster at the reference's
-width-128 ConvNet (bench/profile.py modes).
+width-128 ConvNet (bench/profiling.py modes).
 
 Departure from the reference code: only the matched parameters (weights of two or more
 dimensions) get per-example gradients, and the clipping norm is taken over them. The distance
@@ -33,7 +33,6 @@ used; leaving them out releases less and spends the clipping budget on what is m
 from __future__ import annotations
 
 import dataclasses
-import math
 import warnings
 from dataclasses import dataclass, field
 
@@ -45,7 +44,7 @@ from torch.func import functional_call, grad, vmap
 
 from audit.accounting import ACCOUNTANTS, epsilon_spent, noise_multiplier_for
 from victims.base import (DEFAULT_INCLUSION_RATE, Observations, observe, poisson_rate, register_victim,
-                          require_at_least, require_momentum, require_positive, seeded)
+                          require_at_least, require_momentum, require_positive, require_privacy_target, seeded)
 from victims.data import Pool
 from victims.matching import gradient_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net
@@ -110,10 +109,7 @@ class PSGVictim:
     train: TrainConfig = field(default_factory=small_set_training)  # the downstream ConvNet on the release
 
     def __post_init__(self) -> None:
-        if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
-            raise ValueError(f"--epsilon must be a positive number, got {self.epsilon}")
-        if not 0 < self.delta < 1:
-            raise ValueError(f"--delta must be in (0, 1), got {self.delta}")
+        require_privacy_target(self)
         require_at_least(self, {"spc": 1})
         if self.preset not in PRESETS:
             raise ValueError(f"--preset must be one of {PRESETS}, got {self.preset!r}")
@@ -367,7 +363,7 @@ def clipped_gradient_sum(net: nn.Module, params: dict[str, torch.Tensor], x: tor
 
     Why: median seconds per noisy batch (per-example gradients + clipping + sum + noise) on one
     thread, digits, a batch of 256, every variant alternating in one process beside other jobs
-    (`python bench/profile.py modes`, 9 and 40 repeats):
+    (`python bench/profiling.py modes`, 9 and 40 repeats):
 
         ConvNet                      vmap(grad)  opacus hooks  functorch  ew     ghost  this
         width 128, depth 3 (PSG ref)   1.000       0.895       1.208    0.586  0.497  0.115
