@@ -26,6 +26,7 @@ def int_at_least(low: int):
             raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
         return value
 
+    parse.__name__ = f"int>={low}"  # how the flag table (tests/snapshots/flags.txt) names this type
     return parse
 
 

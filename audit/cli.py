@@ -100,6 +100,7 @@ def victim_argument(allowed: tuple[str, ...] | None = None):
                                              "or a module:Class path)")
         return text
 
+    parse.__name__ = "victim"  # how the flag table (tests/snapshots/flags.txt) names this type
     return parse
 
 
