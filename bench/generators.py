@@ -9,7 +9,8 @@ audit in its own directory under --runs-dir (a second call re-scores from there)
 `python -m audit.lira` (loss, LiRA, RMIA on the downstream ConvNet; DCR on a released set), and
 for the generators also `python -m audit.ganleak` on the same runs (GAN-Leaks; the audit keeps
 both commands' attacks). Printed per row: test accuracy of the downstream ConvNet (mean and sd
-over runs), the attack with the highest TPR at 0.1% FPR with its AUC, the largest `eps_lower`
+over runs), the attack with the highest TPR at 0.1% FPR (of those that scored every example) with
+its AUC, the largest `eps_lower`
 over the row's attacks (each at 95%, so the maximum is not itself a 95% statement), the formal
 ε, and the mean wall time of a run in its worker.
 """
@@ -42,7 +43,10 @@ def audit(where: Path, flags: list[str], ganleak: bool, extra: list[str]) -> tup
 
 def row(label: str, s: dict, walls: list[float]) -> str:
     attacks = s["attacks"]
-    strongest = max(attacks, key=lambda a: (attacks[a]["tpr_at_fpr"]["0.001"], attacks[a]["auc"]))
+    scored = max(a["n_members"] + a["n_nonmembers"] for a in attacks.values())
+    # the strongest among the attacks that scored every example (ganleak_pbb scores a few only)
+    strongest = max((a for a in attacks if attacks[a]["n_members"] + attacks[a]["n_nonmembers"] == scored),
+                    key=lambda a: (attacks[a]["tpr_at_fpr"]["0.001"], attacks[a]["auc"]))
     top = attacks[strongest]
     bound, which = max((entry["eps_lower"], a) for a, entry in attacks.items() if entry.get("eps_lower") is not None)
     formal = "-" if s["formal_epsilon"] is None else f"{s['formal_epsilon']:.2f}"
