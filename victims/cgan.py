@@ -41,7 +41,6 @@ unused images, and the per-example IN fits of LiRA and the calibration would blu
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -191,18 +190,14 @@ class DPCGANVictim(CGANVictim):
         count (public: never the run's actual count): sigma is opacus's, calibrated so that `steps`
         noisy critic updates at rate B/N spend the target epsilon."""
         rate = poisson_rate(self.batch_size, pool, inclusion_rate)
-        with warnings.catch_warnings():  # opacus: "optimal order is the largest alpha" for few steps
-            warnings.simplefilter("ignore", UserWarning)
-            sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=rate, steps=self.steps,
-                                         accountant=self.accountant)
+        sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=rate, steps=self.steps,
+                                     accountant=self.accountant)
         return sigma, rate
 
     def privacy_spent(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> dict:
         sigma, rate = self.noise(pool, inclusion_rate)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            spent = epsilon_spent(noise_multiplier=sigma, sample_rate=rate, steps=self.steps, delta=self.delta,
-                                  accountant=self.accountant)
+        spent = epsilon_spent(noise_multiplier=sigma, sample_rate=rate, steps=self.steps, delta=self.delta,
+                              accountant=self.accountant)
         return {"formal_epsilon": spent, "delta": self.delta}
 
     def private_critic_step(self, x: torch.Tensor, y: torch.Tensor, *, pool: Pool,

@@ -88,7 +88,6 @@ losses (`recon_loss` fbb, pbb, wb) are computed with `cgan`'s helpers.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -388,17 +387,13 @@ class DataLensVictim(CGANVictim):
         each, no subsampling) spend the target (epsilon, delta) (opacus's search); 0 with --no-noise."""
         if not self.noise:
             return 0.0
-        with warnings.catch_warnings():  # opacus: "optimal order is the largest alpha" for few steps
-            warnings.simplefilter("ignore", UserWarning)
-            return noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=1.0, steps=self.steps)
+        return noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=1.0, steps=self.steps)
 
     def privacy_spent(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> dict:
         if not self.noise:
             return {}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            spent = epsilon_spent(noise_multiplier=self.noise_multiplier(), sample_rate=1.0, steps=self.steps,
-                                  delta=self.delta)
+        spent = epsilon_spent(noise_multiplier=self.noise_multiplier(), sample_rate=1.0, steps=self.steps,
+                              delta=self.delta)
         return {"formal_epsilon": spent, "delta": self.delta}
 
     def teachers_for(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str) -> Teachers:

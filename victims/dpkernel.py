@@ -80,7 +80,6 @@ GAN-Leaks reconstruction 4.1-6.5 s); test accuracy 0.301 at epsilon 1, 0.840 at 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -187,10 +186,8 @@ class DPKernelVictim(GanLeaksSearch):
         rate = poisson_rate(self.batch_size, pool, inclusion_rate)
         if not self.noise:
             return 0.0, rate
-        with warnings.catch_warnings():  # opacus: "optimal order is the largest alpha" for few steps
-            warnings.simplefilter("ignore", UserWarning)
-            sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=rate, steps=self.steps,
-                                         accountant=self.accountant)
+        sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=rate, steps=self.steps,
+                                     accountant=self.accountant)
         return sigma, rate
 
     def privacy_spent(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> dict:
@@ -198,10 +195,8 @@ class DPKernelVictim(GanLeaksSearch):
         if not self.noise:
             return {}
         sigma, rate = self.calibration(pool, inclusion_rate)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            spent = epsilon_spent(noise_multiplier=sigma, sample_rate=rate, steps=self.steps, delta=self.delta,
-                                  accountant=self.accountant)
+        spent = epsilon_spent(noise_multiplier=sigma, sample_rate=rate, steps=self.steps, delta=self.delta,
+                              accountant=self.accountant)
         return {"formal_epsilon": spent, "delta": self.delta}
 
     def latents(self, n: int, *, generator: torch.Generator, device: str) -> torch.Tensor:

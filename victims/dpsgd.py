@@ -77,10 +77,8 @@ class DPSGDVictim:
         """Sample rate B/N, steps and sigma for N = q * n_pool, the plan's expected member count."""
         sample_rate = poisson_rate(self.batch_size, pool, inclusion_rate)
         steps = self.epochs * max(1, round(expected_members(pool, inclusion_rate) / self.batch_size))
-        with warnings.catch_warnings():  # opacus: "optimal order is the largest alpha" for few steps
-            warnings.simplefilter("ignore", UserWarning)
-            sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=sample_rate, steps=steps,
-                                         accountant=self.accountant)
+        sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=sample_rate, steps=steps,
+                                     accountant=self.accountant)
         return DPSGDPrivacy(sample_rate=sample_rate, steps=steps, noise_multiplier=sigma)
 
     def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",

@@ -33,7 +33,6 @@ used; leaving them out releases less and spends the clipping budget on what is m
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -138,12 +137,10 @@ class PSGVictim:
         for N = q * n_pool, the plan's expected member count (public: never the run's actual
         count); sigma is opacus's, calibrated to spend the target epsilon."""
         sample_rate = poisson_rate(self.batch_size, pool, inclusion_rate)
-        with warnings.catch_warnings():  # opacus: "optimal order is the largest alpha" for few steps
-            warnings.simplefilter("ignore", UserWarning)
-            sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=sample_rate,
-                                         steps=self.noisy_steps, accountant=self.accountant)
-            spent = epsilon_spent(noise_multiplier=sigma, sample_rate=sample_rate, steps=self.noisy_steps,
-                                  delta=self.delta, accountant=self.accountant)
+        sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=sample_rate,
+                                     steps=self.noisy_steps, accountant=self.accountant)
+        spent = epsilon_spent(noise_multiplier=sigma, sample_rate=sample_rate, steps=self.noisy_steps,
+                              delta=self.delta, accountant=self.accountant)
         return sigma, sample_rate, spent
 
     def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
