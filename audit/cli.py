@@ -29,7 +29,7 @@ from shadow_runs import ExecutorConfig, RunStore, RunTask, StoreError, execute, 
 from shadow_runs.plan import DEFAULT_INCLUSION_RATE, PLAN, default_targets, target_runs
 from shadow_runs.executor import EXECUTORS
 from victims import DataError, get_victim, load_pool, victim_config, victim_names
-from victims.canaries import CANARY_KINDS, DEFAULT_COPIES, CanaryColumns, CanaryConfig, add_canaries, record_of_row
+from victims.canaries import CANARY_KINDS, DEFAULT_COPIES, CanaryColumns, CanaryConfig, add_canaries
 from victims.data import Pool
 
 EPSILON_NOTE = ("eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the target runs' coins, "
@@ -252,14 +252,13 @@ def train_missing_runs(store: RunStore, *, victim, pool: Pool, keep: np.ndarray,
 
 
 def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarray, *, experiment: dict, variance: str,
-              args: argparse.Namespace) -> dict:
+              canaries: CanaryColumns | None, args: argparse.Namespace) -> dict:
     """summary.json (the contract in the README, "What a run leaves"): metrics of every attack, pooled over the targets."""
     membership, init_mask = runs.keep[targets], runs.init_mask[targets]
     fair = bound_applies(args.inclusion_rate)
     formal = [m["formal_epsilon"] for m in runs.meta if m["formal_epsilon"] is not None]
     delta = next((m["delta"] for m in runs.meta if m["delta"] is not None), None)
     accuracies = [m["test_accuracy"] for m in runs.meta]
-    canaries = CanaryColumns.from_entry(experiment.get("canaries"))
     # an attack that scored too few canaries (ganleak_pbb reconstructs only the first rows) has no canary group
     unscored = [a for a, s in scores.items() if canaries and min(canaries.coins_scored(membership, s)) < 2]
     summary = {
@@ -296,12 +295,13 @@ def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarr
     return summary
 
 
-def check_canary_coins(membership: np.ndarray, n_natural: int, canaries: CanaryConfig) -> None:
+def check_canary_coins(membership: np.ndarray, canaries: CanaryColumns) -> None:
     """ValueError unless the target runs hold at least two IN and two OUT canary coins (the
     canary group's statistics need both sides); the plan is known before any training."""
-    n_in, n_out = CanaryColumns.of(n_natural, canaries).coins_scored(membership)
+    n_in, n_out = canaries.coins_scored(membership)
     if min(n_in, n_out) < 2:
-        raise ValueError(f"--canaries {canaries.n} over {len(membership)} target runs draws {n_in} IN and {n_out} OUT "
+        n = int(canaries.scored.sum())
+        raise ValueError(f"--canaries {n} over {len(membership)} target runs draws {n_in} IN and {n_out} OUT "
                          "canary coins; the canary group needs at least 2 of each (more --canaries or --n-targets)")
 
 
@@ -314,21 +314,22 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
         victim = build_victim(args.victim, args)
         executor = ExecutorConfig(kind=args.executor, workers=args.workers, address=args.address,
                                   gpus_per_run=args.gpus_per_run, device=args.device)
-        canaries = canary_config(args)
+        config = canary_config(args)
         pool = load_pool(args.dataset, data_root=args.data_root, download=args.download)
         n_natural = pool.n_pool
-        pool = add_canaries(pool, canaries)  # before the check and the plan: the canaries are pool rows
+        pool = add_canaries(pool, config)  # before the check and the plan: the canaries are pool rows
+        canaries = CanaryColumns.of(n_natural, config) if config else None
         victim.check(pool, inclusion_rate=args.inclusion_rate)
         needed = max(MIN_RUNS[a] for a in attacks)
         if args.n_shadow < needed:
             raise ValueError(f"--n-shadow {args.n_shadow} is too few for {', '.join(attacks)} (needs >= {needed})")
         targets = target_runs(args.n_shadow, args.n_targets or default_targets(args.n_shadow))
         experiment = experiment_record(victim, pool, dataset=args.dataset, seed=args.seed, inclusion_rate=args.inclusion_rate,
-                                       canaries=canaries.entry(n_natural) if canaries else None)
+                                       canaries=config.entry(n_natural) if config else None)
         keep = membership_matrix(pool.y, n_runs=args.n_shadow, master_seed=args.seed, inclusion_rate=args.inclusion_rate,
-                                 record_of_row=record_of_row(n_natural, canaries) if canaries else None)
+                                 record_of_row=canaries.record if canaries else None)
         if canaries:
-            check_canary_coins(keep[targets], n_natural, canaries)
+            check_canary_coins(keep[targets], canaries)
         store = RunStore.open(args.runs_dir, experiment=experiment, pool_labels=pool.y)
         store.extend_plan(keep)
     except (DataError, StoreError, ValueError) as e:
@@ -341,12 +342,12 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
     variance = variance_for(args.lira_variance, n_reference=args.n_shadow - len(targets))
     scores = {attack: attack_scores(runs, attack, targets, variance=variance)
               for attack in runs.available(attacks)}
-    summary = summarise(runs, scores, targets, experiment=experiment, variance=variance, args=args)
+    summary = summarise(runs, scores, targets, experiment=experiment, variance=variance, canaries=canaries, args=args)
     # scores.npz and the ROC plot take attacks that scored every example; one that scored a subset
     # (ganleak_pbb, NaN elsewhere) is reported in summary.json only
     complete = {attack: s for attack, s in scores.items() if not np.isnan(s).any()}
     path = outputs.write_audit(store.audit_dir, summary=summary, scores=complete, membership=runs.keep[targets],
-                               init_mask=runs.init_mask[targets], canaries=CanaryColumns.from_entry(experiment.get("canaries")))
+                               init_mask=runs.init_mask[targets], canaries=canaries)
     if not args.quiet:
         print(outputs.describe(summary, path))
     return 0

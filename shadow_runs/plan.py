@@ -60,13 +60,11 @@ def membership_matrix(labels: np.ndarray, *, n_runs: int, master_seed: int,
     if n_runs < 1:
         raise ValueError(f"n_runs must be >= 1, got {n_runs}")
     n_pool = len(labels)
-    if record_of_row is None:
-        rows = [membership_row(n_pool, master_seed=master_seed, run=r, inclusion_rate=inclusion_rate) for r in range(n_runs)]
-        return np.stack(rows)
-    record = _check_records(record_of_row, n_pool)
-    n_records = int(record.max()) + 1 if record.size else 0
-    coins = [membership_row(n_records, master_seed=master_seed, run=r, inclusion_rate=inclusion_rate) for r in range(n_runs)]
-    return np.stack(coins)[:, record]
+    record = None if record_of_row is None else _check_records(record_of_row, n_pool)
+    n_records = n_pool if record is None else (int(record.max()) + 1 if record.size else 0)
+    coins = np.stack([membership_row(n_records, master_seed=master_seed, run=r, inclusion_rate=inclusion_rate)
+                      for r in range(n_runs)])
+    return coins if record is None else coins[:, record]
 
 
 def _check_records(record_of_row, n_pool: int) -> np.ndarray:
