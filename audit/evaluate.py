@@ -6,23 +6,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attacks import cross_entropy, dcr_scores, lira_offline, lira_online, logit_confidence, rmia_offline, rmia_online
-from attacks.ganleak import RECON_KINDS, calibrated_scores, log_loss_statistic, reconstruction_scores
-from audit.metrics import MembershipScores
+from attacks import cross_entropy, dcr_scores, logit_confidence
+from attacks.ganleak import RECON_KINDS
+from attacks.registry import get_attack
+from audit.stats.metrics import MembershipScores
 from shadow_runs.plan import shadow_mask
 from shadow_runs.store import RunStore
 from victims.canaries import CanaryColumns
-
-ATTACKS = ("loss", "lira_online", "lira_offline", "rmia", "rmia_offline", "dcr", "dcr_lira",
-           "ganleak_fbb", "ganleak_pbb", "ganleak_wb", "ganleak_cal", "ganleak_lira")
-# LiRA-style attacks need reference runs beside the targets (fits on IN and OUT shadows); RMIA needs
-# one reference run (offline: its OUT observations, about half the pool, fill in the rest)
-MIN_RUNS = {"loss": 1, "lira_online": 4, "lira_offline": 4, "rmia": 2, "rmia_offline": 2, "dcr": 1, "dcr_lira": 4,
-            "ganleak_fbb": 1, "ganleak_pbb": 1, "ganleak_wb": 1, "ganleak_cal": 4, "ganleak_lira": 4}
-RELEASE_ATTACKS = ("dcr", "dcr_lira")  # need the released synthetic set: scored only for victims that store one
-# GAN-Leaks attacks -> the reconstruction loss they use: scored only for victims that store it
-RECON_ATTACKS = {"ganleak_fbb": "fbb", "ganleak_pbb": "pbb", "ganleak_wb": "wb", "ganleak_cal": "wb", "ganleak_lira": "wb"}
-
 
 @dataclass(frozen=True, eq=False)
 class StoredRuns:
@@ -58,53 +48,20 @@ class StoredRuns:
                    recon={k: np.stack(v) for k, v in recon.items() if len(v) == n_runs} or None)
 
     def available(self, attacks: tuple[str, ...]) -> tuple[str, ...]:
-        """`attacks` less the release attacks when the runs stored no release, and the GAN-Leaks
-        attacks whose reconstruction losses the runs did not store."""
-        return tuple(a for a in attacks if (a not in RELEASE_ATTACKS or self.dcr is not None)
-                     and (a not in RECON_ATTACKS or RECON_ATTACKS[a] in (self.recon or {})))
+        """`attacks` less those whose needs these runs do not hold (`attacks.registry`): the release
+        attacks when the runs stored no release, the GAN-Leaks attacks whose reconstruction losses
+        the runs did not store."""
+        return tuple(a for a in attacks if get_attack(a).available(self))
 
 
 def attack_scores(runs: StoredRuns, attack: str, targets: np.ndarray, *, variance: str) -> np.ndarray:
-    """Scores [T, n] of `attack` on each target run; its shadows are the reference runs (every run
-    that is not a target), so no target's coins enter any guess."""
-    if attack == "loss":
-        return -runs.loss[targets]
-    if attack in RELEASE_ATTACKS and runs.dcr is None:
-        raise ValueError(f"{attack} needs the released synthetic set, and these runs stored none")
-    if attack == "dcr":
-        return runs.dcr[targets]
-    if attack in RECON_ATTACKS:
-        kind = RECON_ATTACKS[attack]
-        if kind not in (runs.recon or {}):
-            raise ValueError(f"{attack} needs the {kind} reconstruction losses of a generator, and these runs stored none")
-        recon = runs.recon[kind]
-        if attack in ("ganleak_fbb", "ganleak_pbb", "ganleak_wb"):
-            # minus the loss; NaN for an example the attack did not reconstruct (pbb's subset)
-            return reconstruction_scores(recon[targets])
-    shadows = shadow_mask(len(runs.keep), targets)
-    if attack == "ganleak_cal":
-        # the white-box loss minus the example's mean loss under the target's OUT shadows
-        return calibrated_scores(recon, runs.keep, targets, shadows=shadows)
-    if attack == "ganleak_lira":
-        # online LiRA with minus the log white-box loss as the statistic, IN and OUT shadow generators
-        return lira_online(log_loss_statistic(recon), runs.keep, targets, shadows=shadows, variance=variance)
-    if attack == "dcr_lira":
-        # DCR calibrated per example: how far the target's distance falls below the distances of
-        # the same example in the OUT shadows (offline LiRA on the DCR statistic). Offline,
-        # because an IN example is in or behind the release of only some of its IN shadows, so
-        # its IN distribution is a mixture that one Gaussian describes badly.
-        return lira_offline(runs.dcr[..., None], runs.keep, targets, shadows=shadows, variance=variance)
-    if attack == "lira_online":
-        return lira_online(runs.confidence, runs.keep, targets, shadows=shadows, variance=variance)
-    if attack == "lira_offline":
-        return lira_offline(runs.confidence, runs.keep, targets, shadows=shadows, variance=variance)
-    if attack == "rmia":
-        # RMIA: the target's p_y over the reference runs' mean, ranked against the whole pool's ratios
-        return rmia_online(runs.confidence, runs.keep, targets, shadows=shadows)
-    if attack == "rmia_offline":
-        # the same with Pr(x) from the OUT references only (a fitted on the references)
-        return rmia_offline(runs.confidence, runs.keep, targets, shadows=shadows)
-    raise ValueError(f"unknown attack {attack!r} (known: {', '.join(ATTACKS)})")
+    """Scores [T, n] of the registered `attack` on each target run; its shadows are the reference
+    runs (every run that is not a target), so no target's coins enter any guess."""
+    spec = get_attack(attack)
+    if not spec.available(runs):
+        raise ValueError(spec.missing())
+    shadows = shadow_mask(len(runs.keep), targets) if spec.calibrated else None
+    return spec.score(runs, targets, shadows, variance)
 
 
 def attack_summary(

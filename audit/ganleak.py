@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import sys
 
-from audit.cli import main as audit_main
+from attacks.registry import attack_names
+from audit.cli.shadow_audit import main as audit_main
 
-ATTACKS = ("loss", "lira_online", "lira_offline", "rmia", "rmia_offline",
-           "ganleak_fbb", "ganleak_pbb", "ganleak_wb", "ganleak_cal", "ganleak_lira")
+ATTACKS = attack_names("model", "generator")
 GENERATOR_VICTIMS = ("cgan", "dpcgan", "dpkernel", "datalens")  # the victims that store reconstruction losses
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import sys
 
-from audit.cli import main as audit_main
+from attacks.registry import attack_names
+from audit.cli.shadow_audit import main as audit_main
 
 
 def main(argv: list[str] | None = None) -> int:
     return audit_main(argv, prog="python -m audit.lira",
-                      attacks=("loss", "lira_online", "lira_offline", "rmia", "rmia_offline", "dcr", "dcr_lira"),
+                      attacks=attack_names("model", "release"),
                       description="Audit a victim pipeline with LiRA and RMIA (online, offline), the loss attack and, for "
                                   "victims that release a synthetic set, distance-to-closest-record attacks on that set "
                                   "(raw and calibrated on the shadows).")

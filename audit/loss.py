@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from audit.cli import main as audit_main
+from audit.cli.shadow_audit import main as audit_main
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from audit import figures
+from audit.reporting import figures
 from shadow_runs.store import atomic_write, write_json
 from victims.canaries import CanaryColumns
 

@@ -26,7 +26,7 @@ import numpy as np
 from attacks import lira_offline, lira_online
 from attacks.rmia import rmia_offline, rmia_online
 from audit.evaluate import StoredRuns
-from audit.metrics import auc, tpr_at_fpr
+from audit.stats.metrics import auc, tpr_at_fpr
 from shadow_runs.store import RunStore
 from victims import load_pool
 

@@ -1,0 +1,70 @@
+"""The flags of an audit of shadow runs (`python -m audit.lira|loss|ganleak`): the parser, the
+run and evaluation flags (shared with `audit.release`) and the canary flags."""
+
+from __future__ import annotations
+
+import argparse
+
+from attacks import VARIANCES
+from attacks.lira import PER_EXAMPLE_FROM
+from audit.cli.arguments import ArgumentParser, int_at_least, probability
+from audit.cli.victim_flags import add_victim_flags, victim_argument
+from shadow_runs.executor import EXECUTORS
+from shadow_runs.plan import DEFAULT_INCLUSION_RATE
+from victims import victim_names
+from victims.canaries import CANARY_KINDS, DEFAULT_COPIES, CanaryConfig
+
+
+def build_parser(prog: str, description: str, *, victims: tuple[str, ...] | None = None,
+                 argv: list[str] | None = None) -> ArgumentParser:
+    """The audit's parser; `argv` (None: sys.argv) is read ahead for a module:Class victim's flags."""
+    p = ArgumentParser(prog=prog, description=description)
+    p.add_argument("--victim", required=True, type=victim_argument(victims), metavar="VICTIM",
+                   help=f"the pipeline under audit: {', '.join(victims or victim_names())}, or module:Class "
+                        "(your own pipeline; README, 'Audit your own pipeline')")
+    p.add_argument("--n-shadow", type=int_at_least(2), required=True, help="runs to train (targets and shadows)")
+    p.add_argument("--n-targets", type=int_at_least(1), default=None, help="target runs (the first runs; their coins are the canaries of the epsilon bound), each attacked with the other, reference runs as shadows (default: min(R/2, 16))")
+    p.add_argument("--dataset", default="digits", help="digits (embedded), mnist, fashion-mnist, cifar10, or a .npz file")
+    p.add_argument("--data-root", default=None, help="where torchvision datasets live")
+    p.add_argument("--download", action="store_true", help="let torchvision download the dataset")
+    add_run_flags(p)
+    add_canary_flags(p)
+    add_victim_flags(p, argv)
+    return p
+
+
+def add_canary_flags(p: argparse.ArgumentParser) -> None:
+    """--canaries, --canary-kind, --canary-copies (victims.canaries). Not among the run flags that
+    `audit.release` shares: a release audit has no canaries, and there these flags are unknown (exit 2)."""
+    p.add_argument("--canaries", type=int_at_least(0), default=0,
+                   help="add this many canary records to the pool before the plan is drawn, each with its own coin "
+                        "per run; they are the guesses of the epsilon bound, the natural examples are reported beside them")
+    p.add_argument("--canary-kind", choices=CANARY_KINDS, default="mislabeled",
+                   help="mislabeled: pool images with a wrong label; outlier: uniform noise images; duplicate: pool "
+                        "images repeated --canary-copies times as one record (no epsilon bound for them)")
+    p.add_argument("--canary-copies", type=int_at_least(2), default=None,
+                   help=f"rows per duplicate canary, one coin for all (default {DEFAULT_COPIES}; --canary-kind duplicate only)")
+
+
+def canary_config(args: argparse.Namespace) -> CanaryConfig | None:
+    """The canaries the flags ask for (None for none); ValueError on flags that do not fit together."""
+    config = CanaryConfig(n=args.canaries, kind=args.canary_kind, copies=args.canary_copies, seed=args.seed)
+    return config if config.n else None
+
+
+def add_run_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of the shadow runs and their evaluation, shared with `audit.release`."""
+    p.add_argument("--seed", type=int_at_least(0), default=0, help="master seed: plan, run seeds, evaluation splits")
+    p.add_argument("--inclusion-rate", type=probability, default=DEFAULT_INCLUSION_RATE,
+                   help="probability of each example's independent membership coin in each run (the epsilon bound needs 0.5)")
+    p.add_argument("--runs-dir", default="runs", help="parent of the experiment directories")
+    p.add_argument("--executor", choices=EXECUTORS, default="ray")
+    p.add_argument("--address", default=None, help="an existing Ray cluster to join (default: start one here)")
+    p.add_argument("--workers", type=int_at_least(1), default=None, help="concurrent runs on a local Ray (default: all cores)")
+    p.add_argument("--gpus-per-run", type=float, default=0.0, help="GPU share per run, e.g. 0.25")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--confidence", type=probability, default=0.95, help="confidence level of eps_lower")
+    p.add_argument("--lira-variance", choices=("auto", *VARIANCES), default="auto",
+                   help="variance of LiRA's Gaussians: per-example, global (pooled within-example), fixed (LiRA's "
+                        f"public code: of all observations); auto: fixed below {PER_EXAMPLE_FROM} reference runs, else per-example")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -1,0 +1,61 @@
+"""The steps an audit of shadow runs shares with `audit.release`: the experiment's record, the
+missing runs of the plan trained and stored as they arrive, and the canary coins checked before
+any training."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from audit import outputs
+from shadow_runs import RunStore, run_seed
+from shadow_runs.executor import ExecutorConfig, RunTask, execute
+from shadow_runs.plan import PLAN
+from victims import victim_config
+from victims.canaries import CanaryColumns
+from victims.data import Pool
+
+
+def experiment_record(victim, pool: Pool, *, dataset: str, seed: int, inclusion_rate: float,
+                      canaries: dict | None = None) -> dict:
+    """experiment.json of `victim` on `pool` (identity and provenance); `canaries`, the canary entry
+    (`CanaryConfig.entry`), is recorded only for an experiment with canaries."""
+    label = Path(dataset).stem if dataset.endswith(".npz") else dataset
+    return {
+        "victim": victim.name,
+        "dataset": label,
+        "dataset_fingerprint": pool.fingerprint,
+        "config": victim_config(victim),
+        "n_pool": pool.n_pool,
+        "master_seed": seed,
+        "plan": PLAN,
+        "inclusion_rate": inclusion_rate,
+        **({"canaries": canaries} if canaries else {}),
+        **outputs.provenance(),
+    }
+
+
+def train_missing_runs(store: RunStore, *, victim, pool: Pool, keep: np.ndarray, seed: int, inclusion_rate: float,
+                       executor: ExecutorConfig, quiet: bool) -> None:
+    """Train every run of the plan `keep` that the store lacks, storing each as it arrives."""
+    from tqdm import tqdm
+
+    finished = store.finished_runs()
+    tasks = [RunTask(run=r, seed=run_seed(master_seed=seed, run=r), keep=row, inclusion_rate=inclusion_rate)
+             for r, row in enumerate(keep) if r not in finished]
+    with tqdm(total=len(keep), initial=len(keep) - len(tasks), unit="run", desc=victim.name, disable=quiet, file=sys.stderr) as bar:
+        for task, obs, meta in execute(tasks, victim=victim, pool=pool, config=executor):
+            store.write_run(task.run, obs, meta)
+            bar.update(1)
+
+
+def check_canary_coins(membership: np.ndarray, canaries: CanaryColumns) -> None:
+    """ValueError unless the target runs hold at least two IN and two OUT canary coins (the
+    canary group's statistics need both sides); the plan is known before any training."""
+    n_in, n_out = canaries.coins_scored(membership)
+    if min(n_in, n_out) < 2:
+        n = int(canaries.scored.sum())
+        raise ValueError(f"--canaries {n} over {len(membership)} target runs draws {n_in} IN and {n_out} OUT "
+                         "canary coins; the canary group needs at least 2 of each (more --canaries or --n-targets)")

@@ -1,0 +1,112 @@
+"""The user's release as the one target of `audit.release`: the victim that made it, the
+downstream model trained on it as a shadow run would be, and the audit directory it goes to."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from audit.cli.victim_flags import build_victim
+from audit.evaluate import StoredRuns
+from audit.releases.inputs import ReleaseError, ReleaseInputs
+from audit.results import SIZE_KEYS
+from victims import get_victim
+
+TARGET_STREAM = 7  # SeedSequence stream of the downstream training on the user's release
+TARGET = "the user's release"  # what the one target is: evaluation.target of summary.json, runs/00000.json's target
+
+
+def size_field(victim_name: str) -> str | None:
+    """The victim's images-per-class field (`ipc`, `spc`), if it has one."""
+    names = {f.name for f in dataclasses.fields(get_victim(victim_name))}
+    return next((k for k in SIZE_KEYS if k in names), None)
+
+
+def victim_for(name: str, overrides: Mapping[str, Any], inputs: ReleaseInputs):
+    """The victim `name` with `overrides` (`audit.cli.victim_flags.victim_overrides`), its images
+    per class set from the release when not given."""
+    cls = get_victim(name)
+    if "train" not in {f.name for f in dataclasses.fields(cls)}:
+        raise ReleaseError(f"--victim {name} releases no data set to audit (no downstream training on a release)")
+    overrides = dict(overrides)
+    key = size_field(name)
+    if key is not None:
+        counts = inputs.per_class
+        if len(set(counts.tolist())) != 1:
+            raise ReleaseError(f"the release holds {counts.tolist()} images per class; --victim {name} "
+                               f"releases the same number of every class")
+        given = overrides.get(key)
+        if given is not None and given != counts[0]:
+            raise ReleaseError(f"--{key} {given} does not match the release's {counts[0]} images per class")
+        overrides[key] = int(counts[0])
+    return build_victim(name, overrides)
+
+
+# -- the audit ------------------------------------------------------------------------------------
+def target_run(victim, inputs: ReleaseInputs, *, seed: int, device: str):
+    """Observations of the downstream ConvNet trained on the user's release, as a shadow run makes them."""
+    import torch
+
+    from victims.base import observe, resolve_device, seeded
+    from victims.train import fit, to_model_space
+
+    device = resolve_device(device)
+    pool = inputs.pool
+    run_seed = int(np.random.SeedSequence([seed, TARGET_STREAM]).generate_state(1)[0] >> 1)
+    start = time.perf_counter()
+    with seeded(run_seed, device) as generator:
+        x = to_model_space(inputs.release_x, mean=pool.mean, std=pool.std, device=device)
+        y = torch.as_tensor(inputs.release_y, device=device)
+        model = fit(x, y, n_classes=pool.n_classes, config=victim.train, flip_ok=pool.flip_ok, generator=generator)
+        obs = observe(model, pool, device=device, init_idx=inputs.init_idx, release_x=inputs.release_x,
+                      release_y=inputs.release_y)
+    meta = {"run": 0, "seed": run_seed, "wall_s": round(time.perf_counter() - start, 3), "host": socket.gethostname(),
+            "device": device, "target": TARGET}
+    return obs, meta
+
+
+def with_target(shadows: StoredRuns, obs, inputs: ReleaseInputs, meta: dict) -> StoredRuns:
+    """The shadow runs plus the user's release as one more run (the last), for `attack_scores`."""
+    from attacks import cross_entropy, dcr_scores, logit_confidence
+
+    pool = inputs.pool
+    init = np.zeros(pool.n_pool, dtype=bool)
+    init[inputs.init_idx] = True
+    dcr = None
+    if shadows.dcr is not None:
+        dcr = np.vstack([shadows.dcr, dcr_scores(pool.x, pool.y, inputs.release_x, inputs.release_y)[None]])
+    return StoredRuns(keep=np.vstack([shadows.keep, inputs.member[None]]),
+                      confidence=np.concatenate([shadows.confidence, logit_confidence(obs.logits, pool.y)[None]]),
+                      loss=np.vstack([shadows.loss, cross_entropy(obs.logits[:, 0, :], pool.y)[None]]),
+                      init_mask=np.vstack([shadows.init_mask, init[None]]), meta=(*shadows.meta, meta), dcr=dcr)
+
+
+def release_id(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def check_out_dir(out: Path, record: dict) -> None:
+    """Refuse an --out that is not a directory, or that holds the audit of another release or pool."""
+    if out.exists() and not out.is_dir():
+        raise ReleaseError(f"--out {out} is not a directory")
+    meta_path = out / "experiment.json"
+    if meta_path.exists():
+        try:
+            stored = json.loads(meta_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            raise ReleaseError(f"{meta_path} is not valid JSON; refusing to overwrite it") from None
+        keys = ("victim", "config", "dataset_fingerprint", "release_sha256", "master_seed", "n_shadow", "membership_sha256",
+                "plan", "inclusion_rate", "membership_rate", "membership_seed")
+        differing = [k for k in keys if stored.get(k) != record.get(k)]
+        if differing:
+            raise ReleaseError(f"--out {out} holds another release audit (differs in: {', '.join(differing)}); "
+                               "refusing to overwrite it")
+    elif out.is_dir() and any(out.iterdir()):
+        raise ReleaseError(f"--out {out} is a non-empty directory that is no release audit; refusing to write there")

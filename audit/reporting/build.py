@@ -1,0 +1,207 @@
+"""An audit report: report.json's content and the figures of report.html (docs/contracts.md,
+"report.json and report.html"). Verdicts first (`audit.reporting.verdict`), then, for several
+experiments, a comparison and overlaid ROC curves, then one section per experiment."""
+
+from __future__ import annotations
+
+import datetime
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from attacks.registry import HEADLINE_ATTACK
+from audit.outputs import provenance
+from audit.reporting import figures
+from audit.reporting.comparison_tables import to_json as comparison_json
+from audit.reporting.evidence import (Claim, claim_of, fair_coins, find_subset, highest_risk, joint_bounds, joint_ceilings,
+                                      no_epsilon_reason, protocol, run_provenance, utility)
+from audit.reporting.verdict import (NO_FAIR_COINS, Verdict, duplicate_canaries_verdict, epsilon_verdict,
+                                     no_fair_coins_verdict, no_subset_verdict, subset_verdict)
+from audit.results import Audited, pool_images
+from audit.stats import bootstrap
+from audit.stats.significance import compare_experiments
+from shadow_runs.store import atomic_write, write_json
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the report is asked to check and how hard to resample."""
+
+    claimed_epsilon: float | None = None
+    claimed_delta: float | None = None
+    alpha: float = 0.05
+    seed: int = 0
+    n_boot: int = bootstrap.N_BOOT
+    n_boot_eps: int = bootstrap.N_BOOT_EPS
+    top_k: int = 16
+
+    def __post_init__(self) -> None:
+        if self.claimed_epsilon is not None:
+            Claim(epsilon=self.claimed_epsilon, delta=self.claimed_delta or 0.0, source="claimed")  # validates
+        if self.claimed_delta is not None and not 0 <= self.claimed_delta < 1:
+            raise ValueError(f"--claimed-delta must be in [0, 1), got {self.claimed_delta}")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"--alpha must be in (0, 1), got {self.alpha}")
+        for name, least in (("n_boot", 1), ("n_boot_eps", 0), ("top_k", 1)):
+            if getattr(self, name) < least:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= {least}, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True, eq=False)
+class Report:
+    """report.json's content and the PNG figures of the HTML page."""
+
+    data: dict
+    experiments: tuple[Audited, ...]
+    roc: Mapping[str, bytes]  # experiment path -> its ROC figure
+    overlays: Mapping[str, bytes]  # attack -> ROC of every experiment
+    releases: Mapping[str, bytes] = field(default_factory=dict)  # experiment path -> image grid
+    risks: Mapping[str, bytes] = field(default_factory=dict)  # experiment path -> thumbnails
+
+
+def build_report(experiments: Sequence[Audited], *, baseline: Audited | None = None, settings: Settings = Settings(),
+                 images: Mapping[str, np.ndarray] | None = None, data_root: str | None = None,
+                 command: Sequence[str] = ()) -> Report:
+    """Everything the report shows. `images` maps an experiment path to its pool images (else
+    `pool_images` finds them). ValueError on a claim that cannot be checked."""
+    images = dict(images or {})
+    candidates = [*experiments, *([baseline] if baseline is not None else [])]
+    entries, comparisons, roc, releases, risks = [], [], {}, {}, {}
+    for index, audited in enumerate(experiments):
+        seed = settings.seed + index
+        entry, comparison = _experiment_entry(audited, candidates, settings=settings, seed=seed)
+        entries.append(entry)
+        if comparison is not None:
+            comparisons.append(comparison_json(comparison))
+        key = str(audited.path)
+        curves = ({a: audited.scores(a) for a in audited.attacks} if not audited.canaries else
+                  {f"{a} ({g})": audited.group_scores(a, g) for a in audited.attacks for g in ("canaries", "natural")})
+        roc[key] = figures.roc_png(curves, title=audited.label)
+        release = audited.release()
+        if release is not None:
+            run, x, y = release
+            entry["release"] = {"run": run, "n_images": int(len(x)), "shape": list(x.shape)}
+            releases[key] = figures.image_grid_png(x, [str(int(c)) for c in y], columns=min(20, max(10, len(x) // 10)),
+                                                   size=0.6)
+        pool_x = images.get(key)
+        if pool_x is None:
+            pool_x = pool_images(audited, data_root=data_root)
+        risky = entry["highest_risk"]["examples"]
+        if pool_x is not None and risky:
+            risks[key] = figures.image_grid_png(
+                pool_x[[e["index"] for e in risky]],
+                [f"#{e['index']} ({e['label']})\n{e['nonmember_percentile']:.1%}" for e in risky], columns=8, size=1.0)
+    shared = [a for a in experiments[0].attacks if all(a in e.attacks for e in experiments)] if len(experiments) > 1 else []
+    overlays = {a: figures.roc_png({e.label: e.scores(a) for e in experiments}, title=a) for a in shared}
+    data = {
+        "settings": {"claimed_epsilon": settings.claimed_epsilon, "claimed_delta": settings.claimed_delta,
+                     "alpha": settings.alpha, "seed": settings.seed, "n_boot": settings.n_boot,
+                     "n_boot_eps": settings.n_boot_eps, "top_k": settings.top_k},
+        "generated": {"command": list(command), "utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"), **provenance()},
+        "experiments": entries,
+        "comparisons": comparisons,
+    }
+    return Report(data=_finite(data), experiments=tuple(experiments), roc=roc, overlays=overlays, releases=releases,
+                  risks=risks)
+
+
+def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settings: Settings, seed: int):
+    summary = audited.summary
+    confidence = audited.experiment.confidence
+    claim = claim_of(audited, epsilon=settings.claimed_epsilon, delta=settings.claimed_delta)
+    claim_json = None if claim is None else {"epsilon": claim.epsilon, "delta": claim.delta, "source": claim.source,
+                                             "confidence": confidence, "joint_confidence": None, "bounds": None,
+                                             "ceilings": None, "n_canaries": None}
+    attacks = {a: summary["attacks"][a] for a in audited.attacks if a in summary.get("attacks", {})}
+    canaries = audited.canaries
+    if not fair_coins(audited):
+        duplicates = (canaries and canaries.get("kind") == "duplicate"
+                      and (summary.get("evaluation") or {}).get("inclusion_rate") == 0.5)
+        eps = (duplicate_canaries_verdict if duplicates else no_fair_coins_verdict)(no_epsilon_reason(audited))
+    elif claim is None:
+        eps = epsilon_verdict({a: m["eps_lower"] for a, m in attacks.items()},
+                              ceiling={a: m["eps_ceiling"] for a, m in attacks.items()},
+                              claimed_epsilon=None, delta=0.0, confidence=confidence)
+    else:
+        bounds = joint_bounds(audited, delta=claim.delta, confidence=confidence, seed=seed)
+        ceilings = joint_ceilings(audited, delta=claim.delta, confidence=confidence)
+        membership = audited.experiment.membership
+        n_canaries, per_target = int(membership.size), int(membership.shape[1])
+        if canaries:  # the bound is on the inserted canaries alone
+            n_canaries, per_target = len(summary.get("target_runs", [])) * int(canaries["n"]), int(canaries["n"])
+        eps = epsilon_verdict(bounds, ceiling=ceilings, claimed_epsilon=claim.epsilon, delta=claim.delta,
+                              confidence=confidence, source=claim.source, n_canaries=n_canaries,
+                              per_target=per_target)
+        claim_json.update({"joint_confidence": 1 - (1 - confidence) / len(bounds), "bounds": bounds,
+                           "ceilings": ceilings, "n_canaries": n_canaries})
+    if canaries and eps.kind != NO_FAIR_COINS:
+        eps = replace(eps, reason=eps.reason + (
+            f". The ε bounds are on the {canaries['n']:,} inserted {canaries['kind']} canaries per target run "
+            "(designated before any training), not on the natural examples, which are reported beside them"))
+    verdicts: list[Verdict] = [eps]
+    comparison = None
+    if audited.victim != "subset":
+        subset = find_subset(audited, candidates)
+        if audited.experiment.n_targets < 2:
+            verdicts.append(no_subset_verdict(
+                "one target (a single release): the comparison with a random real subset resamples target runs, so "
+                "it needs an audit of the pipeline (python -m audit.lira for it and for subset, then audit.report)"))
+        elif subset is None:
+            size = "no released set of a fixed size" if audited.size is None else f"{audited.size} per class"
+            verdicts.append(no_subset_verdict(f"no `subset` experiment of the same dataset and size ({size}) was "
+                                              "given (add one as a RUN_DIR or --baseline)"))
+        else:
+            try:
+                result = compare_experiments([audited.experiment], subset.experiment, groups=("all",),
+                                                     confidence=confidence, alpha=settings.alpha, n_boot=settings.n_boot,
+                                                     n_boot_eps=settings.n_boot_eps, seed=seed)
+            except ValueError as e:
+                verdicts.append(no_subset_verdict(f"the comparison with {subset.label} is not possible: {e}"))
+            else:
+                comparison = result
+                verdicts.append(subset_verdict(result.comparisons[0].tests, baseline_label=subset.label,
+                                               alpha=settings.alpha))
+    attack = HEADLINE_ATTACK if HEADLINE_ATTACK in audited.attacks else audited.attacks[0]
+    entry = {
+        "path": str(audited.path), "label": audited.label, "victim": audited.victim,
+        "dataset": audited.experiment.dataset, "n_shadow": summary.get("n_shadow"),
+        "target_runs": list(summary.get("target_runs", [])), "formal_epsilon": summary.get("formal_epsilon"),
+        "delta": summary.get("delta"), "protocol": protocol(audited), "claim": claim_json,
+        "verdicts": [v.to_json() for v in verdicts], "attacks": attacks,
+        "utility": utility(audited),
+        "highest_risk": {"attack": attack, "examples": highest_risk(audited, attack=attack, top_k=settings.top_k)},
+        "release": None, "provenance": run_provenance(audited),
+    }
+    return entry, comparison
+
+
+def _finite(value):
+    """JSON-safe: NaN and infinities as null, numpy scalars as Python numbers."""
+    if isinstance(value, Mapping):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, (np.floating, float)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+def write_report(report: Report, out_dir: Path) -> tuple[Path, Path]:
+    """report.html and report.json in `out_dir` (each written atomically)."""
+    from audit.reporting.html import render
+
+    html_path, json_path = out_dir / "report.html", out_dir / "report.json"
+    page = render(report).encode("utf-8")
+    atomic_write(html_path, lambda f: f.write(page))
+    write_json(json_path, report.data)
+    for path in (html_path, json_path):  # meant to be read and shared: readable by all, like a plain file
+        path.chmod(0o644)
+    return html_path, json_path

@@ -1,0 +1,195 @@
+"""What the report states about one audited experiment: the ε claim it checks, the attacks'
+joint bounds and ceilings, the protocol paragraph, the examples at highest risk, utility and
+provenance, and the `subset` experiment it is compared with."""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from audit.results import Audited
+from audit.stats.epsilon import epsilon_ceiling, epsilon_lower_bound, unfair_coins_reason
+
+
+@dataclass(frozen=True)
+class Claim:
+    """An ε claim to check: the ε, its δ, and where it comes from ("claimed" or "formal")."""
+
+    epsilon: float
+    delta: float
+    source: str
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.epsilon) and self.epsilon > 0):
+            raise ValueError(f"claimed epsilon must be a finite number > 0, got {self.epsilon}")
+        if not 0 <= self.delta < 1:
+            raise ValueError(f"claimed delta must be in [0, 1), got {self.delta}")
+
+
+def claim_of(audited: Audited, *, epsilon: float | None = None, delta: float | None = None) -> Claim | None:
+    """The claim to check: the given one, else summary.json's claimed ε, else the formal ε."""
+    summary = audited.summary
+    own_delta = summary.get("claimed_delta") if summary.get("claimed_delta") is not None else (summary.get("delta") or 0.0)
+    if epsilon is not None:
+        return Claim(epsilon=epsilon, delta=own_delta if delta is None else delta, source="claimed")
+    if summary.get("claimed_epsilon") is not None:
+        return Claim(epsilon=summary["claimed_epsilon"], delta=own_delta if delta is None else delta, source="claimed")
+    if summary.get("formal_epsilon") is not None:
+        return Claim(epsilon=summary["formal_epsilon"], delta=(summary.get("delta") or 0.0) if delta is None else delta,
+                     source="formal")
+    return None
+
+
+def joint_bounds(audited: Audited, *, delta: float, confidence: float, seed: int) -> dict[str, float]:
+    """Every attack's one-run ε lower bound at confidence 1 - (1 - confidence) / k (k attacks): all
+    hold together with probability >= confidence (Bonferroni). Each attack's tie-breaking is
+    seeded by (seed, attack name)."""
+    each = 1 - (1 - confidence) / len(audited.attacks)
+    return {attack: epsilon_lower_bound(*audited.bound_scores(attack), delta=delta, confidence=each,
+                                        rng=np.random.default_rng([seed, zlib.crc32(attack.encode())]))
+            for attack in audited.attacks}
+
+
+def joint_ceilings(audited: Audited, *, delta: float, confidence: float) -> dict[str, float]:
+    """Every attack's ceiling (`audit.stats.epsilon.epsilon_ceiling` of its m canaries) at the same
+    per-attack confidence 1 - (1 - confidence) / k as `joint_bounds`: what a perfect attack would
+    certify there."""
+    each = 1 - (1 - confidence) / len(audited.attacks)
+    cache: dict[int, float] = {}
+    ceilings = {}
+    for attack in audited.attacks:
+        m = sum(s.size for s in audited.bound_scores(attack))
+        if m not in cache:
+            cache[m] = epsilon_ceiling(m, delta=delta, confidence=each)
+        ceilings[attack] = cache[m]
+    return ceilings
+
+
+def fair_coins(audited: Audited) -> bool:
+    """Whether the ε numbers apply: every attack of summary.json has an eps_lower (null where the
+    plan's coins were not fair, or where a release's members were chosen)."""
+    attacks = audited.summary.get("attacks") or {}
+    return all(attacks.get(a, {}).get("eps_lower") is not None for a in audited.attacks)
+
+
+def no_epsilon_reason(audited: Audited) -> str:
+    """Why an experiment has no ε numbers, in one sentence (a release records its own)."""
+    evaluation = audited.summary.get("evaluation") or {}
+    if evaluation.get("epsilon_note"):  # audit.lira and audit.release record why
+        return str(evaluation["epsilon_note"])
+    rate = evaluation.get("inclusion_rate")
+    if isinstance(rate, (int, float)):
+        return unfair_coins_reason(rate)
+    return "the membership coins are not recorded as fair, so these numbers describe leakage and bound no ε"
+
+
+def protocol(audited: Audited) -> str:
+    """How membership was drawn, which runs are targets and shadows, and what the ε numbers are."""
+    summary, evaluation = audited.summary, audited.summary.get("evaluation") or {}
+    targets = list(summary.get("target_runs", []))
+    n_runs = int(summary.get("n_shadow") or len(targets))
+    n_pool = int(audited.experiment.membership.shape[1])
+    if evaluation.get("membership"):
+        text = (f"One target, the user's release; its members: {evaluation['membership']}. The "
+                f"{n_runs} shadow runs of the same pipeline on the same pool, each example in each by an "
+                f"independent coin of probability {evaluation.get('inclusion_rate', 0.5):g}, are reference runs, "
+                "the attacks' only shadows.")
+    else:
+        rate = evaluation.get("inclusion_rate", 0.5)
+        what = "pool examples"
+        if audited.canaries:  # one coin per record: a duplicate canary's rows share one
+            n_pool, what = int(audited.canaries["n_natural"]) + int(audited.canaries["n"]), "records (examples and canaries)"
+        text = (f"Each of the {n_pool:,} {what} is in each of the {n_runs} runs by an independent coin of "
+                f"probability {rate:g} (plan {evaluation.get('plan', 'independent-coins-v1')}). The first "
+                f"{len(targets)} runs are the targets, whose {len(targets) * n_pool:,} coins "
+                f"{'are the canaries' if fair_coins(audited) and not audited.canaries else 'the attacks guess'}; the "
+                f"other {n_runs - len(targets)} runs are reference runs, the attacks' only shadows, so no guess "
+                "depends on a target's coins.")
+    if audited.canaries:
+        text += " " + canary_protocol(audited)
+    if fair_coins(audited):
+        text += (" ε lower is the one-run bound (Steinke, Nasr & Jagielski 2023) on all the canaries, which "
+                 "holds at the stated confidence; ε ceiling is what a perfect attack would certify with this "
+                 "design, so a claim at or above it cannot be tested.")
+    else:
+        text += " No ε bound: " + no_epsilon_reason(audited) + "."
+    return text
+
+
+def canary_protocol(audited: Audited) -> str:
+    """What the inserted canaries are, and per attack a "canaries vs natural examples" line."""
+    entry, targets = audited.canaries, audited.summary.get("target_runs", [])
+    copies = f" of {entry['copies']} identical rows sharing one coin" if entry.get("copies") else ""
+    text = (f"The audit inserted {entry['n']:,} {entry['kind']} canaries{copies} (pool rows from {entry['first_row']:,} "
+            f"on, after the {entry['n_natural']:,} natural examples) before the plan was drawn, each a record with its "
+            f"own coin per run: the top-level numbers (and any ε verdict) are over the {len(targets) * entry['n']:,} "
+            "canary coins of the target runs, designated before any training; the natural examples are reported "
+            "beside them, descriptively.")
+    lines = []
+    for attack in audited.attacks:
+        m = (audited.summary.get("attacks") or {}).get(attack) or {}
+        n = m.get("natural")
+        if not n:
+            continue
+        eps = ("" if m.get("eps_lower") is None and n.get("eps_lower") is None else
+               f", ε lower {_eps_text(m.get('eps_lower'))} vs {_eps_text(n.get('eps_lower'))}")
+        lines.append(f"{attack}: AUC {m['auc']:.3f} vs {n['auc']:.3f}, TPR at 1% FPR {m['tpr_at_fpr']['0.01']:.4f} vs "
+                     f"{n['tpr_at_fpr']['0.01']:.4f}{eps}")
+    if lines:
+        text += " Canaries vs natural examples: " + "; ".join(lines) + "."
+    return text
+
+
+def _eps_text(value) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def highest_risk(audited: Audited, *, attack: str, top_k: int) -> list[dict]:
+    """The `top_k` pool examples with the highest mean score over the targets where they are members."""
+    exp = audited.experiment
+    scores, membership = exp.scores[attack], exp.membership
+    counts = membership.sum(0)
+    mean = np.where(counts > 0, (scores * membership).sum(0) / np.maximum(counts, 1), -np.inf)
+    percentile = np.zeros(scores.shape)
+    for t in range(len(scores)):
+        nonmember = np.sort(scores[t][~membership[t]])
+        percentile[t] = np.searchsorted(nonmember, scores[t], side="left") / len(nonmember)
+    mean_percentile = (percentile * membership).sum(0) / np.maximum(counts, 1)
+    order = [int(i) for i in np.argsort(-mean, kind="stable") if counts[i] > 0][:top_k]
+    labels = _pool_labels(audited)
+    return [{"index": i, "label": None if labels is None else int(labels[i]), "mean_score": float(mean[i]),
+             "nonmember_percentile": float(mean_percentile[i]), "member_targets": int(counts[i])} for i in order]
+
+
+def _pool_labels(audited: Audited) -> np.ndarray | None:
+    path = audited.path / "pool_labels.npy"
+    return np.load(path) if path.is_file() else None
+
+
+def utility(audited: Audited) -> dict:
+    accuracy = audited.experiment.test_accuracy
+    return {"test_accuracy_mean": float(accuracy.mean()), "test_accuracy_std": float(accuracy.std()),
+            "n_runs": int(accuracy.size)}
+
+
+def run_provenance(audited: Audited) -> dict:
+    meta, runs = audited.meta, audited.runs
+    walls = [r["wall_s"] for r in runs if isinstance(r.get("wall_s"), (int, float))]
+    return {"config": audited.experiment.config, "master_seed": meta.get("master_seed"),
+            "evaluation": audited.summary.get("evaluation"), "versions": meta.get("versions"),
+            "git_commit": meta.get("git_commit"), "python": meta.get("python"),
+            "run_seeds": [r.get("seed") for r in runs], "wall_s_total": float(sum(walls)),
+            "wall_s_mean": float(np.mean(walls)) if walls else None,
+            "hosts": sorted({str(r.get("host")) for r in runs if r.get("host") is not None})}
+
+
+def find_subset(audited: Audited, candidates: Sequence[Audited]) -> Audited | None:
+    """A `subset` experiment of the same dataset and images per class, if one is among `candidates`."""
+    if audited.victim == "subset" or audited.size is None:
+        return None
+    return next((c for c in candidates if c.victim == "subset" and c.size == audited.size
+                 and c.experiment.dataset == audited.experiment.dataset), None)

@@ -1,0 +1,106 @@
+"""Figures of the report and the notebooks: ROC curves (linear or log-log), image grids; PNG bytes.
+
+Everything draws with matplotlib's Agg backend on figures it creates and closes, so nothing here
+needs a display or leaves global state behind.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from audit.stats.metrics import auc, roc
+
+SCALES = ("log", "linear")
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_roc(ax, curves: Mapping[str, tuple[np.ndarray, np.ndarray]], *, scale: str = "log", title: str = "") -> None:
+    """Draw one ROC curve per entry of `curves` (label -> (member scores, non-member scores)) on
+    `ax`, with the chance diagonal. On the log-log scale rates are floored at 1 / (non-members)
+    of the largest curve, the smallest FPR any curve can resolve."""
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+    floor = 1 / max(max((len(n) for _, n in curves.values()), default=1), 1) if scale == "log" else 0.0
+    for label, (member, nonmember) in curves.items():
+        fpr, tpr = roc(member, nonmember)
+        ax.plot(np.maximum(fpr, floor), np.maximum(tpr, floor), lw=1.4,
+                label=f"{label} (AUC {auc(member, nonmember):.3f})")
+    low = floor if scale == "log" else 0.0
+    ax.plot([low, 1], [low, 1], "k--", lw=0.8, label="chance")
+    if scale == "log":
+        ax.set(xscale="log", yscale="log")
+    ax.set(xlim=(low, 1), ylim=(low, 1), xlabel="false positive rate", ylabel="true positive rate")
+    if title:
+        ax.set_title(title, fontsize=9)
+    ax.legend(loc="lower right", fontsize=7)
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def roc_png(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], *, title: str = "", scale: str = "log") -> bytes:
+    """`plot_roc` on a figure of its own, as PNG bytes."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(4.6, 4.6), dpi=100)
+    try:
+        plot_roc(ax, curves, scale=scale, title=title)
+        return _png(fig)
+    finally:
+        plt.close(fig)
+
+
+def to_display(images: np.ndarray) -> np.ndarray:
+    """Images [k, c, h, w] or [k, h, w] at pixel scale -> [k, h, w] (grey) or [k, h, w, 3], clipped to [0, 1]."""
+    images = np.asarray(images, dtype=np.float32)
+    if images.ndim == 3:
+        return np.clip(images, 0, 1)
+    if images.ndim != 4 or images.shape[1] not in (1, 3):
+        raise ValueError(f"images must be [k, h, w] or [k, c, h, w] with 1 or 3 channels, got {images.shape}")
+    images = images[:, 0] if images.shape[1] == 1 else images.transpose(0, 2, 3, 1)
+    return np.clip(images, 0, 1)
+
+
+def image_grid_png(images: np.ndarray, captions: Sequence[str], *, columns: int = 10, size: float = 0.9,
+                   title: str = "") -> bytes:
+    """A grid of images (pixel scale, clipped to [0, 1] for display), each with its caption."""
+    shown = to_display(images)
+    if len(shown) != len(captions):
+        raise ValueError(f"{len(shown)} images but {len(captions)} captions")
+    if len(shown) == 0:
+        raise ValueError("no images to show")
+    columns = max(1, min(columns, len(shown)))
+    rows = -(-len(shown) // columns)
+    plt = _pyplot()
+    fig, axes = plt.subplots(rows, columns, figsize=(columns * size, rows * (size + 0.25)), dpi=100, squeeze=False)
+    try:
+        for ax in axes.ravel():
+            ax.axis("off")
+        for ax, image, caption in zip(axes.ravel(), shown, captions):
+            ax.imshow(image, cmap="gray" if image.ndim == 2 else None, vmin=0, vmax=1, interpolation="nearest")
+            ax.set_title(caption, fontsize=7)
+        if title:
+            fig.suptitle(title, fontsize=9)
+        return _png(fig)
+    finally:
+        plt.close(fig)
+
+
+def data_uri(png: bytes) -> str:
+    """PNG bytes as a `data:` URI, for a self-contained HTML page."""
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    return buf.getvalue()

@@ -1,0 +1,222 @@
+"""Verdicts in plain words, each given only when the numbers behind it support it.
+
+Two questions are answered for every audited experiment:
+
+* Is the leakage consistent with an ε claim? `epsilon_verdict` takes, per attack, an ε lower
+  bound that holds *jointly* with the other attacks' bounds at `confidence` (the report
+  recomputes each attack's one-run bound at confidence 1 - (1 - confidence) / k for k attacks,
+  Bonferroni, so that "some attack shows ε > claimed" is itself a 95% statement), and the
+  design's ceiling at that same per-attack confidence: the bound a perfect attack would get
+  (`audit.stats.epsilon.epsilon_ceiling`), one for all attacks or one per attack.
+  - "claimed ε violated at 95% confidence" when some bound exceeds the claimed ε (the
+    attacks that do are named);
+  - "not testable with this design" when the claimed ε is at or above the ceiling: not even a
+    perfect attack could have exceeded it, so finding no violation says nothing. The reason
+    says how many canaries (and target runs) would make the claim testable, or that one-run
+    auditing cannot certify that much at this δ with any number of canaries;
+  - "leakage consistent with the claimed ε" when every bound is at most the claimed ε and the
+    claim lies below the ceiling. The bounds are lower bounds: this says that these attacks
+    found no violation, not that the claim is proven;
+  - "no ε claim was checked" when the victim has no formal ε and none was claimed.
+  `no_fair_coins_verdict` replaces all of these when the membership was not drawn by
+  independent fair coins (a release whose members the custodian chose, a plan with
+  --inclusion-rate other than 0.5): the one-run theorem does not apply, and no ε verdict is given.
+* Is the release any better than publishing a random real subset of the same size?
+  `subset_verdict` reads the tests of an `audit.stats.significance.Comparison` (victim minus `subset`,
+  Holm-adjusted): "no measurable advantage over publishing a random real subset of the same
+  size" when no attack metric of the victim is significantly *lower* than the subset's (a
+  privacy gain); "measurably less leakage than a random real subset of the same size" when
+  some is (named). `no_subset_verdict` says that the question was not checked.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from audit.stats.significance import MetricComparison
+from audit.stats.epsilon import MOST_CANARIES, canaries_needed, most_certifiable
+
+EPSILON_VIOLATED = "epsilon_violated"
+EPSILON_CONSISTENT = "epsilon_consistent"
+EPSILON_NOT_TESTABLE = "epsilon_not_testable"
+NO_EPSILON_CLAIM = "no_epsilon_claim"
+NO_FAIR_COINS = "no_fair_coins"
+NO_GAIN_OVER_SUBSET = "no_gain_over_subset"
+GAIN_OVER_SUBSET = "gain_over_subset"
+NO_SUBSET_BASELINE = "no_subset_baseline"
+KINDS = (EPSILON_VIOLATED, EPSILON_CONSISTENT, EPSILON_NOT_TESTABLE, NO_EPSILON_CLAIM, NO_FAIR_COINS,
+         NO_GAIN_OVER_SUBSET, GAIN_OVER_SUBSET, NO_SUBSET_BASELINE)
+#: the metrics where "lower" means "less leakage" (every attack metric audit.compare tests)
+PRIVACY_METRICS = ("auc", "tpr_at_fpr_0.01", "tpr_at_fpr_0.001", "eps_lower")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One verdict: its kind (one of KINDS), the plain-words sentence, and the numbers behind it."""
+
+    kind: str
+    text: str
+    reason: str
+    evidence: tuple[str, ...] = field(default=())  # the attacks (or attack/metric pairs) it rests on
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"verdict kind must be one of {KINDS}, got {self.kind!r}")
+
+    @property
+    def alarming(self) -> bool:
+        """A verdict a reader must not miss: a violated claim."""
+        return self.kind == EPSILON_VIOLATED
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "text": self.text, "reason": self.reason, "evidence": list(self.evidence)}
+
+
+def epsilon_verdict(bounds: Mapping[str, float], *, ceiling: float | Mapping[str, float],
+                    claimed_epsilon: float | None, delta: float, confidence: float, source: str = "claimed",
+                    n_canaries: int | None = None, per_target: int | None = None) -> Verdict:
+    """The ε verdict from per-attack lower bounds that hold jointly at `confidence`.
+
+    `ceiling` is the design's ceiling (`audit.stats.epsilon.epsilon_ceiling`) at the bounds' own
+    per-attack confidence 1 - (1 - confidence) / len(bounds) and at `delta`: one number, or one per
+    attack (an attack that scored fewer canaries has a lower one). `source` says where the ε comes
+    from ("formal" for an accountant's ε, "claimed" for the user's); `delta` is the δ the bounds
+    were computed with. `n_canaries` (m) and `per_target` (canaries per target run, the pool size)
+    let an untestable claim's reason say how many canaries and target runs would test it.
+    """
+    ceilings = _ceilings(bounds, ceiling)
+    if claimed_epsilon is None:
+        best = _best(bounds)
+        tail = ""
+        if best:
+            tail = (f"; the largest ε lower bound found is {best[1]:.2f} ({best[0]}), where a perfect attack "
+                    f"would reach ε ≈ {ceilings[best[0]]:.2f} with this design")
+        return Verdict(NO_EPSILON_CLAIM, "no ε claim was checked",
+                       f"the victim has no formal ε and none was claimed with --claimed-epsilon{tail}")
+    if not (isinstance(claimed_epsilon, (int, float)) and claimed_epsilon >= 0 and not math.isnan(claimed_epsilon)):
+        raise ValueError(f"claimed_epsilon must be a number >= 0, got {claimed_epsilon!r}")
+    if not bounds:
+        raise ValueError("epsilon_verdict needs at least one attack's bound")
+    level = f"{confidence:.0%}"
+    each = 1 - (1 - confidence) / len(bounds)
+    claim = f"{source} ε = {claimed_epsilon:g} (δ = {delta:g})"
+    violated = {a: b for a, b in bounds.items() if b > claimed_epsilon}
+    if violated:
+        worst = sorted(violated.items(), key=lambda item: -item[1])
+        details = "; ".join(f"{a}: ε ≥ {b:.2f}" for a, b in worst)
+        return Verdict(EPSILON_VIOLATED, f"claimed ε violated at {level} confidence",
+                       f"{details} exceeds the {claim}; the {len(bounds)} attacks' bounds hold jointly at "
+                       f"{level} (Bonferroni)", evidence=tuple(a for a, _ in worst))
+    attack, best = _best(bounds)
+    top = max(ceilings.values())
+    design = (f"{n_canaries:,} canaries; " if n_canaries else "") + (
+        f"{each:.2%} per attack, {level} jointly over {len(bounds)} attacks; δ = {delta:g}")
+    if claimed_epsilon >= top:
+        return Verdict(EPSILON_NOT_TESTABLE, "not testable with this design",
+                       f"the {claim} is at or above ε ≈ {top:.2f}, the most that even a perfect attack could "
+                       f"certify with this design ({design}), so no attack could have shown a violation (the "
+                       f"largest bound found is ε ≥ {best:.2f}, {attack}). "
+                       + _what_would_test(claimed_epsilon, delta=delta, confidence=each, n_canaries=n_canaries,
+                                          per_target=per_target))
+    blind = sorted(a for a, c in ceilings.items() if c <= claimed_epsilon)
+    note = (f"; {', '.join(blind)} scored too few canaries to exceed the claim even if perfect" if blind else "")
+    return Verdict(EPSILON_CONSISTENT, "leakage consistent with the claimed ε",
+                   f"every attack's ε lower bound ({level}, jointly over {len(bounds)} attacks) is at most the "
+                   f"{claim}; the largest is ε ≥ {best:.2f} ({attack}), where a perfect attack would have "
+                   f"reached ε ≈ {top:.2f} with this design ({design}){note}. A lower bound below the claim "
+                   f"means these attacks found no violation; it does not prove the claim",
+                   evidence=tuple(a for a in bounds if a not in blind))
+
+
+def no_fair_coins_verdict(why: str) -> Verdict:
+    """No ε verdict at all: the membership was not drawn by independent fair coins (`why` says how
+    it was drawn and what follows)."""
+    return Verdict(NO_FAIR_COINS, "no ε verdict: membership was not drawn by independent fair coins", why)
+
+
+def duplicate_canaries_verdict(why: str) -> Verdict:
+    """No ε verdict for duplicate canaries drawn by fair coins: each is several identical rows moved
+    by one coin, which a per-record ε does not bound (`why`: summary.json's note)."""
+    return Verdict(NO_FAIR_COINS, "no ε verdict: each duplicate canary is several rows moved by one coin", why)
+
+
+def _what_would_test(claimed: float, *, delta: float, confidence: float, n_canaries: int | None,
+                     per_target: int | None) -> str:
+    needed = canaries_needed(claimed, delta=delta, confidence=confidence, most=MOST_CANARIES)
+    if needed is None:
+        if delta > 0:
+            return (f"One-run auditing cannot certify more than ε ≈ "
+                    f"{most_certifiable(delta=delta, confidence=confidence):.2f} at δ = {delta:g} with any number "
+                    f"of canaries, so this claim cannot be tested this way.")
+        return f"More than {MOST_CANARIES:,} canaries would be needed to test it."
+    if delta > 0 and n_canaries is not None and needed < n_canaries:
+        return (f"About {needed:,} canaries (the first power of 2 that suffices) would make it testable: at "
+                f"δ = {delta:g} the bound's 2mδ term grows with the m = {n_canaries:,} canaries, so fewer test more.")
+    runs = f", i.e. {math.ceil(needed / per_target)} target runs of {per_target:,} examples," if per_target else ""
+    return f"About {needed:,} canaries (the first power of 2 that suffices){runs} would make it testable."
+
+
+def _ceilings(bounds: Mapping[str, float], ceiling: float | Mapping[str, float]) -> dict[str, float]:
+    if isinstance(ceiling, Mapping):
+        missing = [a for a in bounds if a not in ceiling]
+        if missing:
+            raise ValueError(f"no ceiling for attack {missing[0]!r}")
+        return {a: float(ceiling[a]) for a in bounds}
+    if not (isinstance(ceiling, (int, float)) and ceiling >= 0):
+        raise ValueError(f"ceiling must be a number >= 0 or one per attack, got {ceiling!r}")
+    return {a: float(ceiling) for a in bounds}
+
+
+def _best(bounds: Mapping[str, float]) -> tuple[str, float] | None:
+    if not bounds:
+        return None
+    return max(bounds.items(), key=lambda item: item[1])
+
+
+def subset_verdict(tests: Sequence[MetricComparison], *, baseline_label: str, alpha: float) -> Verdict:
+    """The baseline verdict from `audit.compare` tests of victim - subset (Holm-adjusted already).
+
+    Only the pooled group ("all") of each attack counts. A gain is a privacy metric
+    significantly lower than the subset's.
+    """
+    privacy = [t for t in tests if t.attack is not None and t.group == "all" and t.metric in PRIVACY_METRICS]
+    if not privacy:
+        raise ValueError("subset_verdict needs at least one attack metric compared with the subset")
+    gains = [t for t in privacy if t.significant and t.difference.point < 0]
+    losses = [t for t in privacy if t.significant and t.difference.point > 0]
+    accuracy = next((t for t in tests if t.metric == "test_accuracy"), None)
+    family = f"{len(tests)} Holm-adjusted tests at α = {alpha:g}"
+    if gains:
+        return Verdict(GAIN_OVER_SUBSET, "measurably less leakage than a random real subset of the same size",
+                       f"significantly lower than {baseline_label} on {_list(gains)} ({family})"
+                       + _accuracy_note(accuracy), evidence=tuple(_key(t) for t in gains))
+    reason = (f"none of the {len(privacy)} attack metrics is significantly lower than {baseline_label}'s "
+              f"({family})")
+    if losses:
+        reason += f"; it leaks significantly more on {_list(losses)}"
+    return Verdict(NO_GAIN_OVER_SUBSET, "no measurable advantage over publishing a random real subset of the same size",
+                   reason + _accuracy_note(accuracy), evidence=tuple(_key(t) for t in losses))
+
+
+def no_subset_verdict(why: str) -> Verdict:
+    """The baseline question, not checked (`why` says what was missing)."""
+    return Verdict(NO_SUBSET_BASELINE, "not compared with a random real subset of the same size", why)
+
+
+def _key(test: MetricComparison) -> str:
+    return f"{test.attack}/{test.metric}"
+
+
+def _list(tests: Sequence[MetricComparison]) -> str:
+    return ", ".join(f"{t.attack} {t.metric} ({t.difference.point:+.3g}, adjusted p = {t.p_adjusted:.3g})"
+                     for t in tests)
+
+
+def _accuracy_note(test: MetricComparison | None) -> str:
+    if test is None:
+        return ""
+    change = "no significant difference" if not test.significant else (
+        "significantly higher" if test.difference.point > 0 else "significantly lower")
+    return f". Test accuracy {test.difference.point:+.3f} against the subset ({change})"

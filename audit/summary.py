@@ -1,0 +1,127 @@
+"""summary.json of an audit (docs/contracts.md, "summary.json"): metrics of every attack pooled
+over the target runs, with the one-run ε bound where the design supports one and a note saying
+what the ε numbers are (or why there are none).
+
+`summarise` is the audit of shadow runs (`audit.lira`, `audit.loss`, `audit.ganleak`),
+`release_summary` the audit of one user's release (`audit.release`); both share
+`attacks_summary` and the first keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import zlib
+
+import numpy as np
+
+from audit.evaluate import StoredRuns, attack_summary
+from audit.releases.inputs import ReleaseInputs
+from audit.releases.target import TARGET
+from audit.stats.epsilon import bound_applies, unfair_coins_reason
+from shadow_runs.plan import PLAN
+from victims.canaries import CanaryColumns
+
+EPSILON_NOTE = ("eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the target runs' coins, "
+                "m = n_canaries; eps_ceiling: what a perfect attack would certify with this design")
+CANARY_EPSILON_NOTE = ("eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the target runs' coins of the "
+                       "inserted canaries, m = n_canaries, designated before any training; eps_ceiling: what a perfect "
+                       "attack would certify with this design; `natural`: the same over the natural examples, "
+                       "descriptive (the verdict uses the canaries only)")
+DUPLICATE_NOTE = ("each duplicate canary is {copies} identical rows moved by one coin, which a per-record ε does not "
+                  "bound (group privacy gives {copies}ε), so the canaries get leakage statistics but no eps_lower or "
+                  "eps_ceiling; `natural` keeps the one-run bound over the natural examples, descriptive")
+RELEASE_EPSILON_NOTE = ("eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the release's membership "
+                        "coins, m = n_canaries; eps_ceiling: what a perfect attack would certify with this design")
+CHOSEN_NOTE = ("the custodian chose the members rather than drawing them by recorded independent fair coins, so any "
+               "difference between members and non-members (their typicality, a source) is found by the attacks and "
+               "would read as leakage even for a pipeline with ε = 0; these numbers describe the release, they bound "
+               "no ε")
+
+
+def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarray, *, experiment: dict, variance: str,
+              canaries: CanaryColumns | None, args: argparse.Namespace) -> dict:
+    """summary.json of an audit of shadow runs: metrics of every attack, pooled over the targets."""
+    membership, init_mask = runs.keep[targets], runs.init_mask[targets]
+    fair = bound_applies(args.inclusion_rate)
+    accuracies = [m["test_accuracy"] for m in runs.meta]
+    # an attack that scored too few canaries (ganleak_pbb reconstructs only the first rows) has no canary group
+    unscored = [a for a, s in scores.items() if canaries and min(canaries.coins_scored(membership, s)) < 2]
+    summary = {
+        **_identity(experiment, runs, target_runs=targets.tolist()),
+        "utility": {"test_accuracy": float(np.mean(accuracies)), "test_accuracy_std": float(np.std(accuracies))},
+        "evaluation": {**_settings(variance, args), "plan": PLAN, "inclusion_rate": args.inclusion_rate,
+                       "n_canaries": int(membership.size) if fair else None,
+                       "epsilon_note": EPSILON_NOTE if fair else unfair_coins_reason(args.inclusion_rate)},
+        "attacks": attacks_summary({a: s for a, s in scores.items() if a not in unscored}, membership, init_mask,
+                                   delta=_privacy(runs)[1] or 0.0, fair=fair, canaries=canaries, args=args),
+    }
+    if canaries:
+        entry = experiment["canaries"]
+        note = (unfair_coins_reason(args.inclusion_rate) if not fair else
+                DUPLICATE_NOTE.format(copies=entry["copies"]) if entry["kind"] == "duplicate" else CANARY_EPSILON_NOTE)
+        summary["evaluation"].update({"n_canaries": len(targets) * entry["n"] if fair else None, "epsilon_note": note,
+                                      "canaries": entry})
+        if unscored:
+            summary["evaluation"]["attacks_without_canary_scores"] = unscored
+    return summary
+
+
+def release_summary(scores: dict, inputs: ReleaseInputs, shadows: StoredRuns, obs, *, experiment: dict, variance: str,
+                    args) -> dict:
+    """summary.json of the release audit: the same keys (one target: the release) plus the claim."""
+    bound_delta = args.claimed_delta if args.claimed_delta is not None else (_privacy(shadows)[1] or 0.0)
+    coins = inputs.coins
+    fair = coins is not None and coins.fair
+    if coins is None:
+        drawn, note = "chosen by the custodian (no coins recorded)", CHOSEN_NOTE
+    else:
+        drawn = (f"independent {'fair ' if fair else ''}coins of rate {coins.rate:g}, membership_seed {coins.seed} "
+                 "(reproduced)")
+        note = RELEASE_EPSILON_NOTE if fair else unfair_coins_reason(coins.rate)
+    membership, init = inputs.member[None], np.zeros((1, inputs.pool.n_pool), dtype=bool)
+    init[0, inputs.init_idx] = True
+    shadow_accuracy = [m["test_accuracy"] for m in shadows.meta]
+    return {
+        **_identity(experiment, shadows, target_runs=[0]),
+        "claimed_epsilon": args.claimed_epsilon,
+        "claimed_delta": bound_delta if args.claimed_epsilon is not None else args.claimed_delta,
+        "utility": {"test_accuracy": obs.test_accuracy, "test_accuracy_std": 0.0,
+                    "shadow_test_accuracy": float(np.mean(shadow_accuracy)),
+                    "shadow_test_accuracy_std": float(np.std(shadow_accuracy))},
+        "evaluation": {**_settings(variance, args), "target": TARGET, "plan": PLAN,
+                       "inclusion_rate": args.inclusion_rate, "membership": drawn,
+                       "membership_rate": None if coins is None else coins.rate,
+                       "membership_seed": None if coins is None else coins.seed,
+                       "n_canaries": int(membership.size) if fair else None, "epsilon_note": note},
+        "attacks": attacks_summary(scores, membership, init, delta=bound_delta, fair=fair, args=args),
+    }
+
+
+def attacks_summary(scores: dict[str, np.ndarray], membership: np.ndarray, init_mask: np.ndarray, *, delta: float,
+                    fair: bool, args: argparse.Namespace, canaries: CanaryColumns | None = None) -> dict:
+    """attack -> `attack_summary` of its scores. The bound uses `delta` (the victim's, 0 for
+    non-DP victims, or a release's claimed one); its tie-breaking (and the advantage's halves)
+    are seeded by (master seed, attack name), so each attack's numbers do not depend on the others."""
+    return {attack: attack_summary(s, membership, init_mask, delta=delta, confidence=args.confidence,
+                                   seed=[args.seed, zlib.crc32(attack.encode())], fair_coins=fair, canaries=canaries)
+            for attack, s in scores.items()}
+
+
+def _privacy(runs: StoredRuns) -> tuple[float | None, float | None]:
+    """(formal ε, δ) of the runs: the largest ε any run reports, the first δ; None for a non-DP victim."""
+    formal = [m["formal_epsilon"] for m in runs.meta if m["formal_epsilon"] is not None]
+    delta = next((m["delta"] for m in runs.meta if m["delta"] is not None), None)
+    return (max(formal) if formal else None), delta
+
+
+def _identity(experiment: dict, runs: StoredRuns, *, target_runs: list[int]) -> dict:
+    """summary.json's first keys: what was audited, with which runs, and its formal privacy."""
+    formal, delta = _privacy(runs)
+    return {"victim": experiment["victim"], "dataset": experiment["dataset"], "config": experiment["config"],
+            "n_shadow": len(runs.keep), "target_runs": target_runs, "formal_epsilon": formal, "delta": delta}
+
+
+def _settings(variance: str, args: argparse.Namespace) -> dict:
+    """The evaluation's settings, summary.json's first `evaluation` keys."""
+    return {"lira_variance": variance, "lira_variance_flag": args.lira_variance, "confidence": args.confidence,
+            "master_seed": args.seed}

@@ -1,0 +1,233 @@
+"""End-to-end runs of the audit CLI on the embedded dataset (tiny training, inline executor)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from audit import lira, loss
+from audit.stats.epsilon import epsilon_ceiling
+from shadow_runs.plan import membership_matrix
+from victims import load_pool
+
+SUMMARY_KEYS = {"victim", "dataset", "config", "n_shadow", "target_runs", "formal_epsilon", "delta", "utility",
+                "evaluation", "attacks"}
+METRIC_KEYS = {"auc", "advantage", "tpr_at_fpr", "fp_at_fpr", "eps_hat", "eps_lower", "eps_ceiling", "confidence",
+               "delta", "n_members", "n_nonmembers"}
+SUBGROUP_KEYS = {"auc", "advantage", "tpr_at_fpr", "fp_at_fpr", "n_members", "n_nonmembers"}  # no epsilon
+
+
+def snapshot(root):
+    return {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in root.rglob("*") if p.is_file()}
+
+
+def audit(main, runs_dir, *flags):
+    return main(["--runs-dir", str(runs_dir), *flags])
+
+
+def only_experiment(runs_dir):
+    (root,) = [p for p in runs_dir.iterdir() if p.is_dir()]
+    return root
+
+
+def test_subset_audit_writes_the_contract_files(tmp_path, tiny_flags):
+    assert audit(lira.main, tmp_path, "--victim", "subset", "--ipc", "2", "--n-shadow", "4", *tiny_flags) == 0
+    root = only_experiment(tmp_path)
+    assert root.name.startswith("subset-digits-")
+    experiment = json.loads((root / "experiment.json").read_text())
+    assert experiment["victim"] == "subset" and experiment["config"]["ipc"] == 2 and experiment["n_pool"] == 1500
+    keep = np.load(root / "keep.npy")
+    assert keep.shape == (4, 1500) and experiment["plan"] == "independent-coins-v1" and experiment["inclusion_rate"] == 0.5
+    assert np.array_equal(keep, membership_matrix(np.zeros(1500), n_runs=4, master_seed=0))  # independent coins
+    assert np.load(root / "pool_labels.npy").shape == (1500,)
+    with np.load(root / "runs" / "00003.npz") as z:
+        assert z["logits"].shape == (1500, 5, 10) and z["logits"].dtype == np.float32
+        assert z["init_idx"].shape == (20,) and keep[3, z["init_idx"]].all()
+        # The subset's release is its chosen member images themselves.
+        pool = load_pool("digits")
+        assert np.array_equal(z["release_x"], pool.x[z["init_idx"]])
+        assert np.array_equal(z["release_y"], pool.y[z["init_idx"]])
+    meta = json.loads((root / "runs" / "00003.json").read_text())
+    assert {"seed", "formal_epsilon", "delta", "test_accuracy", "wall_s", "host"} <= set(meta)
+
+    summary = json.loads((root / "audit" / "summary.json").read_text())
+    assert set(summary) == SUMMARY_KEYS
+    assert summary["n_shadow"] == 4 and summary["target_runs"] == [0, 1] and summary["formal_epsilon"] is None
+    assert summary["evaluation"]["n_canaries"] == 2 * 1500 and summary["evaluation"]["inclusion_rate"] == 0.5
+    assert set(summary["attacks"]) == {"loss", "lira_online", "lira_offline", "rmia", "rmia_offline",
+                                       "dcr", "dcr_lira"}  # dcr*: it has a release
+    for metrics in summary["attacks"].values():
+        assert METRIC_KEYS | {"subgroups"} == set(metrics)
+        # 2 targets (runs 0 and 1); their 3,000 coins are the canaries
+        assert metrics["n_members"] == keep[[0, 1]].sum() and metrics["n_nonmembers"] == (~keep[[0, 1]]).sum()
+        assert set(metrics["tpr_at_fpr"]) == set(metrics["fp_at_fpr"]) == {"0.1", "0.01", "0.001"}
+        assert set(metrics["subgroups"]) == {"init", "other_members"}
+        assert metrics["subgroups"]["init"]["n_members"] == 2 * 20
+        assert all(set(group) == SUBGROUP_KEYS for group in metrics["subgroups"].values())
+        assert 0 <= metrics["eps_lower"] <= metrics["eps_ceiling"] and metrics["confidence"] == 0.95
+        assert metrics["eps_ceiling"] == pytest.approx(epsilon_ceiling(3000), abs=1e-9)
+    with np.load(root / "audit" / "scores.npz") as z:
+        assert z["lira_online"].shape == z["membership"].shape == (2, 1500)
+        assert np.array_equal(z["membership"], keep[[0, 1]]) and z["target_runs"].tolist() == [0, 1]
+    assert (root / "audit" / "roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_rerun_rescoring_more_shadows_and_determinism(tmp_path, tiny_flags):
+    flags = ["--victim", "real", "--n-shadow", "4", *tiny_flags]
+    assert audit(lira.main, tmp_path / "a", *flags) == 0
+    root = only_experiment(tmp_path / "a")
+    runs_before = snapshot(root / "runs")
+
+    # Same command again: nothing retrained, the same numbers.
+    summary = (root / "audit" / "summary.json").read_text()
+    assert audit(lira.main, tmp_path / "a", *flags) == 0
+    assert snapshot(root / "runs") == runs_before
+    assert (root / "audit" / "summary.json").read_text() == summary
+
+    # Same command in a fresh directory: identical numbers (every run is seeded by (seed, r)).
+    assert audit(lira.main, tmp_path / "b", *flags) == 0
+    assert (only_experiment(tmp_path / "b") / "audit" / "summary.json").read_text() == summary
+
+    # More shadows: only the new runs are trained; the old files are untouched.
+    assert audit(lira.main, tmp_path / "a", *[f if f != "4" else "6" for f in flags]) == 0
+    after = snapshot(root / "runs")
+    assert {p: after[p] for p in runs_before} == runs_before
+    assert sorted(p.name for p in set(after) - set(runs_before)) == ["00004.json", "00004.npz", "00005.json", "00005.npz"]
+
+
+def test_loss_and_lira_summaries_share_the_directory(tmp_path, tiny_flags):
+    flags = ["--victim", "real", "--n-shadow", "4", *tiny_flags]
+    assert audit(loss.main, tmp_path, *flags) == 0
+    path = only_experiment(tmp_path) / "audit" / "summary.json"
+    assert set(json.loads(path.read_text())["attacks"]) == {"loss"}
+    assert audit(lira.main, tmp_path, *flags) == 0
+    assert audit(loss.main, tmp_path, *flags) == 0  # keeps LiRA's results computed on the same runs
+    assert set(json.loads(path.read_text())["attacks"]) == {"loss", "lira_online", "lira_offline", "rmia", "rmia_offline"}
+
+
+@pytest.mark.parametrize("flags,named", [
+    (["--victim", "nope", "--n-shadow", "4"], "'nope'"),
+    (["--victim", "real", "--n-shadow", "4", "--dataset", "imagenet"], "'imagenet'"),
+    (["--victim", "real", "--n-shadow", "1"], "'1'"),
+    (["--victim", "real", "--n-shadow", "many"], "'many'"),
+    (["--victim", "real", "--n-shadow", "2"], "--n-shadow 2"),  # LiRA needs a shadow pair
+    (["--victim", "dpsgd", "--n-shadow", "4", "--epsilon", "0"], "got 0.0"),
+    (["--victim", "dpsgd", "--n-shadow", "4", "--epsilon", "-2"], "got -2.0"),
+    (["--victim", "dpsgd", "--n-shadow", "4", "--epsilon", "one"], "'one'"),
+    (["--victim", "dpsgd", "--n-shadow", "4", "--epsilon", "inf"], "got inf"),
+    (["--victim", "dpsgd", "--n-shadow", "4", "--delta", "0"], "got 0.0"),
+    (["--victim", "dpsgd", "--n-shadow", "4", "--delta", "1.5"], "got 1.5"),
+    (["--victim", "real", "--n-shadow", "4", "--ipc", "10"], "--ipc does not apply to victim 'real'"),
+    (["--victim", "subset", "--n-shadow", "4", "--ipc", "400"], "--ipc 400"),
+    (["--victim", "real", "--n-shadow", "4", "--confidence", "1"], "'1'"),
+    (["--victim", "real", "--n-shadow", "4", "--workers", "0"], "'0'"),
+    (["--victim", "real", "--n-shadow", "4", "--n-targets", "4"], "--n-targets 4"),
+    (["--victim", "real", "--n-shadow", "4", "--inclusion-rate", "1"], "--inclusion-rate: must be a number in (0, 1), got '1'"),
+])
+def test_bad_input_exits_2_with_one_line_naming_the_value(tmp_path, capsys, flags, named):
+    with pytest.raises(SystemExit) as exit_info:
+        audit(lira.main, tmp_path / "runs", *flags)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and named in err, err
+    assert not (tmp_path / "runs").exists()  # nothing written
+
+
+def test_npz_inputs_are_checked_before_anything_is_written(tmp_path, capsys):
+    no_y, nan_x = tmp_path / "no_y.npz", tmp_path / "nan.npz"
+    np.savez(no_y, x=np.zeros((10, 4, 4)))
+    x = np.zeros((10, 4, 4)); x[3, 1, 1] = np.nan
+    np.savez(nan_x, x=x, y=np.arange(10) % 2)
+    for path, named in [(no_y, "'y'"), (nan_x, "non-finite"), (tmp_path / "missing.npz", "missing.npz")]:
+        with pytest.raises(SystemExit) as exit_info:
+            audit(lira.main, tmp_path / "runs", "--victim", "real", "--n-shadow", "4", "--dataset", str(path))
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and err.count("\n") == 1 and named in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_store_of_another_config_is_refused_untouched(tmp_path, tiny_flags, capsys):
+    flags = ["--victim", "real", "--n-shadow", "4", *tiny_flags]
+    assert audit(lira.main, tmp_path, *flags) == 0
+    root = only_experiment(tmp_path)
+    meta = json.loads((root / "experiment.json").read_text())
+    meta["config"]["train"]["steps"] = 11
+    (root / "experiment.json").write_text(json.dumps(meta))
+    before = snapshot(root)
+    with pytest.raises(SystemExit) as exit_info:
+        audit(lira.main, tmp_path, *flags[:4] + ["--n-shadow", "6"] + tiny_flags)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and str(root) in err and "config" in err
+    assert snapshot(root) == before
+    # The experiment directory itself passed as --runs-dir is refused too.
+    with pytest.raises(SystemExit):
+        audit(lira.main, root, *flags)
+    assert snapshot(root) == before
+
+
+def test_help_lists_the_generated_victim_flags(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        lira.main(["--help"])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0
+    for flag in ("--victim", "--ipc", "--epsilon", "--delta", "--train-steps", "--train-net-width", "--no-train-augment",
+                 "--init", "--zca", "--no-dsa"):
+        assert flag in out
+    # A flag several victims share with different meanings shows each victim's text.
+    flat = " ".join(out.split())
+    assert "--iterations INT dc, dsa: fresh matching networks; dm: image updates" in flat
+
+
+def test_the_module_entry_point_exits_2_without_a_traceback(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "audit.lira", "--victim", "dpsgd", "--n-shadow", "4",
+                             "--epsilon", "-1", "--runs-dir", str(tmp_path / "r")], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "python -m audit.lira: error: --epsilon must be a positive number, got -1.0"]
+    assert not (tmp_path / "r").exists()
+
+
+def _victim_from(*argv):
+    from audit.cli.flags import build_parser
+    from audit.cli.victim_flags import build_victim, victim_overrides
+
+    args = build_parser("test", "").parse_args(["--n-shadow", "2", *argv])
+    return build_victim(args.victim, victim_overrides(args))
+
+
+def test_flags_keep_the_victims_own_nested_defaults():
+    from victims.nets import NetConfig
+    from victims.psg import PSGVictim
+    from victims.train import small_set_training
+
+    # No flag: exactly the victim's defaults (PSG matches a width-16 net; 100 downstream steps).
+    assert _victim_from("--victim", "psg") == PSGVictim()
+    assert PSGVictim().net == NetConfig(width=16) and PSGVictim().train == small_set_training()
+    # One nested flag changes that field only, starting from the victim's default.
+    psg = _victim_from("--victim", "psg", "--train-lr", "0.05", "--net-depth", "1")
+    assert psg.train == small_set_training().__class__(steps=100, lr=0.05)
+    assert psg.net == NetConfig(width=16, depth=1)
+    # The same flag on another victim starts from that victim's default.
+    assert _victim_from("--victim", "dpsgd", "--net-depth", "1").net == NetConfig(width=64, depth=1)
+
+
+def test_a_condensation_audit_compares_with_the_subset_baseline(tmp_path, tiny_flags, capsys):
+    from audit import compare
+
+    flags = ["--ipc", "2", "--n-shadow", "4", *tiny_flags]
+    assert audit(lira.main, tmp_path / "subset", "--victim", "subset", *flags) == 0
+    assert audit(lira.main, tmp_path / "dm", "--victim", "dm", "--init", "real", "--iterations", "2", *flags) == 0
+    dm, subset = only_experiment(tmp_path / "dm"), only_experiment(tmp_path / "subset")
+    summary = json.loads((dm / "audit" / "summary.json").read_text())
+    # The release attacks run because DM stores its synthetic set; the init points are a sub-group.
+    assert {"dcr", "dcr_lira"} <= set(summary["attacks"])
+    assert summary["attacks"]["dcr"]["subgroups"]["init"]["n_members"] == 2 * 20
+    capsys.readouterr()
+    out = tmp_path / "compare.json"
+    assert compare.main([str(dm), "--baseline", str(subset), "--attack", "loss", "dcr", "--n-boot", "50",
+                         "--n-boot-eps", "10", "--out", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "| dm ipc=2 init=real | dcr | all |" in table and "| subset ipc=2 | loss | all |" in table
+    assert json.loads(out.read_text())["experiments"]

@@ -1,0 +1,192 @@
+"""The verdicts in plain words, on hand-made numbers: each given only when the numbers support it."""
+
+import math
+
+import numpy as np
+import pytest
+
+from audit.reporting.build import Settings, _experiment_entry
+from audit.reporting.evidence import claim_of, highest_risk, joint_bounds, joint_ceilings
+from audit.results import Audited, Experiment
+from audit.stats.bootstrap import Interval
+from audit.stats.significance import MetricComparison
+from audit.stats.epsilon import epsilon_ceiling
+from audit.reporting.verdict import (EPSILON_CONSISTENT, EPSILON_NOT_TESTABLE, EPSILON_VIOLATED, GAIN_OVER_SUBSET,
+                           NO_EPSILON_CLAIM, NO_FAIR_COINS, NO_GAIN_OVER_SUBSET, Verdict, epsilon_verdict,
+                           most_certifiable, no_fair_coins_verdict, subset_verdict)
+
+
+def test_a_bound_above_the_claim_is_a_violation_naming_the_attack():
+    v = epsilon_verdict({"loss": 0.4, "lira_online": 1.3, "dcr": 2.0}, ceiling=4.0, claimed_epsilon=1.0, delta=1e-5,
+                        confidence=0.95, source="formal")
+    assert v.kind == EPSILON_VIOLATED and v.text == "claimed ε violated at 95% confidence" and v.alarming
+    assert v.evidence == ("dcr", "lira_online")  # largest first; loss (0.4 <= 1) is not evidence
+    assert "dcr: ε ≥ 2.00; lira_online: ε ≥ 1.30" in v.reason and "formal ε = 1 (δ = 1e-05)" in v.reason
+
+
+def test_bounds_at_or_below_a_testable_claim_are_consistent_but_not_a_proof():
+    # A bound equal to the claim does not violate it (the test is strict: ε_lower > ε); the
+    # claim 1 lies below the ceiling 3.5, so a perfect attack could have shown a violation.
+    v = epsilon_verdict({"loss": 1.0, "lira_online": 0.25}, ceiling=3.5, claimed_epsilon=1.0, delta=0.0,
+                        confidence=0.95, n_canaries=3000)
+    assert v.kind == EPSILON_CONSISTENT and v.text == "leakage consistent with the claimed ε"
+    assert "ε ≥ 1.00 (loss)" in v.reason and "does not prove the claim" in v.reason and not v.alarming
+    # each attack's bound at 1 - 0.05 / 2 = 97.5%: the ceiling is stated at that level
+    assert "perfect attack would have reached ε ≈ 3.50" in v.reason and "3,000 canaries; 97.50% per attack" in v.reason
+
+
+def test_an_attack_whose_ceiling_is_below_the_claim_is_named_as_blind():
+    # pbb scored fewer canaries: its ceiling 1.5 is below the claim 2; the others could test it.
+    v = epsilon_verdict({"loss": 0.5, "ganleak_pbb": 0.2}, ceiling={"loss": 4.0, "ganleak_pbb": 1.5},
+                        claimed_epsilon=2.0, delta=0.0, confidence=0.95)
+    assert v.kind == EPSILON_CONSISTENT and v.evidence == ("loss",)
+    assert "ganleak_pbb scored too few canaries" in v.reason
+
+
+def test_a_claim_at_or_above_the_ceiling_is_not_testable_and_says_how_many_canaries_would_test_it():
+    # One attack, 95%, δ = 0: with m = 2^j canaries (j >= 12) the grid's guess counts are m / 2^k,
+    # k = 0..11, each all IN or half IN: 24 points, alpha 0.05 / 24 each. A perfect attack's best
+    # point guesses all m right, p-value p^m, so the ceiling is logit((0.05/24)^(1/m)):
+    #   m = 4096: ln(0.05/24) / 4096 = -0.0015073 -> 1 - p = 0.0015062 -> ln(662.9) = 6.497 > 6;
+    #   m = 2048 (23 points, r = 1 once): ln(0.05/23) / 2048 = -0.0029938 -> ln(333.5) = 5.810 < 6.
+    # So 4096 canaries are needed: 3 target runs of 1,500 (ceil(4096 / 1500) = 3).
+    assert epsilon_ceiling(4096, delta=0.0, confidence=0.95) == pytest.approx(math.log(662.9), abs=1e-3)
+    assert epsilon_ceiling(2048, delta=0.0, confidence=0.95) == pytest.approx(math.log(333.5), abs=1e-3)
+    # The design: one target of 1,500. Its grid has 21 points (r = 1500, 750, 375, 188, 94, 47, 23,
+    # 12, 6, 3, 1 each all IN and half IN, r = 1 once): ceiling logit((0.05/21)^(1/1500)) = ln(247.8) = 5.513.
+    ceiling = epsilon_ceiling(1500, delta=0.0, confidence=0.95)
+    assert ceiling == pytest.approx(math.log(247.83), abs=1e-3)
+    v = epsilon_verdict({"loss": 0.3}, ceiling=ceiling, claimed_epsilon=6.0, delta=0.0, confidence=0.95,
+                        n_canaries=1500, per_target=1500)
+    assert v.kind == EPSILON_NOT_TESTABLE and v.text == "not testable with this design" and not v.alarming
+    assert "at or above ε ≈ 5.51, the most that even a perfect attack could certify" in v.reason
+    assert "About 4,096 canaries (the first power of 2 that suffices), i.e. 3 target runs of 1,500 examples" in v.reason
+    # A claim exactly at the ceiling cannot be exceeded either (violation is strict).
+    assert epsilon_verdict({"loss": 0.3}, ceiling=ceiling, claimed_epsilon=ceiling, delta=0.0,
+                           confidence=0.95).kind == EPSILON_NOT_TESTABLE
+
+
+def test_a_claim_beyond_what_one_run_auditing_can_certify_at_this_delta_says_so():
+    # At δ = 1e-5 the ceiling peaks (the 2mδ term grows with m): ε = 10 is out of reach for any m.
+    peak = most_certifiable(delta=1e-5, confidence=0.95)
+    assert peak == max(epsilon_ceiling(2 ** k, delta=1e-5, confidence=0.95) for k in range(16))
+    assert 4 < peak < 6
+    v = epsilon_verdict({"loss": 0.3}, ceiling=epsilon_ceiling(3000, delta=1e-5, confidence=0.95),
+                        claimed_epsilon=10.0, delta=1e-5, confidence=0.95, n_canaries=3000, per_target=1500)
+    assert v.kind == EPSILON_NOT_TESTABLE
+    assert f"One-run auditing cannot certify more than ε ≈ {peak:.2f} at δ = 1e-05 with any number of canaries" in v.reason
+
+
+def test_no_claim_says_so_with_the_ceiling():
+    v = epsilon_verdict({"loss": 0.3, "dcr": 2.5}, ceiling={"loss": 5.0, "dcr": 5.25}, claimed_epsilon=None,
+                        delta=0.0, confidence=0.95)
+    assert v.kind == NO_EPSILON_CLAIM and v.text == "no ε claim was checked"
+    assert "the largest ε lower bound found is 2.50 (dcr), where a perfect attack would reach ε ≈ 5.25" in v.reason
+
+
+def test_no_fair_coins_is_no_epsilon_verdict():
+    v = no_fair_coins_verdict("the custodian chose the members")
+    assert v.kind == NO_FAIR_COINS and v.text == "no ε verdict: membership was not drawn by independent fair coins"
+    assert v.reason == "the custodian chose the members" and not v.alarming
+
+
+def test_verdict_kinds_are_checked():
+    with pytest.raises(ValueError, match="'maybe'"):
+        Verdict("maybe", "", "")
+    with pytest.raises(ValueError, match="no ceiling for attack 'dcr'"):
+        epsilon_verdict({"loss": 0.1, "dcr": 0.2}, ceiling={"loss": 3.0}, claimed_epsilon=1.0, delta=0.0,
+                        confidence=0.95)
+
+
+def comparison(metric, point, p_adjusted, *, attack="lira_online", group="all", alpha=0.05):
+    return MetricComparison(attack=attack, group=group, metric=metric, difference=Interval(point, point - 0.01, point + 0.01),
+                            p_value=p_adjusted / 2, p_adjusted=p_adjusted, significant=p_adjusted < alpha)
+
+
+def test_a_significantly_lower_attack_metric_is_a_gain_over_the_subset():
+    tests = [comparison("test_accuracy", 0.1, 0.001, attack=None, group=None), comparison("auc", -0.04, 0.01),
+             comparison("eps_lower", -0.5, 0.2)]
+    v = subset_verdict(tests, baseline_label="subset ipc=1", alpha=0.05)
+    assert v.kind == GAIN_OVER_SUBSET and v.evidence == ("lira_online/auc",)
+    assert "3 Holm-adjusted tests" in v.reason and "Test accuracy +0.100 against the subset (significantly higher)" in v.reason
+
+
+def test_no_significant_gain_is_no_measurable_advantage_and_a_loss_is_named():
+    tests = [comparison("auc", -0.04, 0.08), comparison("tpr_at_fpr_0.01", 0.02, 0.03),
+             # a significant gain on a sub-group alone does not count (the verdict is on all members)
+             comparison("auc", -0.2, 0.001, group="init"),
+             # test accuracy is no privacy metric, however significant
+             comparison("test_accuracy", -0.3, 0.001, attack=None, group=None)]
+    v = subset_verdict(tests, baseline_label="subset ipc=1", alpha=0.05)
+    assert v.kind == NO_GAIN_OVER_SUBSET
+    assert v.text == "no measurable advantage over publishing a random real subset of the same size"
+    assert "none of the 2 attack metrics" in v.reason and "leaks significantly more on lira_online tpr_at_fpr_0.01" in v.reason
+    assert v.evidence == ("lira_online/tpr_at_fpr_0.01",)
+
+
+def fake(scores, membership, summary=None):
+    scores, membership = np.asarray(scores, float), np.asarray(membership, bool)
+    exp = Experiment(path="fake", summary={"victim": "dm", "attacks": {}, **(summary or {})}, membership=membership,
+                     init=np.zeros_like(membership), scores={"loss": scores, "dcr": scores}, test_accuracy=[0.5])
+    return Audited(experiment=exp, meta={}, runs=(), label="fake")
+
+
+def test_the_claim_checked_is_the_given_one_then_the_recorded_one_then_the_formal_one():
+    base = {"formal_epsilon": 8.0, "delta": 1e-5}
+    a = fake([[1, 0]], [[True, False]], base)
+    assert (claim_of(a).epsilon, claim_of(a).delta, claim_of(a).source) == (8.0, 1e-5, "formal")
+    assert (claim_of(a, epsilon=2.0).epsilon, claim_of(a, epsilon=2.0).delta) == (2.0, 1e-5)
+    recorded = fake([[1, 0]], [[True, False]], {**base, "claimed_epsilon": 3.0, "claimed_delta": 0.0})
+    assert (claim_of(recorded).epsilon, claim_of(recorded).delta, claim_of(recorded).source) == (3.0, 0.0, "claimed")
+    assert claim_of(fake([[1, 0]], [[True, False]])) is None
+
+
+def test_joint_bounds_and_ceilings_are_each_at_the_bonferroni_level():
+    # Perfectly separated scores, 200 members at 1 and 200 non-members at 0: m = 400 canaries.
+    # The guess grid of m = 400 (r = round(400 / 2^k), k = 0..11: 400, 200, 100, 50, 25, 12, 6, 3,
+    # 2, 1, 1, 1), each all IN (r, 0) and half IN (round(r/2), r - round(r/2)), duplicates removed
+    # ((1, 0) three times): 19 points. Two attacks at 95% jointly: each at 97.5%, so every grid
+    # point is tested at alpha = 0.025 / 19. The best point guesses the top 200 IN and the bottom
+    # 200 OUT, all 400 right; at δ = 0 its p-value is p^400 with p = e^ε / (1 + e^ε), rejected
+    # while p < (0.025 / 19)^(1/400) = 0.98355, i.e. ε < ln(0.98355 / 0.01645) = 4.0911. A perfect
+    # attack does no better, so the ceiling at 97.5% is the same number.
+    member = np.r_[np.ones(200), np.zeros(200)][None]
+    a = fake(np.where(member, 1.0, 0.0), member.astype(bool))
+    p = (0.025 / 19) ** (1 / 400)
+    expected = math.log(p / (1 - p))
+    assert expected == pytest.approx(4.0911, abs=1e-4)
+    bounds = joint_bounds(a, delta=0.0, confidence=0.95, seed=0)
+    assert bounds == pytest.approx({"loss": expected, "dcr": expected}, rel=1e-9)
+    assert joint_ceilings(a, delta=0.0, confidence=0.95) == pytest.approx({"loss": expected, "dcr": expected}, rel=1e-9)
+    # One attack alone would be tested at 95%: a higher ceiling, alpha 0.05 / 19.
+    assert epsilon_ceiling(400, delta=0.0, confidence=0.95) > expected
+
+
+def test_an_experiment_whose_coins_are_not_fair_gets_no_epsilon_verdict_even_with_a_claim():
+    rng = np.random.default_rng(0)
+    membership = rng.random((2, 50)) < 0.3
+    entry = {"auc": 0.5, "eps_hat": 0.0, "eps_lower": None, "eps_ceiling": None}
+    a = fake(rng.normal(size=(2, 50)), membership,
+             {"formal_epsilon": 1.0, "delta": 1e-5, "n_shadow": 4, "target_runs": [0, 1],
+              "evaluation": {"inclusion_rate": 0.3, "plan": "independent-coins-v1"},
+              "attacks": {"loss": entry, "dcr": entry}})
+    entry_json, _ = _experiment_entry(a, [], settings=Settings(top_k=2), seed=0)
+    eps = entry_json["verdicts"][0]
+    assert eps["kind"] == NO_FAIR_COINS and "coins of rate 0.3" in eps["reason"]
+    assert entry_json["claim"]["epsilon"] == 1.0 and entry_json["claim"]["bounds"] is None
+    assert "No ε bound" in entry_json["protocol"]
+
+
+def test_highest_risk_averages_over_the_targets_holding_an_example():
+    # 2 targets, 4 examples; target 0 holds #0 and #3, target 1 holds #0 and #1.
+    scores = [[3.0, 0.0, 0.5, 2.5], [1.0, 2.0, 0.0, 0.5]]
+    membership = [[True, False, False, True], [True, True, False, False]]
+    risk = highest_risk(fake(scores, membership), attack="loss", top_k=3)
+    # means as member: #0 (3 + 1) / 2 = 2, #3 2.5 (target 0 only), #1 2.0 (target 1 only); #2 never a member.
+    # ties keep pool order: #3 (2.5), #0 (2.0), #1 (2.0).
+    assert [r["index"] for r in risk] == [3, 0, 1]
+    assert [r["mean_score"] for r in risk] == [2.5, 2.0, 2.0]
+    # share of the target's non-members below: #3 in target 0 beats {0, 0.5} -> 1; #0: 1 in t0, in t1
+    # beats {0 (#2), 0.5 (#3)} -> 1; #1 in t1 beats both -> 1.
+    assert [r["nonmember_percentile"] for r in risk] == [1.0, 1.0, 1.0]
+    assert [r["member_targets"] for r in risk] == [1, 2, 1]
