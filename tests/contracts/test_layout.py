@@ -1,0 +1,84 @@
+"""The house rules of the package layout: imports point down (attacks and victims never import the
+audit; the run store never imports the victims), no module imports itself back through others,
+and reading or reporting audits does not import torch."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("attacks", "audit", "shadow_runs", "victims")
+#: package (or module) -> packages it must not import at module level
+FORBIDDEN = {
+    "attacks": ("audit", "victims", "shadow_runs"),
+    "victims": ("audit", "attacks"),
+    "shadow_runs.plan": ("victims", "audit", "attacks"),
+    "shadow_runs.store": ("victims", "audit", "attacks"),
+    "shadow_runs.records": ("victims", "audit", "attacks"),
+    "shadow_runs.files": ("victims", "audit", "attacks"),
+}
+
+
+def module_names() -> dict[str, Path]:
+    names = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def top_level_imports(path: Path, name: str, known: dict[str, Path]) -> set[str]:
+    """The package modules `name` imports when it is imported (module level, not inside functions)."""
+    found = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in known)
+    return {m for m in found if m in known and m != name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    known = module_names()
+    return {name: top_level_imports(path, name, known) for name, path in known.items()}
+
+
+def test_imports_point_down():
+    for name, imports in import_graph().items():
+        for owner, forbidden in FORBIDDEN.items():
+            if name == owner or name.startswith(owner + "."):
+                wrong = sorted(m for m in imports if m.split(".")[0] in forbidden)
+                assert not wrong, f"{name} imports {wrong}"
+
+
+def test_no_import_cycle():
+    graph = import_graph()
+    state: dict[str, str] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                raise AssertionError("import cycle: " + " -> ".join(path[path.index(nxt):] + [nxt]))
+            if nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+
+
+def test_reading_and_reporting_audits_does_not_import_torch():
+    code = ("import sys; import audit.results, audit.reporting.build, audit.cli.report, audit.cli.compare, "
+            "audit.stats.significance, attacks.registry, shadow_runs.plan, shadow_runs.store; "
+            "print(sorted(m for m in ('torch', 'victims', 'opacus', 'ray') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
