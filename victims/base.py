@@ -77,16 +77,6 @@ def expected_members(pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE)
     return inclusion_rate * pool.n_pool
 
 
-def poisson_rate(batch_size: int, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> float:
-    """B / (q * n_pool): the Poisson sampling rate of a DP victim with expected batch size B, from
-    the public expected member count; ValueError when B exceeds that count."""
-    members = expected_members(pool, inclusion_rate)
-    if batch_size > members:
-        raise ValueError(f"--batch-size {batch_size} exceeds the {members:g} members a run has on average "
-                         f"(inclusion rate {inclusion_rate:g} of {pool.n_pool})")
-    return batch_size / members
-
-
 def expected_class_members(pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> np.ndarray:
     """float [n_classes]: q * (class size), the expected members of each class in a run."""
     expected_members(pool, inclusion_rate)  # validates the rate
@@ -230,15 +220,6 @@ def require_positive(config: Any, names: tuple[str, ...]) -> None:
         value = getattr(config, name)
         if not (value > 0 and math.isfinite(value)):
             raise ValueError(f"{_flag_name(name)} must be > 0, got {value}")
-
-
-def require_privacy_target(config: Any) -> None:
-    """ValueError naming the bad value unless `config.epsilon` is a finite number > 0 and
-    `config.delta` lies in (0, 1): the target every DP victim calibrates its noise to."""
-    if not (config.epsilon > 0 and math.isfinite(config.epsilon)):
-        raise ValueError(f"--epsilon must be a positive number, got {config.epsilon}")
-    if not 0 < config.delta < 1:
-        raise ValueError(f"--delta must be in (0, 1), got {config.delta}")
 
 
 def require_momentum(config: Any) -> None:

@@ -50,13 +50,13 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from attacks.ganleak import WB_OPTIMIZERS, gradient_reconstruct, nearest_samples, powell_reconstruct
-from audit.accounting import ACCOUNTANTS, epsilon_spent, noise_multiplier_for
-from victims.base import (DEFAULT_INCLUSION_RATE, Observations, observe, poisson_rate, register_victim,
-                          require_at_least, require_positive, require_privacy_target, seeded)
+from victims.base import (DEFAULT_INCLUSION_RATE, Observations, observe, register_victim, require_at_least,
+                          require_positive, seeded)
 from victims.condense import Members
 from victims.data import Pool
 from victims.nets import ConditionalDiscriminator, ConditionalGenerator
-from victims.psg import gaussian_mean, poisson_sample
+from victims.privacy import (accountant_field, epsilon_spent, gaussian_mean, noise_multiplier_for, poisson_rate,
+                             poisson_sample, require_accountant, require_privacy_target)
 from victims.train import TrainConfig, fit, small_set_training, to_model_space
 
 
@@ -172,14 +172,13 @@ class DPCGANVictim(CGANVictim):
     epsilon: float = field(default=1.0, metadata={"help": "target epsilon (DP victims)"})
     delta: float = field(default=1e-5, metadata={"help": "target delta (DP victims)"})
     max_grad_norm: float = field(default=1.0, metadata={"help": "per-example clipping norm C"})
-    accountant: str = field(default="rdp", metadata={"help": "opacus accountant", "choices": ACCOUNTANTS})
+    accountant: str = accountant_field()
 
     def __post_init__(self) -> None:
         super().__post_init__()
         require_privacy_target(self)
         require_positive(self, ("max_grad_norm",))
-        if self.accountant not in ACCOUNTANTS:
-            raise ValueError(f"--accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}")
+        require_accountant(self)
 
     def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
         super().check(pool, inclusion_rate=inclusion_rate)
