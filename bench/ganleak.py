@@ -28,11 +28,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from attacks.ganleak import gradient_reconstruct, nearest_samples, powell_reconstruct  # noqa: E402
 from shadow_runs.plan import membership_matrix  # noqa: E402
 from victims import get_victim, load_pool  # noqa: E402
 from victims.base import seeded  # noqa: E402
 from victims.condense import Members  # noqa: E402
+from victims.latent_search import gradient_reconstruct, nearest_samples, powell_reconstruct  # noqa: E402
 
 
 def _value(text: str):

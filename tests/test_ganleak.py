@@ -11,12 +11,12 @@ import pytest
 import torch
 from torch import nn
 
-from attacks.ganleak import (calibrated_scores, gradient_reconstruct, latent_prior, log_loss_statistic,
-                             nearest_samples, powell_reconstruct, reference_losses, squared_error)
+from attacks.ganleak import calibrated_scores, log_loss_statistic, reference_losses
 from audit.evaluate import StoredRuns, attack_scores, attack_summary
 from audit.metrics import auc
 from shadow_runs.plan import membership_matrix, shadow_mask
 from victims import get_victim
+from victims.latent_search import gradient_reconstruct, latent_prior, nearest_samples, powell_reconstruct, squared_error
 from victims.nets import ConditionalDiscriminator
 
 TINY_GAN = {"ipc": 2, "latent_dim": 4, "gen_width": 4, "disc_width": 4, "steps": 5, "batch_size": 16,

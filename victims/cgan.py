@@ -3,10 +3,11 @@
 The release is the generator. The downstream ConvNet is trained on `ipc` generated images per
 class (stored as the run's `release_x`/`release_y`, pixel scale), so the loss, LiRA and DCR
 attacks apply to it as to every other victim. Because the GAN-Leaks attacks need the generator
-itself, and models are not kept, the run also reconstructs every pool example with it (see
-`attacks.ganleak`) and stores one reconstruction loss per attack: `fbb` (nearest of
-`fbb_samples` generated samples of the class), `pbb` (scipy's Powell over the latent code; only
-the first `pbb_examples` pool examples, NaN for the others) and `wb` (Adam on the latent code).
+itself, and models are not kept, the run also reconstructs every pool example with it (the
+searches of `victims.latent_search`; `attacks.ganleak` scores the losses) and stores one
+reconstruction loss per attack: `fbb` (nearest of `fbb_samples` generated samples of the class),
+`pbb` (scipy's Powell over the latent code; only the first `pbb_examples` pool examples, NaN for
+the others) and `wb` (Adam on the latent code).
 Reconstruction is the attacker's work: it never feeds back into the release or the model.
 
 GAN training: `steps` alternating updates with the non-saturating loss, Adam at `lr` with
@@ -49,11 +50,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from attacks.ganleak import WB_OPTIMIZERS, gradient_reconstruct, nearest_samples, powell_reconstruct
 from victims.base import (DEFAULT_INCLUSION_RATE, Observations, observe, register_victim, require_at_least,
                           require_positive, seeded)
 from victims.condense import Members
 from victims.data import Pool
+from victims.latent_search import WB_OPTIMIZERS, gradient_reconstruct, nearest_samples, powell_reconstruct
 from victims.nets import ConditionalDiscriminator, ConditionalGenerator
 from victims.privacy import (accountant_field, epsilon_spent, gaussian_mean, noise_multiplier_for, poisson_rate,
                              poisson_sample, require_accountant, require_privacy_target)
