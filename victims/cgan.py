@@ -32,11 +32,12 @@ pbb's default of 30 examples (~2.3 s).
 
 A small member set: GAN-Leaks needs a generator that memorises its training images, which the
 digits GAN does for 50 members (a 100-image pool) far better than for the ~750 of the full pool
-(see the README). Audit a small pool instead (`--dataset` with a .npz of a
-stratified digits subset, as bench/ganleak.py writes), so that every member is in the training
-set: training on a per-run random subset of the members would make "member" a mixture of used and
-unused images, and the per-example IN fits of LiRA and the calibration would blur (16 runs with
-10 of ~75 members per class used: ganleak_lira AUC 0.50 pooled, 0.52 on the used members).
+(see the README). Audit a small pool instead (`--dataset` with a .npz of a class-balanced
+subset of the pool, as `victims.data.write_class_balanced_subset` writes), so that every member
+is in the training set: training on a per-run random subset of the members would make "member" a
+mixture of used and unused images, and the per-example IN fits of LiRA and the calibration would
+blur (16 runs with 10 of ~75 members per class used: ganleak_lira AUC 0.50 pooled, 0.52 on the
+used members).
 """
 
 from __future__ import annotations
