@@ -247,7 +247,7 @@ def train_missing_runs(store: RunStore, *, victim, pool: Pool, keep: np.ndarray,
              for r, row in enumerate(keep) if r not in finished]
     with tqdm(total=len(keep), initial=len(keep) - len(tasks), unit="run", desc=victim.name, disable=quiet, file=sys.stderr) as bar:
         for task, obs, meta in execute(tasks, victim=victim, pool=pool, config=executor):
-            store.write_run(task.run, obs, meta)
+            store.write_run(task.run, *obs.to_store(meta))
             bar.update(1)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from audit import figures
-from shadow_runs.store import atomic_write, write_json
+from shadow_runs.files import atomic_write, write_json
 from victims.canaries import CanaryColumns
 
 #: summary.json keys that must agree for attacks of an earlier command to be kept beside new ones

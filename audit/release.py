@@ -100,7 +100,7 @@ from audit.epsilon import bound_applies, unfair_coins_reason
 from audit.evaluate import ATTACKS, StoredRuns, attack_scores, attack_summary
 from shadow_runs import ExecutorConfig, RunStore, StoreError, membership_matrix
 from shadow_runs.plan import PLAN, membership_row
-from shadow_runs.store import write_json, write_npy
+from shadow_runs.files import write_json, write_npy
 from victims import DataError, get_victim, victim_names
 from victims.data import Pool
 
@@ -496,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "experiment.json", record)
     write_npy(out / "pool_labels.npy", inputs.pool.y)
-    RunStore(out).write_run(0, obs, meta)
+    RunStore(out).write_run(0, *obs.to_store(meta))
     write_npy(out / "audit" / "pool_index.npy", inputs.pool_index)
     outputs.write_audit(out / "audit", summary=summary, scores=scores, membership=inputs.member[None],
                         init_mask=runs.init_mask[targets])

@@ -85,7 +85,7 @@ from audit.arguments import ArgumentParser, delta_in_unit, int_at_least, positiv
 from audit.epsilon import epsilon_ceiling, epsilon_lower_bound, unfair_coins_reason
 from audit.outputs import provenance
 from audit.verdict import NO_FAIR_COINS, Verdict, epsilon_verdict, no_fair_coins_verdict, no_subset_verdict, subset_verdict
-from shadow_runs.store import atomic_write, write_json
+from shadow_runs.files import atomic_write, write_json
 
 HEADLINE_ATTACK = "lira_online"
 SIZE_KEYS = ("ipc", "spc")  # config keys giving a release's images per class

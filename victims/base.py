@@ -22,7 +22,7 @@ import importlib
 import importlib.metadata
 import inspect
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -64,6 +64,20 @@ class Observations:
             object.__setattr__(self, "release_y", np.asarray(self.release_y, dtype=np.int64))
             if self.release_x.ndim != 4 or self.release_y.shape != self.release_x.shape[:1]:
                 raise ValueError(f"release_x must be [k, c, h, w] with k labels, got {self.release_x.shape} and {self.release_y.shape}")
+
+    def to_store(self, meta: Mapping[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict]:
+        """What the run store keeps of this run (`shadow_runs.store.RunStore.write_run(run, arrays,
+        meta)`): the arrays of its .npz (`logits`, `init_idx`, `recon_loss_<kind>` float32 for each
+        reconstruction kind, `release_x` and `release_y` where the victim releases a set), and the
+        metadata of its .json: `meta` (the executor's: run, seed, wall time, ...) followed by
+        `formal_epsilon`, `delta` and `test_accuracy`."""
+        arrays = {"logits": self.logits, "init_idx": self.init_idx}
+        for kind, loss in (self.recon_loss or {}).items():
+            arrays[f"recon_loss_{kind}"] = np.asarray(loss, dtype=np.float32)
+        if self.release_x is not None:
+            arrays["release_x"], arrays["release_y"] = self.release_x, self.release_y
+        return arrays, {**(meta or {}), "formal_epsilon": self.formal_epsilon, "delta": self.delta,
+                        "test_accuracy": self.test_accuracy}
 
 
 DEFAULT_INCLUSION_RATE = 0.5  # as shadow_runs.plan.DEFAULT_INCLUSION_RATE (victims do not import the plan)
