@@ -28,8 +28,9 @@ from attacks.lira import PER_EXAMPLE_FROM, variance_for
 from shadow_runs import ExecutorConfig, RunStore, RunTask, StoreError, execute, membership_matrix, run_seed
 from shadow_runs.plan import DEFAULT_INCLUSION_RATE, PLAN, default_targets, target_runs
 from shadow_runs.executor import EXECUTORS
+from shadow_runs.records import CanaryColumns
 from victims import DataError, get_victim, load_pool, victim_config, victim_names
-from victims.canaries import CANARY_KINDS, DEFAULT_COPIES, CanaryColumns, CanaryConfig, add_canaries
+from victims.canaries import CANARY_KINDS, DEFAULT_COPIES, CanaryConfig, add_canaries
 from victims.data import Pool
 
 EPSILON_NOTE = ("eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the target runs' coins, "

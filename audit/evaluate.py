@@ -10,8 +10,8 @@ from attacks import cross_entropy, dcr_scores, lira_offline, lira_online, logit_
 from attacks.ganleak import RECON_KINDS, calibrated_scores, log_loss_statistic, reconstruction_scores
 from audit.metrics import MembershipScores
 from shadow_runs.plan import shadow_mask
+from shadow_runs.records import CanaryColumns
 from shadow_runs.store import RunStore
-from victims.canaries import CanaryColumns
 
 ATTACKS = ("loss", "lira_online", "lira_offline", "rmia", "rmia_offline", "dcr", "dcr_lira",
            "ganleak_fbb", "ganleak_pbb", "ganleak_wb", "ganleak_cal", "ganleak_lira")

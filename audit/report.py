@@ -138,7 +138,7 @@ class Audited:
     def group_scores(self, attack: str, group: str) -> tuple[np.ndarray, np.ndarray]:
         """(member, non-member) scores of an audit with canaries, pooled over the targets: group
         "canaries" (each canary record on its first row: the ε bound's guesses) or "natural"."""
-        from victims.canaries import CanaryColumns
+        from shadow_runs.records import CanaryColumns
 
         canaries = CanaryColumns.from_entry(self.canaries)
         columns = canaries.scored if group == "canaries" else canaries.natural
