@@ -25,9 +25,9 @@ from audit.epsilon import bound_applies, unfair_coins_reason
 from audit.evaluate import MIN_RUNS, StoredRuns, attack_scores, attack_summary
 from attacks import VARIANCES
 from attacks.lira import PER_EXAMPLE_FROM, variance_for
-from shadow_runs import ExecutorConfig, RunStore, RunTask, StoreError, execute, membership_matrix, run_seed
+from shadow_runs import RunStore, StoreError, membership_matrix, run_seed
 from shadow_runs.plan import DEFAULT_INCLUSION_RATE, PLAN, default_targets, target_runs
-from shadow_runs.executor import EXECUTORS
+from shadow_runs.executor import EXECUTORS, ExecutorConfig, RunTask, execute
 from shadow_runs.records import CanaryColumns
 from victims import DataError, get_victim, load_pool, victim_config, victim_names
 from victims.canaries import CANARY_KINDS, DEFAULT_COPIES, CanaryConfig, add_canaries

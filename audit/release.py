@@ -98,7 +98,8 @@ from attacks.lira import variance_for
 from audit.arguments import ArgumentParser, int_at_least
 from audit.epsilon import bound_applies, unfair_coins_reason
 from audit.evaluate import ATTACKS, StoredRuns, attack_scores, attack_summary
-from shadow_runs import ExecutorConfig, RunStore, StoreError, membership_matrix
+from shadow_runs import RunStore, StoreError, membership_matrix
+from shadow_runs.executor import ExecutorConfig
 from shadow_runs.plan import PLAN, membership_row
 from shadow_runs.files import write_json, write_npy
 from victims import DataError, get_victim, victim_names
