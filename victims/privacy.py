@@ -22,15 +22,17 @@ actual count, which is data); `poisson_sample` draws one such batch from a torch
 `UniformWithReplacementSampler` (`dpsgd`).
 
 Sensitivity: clipping every record's contribution to L2 norm C bounds the change of a SUM under
-add/remove of one record by C. `clip_per_example` clips per-example gradients; `per_example_gradients`
-forms them by torch.func (vmap over grad); `clipped_gradient_sum` gets the clipped sum of the
-per-example cross-entropy gradients of linear and convolutional weights without forming them
-(layer inputs and output gradients, ghost norms; Li et al. 2022, Bu et al. 2022).
+add/remove of one record by C. `clip_per_example` clips per-example gradients;
+`per_example_gradients` forms them by torch.func (vmap over grad); `clipped_gradient_sum` gets
+the clipped sum of the per-example cross-entropy gradients of linear and convolutional weights
+without forming them (layer inputs and output gradients, ghost norms; Li et al. 2022, Bu et al.
+2022), falling back to the torch.func path for other parameters.
 
 The Gaussian mechanism: `gaussian_mean` adds N(0, sigma^2 C^2) to the clipped sum (the Gaussian
-mechanism at L2 sensitivity C, RDP alpha / (2 sigma^2); Mironov 2017, Proposition 7) and divides by
-the public expected batch size B (post-processing), so that Poisson sampling at rate B / N and
-the accountant above cover it.
+mechanism at L2 sensitivity C, RDP alpha / (2 sigma^2) at every order alpha; Mironov 2017) and
+divides by the public expected batch size B (post-processing), so that Poisson sampling at rate
+B / N and the accountant above cover it (`dpsgd` gets the same mechanism from opacus's
+`DPOptimizer`).
 
 Checks: `require_privacy_target` (the one check of a DP victim's `epsilon` and `delta` fields),
 `require_accountant` and `accountant_field` (its `accountant` field).
