@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from audit.reporting import figures
-from shadow_runs.store import atomic_write, write_json
-from victims.canaries import CanaryColumns
+from shadow_runs.files import atomic_write, write_json
+from shadow_runs.records import CanaryColumns
 
 #: summary.json keys that must agree for attacks of an earlier command to be kept beside new ones
 _SAME_EVALUATION = ("victim", "dataset", "config", "n_shadow", "target_runs", "evaluation")

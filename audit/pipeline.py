@@ -14,7 +14,7 @@ from shadow_runs import RunStore, run_seed
 from shadow_runs.executor import ExecutorConfig, RunTask, execute
 from shadow_runs.plan import PLAN
 from victims import victim_config
-from victims.canaries import CanaryColumns
+from shadow_runs.records import CanaryColumns
 from victims.data import Pool
 
 
@@ -47,7 +47,7 @@ def train_missing_runs(store: RunStore, *, victim, pool: Pool, keep: np.ndarray,
              for r, row in enumerate(keep) if r not in finished]
     with tqdm(total=len(keep), initial=len(keep) - len(tasks), unit="run", desc=victim.name, disable=quiet, file=sys.stderr) as bar:
         for task, obs, meta in execute(tasks, victim=victim, pool=pool, config=executor):
-            store.write_run(task.run, obs, meta)
+            store.write_run(task.run, *obs.to_store(meta))
             bar.update(1)
 
 

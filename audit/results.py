@@ -24,6 +24,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from shadow_runs.records import CanaryColumns
+
 SIZE_KEYS = ("ipc", "spc")  # config keys giving a release's images per class
 
 
@@ -284,8 +286,6 @@ class Audited:
     def group_scores(self, attack: str, group: str) -> tuple[np.ndarray, np.ndarray]:
         """(member, non-member) scores of an audit with canaries, pooled over the targets: group
         "canaries" (each canary record on its first row: the ε bound's guesses) or "natural"."""
-        from victims.canaries import CanaryColumns
-
         canaries = CanaryColumns.from_entry(self.canaries)
         columns = canaries.scored if group == "canaries" else canaries.natural
         s, m = self.experiment.scores[attack][:, columns], self.experiment.membership[:, columns]

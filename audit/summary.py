@@ -19,7 +19,7 @@ from audit.releases.inputs import ReleaseInputs
 from audit.releases.target import TARGET
 from audit.stats.epsilon import bound_applies, unfair_coins_reason
 from shadow_runs.plan import PLAN
-from victims.canaries import CanaryColumns
+from shadow_runs.records import CanaryColumns
 
 EPSILON_NOTE = ("eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the target runs' coins, "
                 "m = n_canaries; eps_ceiling: what a perfect attack would certify with this design")

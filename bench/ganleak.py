@@ -7,7 +7,8 @@
 
     python bench/ganleak.py audit [--per-class 20] [--n-shadow 16] [--runs-dir DIR] [audit flags ...]
         Writes a small digits pool (the first --per-class pool images of each class, so a run's GAN
-        trains on about half of them) to DIR/digits-<k>.npz and runs
+        trains on about half of them; `victims.data.write_class_balanced_subset`) to
+        DIR/digits-<k>.npz and runs
         `python -m audit.ganleak --dataset DIR/digits-<k>.npz --n-shadow R [audit flags]`
         (default `--victim cgan`), then prints AUC, TPR at 1% and 0.1% FPR with the false
         positives behind them, eps_lower and eps_ceiling, one line per attack.
@@ -23,16 +24,16 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from attacks.ganleak import gradient_reconstruct, nearest_samples, powell_reconstruct  # noqa: E402
 from shadow_runs.plan import membership_matrix  # noqa: E402
 from victims import get_victim, load_pool  # noqa: E402
 from victims.base import seeded  # noqa: E402
 from victims.condense import Members  # noqa: E402
+from victims.data import write_class_balanced_subset  # noqa: E402
+from victims.latent_search import gradient_reconstruct, nearest_samples, powell_reconstruct  # noqa: E402
 
 
 def _value(text: str):
@@ -85,18 +86,8 @@ def speed(runs: int, overrides: dict) -> None:
           f"pbb {pbb:.1f} ({victim.pbb_starts} Powell searches of {victim.pbb_evaluations} evaluations each; from {few} examples)")
 
 
-def small_digits(path: Path, per_class: int) -> Path:
-    """The first `per_class` digits pool images of each class (pool order is a random stratified
-    split), with the usual test split, as a .npz for `--dataset`."""
-    pool = load_pool("digits")
-    idx = np.sort(np.concatenate([np.flatnonzero(pool.y == c)[:per_class] for c in range(pool.n_classes)]))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, x=pool.x[idx], y=pool.y[idx], x_test=pool.x_test, y_test=pool.y_test)
-    return path
-
-
 def audit(per_class: int, n_shadow: int, runs_dir: Path, extra: list[str]) -> None:
-    data = small_digits(runs_dir / f"digits-{per_class}.npz", per_class)
+    data = write_class_balanced_subset(load_pool("digits"), per_class, runs_dir / f"digits-{per_class}.npz")
     if "--victim" not in extra:
         extra = ["--victim", "cgan", *extra]
     command = [sys.executable, "-m", "audit.ganleak", "--dataset", str(data), "--n-shadow", str(n_shadow),

@@ -4,7 +4,7 @@
         Seconds per noisy batch of PSG (per-example gradients of the matched weights + clipping +
         sum + noise) by every way of computing it: torch.func vmap(grad) (the earlier code),
         opacus's GradSampleModule with hooks, with force_functorch, with expanded weights ("ew"),
-        opacus's ghost clipping ("ghost"; two backward passes), and `victims.psg.clipped_gradient_sum`
+        opacus's ghost clipping ("ghost"; two backward passes), and `victims.privacy.clipped_gradient_sum`
         (layer factors + ghost norms, what PSG uses). The variants alternate in one process; medians
         over --repeats. Each is checked against vmap (largest relative error per parameter).
 
@@ -51,7 +51,8 @@ import torch.nn.functional as F
 from victims import get_victim, load_pool
 from victims import psg as psg_module
 from victims.nets import NetConfig, build_net
-from victims.psg import PSGVictim, SyntheticSet, clip_per_example, per_example_gradients
+from victims.privacy import clip_per_example, clipped_gradient_sum, gaussian_mean, per_example_gradients
+from victims.psg import PSGVictim, SyntheticSet
 from victims.train import to_model_space
 
 
@@ -136,7 +137,7 @@ def opacus_ghost_sums(net, params, x, y, max_norm):
 
 
 def fast_sums(net, params, x, y, max_norm):
-    return psg_module.clipped_gradient_sum(net, params, x, y, max_norm=max_norm)
+    return clipped_gradient_sum(net, params, x, y, max_norm=max_norm)
 
 
 MODES = {
@@ -174,8 +175,8 @@ def modes(args) -> None:
             for name, fn in MODES.items():
                 start = time.perf_counter()
                 sums = fn(net, params, x, y, args.max_grad_norm)
-                psg_module.gaussian_mean(None, params, clipped_sum=sums, max_grad_norm=args.max_grad_norm,
-                                         noise_multiplier=1.721, expected_batch_size=args.batch, generator=generator)
+                gaussian_mean(None, params, clipped_sum=sums, max_grad_norm=args.max_grad_norm,
+                              noise_multiplier=1.721, expected_batch_size=args.batch, generator=generator)
                 times[name].append(time.perf_counter() - start)
     for name, t in times.items():
         print(f"{name:36s} {statistics.median(t):7.3f} s  ({min(t):.3f}-{max(t):.3f})  rel. error vs vmap {errors[name]:.1e}")
@@ -212,7 +213,7 @@ class Timers:
 
         psg_module.noisy_mean_gradient, SyntheticSet.step = timed_noisy, timed_step
         if per_example == "vmap":
-            psg_module.clipped_gradient_sum = vmap_path
+            psg_module.clipped_gradient_sum = vmap_path  # the name psg.noisy_mean_gradient calls
         try:
             yield self
         finally:

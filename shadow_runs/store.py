@@ -7,11 +7,13 @@
 A run's .npz holds `logits`, `init_idx`, where the victim releases a synthetic set `release_x` and
 `release_y`, and for generator victims one GAN-Leaks reconstruction loss per attack kind,
 `recon_loss_<kind>` float32 [n_pool] with kind in fbb, pbb, wb (NaN for an example the attack did
-not reconstruct).
+not reconstruct). The store takes a run as plain arrays and metadata (`RunStore.write_run`);
+`victims.base.Observations.to_store` makes them from what a victim's run returns.
 
-Every file is written to a temporary name and renamed into place, so a file that exists is
-complete; a run counts as finished when both its .npz and its .json exist (the .json is written
-last). A directory whose experiment.json describes another configuration is refused, never mixed.
+Every file is written to a temporary name and renamed into place (`shadow_runs.files`), so a file
+that exists is complete; a run counts as finished when both its .npz and its .json exist (the
+.json is written last). A directory whose experiment.json describes another configuration is
+refused, never mixed.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
-from victims.base import Observations
+from shadow_runs.files import atomic_write, write_json, write_npy
 
 #: experiment.json keys that identify the configuration; the others are provenance
 IDENTITY_KEYS = ("victim", "dataset", "dataset_fingerprint", "config", "n_pool", "master_seed", "plan", "inclusion_rate")
@@ -49,29 +51,6 @@ def experiment_id(experiment: dict) -> str:
                 if k not in _UNHASHED and not (k in _HASH_DEFAULTS and experiment.get(k, _HASH_DEFAULTS[k]) == _HASH_DEFAULTS[k])}
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
     return f"{experiment['victim']}-{experiment['dataset']}-{digest}"
-
-
-def atomic_write(path: Path, write) -> None:
-    """Call `write(file_object)` on a temporary file beside `path`, then rename it onto `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json(path: Path, data) -> None:
-    atomic_write(path, lambda f: f.write((json.dumps(data, indent=2, sort_keys=False) + "\n").encode()))
-
-
-def write_npy(path: Path, array: np.ndarray) -> None:
-    atomic_write(path, lambda f: np.save(f, array))
 
 
 class RunStore:
@@ -135,19 +114,15 @@ class RunStore:
             return set()
         return {int(p.stem) for p in runs.glob("[0-9]" * 5 + ".json") if p.with_suffix(".npz").exists()}
 
-    def write_run(self, run: int, obs: Observations, meta: dict) -> None:
-        arrays = {"logits": obs.logits, "init_idx": obs.init_idx}
-        for kind, loss in (obs.recon_loss or {}).items():
-            arrays[f"recon_loss_{kind}"] = np.asarray(loss, dtype=np.float32)
-        if obs.release_x is not None:
-            arrays["release_x"], arrays["release_y"] = obs.release_x, obs.release_y
+    def write_run(self, run: int, arrays: Mapping[str, np.ndarray], meta: dict) -> None:
+        """Store run `run`: `arrays` as runs/<run>.npz (in their order), then `meta` as runs/<run>.json
+        (last: the run is finished once it exists). A victim's `Observations` converts itself
+        (`Observations.to_store(meta)` -> (arrays, meta)); one passed as `arrays` is converted here,
+        through that method (the store imports no victim type)."""
+        if not isinstance(arrays, Mapping):
+            arrays, meta = arrays.to_store(meta)
         atomic_write(self._run_path(run, ".npz"), lambda f: np.savez(f, **arrays))
-        write_json(self._run_path(run, ".json"), {
-            **meta,
-            "formal_epsilon": obs.formal_epsilon,
-            "delta": obs.delta,
-            "test_accuracy": obs.test_accuracy,
-        })
+        write_json(self._run_path(run, ".json"), meta)
 
     def load_run(self, run: int) -> tuple[dict[str, np.ndarray], dict]:
         with np.load(self._run_path(run, ".npz")) as z:

@@ -22,7 +22,7 @@ import importlib
 import importlib.metadata
 import inspect
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -65,6 +65,20 @@ class Observations:
             if self.release_x.ndim != 4 or self.release_y.shape != self.release_x.shape[:1]:
                 raise ValueError(f"release_x must be [k, c, h, w] with k labels, got {self.release_x.shape} and {self.release_y.shape}")
 
+    def to_store(self, meta: Mapping[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict]:
+        """What the run store keeps of this run (`shadow_runs.store.RunStore.write_run(run, arrays,
+        meta)`): the arrays of its .npz (`logits`, `init_idx`, `recon_loss_<kind>` float32 for each
+        reconstruction kind, `release_x` and `release_y` where the victim releases a set), and the
+        metadata of its .json: `meta` (the executor's: run, seed, wall time, ...) followed by
+        `formal_epsilon`, `delta` and `test_accuracy`."""
+        arrays = {"logits": self.logits, "init_idx": self.init_idx}
+        for kind, loss in (self.recon_loss or {}).items():
+            arrays[f"recon_loss_{kind}"] = np.asarray(loss, dtype=np.float32)
+        if self.release_x is not None:
+            arrays["release_x"], arrays["release_y"] = self.release_x, self.release_y
+        return arrays, {**(meta or {}), "formal_epsilon": self.formal_epsilon, "delta": self.delta,
+                        "test_accuracy": self.test_accuracy}
+
 
 DEFAULT_INCLUSION_RATE = 0.5  # as shadow_runs.plan.DEFAULT_INCLUSION_RATE (victims do not import the plan)
 
@@ -75,16 +89,6 @@ def expected_members(pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE)
     if not 0.0 < inclusion_rate < 1.0:
         raise ValueError(f"inclusion_rate must lie strictly between 0 and 1, got {inclusion_rate}")
     return inclusion_rate * pool.n_pool
-
-
-def poisson_rate(batch_size: int, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> float:
-    """B / (q * n_pool): the Poisson sampling rate of a DP victim with expected batch size B, from
-    the public expected member count; ValueError when B exceeds that count."""
-    members = expected_members(pool, inclusion_rate)
-    if batch_size > members:
-        raise ValueError(f"--batch-size {batch_size} exceeds the {members:g} members a run has on average "
-                         f"(inclusion rate {inclusion_rate:g} of {pool.n_pool})")
-    return batch_size / members
 
 
 def expected_class_members(pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> np.ndarray:
@@ -230,15 +234,6 @@ def require_positive(config: Any, names: tuple[str, ...]) -> None:
         value = getattr(config, name)
         if not (value > 0 and math.isfinite(value)):
             raise ValueError(f"{_flag_name(name)} must be > 0, got {value}")
-
-
-def require_privacy_target(config: Any) -> None:
-    """ValueError naming the bad value unless `config.epsilon` is a finite number > 0 and
-    `config.delta` lies in (0, 1): the target every DP victim calibrates its noise to."""
-    if not (config.epsilon > 0 and math.isfinite(config.epsilon)):
-        raise ValueError(f"--epsilon must be a positive number, got {config.epsilon}")
-    if not 0 < config.delta < 1:
-        raise ValueError(f"--delta must be in (0, 1), got {config.delta}")
 
 
 def require_momentum(config: Any) -> None:

@@ -21,7 +21,8 @@ seed and the pool alone):
 
 Rows: the natural examples keep their rows 0 .. n_natural - 1 (record i is row i); canary j is
 record n_natural + j, on row n_natural + j, or for duplicates on the K rows
-n_natural + j K .. n_natural + j K + K - 1.
+n_natural + j K .. n_natural + j K + K - 1 (`shadow_runs.records`: the record of each row, and
+which columns of an audit are canaries).
 """
 
 from __future__ import annotations
@@ -128,65 +129,3 @@ def add_canaries(pool: Pool, config: CanaryConfig | None) -> Pool:
                               pool.x_test, pool.y_test, pool.classes, pool.flip_ok)
     # the natural pool's normalisation: canaries must not change how the natural examples are seen
     return dataclasses.replace(with_canaries, mean=pool.mean, std=pool.std)
-
-
-def record_of_row(n_natural: int, config: CanaryConfig | None) -> np.ndarray:
-    """int64 [n_natural + config.n_rows]: the record of every row (natural row i is record i;
-    the K rows of a duplicate canary share its record)."""
-    natural = np.arange(n_natural, dtype=np.int64)
-    if config is None or config.n == 0:
-        return natural
-    canaries = n_natural + np.repeat(np.arange(config.n, dtype=np.int64), config.rows_per_record)
-    return np.concatenate([natural, canaries])
-
-
-def canary_rows(n_natural: int, config: CanaryConfig | None) -> np.ndarray:
-    """bool [n_natural + config.n_rows]: True on the canary rows."""
-    n_rows = 0 if config is None else config.n_rows
-    return np.concatenate([np.zeros(n_natural, dtype=bool), np.ones(n_rows, dtype=bool)])
-
-
-def first_rows(record: np.ndarray) -> np.ndarray:
-    """bool [n]: True on the first row of each record (the row a record is scored on)."""
-    record = np.asarray(record)
-    first = np.zeros(record.shape, dtype=bool)
-    first[np.unique(record, return_index=True)[1]] = True
-    return first
-
-
-@dataclass(frozen=True, eq=False)
-class CanaryColumns:
-    """Which columns of a [T, n_rows] array of an audit with canaries are which: the one place the
-    summary, the figures, the report and the CLI's checks take their canary groups from."""
-
-    canary: np.ndarray  # bool [n_rows]: the canary rows
-    record: np.ndarray  # int64 [n_rows]: the record of each row
-
-    @classmethod
-    def of(cls, n_natural: int, config: CanaryConfig) -> CanaryColumns:
-        return cls(canary=canary_rows(n_natural, config), record=record_of_row(n_natural, config))
-
-    @classmethod
-    def from_entry(cls, entry: dict | None) -> CanaryColumns | None:
-        """From experiment.json's (or summary.json's evaluation) `canaries` entry; None without one."""
-        return cls.of(entry["n_natural"], CanaryConfig.from_entry(entry)) if entry else None
-
-    @property
-    def scored(self) -> np.ndarray:
-        """bool [n_rows]: one column per canary record, its first row (a duplicate's other copies count nowhere)."""
-        return self.canary & first_rows(self.record)
-
-    @property
-    def natural(self) -> np.ndarray:
-        return ~self.canary
-
-    @property
-    def single_rows(self) -> bool:
-        """Whether every canary record is one row (not so for duplicates, whose one coin moves several)."""
-        return bool((np.bincount(self.record)[self.record[self.canary]] == 1).all())
-
-    def coins_scored(self, membership: np.ndarray, scores: np.ndarray | None = None) -> tuple[int, int]:
-        """(IN, OUT) canary coins of membership [T, n_rows] on the scored columns (where `scores` is not NaN, if given)."""
-        member = membership[:, self.scored]
-        seen = np.ones(member.shape, dtype=bool) if scores is None else ~np.isnan(scores[:, self.scored])
-        return int((seen & member).sum()), int((seen & ~member).sum())

@@ -3,10 +3,11 @@
 The release is the generator. The downstream ConvNet is trained on `ipc` generated images per
 class (stored as the run's `release_x`/`release_y`, pixel scale), so the loss, LiRA and DCR
 attacks apply to it as to every other victim. Because the GAN-Leaks attacks need the generator
-itself, and models are not kept, the run also reconstructs every pool example with it (see
-`attacks.ganleak`) and stores one reconstruction loss per attack: `fbb` (nearest of
-`fbb_samples` generated samples of the class), `pbb` (scipy's Powell over the latent code; only
-the first `pbb_examples` pool examples, NaN for the others) and `wb` (Adam on the latent code).
+itself, and models are not kept, the run also reconstructs every pool example with it (the
+searches of `victims.latent_search`; `attacks.ganleak` scores the losses) and stores one
+reconstruction loss per attack: `fbb` (nearest of `fbb_samples` generated samples of the class),
+`pbb` (scipy's Powell over the latent code; only the first `pbb_examples` pool examples, NaN for
+the others) and `wb` (Adam on the latent code).
 Reconstruction is the attacker's work: it never feeds back into the release or the model.
 
 GAN training: `steps` alternating updates with the non-saturating loss, Adam at `lr` with
@@ -31,11 +32,12 @@ pbb's default of 30 examples (~2.3 s).
 
 A small member set: GAN-Leaks needs a generator that memorises its training images, which the
 digits GAN does for 50 members (a 100-image pool) far better than for the ~750 of the full pool
-(see the README). Audit a small pool instead (`--dataset` with a .npz of a
-stratified digits subset, as bench/ganleak.py writes), so that every member is in the training
-set: training on a per-run random subset of the members would make "member" a mixture of used and
-unused images, and the per-example IN fits of LiRA and the calibration would blur (16 runs with
-10 of ~75 members per class used: ganleak_lira AUC 0.50 pooled, 0.52 on the used members).
+(see the README). Audit a small pool instead (`--dataset` with a .npz of a class-balanced
+subset of the pool, as `victims.data.write_class_balanced_subset` writes), so that every member
+is in the training set: training on a per-run random subset of the members would make "member" a
+mixture of used and unused images, and the per-example IN fits of LiRA and the calibration would
+blur (16 runs with 10 of ~75 members per class used: ganleak_lira AUC 0.50 pooled, 0.52 on the
+used members).
 """
 
 from __future__ import annotations
@@ -49,14 +51,14 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from attacks.ganleak import WB_OPTIMIZERS, gradient_reconstruct, nearest_samples, powell_reconstruct
-from audit.accounting import ACCOUNTANTS, epsilon_spent, noise_multiplier_for
-from victims.base import (DEFAULT_INCLUSION_RATE, Observations, observe, poisson_rate, register_victim,
-                          require_at_least, require_positive, require_privacy_target, seeded)
+from victims.base import (DEFAULT_INCLUSION_RATE, Observations, observe, register_victim, require_at_least,
+                          require_positive, seeded)
 from victims.condense import Members
 from victims.data import Pool
+from victims.latent_search import WB_OPTIMIZERS, gradient_reconstruct, nearest_samples, powell_reconstruct
 from victims.nets import ConditionalDiscriminator, ConditionalGenerator
-from victims.psg import gaussian_mean, poisson_sample
+from victims.privacy import (accountant_field, epsilon_spent, gaussian_mean, noise_multiplier_for, poisson_rate,
+                             poisson_sample, require_accountant, require_privacy_target)
 from victims.train import TrainConfig, fit, small_set_training, to_model_space
 
 
@@ -172,14 +174,13 @@ class DPCGANVictim(CGANVictim):
     epsilon: float = field(default=1.0, metadata={"help": "target epsilon (DP victims)"})
     delta: float = field(default=1e-5, metadata={"help": "target delta (DP victims)"})
     max_grad_norm: float = field(default=1.0, metadata={"help": "per-example clipping norm C"})
-    accountant: str = field(default="rdp", metadata={"help": "opacus accountant", "choices": ACCOUNTANTS})
+    accountant: str = accountant_field()
 
     def __post_init__(self) -> None:
         super().__post_init__()
         require_privacy_target(self)
         require_positive(self, ("max_grad_norm",))
-        if self.accountant not in ACCOUNTANTS:
-            raise ValueError(f"--accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}")
+        require_accountant(self)
 
     def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
         super().check(pool, inclusion_rate=inclusion_rate)

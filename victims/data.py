@@ -8,6 +8,7 @@ import pickle
 import zipfile
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
@@ -89,6 +90,19 @@ def load_pool(name: str, *, data_root: str | os.PathLike | None = None, download
         return _load_npz(name)
     raise DataError(f"unknown dataset {name!r} (known: {', '.join(_LOADERS)}, or a path to a .npz file)")
 
+
+
+def write_class_balanced_subset(pool: Pool, per_class: int, path: str | os.PathLike) -> Path:
+    """Write the first `per_class` pool images of each class (in pool order, which for the built-in
+    datasets is a seeded stratified split; fewer where a class has fewer), with the pool's test
+    split, as a .npz at `path` (parent directories created) that `--dataset` and `load_pool`
+    read; returns the path. A small class-balanced pool is what GAN-Leaks needs to see a
+    generator memorise its members (`victims.cgan`)."""
+    path = Path(path)
+    idx = np.sort(np.concatenate([np.flatnonzero(pool.y == c)[:per_class] for c in range(pool.n_classes)]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, x=pool.x[idx], y=pool.y[idx], x_test=pool.x_test, y_test=pool.y_test)
+    return path
 
 # --- helpers -----------------------------------------------------------------------------------
 

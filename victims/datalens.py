@@ -59,7 +59,7 @@ noisy outputs; under add/remove of one record one summand moves by at most Delta
 the Gaussian mechanism with noise std sigma * Delta: RDP alpha / (2 sigma^2) at every order alpha.
 The `steps` steps compose (no subsampling, no amplification) to steps * alpha / (2 sigma^2),
 converted to (epsilon, delta) by opacus's `get_privacy_spent` over its default orders (through
-`audit.accounting` with sample rate 1, where opacus's RDP is exactly alpha / (2 sigma^2));
+`victims.privacy` with sample rate 1, where opacus's RDP is exactly alpha / (2 sigma^2));
 `--epsilon` picks sigma by opacus's bisection (`get_noise_multiplier`, tolerance 0.01). The
 threshold, un-rotation, unsketch, top-k and the student's update are post-processing. sigma and
 the recorded `formal_epsilon` depend on (epsilon, delta, steps) only, never on the member count.
@@ -96,12 +96,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from audit.accounting import epsilon_spent, noise_multiplier_for
-from victims.base import (DEFAULT_INCLUSION_RATE, expected_members, register_victim, require_at_least,
-                          require_privacy_target, seeded)
+from victims.base import DEFAULT_INCLUSION_RATE, expected_members, register_victim, require_at_least, seeded
 from victims.cgan import CGANVictim, observe_generator
 from victims.data import Pool
 from victims.nets import ConditionalDiscriminator
+from victims.privacy import epsilon_spent, noise_multiplier_for, require_privacy_target
 from victims.train import to_model_space
 
 COMPRESSIONS = ("topagg", "d2pfed", "fetchsgd")

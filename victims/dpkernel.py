@@ -13,7 +13,7 @@ on one-hot labels. Each of `steps` iterations
    `victims.base.expected_members`; never the run's actual count);
 2. releases the batch's kernel mean embedding, as a sum, with Gaussian noise:
    mu~ = (sum_{i in S} phi*(x_i, y_i) + sigma * Delta * xi) / B, xi ~ N(0, I), sigma from opacus's
-   accountant (`audit.accounting.noise_multiplier_for`) so that the `steps` releases at rate B/N
+   accountant (`victims.privacy.noise_multiplier_for`) so that the `steps` releases at rate B/N
    spend the target (epsilon, delta);
 3. takes one Adam step of the generator on |mu~ - mu_G|^2, mu_G the embedding of
    `fake_per_class` fresh samples of every class (balanced labels) divided by their number, i.e.
@@ -86,13 +86,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from audit.accounting import ACCOUNTANTS, epsilon_spent, noise_multiplier_for
-from victims.base import (DEFAULT_INCLUSION_RATE, Observations, poisson_rate, register_victim, require_at_least,
-                          require_positive, require_privacy_target, seeded)
+from victims.base import (DEFAULT_INCLUSION_RATE, Observations, register_victim, require_at_least, require_positive,
+                          seeded)
 from victims.cgan import GanLeaksSearch, observe_generator
 from victims.data import Pool
 from victims.nets import ConditionalGenerator
-from victims.psg import poisson_sample
+from victims.privacy import (accountant_field, epsilon_spent, noise_multiplier_for, poisson_rate, poisson_sample,
+                             require_accountant, require_privacy_target)
 from victims.train import TrainConfig, small_set_training
 
 #: L2 sensitivity of the embedding SUM to adding or removing one record: |phi*(x, y)|_2 = 1 exactly
@@ -159,7 +159,7 @@ class DPKernelVictim(GanLeaksSearch):
     ipc: int = field(default=10, metadata={"help": "generated images per class in the release the downstream ConvNet trains on"})
     latent_dim: int = field(default=8, metadata={"help": "latent code size of the generator"})
     gen_width: int = field(default=8, metadata={"help": "channels of the generator's convolutions"})
-    accountant: str = field(default="rdp", metadata={"help": "opacus accountant", "choices": ACCOUNTANTS})
+    accountant: str = accountant_field()
     train: TrainConfig = field(default_factory=small_set_training)  # the downstream ConvNet on the release
 
     def __post_init__(self) -> None:
@@ -168,8 +168,7 @@ class DPKernelVictim(GanLeaksSearch):
         require_at_least(self, {name: 1 for name in ("batch_size", "steps", "features", "fake_per_class", "ipc",
                                                       "latent_dim", "gen_width")})
         require_positive(self, ("bandwidth", "lr"))
-        if self.accountant not in ACCOUNTANTS:
-            raise ValueError(f"--accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}")
+        require_accountant(self)
 
     def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
         self.network(pool)

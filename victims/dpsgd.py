@@ -5,13 +5,14 @@ of batches) and divisor (dataset size x rate) would come from the run's actual m
 which is data under the membership plan. Here everything the accountant sees is public: with
 N = q * n_pool the plan's expected member count (`victims.base.expected_members`),
 
-- Poisson batches: each member independently with probability B / N at every step (opacus's
-  `UniformWithReplacementSampler`, the batch sampler of its `DPDataLoader`, with an explicit
-  step count: `DPDataLoader`'s length is int(N / B), rounded down);
+- Poisson batches: each member independently with probability B / N at every step
+  (`victims.privacy.poisson_batches`: opacus's `UniformWithReplacementSampler`, the batch sampler
+  of its `DPDataLoader`, with an explicit step count: `DPDataLoader`'s length is int(N / B),
+  rounded down);
 - round(N / B) steps per epoch (at least one), `epochs` epochs;
 - per-example gradients from opacus's `GradSampleModule`, clipped to C, summed, plus
   N(0, sigma^2 C^2) noise, divided by B by opacus's `DPOptimizer(expected_batch_size=B)`;
-- sigma from the accountant (`audit.accounting.noise_multiplier_for`) so that these steps spend
+- sigma from the accountant (`victims.privacy.noise_multiplier_for`) so that these steps spend
   the target epsilon; the recorded epsilon is that of opacus's accountant attached to the
   optimizer's step hook, i.e. for the steps actually taken.
 
@@ -22,19 +23,18 @@ member counts (tests/test_victims.py). Empty Poisson batches happen and are step
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from audit.accounting import ACCOUNTANTS, noise_multiplier_for
 from victims.augment import draw_seed
-from victims.base import (DEFAULT_INCLUSION_RATE, Observations, expected_members, observe, poisson_rate, register_victim,
-                          require_privacy_target, seeded)
+from victims.base import DEFAULT_INCLUSION_RATE, Observations, expected_members, observe, register_victim, seeded
 from victims.data import Pool
 from victims.nets import NetConfig, build_net
+from victims.privacy import (accountant_field, noise_multiplier_for, poisson_batches, poisson_rate, require_accountant,
+                             require_privacy_target)
 from victims.train import to_model_space
 
 
@@ -58,7 +58,7 @@ class DPSGDVictim:
     batch_size: int = field(default=128, metadata={"help": "expected Poisson batch size B"})
     epochs: int = field(default=30, metadata={"help": "passes over the expected members (round(q n_pool / B) steps each)"})
     lr: float = field(default=0.25, metadata={"help": "SGD learning rate"})  # digits, epsilon 1: 0.25 -> 68-69% test accuracy, 0.5 -> 64%, 1.0 -> 38-50%
-    accountant: str = field(default="rdp", metadata={"help": "opacus accountant", "choices": ACCOUNTANTS})
+    accountant: str = accountant_field()
     net: NetConfig = field(default_factory=NetConfig)
 
     def __post_init__(self) -> None:
@@ -67,8 +67,7 @@ class DPSGDVictim:
             raise ValueError(f"--max-grad-norm must be > 0, got {self.max_grad_norm}")
         if self.batch_size < 1 or self.epochs < 1:
             raise ValueError(f"--batch-size and --epochs must be >= 1, got {self.batch_size} and {self.epochs}")
-        if self.accountant not in ACCOUNTANTS:
-            raise ValueError(f"--accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}")
+        require_accountant(self)
 
     def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
         poisson_rate(self.batch_size, pool, inclusion_rate)
@@ -83,7 +82,7 @@ class DPSGDVictim:
 
     def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
             inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
-        from opacus import GradSampleModule  # imported here: see audit.accounting
+        from opacus import GradSampleModule  # imported here: see victims.privacy
         from opacus.accountants import create_accountant
         from opacus.optimizers import DPOptimizer
 
@@ -117,17 +116,3 @@ class DPSGDVictim:
                 epsilon = accountant.get_epsilon(delta=self.delta)
             model.remove_hooks()
             return observe(net, pool, device=device, formal_epsilon=float(epsilon), delta=self.delta)
-
-
-def poisson_batches(n: int, sample_rate: float, steps: int, *, generator: torch.Generator) -> Iterator[torch.Tensor]:
-    """`steps` Poisson batches of indices into n examples, each example in each batch independently
-    with probability `sample_rate` (opacus's UniformWithReplacementSampler; n = 0 gives empty batches)."""
-    from opacus.utils.uniform_sampler import UniformWithReplacementSampler
-
-    if n == 0:
-        for _ in range(steps):
-            yield torch.zeros(0, dtype=torch.int64)
-        return
-    for indices in UniformWithReplacementSampler(num_samples=n, sample_rate=sample_rate, generator=generator,
-                                                  steps=steps):
-        yield torch.as_tensor(indices, dtype=torch.int64)

@@ -18,11 +18,13 @@ requires; each member enters each batch with probability B/N whatever the run's 
 a small conditional generator on fixed latent codes, and its parameters are optimised instead.
 
 Per-example gradients: the mechanism needs only the sum of the clipped per-example gradients,
-which `clipped_gradient_sum` computes from each layer's inputs and output gradients (one forward,
-one backward pass) with ghost norms, forming per-example gradients only where that is cheaper
-(the first convolution). It equals the torch.func vmap(grad) path (`per_example_gradients`, kept
-as its reference and fallback) to float rounding and is 8-9 times faster at the reference's
-width-128 ConvNet (bench/profiling.py modes).
+which `victims.privacy.clipped_gradient_sum` computes from each layer's inputs and output
+gradients (one forward, one backward pass) with ghost norms, forming per-example gradients only
+where that is cheaper (the first convolution). It equals the torch.func vmap(grad) path
+(`victims.privacy.per_example_gradients`, kept as its reference and fallback) to float rounding
+and is 8-9 times faster at the reference's width-128 ConvNet (bench/profiling.py modes). The
+Poisson sampling, the Gaussian mechanism and the accountant are `victims.privacy`'s, shared with
+the other DP victims.
 
 Departure from the reference code: only the matched parameters (weights of two or more
 dimensions) get per-example gradients, and the clipping norm is taken over them. The distance
@@ -39,14 +41,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.func import functional_call, grad, vmap
 
-from audit.accounting import ACCOUNTANTS, epsilon_spent, noise_multiplier_for
-from victims.base import (DEFAULT_INCLUSION_RATE, Observations, observe, poisson_rate, register_victim,
-                          require_at_least, require_momentum, require_positive, require_privacy_target, seeded)
+from victims.base import (DEFAULT_INCLUSION_RATE, Observations, observe, register_victim, require_at_least,
+                          require_momentum, require_positive, seeded)
 from victims.data import Pool
 from victims.matching import gradient_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net
+from victims.privacy import (accountant_field, clipped_gradient_sum, epsilon_spent, gaussian_mean,
+                             noise_multiplier_for, poisson_rate, poisson_sample, require_accountant,
+                             require_privacy_target)
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
 
 PRESETS = ("digits", "paper")
@@ -103,7 +106,7 @@ class PSGVictim:
     lr_generator: float | None = field(default=None, metadata=_from_preset("Adam learning rate of the generator (--prior)"))
     momentum: float | None = field(default=None, metadata=_from_preset("SGD momentum of the synthetic images"))
     latent_dim: int = field(default=32, metadata={"help": "latent code size of the generator (--prior)"})
-    accountant: str = field(default="rdp", metadata={"help": "opacus accountant", "choices": ACCOUNTANTS})
+    accountant: str = accountant_field()
     net: NetConfig = field(default_factory=lambda: NetConfig(width=16))  # the network whose gradients are matched
     train: TrainConfig = field(default_factory=small_set_training)  # the downstream ConvNet on the release
 
@@ -112,8 +115,7 @@ class PSGVictim:
         require_at_least(self, {"spc": 1})
         if self.preset not in PRESETS:
             raise ValueError(f"--preset must be one of {PRESETS}, got {self.preset!r}")
-        if self.accountant not in ACCOUNTANTS:
-            raise ValueError(f"--accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}")
+        require_accountant(self)
         preset = (paper_values if self.preset == "paper" else digits_values)(epsilon=self.epsilon, spc=self.spc)
         for name, value in preset.items():
             if getattr(self, name) is None:
@@ -230,187 +232,12 @@ class SyntheticSet:
         self.optimizer.step()
 
 
-def poisson_sample(n: int, rate: float, *, generator: torch.Generator) -> torch.Tensor:
-    """Indices of a Poisson sample: each of the n examples independently with probability `rate`."""
-    return torch.nonzero(torch.rand(n, generator=generator, device=generator.device) < rate).flatten()
-
-
-def per_example_gradients(net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor,
-                          y: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Gradients of each example's cross-entropy w.r.t. `params`: [batch, *shape] per parameter,
-    by torch.func (vmap over grad), never a loop over examples. The reference that
-    `clipped_gradient_sum` is tested against, and its fallback for layers it does not cover."""
-    frozen = {name: p.detach() for name, p in net.named_parameters() if name not in params}
-    frozen.update(dict(net.named_buffers()))
-
-    def loss(weights, xi, yi):
-        out = functional_call(net, {**frozen, **weights}, (xi.unsqueeze(0),))
-        return F.cross_entropy(out, yi.unsqueeze(0))
-
-    weights = {name: p.detach() for name, p in params.items()}
-    return vmap(grad(loss), in_dims=(None, 0, 0), randomness="error")(weights, x, y)
-
-
-@dataclass
-class _LayerFactors:
-    """What the per-example weight gradients of one linear or convolutional layer are made of:
-    example i's gradient is backprops[i]^T @ activations[i], a sum over the T positions the
-    weight is applied at (T = 1 for a linear layer on vectors, H'W' for a convolution)."""
-
-    activations: torch.Tensor  # [n, T, p]: the layer's input (its patches for a convolution)
-    backprops: torch.Tensor  # [n, T, o]: d(summed loss)/d(layer output)
-
-    def per_example(self) -> torch.Tensor:
-        """[n, o, p]: every example's gradient, formed (for tests; the mechanism never does)."""
-        return torch.bmm(self.backprops.transpose(1, 2), self.activations)
-
-    def squared_norms(self) -> torch.Tensor:
-        """||gradient of example i||^2, [n]. The ghost norm where it is cheaper (Li et al. 2022;
-        the per-layer choice of Bu et al.'s mixed ghost clipping, NeurIPS 2022; opacus 1.6's ghost
-        clipping has it for linear layers only): sum_{t,s} (A_i A_i^T)_{ts} (G_i G_i^T)_{ts},
-        T^2 (p + o) operations per example against the T p o of forming the [o, p] gradient,
-        which it then never materialises."""
-        a, g = self.activations, self.backprops
-        n, positions, p = a.shape
-        o = g.shape[2]
-        if positions == 1:
-            return a.pow(2).sum((1, 2)) * g.pow(2).sum((1, 2))
-        if positions * (p + o) < p * o:
-            return (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
-        return self.per_example().pow(2).sum((1, 2))
-
-    def weighted_sum(self, weights: torch.Tensor) -> torch.Tensor:
-        """sum_i weights[i] * gradient of example i, [o, p]: one [o, n T] x [n T, p] product."""
-        n, positions, p = self.activations.shape
-        g = (self.backprops * weights.view(-1, 1, 1)).reshape(n * positions, -1)
-        return g.t() @ self.activations.reshape(n * positions, p)
-
-
-def _patches(x: torch.Tensor, conv: nn.Conv2d) -> torch.Tensor:
-    """[n, c, H, W] -> [n, H'W', c kh kw]: the input patch under each output position, in the
-    weight's (c, kh, kw) order. Views and one copy (F.unfold loops over the batch on the CPU)."""
-    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = conv.kernel_size, conv.dilation, conv.padding, conv.stride
-    x = F.pad(x, (pw, pw, ph, ph))
-    windows = x.unfold(2, dh * (kh - 1) + 1, sh).unfold(3, dw * (kw - 1) + 1, sw)[..., ::dh, ::dw]
-    n, c, rows, cols = windows.shape[:4]  # windows: [n, c, H', W', kh, kw]
-    return windows.permute(0, 2, 3, 1, 4, 5).reshape(n, rows * cols, c * kh * kw)
-
-
-def _layer_factors(net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor,
-                   y: torch.Tensor) -> dict[str, _LayerFactors] | None:
-    """One forward pass (forward hooks on the layers owning `params`, removed before it returns)
-    and one backward pass to the layers' outputs: their inputs and output gradients. Only data
-    gradients are computed; no parameter's `.grad` is touched. None where some parameter is not
-    the weight of an `nn.Linear` or an ungrouped, zero-padded `nn.Conv2d` called once."""
-    owners: dict[int, list] = {}
-    for module in net.modules():
-        for kind, p in module.named_parameters(recurse=False, remove_duplicate=False):
-            owners.setdefault(id(p), []).append((module, kind))
-    layers: dict[nn.Module, str] = {}
-    for name, p in params.items():
-        owner = owners.get(id(p), [])
-        if len(owner) != 1:  # not the net's, or shared between modules
-            return None
-        module, kind = owner[0]
-        supported = kind == "weight" and (
-            type(module) is nn.Linear
-            or (type(module) is nn.Conv2d and module.groups == 1 and module.padding_mode == "zeros"
-                and not isinstance(module.padding, str)))
-        if not supported or module in layers:
-            return None
-        layers[module] = name
-    seen: dict[nn.Module, list] = {}
-
-    def capture(module, inputs, output):
-        seen.setdefault(module, []).append((inputs[0].detach(), output, output._version))
-
-    handles = [module.register_forward_hook(capture) for module in layers]
-    try:
-        with torch.enable_grad():
-            loss = F.cross_entropy(net(x), y, reduction="sum")
-    finally:
-        for handle in handles:
-            handle.remove()
-    if any(len(seen.get(module, ())) != 1 or seen[module][0][1]._version != seen[module][0][2] for module in layers):
-        return None  # a layer unused, called twice (tied weights), or its output changed in place
-    modules = list(layers)
-    outputs = [seen[module][0][1] for module in modules]
-    backprops = torch.autograd.grad(loss, outputs)
-    factors = {}
-    n = len(x)
-    for module, g in zip(modules, backprops):
-        a = seen[module][0][0]
-        if type(module) is nn.Conv2d:
-            a = _patches(a, module)
-            g = g.flatten(2).transpose(1, 2)
-        else:  # [n, ..., features]: every position in between shares the weight
-            a = a.reshape(n, -1, a.shape[-1])
-            g = g.reshape(n, -1, g.shape[-1])
-        factors[layers[module]] = _LayerFactors(activations=a, backprops=g)
-    return factors
-
-
-def clipped_gradient_sum(net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, *,
-                         max_norm: float) -> list[torch.Tensor]:
-    """sum_i clip(gradient of example i's cross-entropy w.r.t. `params`, `max_norm`), one tensor
-    per parameter: the same numbers as `clip_per_example(per_example_gradients(...))` summed over
-    the batch, from each layer's inputs and output gradients (`_layer_factors`), with ghost norms
-    wherever they are cheaper than forming the gradients. Falls back to that torch.func path for
-    parameters `_layer_factors` does not cover.
-
-    Why: median seconds per noisy batch (per-example gradients + clipping + sum + noise) on one
-    thread, digits, a batch of 256, every variant alternating in one process beside other jobs
-    (`python bench/profiling.py modes`, 9 and 40 repeats):
-
-        ConvNet                      vmap(grad)  opacus hooks  functorch  ew     ghost  this
-        width 128, depth 3 (PSG ref)   1.000       0.895       1.208    0.586  0.497  0.115
-        width 16, depth 2 (digits)     0.015       0.012       0.017    0.011  0.015  0.014
-
-    (opacus 1.6: GradSampleModule with hooks and with force_functorch, expanded weights, ghost
-    clipping, which forms the convolutions' per-example gradients and takes a second backward
-    pass.) Forming [256, 128, 128, 3, 3] gradients is memory traffic that the ghost norms of the
-    deeper convolutions avoid; at the digits preset's width 16 every variant is within noise.
-    """
-    factors = _layer_factors(net, params, x, y)
-    if factors is None:
-        clipped = clip_per_example(per_example_gradients(net, params, x, y), max_norm)
-        return [clipped[name].sum(0) for name in params]
-    squares = sum(f.squared_norms() for f in factors.values())
-    scale = (max_norm / (squares.sqrt() + 1e-12)).clamp(max=1.0)  # as clip_per_example
-    return [factors[name].weighted_sum(scale).reshape(p.shape) for name, p in params.items()]
-
-
-def clip_per_example(grads: dict[str, torch.Tensor], max_norm: float) -> dict[str, torch.Tensor]:
-    """Scale each example's gradient (all parameters together) to L2 norm at most `max_norm`."""
-    squares = sum(g.flatten(1).pow(2).sum(1) for g in grads.values())
-    scale = (max_norm / (squares.sqrt() + 1e-12)).clamp(max=1.0)
-    return {name: g * scale.view(-1, *([1] * (g.ndim - 1))) for name, g in grads.items()}
-
-
 def noisy_mean_gradient(net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, *,
                         max_grad_norm: float, noise_multiplier: float, expected_batch_size: int,
                         generator: torch.Generator) -> list[torch.Tensor]:
-    """The Gaussian mechanism on a Poisson batch: (sum of clipped per-example gradients +
-    N(0, sigma^2 C^2)) / B, one tensor per parameter of `params`. An empty batch gives pure noise."""
+    """PSG's noisy real gradient, the Gaussian mechanism on a Poisson batch: (sum of clipped
+    per-example gradients + N(0, sigma^2 C^2)) / B, one tensor per parameter of `params`, from
+    `victims.privacy`'s `clipped_gradient_sum` and `gaussian_mean`. An empty batch gives pure noise."""
     sums = clipped_gradient_sum(net, params, x, y, max_norm=max_grad_norm) if len(x) else None
     return gaussian_mean(None, params, clipped_sum=sums, max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier,
                          expected_batch_size=expected_batch_size, generator=generator)
-
-
-def gaussian_mean(per_example: dict[str, torch.Tensor] | None, params: dict[str, torch.Tensor], *,
-                  max_grad_norm: float, noise_multiplier: float, expected_batch_size: int,
-                  generator: torch.Generator, clipped_sum: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
-    """(sum of the per-example gradients, each clipped to norm C, + N(0, sigma^2 C^2)) / B, one
-    tensor per parameter of `params`. The sum is that of `per_example` ([batch, *shape] per
-    parameter, clipped here) or, given instead, `clipped_sum` (one tensor per parameter, already
-    clipped and summed: `clipped_gradient_sum`); both None (an empty Poisson batch) gives pure noise."""
-    if per_example is not None and clipped_sum is not None:
-        raise ValueError("give per-example gradients or their clipped sum, not both")
-    if per_example is not None:
-        clipped = clip_per_example(per_example, max_grad_norm)
-        clipped_sum = [clipped[name].sum(0) for name in params]
-    elif clipped_sum is None:
-        clipped_sum = [torch.zeros_like(p) for p in params.values()]
-    std = noise_multiplier * max_grad_norm
-    return [(s + std * torch.randn(s.shape, generator=generator, device=generator.device).to(s.device)) / expected_batch_size
-            for s in clipped_sum]

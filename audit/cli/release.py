@@ -36,7 +36,7 @@ from audit.results import load_audited
 from audit.summary import release_summary
 from shadow_runs import RunStore, StoreError, membership_matrix
 from shadow_runs.executor import ExecutorConfig
-from shadow_runs.store import write_json, write_npy
+from shadow_runs.files import write_json, write_npy
 from victims import DataError, victim_names
 
 
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "experiment.json", record)
     write_npy(out / "pool_labels.npy", inputs.pool.y)
-    RunStore(out).write_run(0, obs, meta)
+    RunStore(out).write_run(0, *obs.to_store(meta))
     write_npy(out / "audit" / "pool_index.npy", inputs.pool_index)
     outputs.write_audit(out / "audit", summary=summary, scores=scores, membership=inputs.member[None],
                         init_mask=runs.init_mask[targets])

@@ -23,7 +23,8 @@ from shadow_runs import RunStore, StoreError, membership_matrix
 from shadow_runs.executor import ExecutorConfig
 from shadow_runs.plan import default_targets, target_runs
 from victims import DataError, load_pool
-from victims.canaries import CanaryColumns, add_canaries
+from shadow_runs.records import CanaryColumns
+from victims.canaries import add_canaries
 
 
 def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], description: str,

@@ -23,7 +23,7 @@ from audit.reporting.verdict import (NO_FAIR_COINS, Verdict, duplicate_canaries_
 from audit.results import Audited, pool_images
 from audit.stats import bootstrap
 from audit.stats.significance import compare_experiments
-from shadow_runs.store import atomic_write, write_json
+from shadow_runs.files import atomic_write, write_json
 
 
 @dataclass(frozen=True)

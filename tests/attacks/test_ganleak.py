@@ -11,12 +11,13 @@ import pytest
 import torch
 from torch import nn
 
-from attacks.ganleak import (calibrated_scores, gradient_reconstruct, latent_prior, log_loss_statistic,
-                             nearest_samples, powell_reconstruct, reference_losses, squared_error)
+from attacks.ganleak import calibrated_scores, log_loss_statistic, reference_losses
 from audit.evaluate import StoredRuns, attack_scores, attack_summary
 from audit.stats.metrics import auc
 from shadow_runs.plan import membership_matrix, shadow_mask
 from victims import get_victim
+from victims.data import write_class_balanced_subset
+from victims.latent_search import gradient_reconstruct, latent_prior, nearest_samples, powell_reconstruct, squared_error
 from victims.nets import ConditionalDiscriminator
 
 TINY_GAN = {"ipc": 2, "latent_dim": 4, "gen_width": 4, "disc_width": 4, "steps": 5, "batch_size": 16,
@@ -278,15 +279,8 @@ def test_bad_input_exits_2_naming_the_value(tmp_path, flags, message):
 
 
 # -- slow end-to-end audits --------------------------------------------------------------------------
-def small_digits(path, pool, per_class):
-    """The first `per_class` pool images of each digit (a run's GAN trains on half of them)."""
-    idx = np.sort(np.concatenate([np.flatnonzero(pool.y == c)[:per_class] for c in range(pool.n_classes)]))
-    np.savez(path, x=pool.x[idx], y=pool.y[idx], x_test=pool.x_test, y_test=pool.y_test)
-    return path
-
-
 def audit_small_digits(tmp_path, pool, *flags):
-    data = small_digits(tmp_path / "digits-10.npz", pool, 10)
+    data = write_class_balanced_subset(pool, 10, tmp_path / "digits-10.npz")
     runs_dir = tmp_path / "runs"
     subprocess.run([sys.executable, "-m", "audit.ganleak", "--dataset", str(data), "--runs-dir", str(runs_dir),
                     "--quiet", "--workers", "2", *flags], check=True)

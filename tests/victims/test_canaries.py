@@ -10,9 +10,9 @@ import pytest
 from audit import lira, release
 from audit.evaluate import attack_summary
 from shadow_runs.plan import membership_matrix, membership_row
+from shadow_runs.records import CanaryColumns, canary_rows, first_rows, record_of_row
 from shadow_runs.store import RunStore, experiment_id
-from victims.canaries import (CANARY_KINDS, CanaryColumns, CanaryConfig, add_canaries, canary_arrays, canary_rows, first_rows,
-                              record_of_row)
+from victims.canaries import CANARY_KINDS, CanaryConfig, add_canaries, canary_arrays
 from victims.data import make_pool
 
 TINY = ["--train-steps", "10", "--train-net-width", "8", "--executor", "inline", "--quiet"]

@@ -9,10 +9,10 @@ from opacus.accountants import RDPAccountant
 from victims import get_victim
 from victims.matching import gradient_distance, layer_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net
-from victims.psg import (
-    PSGVictim, _layer_factors, _patches, clip_per_example, clipped_gradient_sum, noisy_mean_gradient, paper_values,
-    per_example_gradients, poisson_sample,
+from victims.privacy import (
+    _layer_factors, _patches, clip_per_example, clipped_gradient_sum, per_example_gradients, poisson_sample,
 )
+from victims.psg import PSGVictim, noisy_mean_gradient, paper_values
 from victims.train import TrainConfig
 
 TINY = dict(restarts=2, outer=2, batches=2, inner=1, batch_size=64, spc=2,

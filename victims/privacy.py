@@ -1,0 +1,334 @@
+"""The differential-privacy machinery every DP victim shares (`dpsgd`, `psg`, `dpcgan`, `dpkernel`,
+`datalens`), each piece with the result it relies on.
+
+Accounting (opacus's accountants, never by hand): `noise_multiplier_for` (the sigma with which
+`steps` Poisson-subsampled Gaussian steps at a sample rate spend a target (epsilon, delta):
+opacus's `get_noise_multiplier`, a search to tolerance 0.01) and `epsilon_spent` (the epsilon
+at delta after such steps), under one of `ACCOUNTANTS`: `rdp`, the Renyi-DP accountant (the RDP
+of the sampled Gaussian mechanism, Mironov, Talwar and Zhang 2019; composition by adding RDP,
+Mironov 2017; conversion to (epsilon, delta) over opacus's default orders), or `prv`, the
+privacy-random-variable accountant (Gopi, Lee and Wutschitz 2021; numerical composition, the
+tighter of the two). At sample rate 1 the RDP is that of the plain Gaussian mechanism,
+alpha / (2 sigma^2) (`datalens`). opacus's "optimal order is the largest alpha" warning is
+silenced here (the bound it comes with is still a valid upper bound). opacus is imported where
+it is used: it takes ~1.7 s to import, which every Ray worker of a non-DP victim would otherwise
+pay.
+
+Sampling: the accountants' subsampled mechanism is Poisson sampling at a fixed, public rate,
+whose neighbouring relation is add/remove of one record. `poisson_rate` is that rate, B / N, for
+N = q * n_pool the plan's expected member count (`victims.base.expected_members`; never a run's
+actual count, which is data); `poisson_sample` draws one such batch from a torch generator
+(`psg`, `dpcgan`, `dpkernel`), `poisson_batches` draws `steps` of them with opacus's
+`UniformWithReplacementSampler` (`dpsgd`).
+
+Sensitivity: clipping every record's contribution to L2 norm C bounds the change of a SUM under
+add/remove of one record by C. `clip_per_example` clips per-example gradients;
+`per_example_gradients` forms them by torch.func (vmap over grad); `clipped_gradient_sum` gets
+the clipped sum of the per-example cross-entropy gradients of linear and convolutional weights
+without forming them (layer inputs and output gradients, ghost norms; Li et al. 2022, Bu et al.
+2022), falling back to the torch.func path for other parameters.
+
+The Gaussian mechanism: `gaussian_mean` adds N(0, sigma^2 C^2) to the clipped sum (the Gaussian
+mechanism at L2 sensitivity C, RDP alpha / (2 sigma^2) at every order alpha; Mironov 2017) and
+divides by the public expected batch size B (post-processing), so that Poisson sampling at rate
+B / N and the accountant above cover it (`dpsgd` gets the same mechanism from opacus's
+`DPOptimizer`).
+
+Checks: `require_privacy_target` (the one check of a DP victim's `epsilon` and `delta` fields),
+`require_accountant` and `accountant_field` (its `accountant` field).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from victims.base import DEFAULT_INCLUSION_RATE, expected_members
+from victims.data import Pool
+
+ACCOUNTANTS = ("rdp", "prv")
+
+
+# -- accounting (opacus) ------------------------------------------------------------------------
+@contextlib.contextmanager
+def _quiet_orders():
+    """opacus warns "optimal order is the largest alpha" when few steps put the optimum at the
+    edge of its default orders; the bound it returns is still valid (an upper bound on epsilon),
+    so every victim hears it as noise."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*[Oo]ptimal order.*", category=UserWarning)
+        yield
+
+
+def _check(*, epsilon: float | None = None, delta: float, sample_rate: float, steps: int, accountant: str) -> None:
+    if epsilon is not None and not epsilon > 0:
+        raise ValueError(f"epsilon must be > 0, got {epsilon}")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    if not 0 < sample_rate <= 1:
+        raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate}")
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    if accountant not in ACCOUNTANTS:
+        raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
+
+
+@functools.lru_cache(maxsize=64)
+def noise_multiplier_for(*, epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str = "rdp") -> float:
+    """The noise multiplier sigma with which `steps` Poisson-subsampled Gaussian steps at
+    `sample_rate` spend (epsilon, delta) under `accountant` (opacus's search, tolerance 0.01).
+
+    Memoised: opacus's search takes 1-3 s, and a Ray worker meets the same few member counts
+    (hence sample rates) run after run."""
+    from opacus.accountants.utils import get_noise_multiplier
+
+    _check(epsilon=epsilon, delta=delta, sample_rate=sample_rate, steps=steps, accountant=accountant)
+    with _quiet_orders():
+        return float(get_noise_multiplier(
+            target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate, steps=steps, accountant=accountant
+        ))
+
+
+def epsilon_spent(*, noise_multiplier: float, sample_rate: float, steps: int, delta: float, accountant: str = "rdp") -> float:
+    """The accountant's epsilon at `delta` after `steps` subsampled Gaussian steps."""
+    from opacus.accountants import create_accountant
+
+    _check(delta=delta, sample_rate=sample_rate, steps=steps, accountant=accountant)
+    acc = create_accountant(mechanism=accountant)
+    acc.history = [(noise_multiplier, sample_rate, steps)]
+    with _quiet_orders():
+        return float(acc.get_epsilon(delta=delta))
+
+
+# -- a DP victim's fields -------------------------------------------------------------------------
+def require_privacy_target(config: Any) -> None:
+    """ValueError naming the bad value unless `config.epsilon` is a finite number > 0 and
+    `config.delta` lies in (0, 1): the target every DP victim calibrates its noise to."""
+    if not (config.epsilon > 0 and math.isfinite(config.epsilon)):
+        raise ValueError(f"--epsilon must be a positive number, got {config.epsilon}")
+    if not 0 < config.delta < 1:
+        raise ValueError(f"--delta must be in (0, 1), got {config.delta}")
+
+
+def accountant_field():
+    """The `accountant` field of a DP victim: one of ACCOUNTANTS, RDP by default."""
+    return field(default="rdp", metadata={"help": "opacus accountant", "choices": ACCOUNTANTS})
+
+
+def require_accountant(config: Any) -> None:
+    """ValueError naming the value unless `config.accountant` is one of ACCOUNTANTS."""
+    if config.accountant not in ACCOUNTANTS:
+        raise ValueError(f"--accountant must be one of {ACCOUNTANTS}, got {config.accountant!r}")
+
+
+# -- Poisson sampling -----------------------------------------------------------------------------
+def poisson_rate(batch_size: int, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> float:
+    """B / (q * n_pool): the Poisson sampling rate of a DP victim with expected batch size B, from
+    the public expected member count; ValueError when B exceeds that count."""
+    members = expected_members(pool, inclusion_rate)
+    if batch_size > members:
+        raise ValueError(f"--batch-size {batch_size} exceeds the {members:g} members a run has on average "
+                         f"(inclusion rate {inclusion_rate:g} of {pool.n_pool})")
+    return batch_size / members
+
+
+def poisson_sample(n: int, rate: float, *, generator: torch.Generator) -> torch.Tensor:
+    """Indices of a Poisson sample: each of the n examples independently with probability `rate`."""
+    return torch.nonzero(torch.rand(n, generator=generator, device=generator.device) < rate).flatten()
+
+
+def poisson_batches(n: int, sample_rate: float, steps: int, *, generator: torch.Generator) -> Iterator[torch.Tensor]:
+    """`steps` Poisson batches of indices into n examples, each example in each batch independently
+    with probability `sample_rate` (opacus's UniformWithReplacementSampler; n = 0 gives empty batches)."""
+    from opacus.utils.uniform_sampler import UniformWithReplacementSampler
+
+    if n == 0:
+        for _ in range(steps):
+            yield torch.zeros(0, dtype=torch.int64)
+        return
+    for indices in UniformWithReplacementSampler(num_samples=n, sample_rate=sample_rate, generator=generator,
+                                                  steps=steps):
+        yield torch.as_tensor(indices, dtype=torch.int64)
+
+
+# -- clipped per-example gradients (sensitivity C) ----------------------------------------------
+def per_example_gradients(net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor,
+                          y: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Gradients of each example's cross-entropy w.r.t. `params`: [batch, *shape] per parameter,
+    by torch.func (vmap over grad), never a loop over examples. The reference that
+    `clipped_gradient_sum` is tested against, and its fallback for layers it does not cover."""
+    frozen = {name: p.detach() for name, p in net.named_parameters() if name not in params}
+    frozen.update(dict(net.named_buffers()))
+
+    def loss(weights, xi, yi):
+        out = functional_call(net, {**frozen, **weights}, (xi.unsqueeze(0),))
+        return F.cross_entropy(out, yi.unsqueeze(0))
+
+    weights = {name: p.detach() for name, p in params.items()}
+    return vmap(grad(loss), in_dims=(None, 0, 0), randomness="error")(weights, x, y)
+
+
+@dataclass
+class _LayerFactors:
+    """What the per-example weight gradients of one linear or convolutional layer are made of:
+    example i's gradient is backprops[i]^T @ activations[i], a sum over the T positions the
+    weight is applied at (T = 1 for a linear layer on vectors, H'W' for a convolution)."""
+
+    activations: torch.Tensor  # [n, T, p]: the layer's input (its patches for a convolution)
+    backprops: torch.Tensor  # [n, T, o]: d(summed loss)/d(layer output)
+
+    def per_example(self) -> torch.Tensor:
+        """[n, o, p]: every example's gradient, formed (for tests; the mechanism never does)."""
+        return torch.bmm(self.backprops.transpose(1, 2), self.activations)
+
+    def squared_norms(self) -> torch.Tensor:
+        """||gradient of example i||^2, [n]. The ghost norm where it is cheaper (Li et al. 2022;
+        the per-layer choice of Bu et al.'s mixed ghost clipping, NeurIPS 2022; opacus 1.6's ghost
+        clipping has it for linear layers only): sum_{t,s} (A_i A_i^T)_{ts} (G_i G_i^T)_{ts},
+        T^2 (p + o) operations per example against the T p o of forming the [o, p] gradient,
+        which it then never materialises."""
+        a, g = self.activations, self.backprops
+        n, positions, p = a.shape
+        o = g.shape[2]
+        if positions == 1:
+            return a.pow(2).sum((1, 2)) * g.pow(2).sum((1, 2))
+        if positions * (p + o) < p * o:
+            return (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
+        return self.per_example().pow(2).sum((1, 2))
+
+    def weighted_sum(self, weights: torch.Tensor) -> torch.Tensor:
+        """sum_i weights[i] * gradient of example i, [o, p]: one [o, n T] x [n T, p] product."""
+        n, positions, p = self.activations.shape
+        g = (self.backprops * weights.view(-1, 1, 1)).reshape(n * positions, -1)
+        return g.t() @ self.activations.reshape(n * positions, p)
+
+
+def _patches(x: torch.Tensor, conv: nn.Conv2d) -> torch.Tensor:
+    """[n, c, H, W] -> [n, H'W', c kh kw]: the input patch under each output position, in the
+    weight's (c, kh, kw) order. Views and one copy (F.unfold loops over the batch on the CPU)."""
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = conv.kernel_size, conv.dilation, conv.padding, conv.stride
+    x = F.pad(x, (pw, pw, ph, ph))
+    windows = x.unfold(2, dh * (kh - 1) + 1, sh).unfold(3, dw * (kw - 1) + 1, sw)[..., ::dh, ::dw]
+    n, c, rows, cols = windows.shape[:4]  # windows: [n, c, H', W', kh, kw]
+    return windows.permute(0, 2, 3, 1, 4, 5).reshape(n, rows * cols, c * kh * kw)
+
+
+def _layer_factors(net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor,
+                   y: torch.Tensor) -> dict[str, _LayerFactors] | None:
+    """One forward pass (forward hooks on the layers owning `params`, removed before it returns)
+    and one backward pass to the layers' outputs: their inputs and output gradients. Only data
+    gradients are computed; no parameter's `.grad` is touched. None where some parameter is not
+    the weight of an `nn.Linear` or an ungrouped, zero-padded `nn.Conv2d` called once."""
+    owners: dict[int, list] = {}
+    for module in net.modules():
+        for kind, p in module.named_parameters(recurse=False, remove_duplicate=False):
+            owners.setdefault(id(p), []).append((module, kind))
+    layers: dict[nn.Module, str] = {}
+    for name, p in params.items():
+        owner = owners.get(id(p), [])
+        if len(owner) != 1:  # not the net's, or shared between modules
+            return None
+        module, kind = owner[0]
+        supported = kind == "weight" and (
+            type(module) is nn.Linear
+            or (type(module) is nn.Conv2d and module.groups == 1 and module.padding_mode == "zeros"
+                and not isinstance(module.padding, str)))
+        if not supported or module in layers:
+            return None
+        layers[module] = name
+    seen: dict[nn.Module, list] = {}
+
+    def capture(module, inputs, output):
+        seen.setdefault(module, []).append((inputs[0].detach(), output, output._version))
+
+    handles = [module.register_forward_hook(capture) for module in layers]
+    try:
+        with torch.enable_grad():
+            loss = F.cross_entropy(net(x), y, reduction="sum")
+    finally:
+        for handle in handles:
+            handle.remove()
+    if any(len(seen.get(module, ())) != 1 or seen[module][0][1]._version != seen[module][0][2] for module in layers):
+        return None  # a layer unused, called twice (tied weights), or its output changed in place
+    modules = list(layers)
+    outputs = [seen[module][0][1] for module in modules]
+    backprops = torch.autograd.grad(loss, outputs)
+    factors = {}
+    n = len(x)
+    for module, g in zip(modules, backprops):
+        a = seen[module][0][0]
+        if type(module) is nn.Conv2d:
+            a = _patches(a, module)
+            g = g.flatten(2).transpose(1, 2)
+        else:  # [n, ..., features]: every position in between shares the weight
+            a = a.reshape(n, -1, a.shape[-1])
+            g = g.reshape(n, -1, g.shape[-1])
+        factors[layers[module]] = _LayerFactors(activations=a, backprops=g)
+    return factors
+
+
+def clipped_gradient_sum(net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, *,
+                         max_norm: float) -> list[torch.Tensor]:
+    """sum_i clip(gradient of example i's cross-entropy w.r.t. `params`, `max_norm`), one tensor
+    per parameter: the same numbers as `clip_per_example(per_example_gradients(...))` summed over
+    the batch, from each layer's inputs and output gradients (`_layer_factors`), with ghost norms
+    wherever they are cheaper than forming the gradients. Falls back to that torch.func path for
+    parameters `_layer_factors` does not cover.
+
+    Why: median seconds per noisy batch of PSG (per-example gradients + clipping + sum + noise) on
+    one thread, digits, a batch of 256, every variant alternating in one process beside other jobs
+    (`python bench/profiling.py modes`, 9 and 40 repeats):
+
+        ConvNet                      vmap(grad)  opacus hooks  functorch  ew     ghost  this
+        width 128, depth 3 (PSG ref)   1.000       0.895       1.208    0.586  0.497  0.115
+        width 16, depth 2 (digits)     0.015       0.012       0.017    0.011  0.015  0.014
+
+    (opacus 1.6: GradSampleModule with hooks and with force_functorch, expanded weights, ghost
+    clipping, which forms the convolutions' per-example gradients and takes a second backward
+    pass.) Forming [256, 128, 128, 3, 3] gradients is memory traffic that the ghost norms of the
+    deeper convolutions avoid; at the digits preset's width 16 every variant is within noise.
+    """
+    factors = _layer_factors(net, params, x, y)
+    if factors is None:
+        clipped = clip_per_example(per_example_gradients(net, params, x, y), max_norm)
+        return [clipped[name].sum(0) for name in params]
+    squares = sum(f.squared_norms() for f in factors.values())
+    scale = (max_norm / (squares.sqrt() + 1e-12)).clamp(max=1.0)  # as clip_per_example
+    return [factors[name].weighted_sum(scale).reshape(p.shape) for name, p in params.items()]
+
+
+def clip_per_example(grads: dict[str, torch.Tensor], max_norm: float) -> dict[str, torch.Tensor]:
+    """Scale each example's gradient (all parameters together) to L2 norm at most `max_norm`."""
+    squares = sum(g.flatten(1).pow(2).sum(1) for g in grads.values())
+    scale = (max_norm / (squares.sqrt() + 1e-12)).clamp(max=1.0)
+    return {name: g * scale.view(-1, *([1] * (g.ndim - 1))) for name, g in grads.items()}
+
+
+# -- the Gaussian mechanism ---------------------------------------------------------------------
+def gaussian_mean(per_example: dict[str, torch.Tensor] | None, params: dict[str, torch.Tensor], *,
+                  max_grad_norm: float, noise_multiplier: float, expected_batch_size: int,
+                  generator: torch.Generator, clipped_sum: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+    """(sum of the per-example gradients, each clipped to norm C, + N(0, sigma^2 C^2)) / B, one
+    tensor per parameter of `params`. The sum is that of `per_example` ([batch, *shape] per
+    parameter, clipped here) or, given instead, `clipped_sum` (one tensor per parameter, already
+    clipped and summed: `clipped_gradient_sum`); both None (an empty Poisson batch) gives pure noise."""
+    if per_example is not None and clipped_sum is not None:
+        raise ValueError("give per-example gradients or their clipped sum, not both")
+    if per_example is not None:
+        clipped = clip_per_example(per_example, max_grad_norm)
+        clipped_sum = [clipped[name].sum(0) for name in params]
+    elif clipped_sum is None:
+        clipped_sum = [torch.zeros_like(p) for p in params.values()]
+    std = noise_multiplier * max_grad_norm
+    return [(s + std * torch.randn(s.shape, generator=generator, device=generator.device).to(s.device)) / expected_batch_size
+            for s in clipped_sum]
