@@ -17,7 +17,7 @@ is the neighbouring relation the DP accountants certify (add/remove, Poisson sam
 plan put exactly half of every class in each run, in complementary pairs: there IN versus OUT
 replaced one record by another, a comparison a mechanism may leak up to 2 epsilon about, and a
 tight add/remove mechanism was declared in violation of its true epsilon almost every time
-(`python -m audit.selftest` and tests/test_selftest.py keep that reproduction).
+(`python -m audit.selftest` and tests/audit/test_selftest.py keep that reproduction).
 
 Targets and references: the first `n_targets` runs are the target runs, whose coins are the
 audit's canaries; the remaining runs are reference runs, whose coins are public and which alone

@@ -126,6 +126,13 @@ def initial_set(pool: Pool, keep: np.ndarray, members: Members, *, ipc: int, ini
     return members.x[chosen.to(device)].clone(), labels, member_idx[chosen.numpy()]
 
 
+def image_sgd(images: torch.Tensor, *, lr: float, momentum: float) -> tuple[torch.Tensor, torch.optim.SGD]:
+    """The synthetic images as a fresh leaf to optimise, and SGD with momentum on them: the image
+    optimiser of DM and DC/DSA (as in the DatasetCondensation reference code)."""
+    images = images.clone().requires_grad_(True)
+    return images, torch.optim.SGD([images], lr=lr, momentum=momentum)
+
+
 @dataclass(frozen=True)
 class CondensationVictim:
     """Fields and run frame of every condensation victim; subclasses add their own

@@ -16,7 +16,7 @@ import torch
 
 from victims.augment import augment, draw_seed, strategy
 from victims.base import register_victim, require_at_least, require_momentum, require_positive
-from victims.condense import CondensationVictim, Members
+from victims.condense import CondensationVictim, Members, image_sgd
 from victims.data import Pool
 from victims.nets import NetConfig, build_net
 
@@ -49,8 +49,7 @@ class DMVictim(CondensationVictim):
 
     def condense(self, images: torch.Tensor, labels: torch.Tensor, members: Members, *, pool: Pool,
                  generator: torch.Generator) -> torch.Tensor:
-        images = images.clone().requires_grad_(True)
-        optimizer = torch.optim.SGD([images], lr=self.lr_images, momentum=self.momentum)
+        images, optimizer = image_sgd(images, lr=self.lr_images, momentum=self.momentum)
         ops = strategy(flip_ok=pool.flip_ok)
         for _ in range(self.iterations):
             net = build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes).to(images.device)

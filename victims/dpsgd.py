@@ -17,7 +17,7 @@ N = q * n_pool the plan's expected member count (`victims.base.expected_members`
   optimizer's step hook, i.e. for the steps actually taken.
 
 So two runs of the same plan share their sample rate, steps, sigma and epsilon whatever their
-member counts (tests/test_victims.py). Empty Poisson batches happen and are stepped on (pure noise).
+member counts (tests/contracts/test_victims.py). Empty Poisson batches happen and are stepped on (pure noise).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from victims.augment import augment, draw_seed, strategy
 from victims.base import register_victim, require_at_least, require_momentum, require_positive
-from victims.condense import CondensationVictim, Members
+from victims.condense import CondensationVictim, Members, image_sgd
 from victims.data import Pool
 from victims.matching import gradient_distance
 from victims.nets import NetConfig, build_net
@@ -48,8 +48,7 @@ class DSAVictim(CondensationVictim):
 
     def condense(self, images: torch.Tensor, labels: torch.Tensor, members: Members, *, pool: Pool,
                  generator: torch.Generator) -> torch.Tensor:
-        images = images.clone().requires_grad_(True)
-        optimizer = torch.optim.SGD([images], lr=self.lr_images, momentum=self.momentum)
+        images, optimizer = image_sgd(images, lr=self.lr_images, momentum=self.momentum)
         ops = strategy(flip_ok=pool.flip_ok)
 
         def augmented(x: torch.Tensor, seed: int | None) -> torch.Tensor:
