@@ -31,7 +31,7 @@ Design notes.
   population data known to be non-members of the target; here that would mean choosing Z by the
   target's coins. Taking the whole pool keeps every score a function of the target's outputs and
   the reference runs only (public coins), never of a coin the target is judged on, which is what
-  keeps the one-run ε bound of `audit.epsilon` valid. Members in Z cost power (a member is also
+  keeps the one-run ε bound of `audit.stats.epsilon` valid. Members in Z cost power (a member is also
   ranked against other members), never validity.
 * `a` (offline) is a parameter; when None, `fit_offline_a` fits it per target on the target's
   reference runs: a = (1 - mean p over IN observations) / (1 - mean p over OUT observations),

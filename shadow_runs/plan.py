@@ -23,7 +23,7 @@ Targets and references: the first `n_targets` runs are the target runs, whose co
 audit's canaries; the remaining runs are reference runs, whose coins are public and which alone
 serve as shadows. A target is never another target's shadow, so the rule that turns a target's
 observations into guesses never looks at any coin it is judged on (the condition of the one-run
-theorem behind `audit.epsilon`).
+theorem behind `audit.stats.epsilon`).
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
-"""The run store (a contract, see "What a run leaves" in the README): one directory per experiment, one file pair per run.
+"""The run store: one directory per experiment, one file pair per run. Its layout, what each
+file holds and when a directory is refused are stated in docs/contracts.md, "The run store".
 
-```
-<runs-dir>/<experiment-id>/
-  experiment.json   keep.npy   pool_labels.npy   runs/<r:05d>.npz   runs/<r:05d>.json   audit/
-```
-A run's .npz holds `logits`, `init_idx`, where the victim releases a synthetic set `release_x` and
-`release_y`, and for generator victims one GAN-Leaks reconstruction loss per attack kind,
-`recon_loss_<kind>` float32 [n_pool] with kind in fbb, pbb, wb (NaN for an example the attack did
-not reconstruct). The store takes a run as plain arrays and metadata (`RunStore.write_run`);
-`victims.base.Observations.to_store` makes them from what a victim's run returns.
-
-Every file is written to a temporary name and renamed into place (`shadow_runs.files`), so a file
-that exists is complete; a run counts as finished when both its .npz and its .json exist (the
-.json is written last). A directory whose experiment.json describes another configuration is
-refused, never mixed.
+The store takes a run as plain arrays and metadata (`RunStore.write_run`);
+`victims.base.Observations.to_store` makes them from what a victim's run returns. Every file is
+written to a temporary name and renamed into place (`shadow_runs.files`), so a file that exists
+is complete; a run counts as finished when both its .npz and its .json exist (the .json is
+written last).
 """
 
 from __future__ import annotations
@@ -116,11 +108,8 @@ class RunStore:
 
     def write_run(self, run: int, arrays: Mapping[str, np.ndarray], meta: dict) -> None:
         """Store run `run`: `arrays` as runs/<run>.npz (in their order), then `meta` as runs/<run>.json
-        (last: the run is finished once it exists). A victim's `Observations` converts itself
-        (`Observations.to_store(meta)` -> (arrays, meta)); one passed as `arrays` is converted here,
-        through that method (the store imports no victim type)."""
-        if not isinstance(arrays, Mapping):
-            arrays, meta = arrays.to_store(meta)
+        (last: the run is finished once it exists). A victim's run gives them as
+        `Observations.to_store(meta)` -> (arrays, meta); the store imports no victim type."""
         atomic_write(self._run_path(run, ".npz"), lambda f: np.savez(f, **arrays))
         write_json(self._run_path(run, ".json"), meta)
 

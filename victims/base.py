@@ -35,7 +35,7 @@ from victims.train import accuracy, predict_queries, to_model_space
 
 @dataclass(frozen=True, eq=False)
 class Observations:
-    """What one run of a victim leaves for the attacks (see the run store in the README)."""
+    """What one run of a victim leaves for the attacks (docs/contracts.md, "The run store")."""
 
     logits: np.ndarray  # float32 [n_pool, n_queries, n_classes]; query 0 is the image itself
     test_accuracy: float  # of the downstream model on the held-out split

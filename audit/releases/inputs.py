@@ -138,7 +138,7 @@ def _coins(arrays: dict, member: np.ndarray, path: Path) -> Coins | None:
     if differ:
         raise ReleaseError(f"--pool {path}: the members are not the coins of membership_seed {coins.seed} and "
                            f"membership_rate {coins.rate:g} ({differ} of {len(member)} rows differ); record the seed "
-                           "and rate they were drawn with (audit.release.draw_membership), or neither")
+                           "and rate they were drawn with (audit.releases.inputs.draw_membership), or neither")
     return coins
 
 

@@ -1,4 +1,4 @@
-"""report.html from a `audit.report.Report`: one self-contained page (inline CSS, figures as
+"""report.html from a `audit.reporting.build.Report`: one self-contained page (inline CSS, figures as
 `data:` URIs, one inline script that marks the page with how many figures loaded and shows a
 warning if any did not). Verdicts come first."""
 

@@ -3,7 +3,6 @@
 import dataclasses
 import os
 import pathlib
-import subprocess
 import sys
 
 import numpy as np

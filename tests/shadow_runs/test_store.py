@@ -28,7 +28,7 @@ def test_layout_roundtrip_and_finished_runs(tmp_path):
     store = RunStore.open(tmp_path, experiment=EXPERIMENT, pool_labels=LABELS)
     assert json.loads((store.root / "experiment.json").read_text()) == EXPERIMENT
     assert np.array_equal(np.load(store.root / "pool_labels.npy"), LABELS)
-    store.write_run(2, obs(1.5, init=[3]), {"seed": 11, "wall_s": 0.1, "host": "h"})
+    store.write_run(2, *obs(1.5, init=[3]).to_store({"seed": 11, "wall_s": 0.1, "host": "h"}))
     assert store.finished_runs() == {2}
     arrays, meta = store.load_run(2)
     assert arrays["logits"].dtype == np.float32 and (arrays["logits"] == 1.5).all()
@@ -39,7 +39,7 @@ def test_layout_roundtrip_and_finished_runs(tmp_path):
 
 def test_a_run_without_its_json_is_not_finished(tmp_path):
     store = RunStore.open(tmp_path, experiment=EXPERIMENT, pool_labels=LABELS)
-    store.write_run(0, obs(0.0), {})
+    store.write_run(0, *obs(0.0).to_store({}))
     (store.root / "runs" / "00000.json").unlink()  # as if killed between the two renames
     (store.root / "runs" / ".00001.npz.abc.tmp").write_bytes(b"partial")  # a killed write
     assert store.finished_runs() == set()
@@ -47,7 +47,7 @@ def test_a_run_without_its_json_is_not_finished(tmp_path):
 
 def test_reopening_the_same_config_reuses_it(tmp_path):
     first = RunStore.open(tmp_path, experiment=EXPERIMENT, pool_labels=LABELS)
-    first.write_run(0, obs(0.0), {})
+    first.write_run(0, *obs(0.0).to_store({}))
     again = RunStore.open(tmp_path, experiment={**EXPERIMENT, "package_version": "0.2"}, pool_labels=LABELS)
     assert again.root == first.root and again.finished_runs() == {0}
 
@@ -65,7 +65,7 @@ def test_a_directory_of_another_config_is_refused_and_left_alone(tmp_path):
 def test_a_store_made_with_another_membership_plan_is_refused_naming_it(tmp_path):
     old = {k: v for k, v in EXPERIMENT.items() if k != "inclusion_rate"} | {"plan": "stratified-complement-pairs-v1"}
     store = RunStore.open(tmp_path, experiment=old, pool_labels=LABELS)
-    store.write_run(0, obs(1.0), {"seed": 1})
+    store.write_run(0, *obs(1.0).to_store({"seed": 1}))
     before = {p: p.read_bytes() for p in store.root.rglob("*") if p.is_file()}
     # the same configuration under the new plan finds that directory (the plan is not hashed) and refuses it
     assert experiment_id(old) == experiment_id(EXPERIMENT)
