@@ -29,6 +29,7 @@ class ExecutorConfig:
     gpus_per_run: float = 0.0  # e.g. 0.25 packs four runs per GPU
     max_retries: int = 3  # re-runs of a task whose worker died
     device: str = "auto"  # where a run trains: "auto", "cpu", "cuda"
+    runs_per_task: int = 1  # K runs per task, trained together where the victim packs (`victims.packed`)
 
     def __post_init__(self) -> None:
         if self.kind not in EXECUTORS:
@@ -37,6 +38,8 @@ class ExecutorConfig:
             raise ValueError(f"--workers must be >= 1, got {self.workers}")
         if self.gpus_per_run < 0 or (self.gpus_per_run > 1 and not float(self.gpus_per_run).is_integer()):
             raise ValueError(f"--gpus-per-run must be a fraction in [0, 1] or a whole number, got {self.gpus_per_run}")
+        if self.runs_per_task < 1:
+            raise ValueError(f"--runs-per-task must be >= 1, got {self.runs_per_task}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,10 +50,14 @@ class RunTask:
     inclusion_rate: float = 0.5  # the plan's public coin probability: DP victims calibrate to inclusion_rate * n_pool
 
 
-def run_victim(victim: Any, pool: Pool, task: RunTask, *, device: str) -> tuple[Observations, dict]:
-    """One run of `victim` on one torch thread, with the metadata stored beside it.
+def run_victims(victim: Any, pool: Pool, tasks: Sequence[RunTask], *, device: str) -> list[tuple[Observations, dict]]:
+    """The runs of `tasks` in this task, each with the metadata stored beside it, on one torch thread.
 
-    One thread per run: concurrent runs do not fight over the cores, and a run's floating-point
+    Several tasks are trained together when the victim packs (`run_packed`, `victims.packed`):
+    each keeps its own seed, members and result, and `wall_s` is the pack's time over its runs,
+    with `runs_in_task` recorded. Otherwise they run one after the other.
+
+    One thread per task: concurrent tasks do not fight over the cores, and a run's floating-point
     results do not depend on the executor or on how many cores the machine has.
     """
     import torch
@@ -58,28 +65,46 @@ def run_victim(victim: Any, pool: Pool, task: RunTask, *, device: str) -> tuple[
     device = resolve_device(device)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    start = time.perf_counter()
     try:
-        obs = victim.run(pool, task.keep, task.seed, device=device, inclusion_rate=task.inclusion_rate)
+        if len(tasks) > 1 and hasattr(victim, "run_packed"):
+            start = time.perf_counter()
+            observations = victim.run_packed(pool, np.stack([t.keep for t in tasks]), [t.seed for t in tasks],
+                                             device=device, inclusion_rate=tasks[0].inclusion_rate)
+            wall = (time.perf_counter() - start) / len(tasks)
+            return [(obs, {**_meta(task, wall, device), "runs_in_task": len(tasks)})
+                    for task, obs in zip(tasks, observations)]
+        done = []
+        for task in tasks:
+            start = time.perf_counter()
+            obs = victim.run(pool, task.keep, task.seed, device=device, inclusion_rate=task.inclusion_rate)
+            done.append((obs, _meta(task, time.perf_counter() - start, device)))
+        return done
     finally:
         torch.set_num_threads(threads)
-    meta = {"run": task.run, "seed": task.seed, "wall_s": round(time.perf_counter() - start, 3),
-            "host": socket.gethostname(), "device": device}
-    return obs, meta
+
+
+def _meta(task: RunTask, wall_s: float, device: str) -> dict:
+    return {"run": task.run, "seed": task.seed, "wall_s": round(wall_s, 3), "host": socket.gethostname(),
+            "device": device}
 
 
 def execute(tasks: Sequence[RunTask], *, victim: Any, pool: Pool, config: ExecutorConfig) -> Iterator[tuple[RunTask, Observations, dict]]:
-    """Yield (task, observations, metadata) for every task, in completion order."""
+    """Yield (task, observations, metadata) for every task, in completion order; `config.runs_per_task`
+    consecutive tasks go to one worker together (a pack's runs arrive together)."""
     if not tasks:
         return
+    if len({t.inclusion_rate for t in tasks}) > 1:
+        raise ValueError("every task of one execution has the plan's one inclusion rate")
+    packs = [tuple(tasks[i : i + config.runs_per_task]) for i in range(0, len(tasks), config.runs_per_task)]
     if config.kind == "inline":
-        for task in tasks:
-            yield (task, *run_victim(victim, pool, task, device=config.device))
+        for pack in packs:
+            for task, (obs, meta) in zip(pack, run_victims(victim, pool, pack, device=config.device)):
+                yield task, obs, meta
         return
-    yield from _execute_ray(tasks, victim=victim, pool=pool, config=config)
+    yield from _execute_ray(packs, victim=victim, pool=pool, config=config)
 
 
-def _execute_ray(tasks, *, victim, pool, config: ExecutorConfig):
+def _execute_ray(packs, *, victim, pool, config: ExecutorConfig):
     import ray
 
     started_here = not ray.is_initialized()
@@ -95,22 +120,23 @@ def _execute_ray(tasks, *, victim, pool, config: ExecutorConfig):
             configure_logging=True,
         )
     try:
-        remote = ray.remote(run_victim).options(
+        remote = ray.remote(run_victims).options(
             num_cpus=1, num_gpus=config.gpus_per_run, max_retries=config.max_retries
         )
         device = "cuda" if config.gpus_per_run > 0 else config.device
         victim_ref, pool_ref = ray.put(victim), ray.put(pool)  # shipped once, shared by every task
         slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
         max_pending = 2 * (config.workers or slots)
-        queue, pending = list(tasks), {}
+        queue, pending = list(packs), {}
         while queue or pending:
             while queue and len(pending) < max_pending:
-                task = queue.pop(0)
-                pending[remote.remote(victim_ref, pool_ref, task, device=device)] = task
+                pack = queue.pop(0)
+                pending[remote.remote(victim_ref, pool_ref, pack, device=device)] = pack
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
-                task = pending.pop(ref)
-                yield (task, *ray.get(ref))
+                pack = pending.pop(ref)
+                for task, (obs, meta) in zip(pack, ray.get(ref)):
+                    yield task, obs, meta
     finally:
         if started_here:
             ray.shutdown()

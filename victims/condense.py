@@ -27,6 +27,8 @@ import numpy as np
 import torch
 
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, expected_class_members, observe, require_at_least, seeded
+from victims.nets import build_net
+from victims.packed import train_packed
 from victims.data import Pool
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
 
@@ -155,16 +157,40 @@ class CondensationVictim:
             inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
         """One run (`inclusion_rate` is unused: nothing here is calibrated to the member count).
         With `--init real`, a class with fewer than `ipc` members in this run raises ValueError."""
-        members = Members.of(pool, keep, device=device)
         with seeded(seed, device) as generator:
-            images, labels, init_idx = initial_set(pool, keep, members, ipc=self.ipc, init=self.init,
-                                                   generator=generator)
-            images = self.condense(images, labels, members, pool=pool, generator=generator).detach()
+            images, labels, init_idx = self.release(pool, keep, device=device, generator=generator)
             model = fit(images, labels, n_classes=pool.n_classes, config=self.train, flip_ok=pool.flip_ok,
                         generator=generator)
-            return observe(model, pool, device=device, init_idx=init_idx,
-                           release_x=to_pixel_space(images, mean=pool.mean, std=pool.std),
-                           release_y=labels.cpu().numpy())
+            return self.observe(model, pool, images, labels, init_idx, device=device)
+
+    def run_packed(self, pool: Pool, keeps: np.ndarray, seeds: list[int], *, device: str = "cpu",
+                   inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> list[Observations]:
+        """`run` of each (keep, seed): each release condensed in turn, the K downstream ConvNets on
+        them trained together (`victims.packed`)."""
+        releases, models, generators = [], [], []
+        for keep, seed in zip(keeps, seeds):
+            with seeded(seed, device) as generator:
+                releases.append(self.release(pool, keep, device=device, generator=generator))
+                images = releases[-1][0]  # the downstream net drawn where `fit` draws it, after condensing
+                models.append(build_net(self.train.net, image_shape=tuple(images.shape[1:]),
+                                        n_classes=pool.n_classes).to(images.device))
+            generators.append(generator)
+        models = train_packed(models, [(images, labels) for images, labels, _ in releases], generators,
+                              config=self.train, flip_ok=pool.flip_ok)
+        return [self.observe(model, pool, *release, device=device) for model, release in zip(models, releases)]
+
+    def release(self, pool: Pool, keep: np.ndarray, *, device: str, generator: torch.Generator):
+        """(images in model space, labels, init_idx) of one run's released set: the initial set condensed."""
+        members = Members.of(pool, keep, device=device)
+        images, labels, init_idx = initial_set(pool, keep, members, ipc=self.ipc, init=self.init, generator=generator)
+        return self.condense(images, labels, members, pool=pool, generator=generator).detach(), labels, init_idx
+
+    @staticmethod
+    def observe(model, pool: Pool, images: torch.Tensor, labels: torch.Tensor, init_idx: np.ndarray, *,
+                device: str) -> Observations:
+        """A run's observations: the downstream model's, with the release."""
+        return observe(model, pool, device=device, init_idx=init_idx,
+                       release_x=to_pixel_space(images, mean=pool.mean, std=pool.std), release_y=labels.cpu().numpy())
 
     def condense(self, images: torch.Tensor, labels: torch.Tensor, members: Members, *, pool: Pool,
                  generator: torch.Generator) -> torch.Tensor:

@@ -9,14 +9,26 @@ import torch
 
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, observe, register_victim, seeded
 from victims.data import Pool
+from victims.packed import fit_packed
 from victims.train import TrainConfig, fit, to_model_space
+
+
+def training_set(pool: Pool, idx: np.ndarray, *, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The pool images `idx` in model space, with their labels."""
+    return (to_model_space(pool.x[idx], mean=pool.mean, std=pool.std, device=device),
+            torch.as_tensor(pool.y[idx], device=device))
 
 
 def fit_on_pool(pool: Pool, idx: np.ndarray, *, config: TrainConfig, generator: torch.Generator, device: str):
     """Train the downstream classifier on the pool images `idx`."""
-    x = to_model_space(pool.x[idx], mean=pool.mean, std=pool.std, device=device)
-    y = torch.as_tensor(pool.y[idx], device=device)
+    x, y = training_set(pool, idx, device=device)
     return fit(x, y, n_classes=pool.n_classes, config=config, flip_ok=pool.flip_ok, generator=generator)
+
+
+def fit_packed_on_pool(pool: Pool, indices: list[np.ndarray], seeds: list[int], *, config: TrainConfig, device: str):
+    """`fit_on_pool` of each (idx, seed), the K classifiers trained together (`victims.packed`)."""
+    return fit_packed([training_set(pool, idx, device=device) for idx in indices], seeds=seeds,
+                      n_classes=pool.n_classes, config=config, flip_ok=pool.flip_ok, device=device)
 
 
 @register_victim("real")
@@ -35,3 +47,10 @@ class RealVictim:
         with seeded(seed, device) as generator:
             model = fit_on_pool(pool, np.flatnonzero(keep), config=self.train, generator=generator, device=device)
             return observe(model, pool, device=device)
+
+    def run_packed(self, pool: Pool, keeps: np.ndarray, seeds: list[int], *, device: str = "cpu",
+                   inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> list[Observations]:
+        """`run` of each (keep, seed), the K downstream ConvNets trained together (`victims.packed`)."""
+        models = fit_packed_on_pool(pool, [np.flatnonzero(keep) for keep in keeps], list(seeds), config=self.train,
+                                    device=device)
+        return [observe(model, pool, device=device) for model in models]

@@ -20,7 +20,7 @@ import numpy as np
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, observe, register_victim, require_at_least, seeded
 from victims.condense import check_ipc, require_members_per_class
 from victims.data import Pool
-from victims.real import fit_on_pool
+from victims.real import fit_on_pool, fit_packed_on_pool
 from victims.train import TrainConfig, small_set_training
 
 
@@ -41,13 +41,25 @@ class SubsetVictim:
     def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
             inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
         """One run (`inclusion_rate` is unused); a class with fewer than `ipc` members raises ValueError."""
-        require_members_per_class(self.ipc, pool, keep)
-        rng = np.random.default_rng(seed)
-        chosen = np.sort(np.concatenate([
-            rng.choice(np.flatnonzero(keep & (pool.y == c)), size=self.ipc, replace=False)
-            for c in range(pool.n_classes)
-        ]))
+        chosen = self.choose(pool, keep, seed)
         with seeded(seed, device) as generator:
             model = fit_on_pool(pool, chosen, config=self.train, generator=generator, device=device)
             return observe(model, pool, device=device, init_idx=chosen,
                            release_x=pool.x[chosen], release_y=pool.y[chosen])
+
+    def run_packed(self, pool: Pool, keeps: np.ndarray, seeds: list[int], *, device: str = "cpu",
+                   inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> list[Observations]:
+        """`run` of each (keep, seed), the K downstream ConvNets trained together (`victims.packed`)."""
+        chosen = [self.choose(pool, keep, seed) for keep, seed in zip(keeps, seeds)]
+        models = fit_packed_on_pool(pool, chosen, list(seeds), config=self.train, device=device)
+        return [observe(model, pool, device=device, init_idx=c, release_x=pool.x[c], release_y=pool.y[c])
+                for model, c in zip(models, chosen)]
+
+    def choose(self, pool: Pool, keep: np.ndarray, seed: int) -> np.ndarray:
+        """The released subset of one run: `ipc` members of each class, drawn from `seed`."""
+        require_members_per_class(self.ipc, pool, keep)
+        rng = np.random.default_rng(seed)
+        return np.sort(np.concatenate([
+            rng.choice(np.flatnonzero(keep & (pool.y == c)), size=self.ipc, replace=False)
+            for c in range(pool.n_classes)
+        ]))

@@ -116,25 +116,44 @@ def fit(
     `victims.base.seeded`); batches and augmentations come from `generator`.
     """
     model = build_net(config.net, image_shape=tuple(x.shape[1:]), n_classes=n_classes).to(x.device)
+    return train(model, x, y, config=config, flip_ok=flip_ok, generator=generator)
+
+
+def train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, config: TrainConfig, flip_ok: bool,
+          generator: torch.Generator) -> nn.Module:
+    """`fit`'s training of an initialised `model` (SGD on minibatches from `generator`), in eval mode after."""
     opt = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
-    n = x.shape[0]
-    batch = min(config.batch_size, n)
-    order = torch.randperm(n, generator=generator, device=generator.device)
-    cursor = 0
+    batches = Batches(x, y, config=config, flip_ok=flip_ok, generator=generator)
     model.train()
     for _ in range(config.steps):
-        if cursor + batch > n:
-            order, cursor = torch.randperm(n, generator=generator, device=generator.device), 0
-        idx = order[cursor : cursor + batch].to(x.device)
-        cursor += batch
-        xb = x[idx]
-        if config.augment:
-            xb = augment_batch(xb, flip_ok=flip_ok, generator=generator)
-        loss = F.cross_entropy(model(xb), y[idx])
+        xb, yb = batches.next()
+        loss = F.cross_entropy(model(xb), yb)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
     return model.eval()
+
+
+class Batches:
+    """The minibatches `fit` trains on: `min(batch_size, n)` examples per step without replacement
+    within an epoch, reshuffled from `generator` each epoch, augmented from it when asked."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, *, config: TrainConfig, flip_ok: bool,
+                 generator: torch.Generator) -> None:
+        self.x, self.y, self.config, self.flip_ok, self.generator = x, y, config, flip_ok, generator
+        self.size = min(config.batch_size, x.shape[0])
+        self.order, self.cursor = torch.randperm(x.shape[0], generator=generator, device=generator.device), 0
+
+    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
+        n = self.x.shape[0]
+        if self.cursor + self.size > n:
+            self.order, self.cursor = torch.randperm(n, generator=self.generator, device=self.generator.device), 0
+        idx = self.order[self.cursor : self.cursor + self.size].to(self.x.device)
+        self.cursor += self.size
+        xb = self.x[idx]
+        if self.config.augment:
+            xb = augment_batch(xb, flip_ok=self.flip_ok, generator=self.generator)
+        return xb, self.y[idx]
 
 
 @torch.no_grad()

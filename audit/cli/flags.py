@@ -9,10 +9,15 @@ from attacks import VARIANCES
 from attacks.lira import PER_EXAMPLE_FROM
 from audit.cli.arguments import ArgumentParser, int_at_least, probability
 from audit.cli.victim_flags import add_victim_flags, victim_argument
-from shadow_runs.executor import EXECUTORS
+from shadow_runs.executor import EXECUTORS, ExecutorConfig
 from shadow_runs.plan import DEFAULT_INCLUSION_RATE
 from victims import victim_names
 from victims.canaries import CANARY_KINDS, DEFAULT_COPIES, CanaryConfig
+
+#: --runs-per-task's default on a GPU (--gpus-per-run > 0 or --device cuda). Not measured: no GPU
+#: was available where packing was built (bench/packing.py measures it); on a CPU the default is 1,
+#: where packing measured no faster than one run per task (README, "Packed runs").
+GPU_RUNS_PER_TASK = 8
 
 
 def build_parser(prog: str, description: str, *, victims: tuple[str, ...] | None = None,
@@ -52,6 +57,14 @@ def canary_config(args: argparse.Namespace) -> CanaryConfig | None:
     return config if config.n else None
 
 
+def executor_config(args: argparse.Namespace) -> ExecutorConfig:
+    """Where and how the runs train, from the run flags; ValueError on a bad value."""
+    gpu = args.gpus_per_run > 0 or args.device == "cuda"
+    runs_per_task = args.runs_per_task or (GPU_RUNS_PER_TASK if gpu else 1)
+    return ExecutorConfig(kind=args.executor, workers=args.workers, address=args.address,
+                          gpus_per_run=args.gpus_per_run, device=args.device, runs_per_task=runs_per_task)
+
+
 def add_run_flags(p: argparse.ArgumentParser) -> None:
     """The flags of the shadow runs and their evaluation, shared with `audit.release`."""
     p.add_argument("--seed", type=int_at_least(0), default=0, help="master seed: plan, run seeds, evaluation splits")
@@ -61,7 +74,10 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor", choices=EXECUTORS, default="ray")
     p.add_argument("--address", default=None, help="an existing Ray cluster to join (default: start one here)")
     p.add_argument("--workers", type=int_at_least(1), default=None, help="concurrent runs on a local Ray (default: all cores)")
-    p.add_argument("--gpus-per-run", type=float, default=0.0, help="GPU share per run, e.g. 0.25")
+    p.add_argument("--gpus-per-run", type=float, default=0.0, help="GPU share per task, e.g. 0.25")
+    p.add_argument("--runs-per-task", type=int_at_least(1), default=None,
+                   help="runs per task, trained together where the victim packs them (real, subset); default: 1 on "
+                        f"a CPU, {GPU_RUNS_PER_TASK} on a GPU")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--confidence", type=probability, default=0.95, help="confidence level of eps_lower")
     p.add_argument("--lira-variance", choices=("auto", *VARIANCES), default="auto",

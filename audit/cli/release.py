@@ -23,7 +23,7 @@ import numpy as np
 from attacks.lira import variance_for
 from audit import outputs
 from audit.cli.arguments import ArgumentParser, int_at_least
-from audit.cli.flags import add_run_flags
+from audit.cli.flags import add_run_flags, executor_config
 from audit.cli.report import add_claim_flags, add_report_flags, settings_from
 from audit.cli.victim_flags import add_victim_flags, victim_argument, victim_overrides
 from attacks.registry import attack_names
@@ -35,7 +35,6 @@ from audit.reporting.build import build_report, write_report
 from audit.results import load_audited
 from audit.summary import release_summary
 from shadow_runs import RunStore, StoreError, membership_matrix
-from shadow_runs.executor import ExecutorConfig
 from shadow_runs.files import write_json, write_npy
 from victims import DataError, victim_names
 
@@ -69,8 +68,7 @@ def main(argv: list[str] | None = None) -> int:
                                "the release's own; choose another --seed")
         victim = victim_for(args.victim, victim_overrides(args), inputs)
         victim.check(inputs.pool, inclusion_rate=args.inclusion_rate)  # the shadow runs, at the plan's rate
-        executor = ExecutorConfig(kind=args.executor, workers=args.workers, address=args.address,
-                                  gpus_per_run=args.gpus_per_run, device=args.device)
+        executor = executor_config(args)
         settings = settings_from(args)
         experiment = experiment_record(victim, inputs.pool, dataset=str(args.pool), seed=args.seed,
                                            inclusion_rate=args.inclusion_rate)

@@ -13,14 +13,13 @@ import numpy as np
 
 from attacks.lira import variance_for
 from audit import outputs
-from audit.cli.flags import build_parser, canary_config
+from audit.cli.flags import build_parser, canary_config, executor_config
 from audit.cli.victim_flags import build_victim, victim_overrides
 from attacks.registry import get_attack
 from audit.evaluate import StoredRuns, attack_scores
 from audit.pipeline import check_canary_coins, experiment_record, train_missing_runs
 from audit.summary import summarise
 from shadow_runs import RunStore, StoreError, membership_matrix
-from shadow_runs.executor import ExecutorConfig
 from shadow_runs.plan import default_targets, target_runs
 from victims import DataError, load_pool
 from shadow_runs.records import CanaryColumns
@@ -34,8 +33,7 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
     args = parser.parse_args(argv)
     try:
         victim = build_victim(args.victim, victim_overrides(args))
-        executor = ExecutorConfig(kind=args.executor, workers=args.workers, address=args.address,
-                                  gpus_per_run=args.gpus_per_run, device=args.device)
+        executor = executor_config(args)
         config = canary_config(args)
         pool = load_pool(args.dataset, data_root=args.data_root, download=args.download)
         n_natural = pool.n_pool

@@ -231,3 +231,20 @@ def test_a_condensation_audit_compares_with_the_subset_baseline(tmp_path, tiny_f
     table = capsys.readouterr().out
     assert "| dm ipc=2 init=real | dcr | all |" in table and "| subset ipc=2 | loss | all |" in table
     assert json.loads(out.read_text())["experiments"]
+
+
+def test_packed_runs_leave_the_same_store_and_summary_keys(tmp_path, tiny_flags):
+    """--runs-per-task 2: the same experiment directory (packing is not part of its identity), the
+    same files per run, the runs' metadata marked with their pack, and summary.json's numbers those
+    of the unpacked audit within float tolerance (here identical to 3 decimals)."""
+    flags = ["--victim", "real", "--n-shadow", "4", *tiny_flags]
+    assert audit(lira.main, tmp_path / "one", *flags) == 0
+    assert audit(lira.main, tmp_path / "packed", *flags, "--runs-per-task", "2") == 0
+    one, packed = only_experiment(tmp_path / "one"), only_experiment(tmp_path / "packed")
+    assert one.name == packed.name
+    assert sorted(p.name for p in (one / "runs").iterdir()) == sorted(p.name for p in (packed / "runs").iterdir())
+    assert all(json.loads((packed / "runs" / f"{r:05d}.json").read_text())["runs_in_task"] == 2 for r in range(4))
+    a, b = (json.loads((d / "audit" / "summary.json").read_text()) for d in (one, packed))
+    assert a.keys() == b.keys() and a["attacks"].keys() == b["attacks"].keys()
+    for attack in a["attacks"]:
+        assert round(a["attacks"][attack]["auc"], 3) == round(b["attacks"][attack]["auc"], 3)

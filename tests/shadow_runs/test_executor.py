@@ -41,6 +41,24 @@ def test_ray_runs_every_task_once_matches_inline_and_shuts_down(setup):
     assert not ray.is_initialized()  # the Ray it started is shut down
 
 
+def test_packed_tasks_run_every_run_once_on_ray_with_its_own_result(setup):
+    """--runs-per-task 2 over 3 runs: one pack of two and one task of one, on a real local Ray;
+    each run's logits equal its unpacked run's within float tolerance (the lone run exactly)."""
+    import ray
+
+    pool, tasks, victim = setup
+    inline = {t.run: obs for t, obs, _ in execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="inline"))}
+    packed = list(execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="ray", workers=2, runs_per_task=2)))
+    assert sorted(t.run for t, _, _ in packed) == [0, 1, 2]
+    for task, obs, meta in packed:
+        assert meta["run"] == task.run and meta["seed"] == task.seed and meta["wall_s"] > 0
+        assert meta.get("runs_in_task", 1) == (2 if task.run < 2 else 1)
+        np.testing.assert_allclose(obs.logits, inline[task.run].logits, rtol=0, atol=1e-4)
+        if task.run == 2:
+            assert np.array_equal(obs.logits, inline[task.run].logits)
+    assert not ray.is_initialized()
+
+
 def test_no_tasks_start_nothing(setup):
     import ray
 
@@ -51,6 +69,7 @@ def test_no_tasks_start_nothing(setup):
 
 @pytest.mark.parametrize("kwargs,message", [
     ({"kind": "dask"}, "'dask'"), ({"workers": 0}, "got 0"), ({"gpus_per_run": 1.5}, "got 1.5"),
+    ({"runs_per_task": 0}, "--runs-per-task must be >= 1, got 0"),
 ])
 def test_bad_executor_settings_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):

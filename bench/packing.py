@@ -1,0 +1,62 @@
+"""Packed shadow runs against one run per task: seconds per run of a victim's `run` (one run at a
+time) and of its `run_packed` (K runs in one stacked training), one torch thread, warm.
+
+    python bench/packing.py [--victims real subset] [--packs 2 4 8] [--repeats 2] [--device cpu]
+
+Prints, per victim and K, seconds per run unpacked and packed, their ratio (packed throughput over
+unpacked), and the largest logit difference between a packed run and the same run unpacked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from shadow_runs.plan import membership_matrix, run_seed
+from victims import get_victim, load_pool
+
+
+def seconds_per_run(fn, n_runs: int, repeats: int) -> tuple[float, list]:
+    """Median over `repeats` of fn()'s wall time divided by `n_runs`, and fn()'s last result."""
+    times, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) / n_runs)
+    return statistics.median(times), result
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--victims", nargs="+", default=["real", "subset"])
+    p.add_argument("--packs", nargs="+", type=int, default=[2, 4, 8])
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--device", default="cpu")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    pool = load_pool("digits")
+    print("| victim | K | s/run unpacked | s/run packed | packed/unpacked throughput | max logit diff |")
+    print("|---|---|---|---|---|---|")
+    for name in args.victims:
+        victim = get_victim(name)()
+        for k in args.packs:
+            keeps = membership_matrix(pool.y, n_runs=k, master_seed=0)
+            seeds = [run_seed(master_seed=0, run=r) for r in range(k)]
+            victim.run(pool, keeps[0], seeds[0], device=args.device)  # warm-up
+            single, alone = seconds_per_run(
+                lambda: [victim.run(pool, keep, seed, device=args.device) for keep, seed in zip(keeps, seeds)],
+                k, args.repeats)
+            packed, together = seconds_per_run(lambda: victim.run_packed(pool, keeps, seeds, device=args.device),
+                                               k, args.repeats)
+            diff = max(float(np.abs(a.logits - b.logits).max()) for a, b in zip(alone, together))
+            print(f"| {name} | {k} | {single:.2f} | {packed:.2f} | {single / packed:.2f}x | {diff:.1e} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

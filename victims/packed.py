@@ -1,0 +1,75 @@
+"""Packed runs: K downstream classifiers of K shadow runs trained at once, their parameters stacked
+and every step taken by one vectorised forward and backward pass (`torch.func.stack_module_state`
+and `vmap`), so that one task can keep an accelerator busy with many small models.
+
+Each run keeps its own seed, training set and result: model k is initialised exactly as the
+unpacked run initialises it, draws its minibatches and augmentations from its own generator in
+the same order (`victims.train.Batches`), and SGD with momentum and weight decay acts
+elementwise, so the stacked update is each model's own update. What differs is the order of
+floating-point sums inside the batched convolutions, so a packed run equals the same run unpacked
+within float tolerance, not bit for bit (tests/victims/test_packed.py); over hundreds of steps
+SGD amplifies that difference as it amplifies any other reordering (another thread count,
+another GPU kernel). Runs whose minibatches differ in size (a training set smaller than the batch
+size) cannot share one stacked step and are trained one by one.
+
+A victim packs by offering `run_packed(pool, keeps, seeds, *, device, inclusion_rate)`, one
+`Observations` per run; the executor calls it with `--runs-per-task` runs at a time. `real` and
+`subset` pack whole runs; the condensation victims (`dm`, `dsa`, `dc`, `kip`) condense each run's
+release in turn and pack the downstream training on the releases.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from victims.base import seeded
+from victims.nets import build_net
+from victims.train import Batches, TrainConfig, train
+
+
+def fit_packed(sets: Sequence[tuple[torch.Tensor, torch.Tensor]], *, seeds: Sequence[int], n_classes: int,
+               config: TrainConfig, flip_ok: bool, device: str) -> list[nn.Module]:
+    """`fit` on each (x, y) of `sets` under `seeded(seeds[k])` (as `victims.real` fits), trained together."""
+    if len(sets) != len(seeds):
+        raise ValueError(f"one seed per training set: {len(sets)} sets, {len(seeds)} seeds")
+    models, generators = [], []
+    for (x, _), seed in zip(sets, seeds):
+        with seeded(seed, device) as generator:  # parameters from the run's seed, as `fit` draws them
+            models.append(build_net(config.net, image_shape=tuple(x.shape[1:]), n_classes=n_classes).to(x.device))
+        generators.append(generator)
+    return train_packed(models, sets, generators, config=config, flip_ok=flip_ok)
+
+
+def train_packed(models: Sequence[nn.Module], sets: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                 generators: Sequence[torch.Generator], *, config: TrainConfig, flip_ok: bool) -> list[nn.Module]:
+    """`victims.train.train` of each initialised model on its (x, y) with its generator, trained together."""
+    if len({min(config.batch_size, x.shape[0]) for x, _ in sets}) > 1:  # no common step shape
+        return [train(m, x, y, config=config, flip_ok=flip_ok, generator=g)
+                for m, (x, y), g in zip(models, sets, generators)]
+    batches = [Batches(x, y, config=config, flip_ok=flip_ok, generator=g) for (x, y), g in zip(sets, generators)]
+    params, buffers = torch.func.stack_module_state(list(models))
+    skeleton = copy.deepcopy(models[0]).to("meta")
+
+    def logits(p, b, xb):
+        return torch.func.functional_call(skeleton, (p, b), (xb,))
+
+    opt = torch.optim.SGD(params.values(), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
+    skeleton.train()
+    for _ in range(config.steps):
+        xb, yb = map(torch.stack, zip(*(b.next() for b in batches)))  # [K, B, ...], [K, B]
+        out = torch.func.vmap(logits)(params, buffers, xb)
+        # each model's mean loss over its own batch, summed: the gradient of model k is its own
+        loss = F.cross_entropy(out.flatten(0, 1), yb.flatten(), reduction="none").view(yb.shape).mean(1).sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        for k, model in enumerate(models):
+            for name, tensor in (*model.named_parameters(), *model.named_buffers()):
+                tensor.copy_((params if name in params else buffers)[name][k])
+    return [model.eval() for model in models]
