@@ -4,7 +4,9 @@ time) and of its `run_packed` (K runs in one stacked training), one torch thread
     python bench/packing.py [--victims real subset] [--packs 2 4 8] [--repeats 2] [--device cpu]
 
 Prints, per victim and K, seconds per run unpacked and packed, their ratio (packed throughput over
-unpacked), and the largest logit difference between a packed run and the same run unpacked.
+unpacked), the largest logit difference between a packed run and the same run unpacked and, for
+scale, between an unpacked run on one torch thread and the same run on two (another summation
+order that nobody calls a different result).
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(1)
     pool = load_pool("digits")
-    print("| victim | K | s/run unpacked | s/run packed | packed/unpacked throughput | max logit diff |")
-    print("|---|---|---|---|---|---|")
+    print("| victim | K | s/run unpacked | s/run packed | packed/unpacked throughput | max logit diff packed "
+          "| max logit diff 2 threads |")
+    print("|---|---|---|---|---|---|---|")
     for name in args.victims:
         victim = get_victim(name)()
         for k in args.packs:
@@ -55,7 +58,12 @@ def main() -> None:
             packed, together = seconds_per_run(lambda: victim.run_packed(pool, keeps, seeds, device=args.device),
                                                k, args.repeats)
             diff = max(float(np.abs(a.logits - b.logits).max()) for a, b in zip(alone, together))
-            print(f"| {name} | {k} | {single:.2f} | {packed:.2f} | {single / packed:.2f}x | {diff:.1e} |", flush=True)
+            torch.set_num_threads(2)
+            two = victim.run(pool, keeps[0], seeds[0], device=args.device)
+            torch.set_num_threads(1)
+            threads = float(np.abs(two.logits - alone[0].logits).max())
+            print(f"| {name} | {k} | {single:.2f} | {packed:.2f} | {single / packed:.2f}x | {diff:.1e} | {threads:.1e} |",
+                  flush=True)
 
 
 if __name__ == "__main__":
