@@ -213,8 +213,14 @@ def check_victim_class(cls: Any, *, label: str) -> type:
 
 
 def victim_config(victim: Any) -> dict:
-    """The victim's configuration as plain JSON-able data."""
-    return dataclasses.asdict(victim)
+    """The victim's configuration as plain JSON-able data. A field marked `omit_at_default` in its
+    metadata is left out while it holds its default (a field added after stores were made, such
+    as the condensation victims' `preset`, keeps their configuration and so their identity)."""
+    config = dataclasses.asdict(victim)
+    for f in dataclasses.fields(victim):
+        if f.metadata.get("omit_at_default") and getattr(victim, f.name) == f.default:
+            del config[f.name]
+    return config
 
 
 def _flag_name(field_name: str) -> str:

@@ -22,6 +22,7 @@ take all the members a class has, so such a run goes ahead.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -33,6 +34,7 @@ from victims.data import Pool
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
 
 INITS = ("real", "random")
+PRESETS = ("digits", "paper")
 
 
 #: `check_ipc` allows at most this many standard deviations below a class's expected member count
@@ -144,9 +146,25 @@ class CondensationVictim:
     init: str = field(default="real", metadata={
         "help": "initialise the synthetic images from real member images or Gaussian noise", "choices": INITS})
     train: TrainConfig = field(default_factory=small_set_training)  # the downstream ConvNet on the release
+    preset: str = field(default="digits", metadata={
+        "help": "defaults of the condensation: digits (sized for one CPU thread) or paper (the reference code's "
+                "hyper-parameters; dm, dsa, dc)", "choices": PRESETS, "omit_at_default": True})
+
+    #: the presets this victim has (a subclass with a paper preset lists it and gives `preset_values`)
+    OWN_PRESETS: ClassVar[tuple[str, ...]] = ("digits",)
+
+    def preset_values(self) -> dict:
+        """The values `preset` gives the fields left at None."""
+        return {}
 
     def __post_init__(self) -> None:
+        if self.preset not in self.OWN_PRESETS:
+            raise ValueError(f"--preset {self.preset} is not available for {self.name} (choose from "
+                             f"{', '.join(self.OWN_PRESETS)})")
         require_at_least(self, {"ipc": 1})
+        for name, value in self.preset_values().items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
         if self.init not in INITS:
             raise ValueError(f"--init must be one of {INITS}, got {self.init!r}")
 

@@ -34,12 +34,26 @@ class DMVictim(CondensationVictim):
     """Distribution matching with random embedding networks; the downstream ConvNet trains on
     the learned set. Defaults sized for digits on one CPU thread (bench/condense.py)."""
 
-    iterations: int = field(default=100, metadata={"help": "image updates, each with a fresh random embedding net"})
-    lr_images: float = field(default=10.0, metadata={"help": "SGD learning rate of the synthetic images"})
+    iterations: int | None = field(default=None, metadata={
+        "help": "image updates, each with a fresh random embedding net (default: from --preset)"})
+    lr_images: float | None = field(default=None, metadata={
+        "help": "SGD learning rate of the synthetic images (default: from --preset)"})
     momentum: float = field(default=0.5, metadata={"help": "SGD momentum of the synthetic images"})
-    batch_real: int = field(default=32, metadata={"help": "real member images per class per iteration"})
+    batch_real: int | None = field(default=None, metadata={
+        "help": "real member images per class per iteration (default: from --preset)"})
     dsa: bool = field(default=True, metadata={"help": "differentiable siamese augmentation of both sides"})
     net: NetConfig = field(default_factory=lambda: NetConfig(width=32))  # the random embedding network
+
+    OWN_PRESETS = ("digits", "paper")
+
+    def preset_values(self) -> dict:
+        """digits: 100 iterations at image learning rate 10, 32 real images per class (sized for one
+        CPU thread; bench/condense.py). paper: the DatasetCondensation reference's main_DM.py,
+        20,000 iterations at image learning rate 1, 256 real images per class (its ConvNet is
+        width 128: add --net-width 128; scale the iterations with --iterations)."""
+        if self.preset == "paper":
+            return {"iterations": 20000, "lr_images": 1.0, "batch_real": 256}
+        return {"iterations": 100, "lr_images": 10.0, "batch_real": 32}
 
     def __post_init__(self) -> None:
         super().__post_init__()

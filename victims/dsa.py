@@ -24,21 +24,42 @@ from victims.data import Pool
 from victims.matching import gradient_distance
 from victims.nets import NetConfig, build_net
 
+#: the reference's (outer, inner) loops by images per class (DatasetCondensation, utils.get_loops);
+#: another ipc takes those of the largest one listed below it
+REFERENCE_LOOPS = {1: (1, 1), 10: (10, 50), 20: (20, 25), 30: (30, 20), 40: (40, 15), 50: (50, 10)}
+
 
 @register_victim("dsa")
 @dataclass(frozen=True)
 class DSAVictim(CondensationVictim):
     """Gradient matching with siamese augmentation; the downstream ConvNet trains on the set."""
 
-    iterations: int = field(default=6, metadata={"help": "fresh matching networks"})
-    outer: int = field(default=4, metadata={"help": "image updates per matching network"})
-    inner: int = field(default=3, metadata={"help": "network steps on the synthetic set between image updates"})
-    lr_images: float = field(default=1.0, metadata={"help": "SGD learning rate of the synthetic images"})
+    iterations: int | None = field(default=None, metadata={"help": "fresh matching networks (default: from --preset)"})
+    outer: int | None = field(default=None, metadata={
+        "help": "image updates per matching network (default: from --preset)"})
+    inner: int | None = field(default=None, metadata={
+        "help": "network steps on the synthetic set between image updates (default: from --preset)"})
+    lr_images: float | None = field(default=None, metadata={
+        "help": "SGD learning rate of the synthetic images (default: from --preset)"})
     lr_net: float = field(default=0.01, metadata={"help": "SGD learning rate of the matching network"})
     momentum: float = field(default=0.5, metadata={"help": "SGD momentum of the synthetic images"})
-    batch_real: int = field(default=32, metadata={"help": "real member images per class per gradient"})
+    batch_real: int | None = field(default=None, metadata={
+        "help": "real member images per class per gradient (default: from --preset)"})
     dsa: bool = field(default=True, metadata={"help": "differentiable siamese augmentation of both sides"})
     net: NetConfig = field(default_factory=lambda: NetConfig(width=32))  # the matching network
+
+    OWN_PRESETS = ("digits", "paper")
+
+    def preset_values(self) -> dict:
+        """digits: 6 networks x 4 image updates, 3 network steps between, image learning rate 1,
+        32 real images per class (sized for one CPU thread; bench/condense.py). paper: the
+        DatasetCondensation reference's main.py, 1,000 networks, (outer, inner) loops by images
+        per class (`REFERENCE_LOOPS`), image learning rate 0.1, 256 real images per class (its
+        ConvNet is width 128: add --net-width 128; scale the networks with --iterations)."""
+        if self.preset == "paper":
+            outer, inner = REFERENCE_LOOPS[max(k for k in REFERENCE_LOOPS if k <= self.ipc)]
+            return {"iterations": 1000, "outer": outer, "inner": inner, "lr_images": 0.1, "batch_real": 256}
+        return {"iterations": 6, "outer": 4, "inner": 3, "lr_images": 1.0, "batch_real": 32}
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -86,10 +86,12 @@ def add_victim_flags(parser: argparse.ArgumentParser, argv: list[str] | None = N
     group = parser.add_argument_group("victim flags (each applies to the victims that have it)")
     flags: dict[str, tuple[tuple[str, ...], type, dataclasses.Field]] = {}
     helps: dict[str, dict[str, list[str]]] = {}  # dest -> help text -> victims that use it
+    choices: dict[str, dict] = {}  # dest -> every victim's choices, in order (each victim checks its own)
     for name, cls in victim_classes(argv).items():
         for path, kind, f in _flag_fields(cls):
             flags.setdefault(_dest(path), (path, kind, f))
             helps.setdefault(_dest(path), {}).setdefault(f.metadata.get("help", ""), []).append(name)
+            choices.setdefault(_dest(path), {}).update(dict.fromkeys(f.metadata.get("choices", ())))
     for dest, (path, kind, f) in flags.items():
         texts = helps[dest]
         help_text = next(iter(texts)) if len(texts) == 1 else "; ".join(
@@ -100,8 +102,8 @@ def add_victim_flags(parser: argparse.ArgumentParser, argv: list[str] | None = N
             kwargs["action"] = argparse.BooleanOptionalAction
         else:
             kwargs["type"] = kind
-            if "choices" in f.metadata:
-                kwargs["choices"] = f.metadata["choices"]
+            if choices[dest]:
+                kwargs["choices"] = tuple(choices[dest])
             else:
                 kwargs["metavar"] = kind.__name__.upper()
         group.add_argument(_flag(path), **kwargs)
