@@ -169,3 +169,21 @@ def test_random_initialisation_runs_with_a_short_class(pool, keep):
     images, labels, init_idx = initial_set(pool, short, members, ipc=3, init="random",
                                            generator=torch.Generator().manual_seed(0))
     assert images.shape == (30, 1, 8, 8) and init_idx.size == 0
+
+
+def test_the_paper_preset_carries_the_reference_values_and_flags_override_it():
+    from victims import victim_config
+
+    dm = get_victim("dm")(preset="paper")
+    assert (dm.iterations, dm.lr_images, dm.batch_real, dm.momentum) == (20000, 1.0, 256, 0.5)
+    assert get_victim("dm")(preset="paper", iterations=200).iterations == 200  # a given flag wins
+    # DC/DSA: (outer, inner) by images per class as the reference's get_loops; 15 per class takes 10's
+    for ipc, loops in ((1, (1, 1)), (10, (10, 50)), (15, (10, 50)), (50, (50, 10))):
+        dsa = get_victim("dsa")(preset="paper", ipc=ipc)
+        assert (dsa.outer, dsa.inner) == loops and (dsa.iterations, dsa.lr_images, dsa.batch_real) == (1000, 0.1, 256)
+    # the digits preset is the configuration stores were made with: no `preset` key, the same values
+    assert "preset" not in victim_config(get_victim("dm")())
+    assert victim_config(get_victim("dm")(preset="paper"))["preset"] == "paper"
+    assert (get_victim("dm")().iterations, get_victim("dsa")().outer) == (100, 4)
+    with pytest.raises(ValueError, match=r"^--preset paper is not available for kip \(choose from digits\)$"):
+        get_victim("kip")(preset="paper")
