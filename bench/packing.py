@@ -2,11 +2,14 @@
 time) and of its `run_packed` (K runs in one stacked training), one torch thread, warm.
 
     python bench/packing.py [--victims real subset] [--packs 2 4 8] [--repeats 2] [--device cpu]
+    python bench/packing.py --memory [--victims real subset] [--packs 1 4 8] [--device cpu]
 
 Prints, per victim and K, seconds per run unpacked and packed, their ratio (packed throughput over
 unpacked), the largest logit difference between a packed run and the same run unpacked and, for
 scale, between an unpacked run on one torch thread and the same run on two (another summation
-order that nobody calls a different result).
+order that nobody calls a different result). With --memory, instead: the peak memory one task
+adds while it trains K runs packed (K = 1: one run alone), in a fresh process per cell, divided
+by K (CPU: the peak resident set above the one after loading; GPU: torch's peak allocation).
 """
 
 from __future__ import annotations
@@ -34,13 +37,52 @@ def seconds_per_run(fn, n_runs: int, repeats: int) -> tuple[float, list]:
     return statistics.median(times), result
 
 
+MEMORY_PROBE = """
+import resource, sys, numpy as np, torch
+from shadow_runs.plan import membership_matrix, run_seed
+from victims import get_victim, load_pool
+torch.set_num_threads(1)
+name, k, device = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+pool = load_pool("digits")
+keeps = membership_matrix(pool.y, n_runs=k, master_seed=0)
+seeds = [run_seed(master_seed=0, run=r) for r in range(k)]
+victim = get_victim(name)()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+if k == 1:
+    victim.run(pool, keeps[0], seeds[0], device=device)
+else:
+    victim.run_packed(pool, keeps, seeds, device=device)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+gpu = torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else 0.0
+print((after - before) / 1024, gpu)
+"""
+
+
+def memory(victims: list[str], packs: list[int], device: str) -> None:
+    import subprocess
+    import sys
+
+    print("| victim | K | peak MiB added per run (CPU resident) | peak MiB per run (GPU allocated) |")
+    print("|---|---|---|---|")
+    for name in victims:
+        for k in packs:
+            out = subprocess.run([sys.executable, "-c", MEMORY_PROBE, name, str(k), device], capture_output=True,
+                                 text=True, check=True).stdout.split()
+            cpu, gpu = float(out[0]), float(out[1])
+            print(f"| {name} | {k} | {cpu / k:.1f} | {gpu / k:.1f} |", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--victims", nargs="+", default=["real", "subset"])
     p.add_argument("--packs", nargs="+", type=int, default=[2, 4, 8])
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--memory", action="store_true", help="peak memory per run instead of time")
     args = p.parse_args()
+    if args.memory:
+        memory(args.victims, args.packs, args.device)
+        return
     torch.set_num_threads(1)
     pool = load_pool("digits")
     print("| victim | K | s/run unpacked | s/run packed | packed/unpacked throughput | max logit diff packed "
