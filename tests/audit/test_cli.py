@@ -181,7 +181,7 @@ def test_help_lists_the_generated_victim_flags(capsys):
         assert flag in out
     # A flag several victims share with different meanings shows each victim's text.
     flat = " ".join(out.split())
-    assert "--iterations INT dc, dsa: fresh matching networks; dm: image updates" in flat
+    assert "--iterations INT dc, dsa: fresh matching networks (default: from --preset); dm: image updates" in flat
 
 
 def test_the_module_entry_point_exits_2_without_a_traceback(tmp_path):
