@@ -21,6 +21,13 @@
         the earlier torch.func path; `both` alternates the two (one restart each, repeated
         --repeats times).
 
+    python bench/profiling.py dm [--width 128 --depth 3 --members 900 --ipc 10 --batch-real 64
+                                --lr-images 1 --iterations 30 --repeats 3]
+        DM's side of the comparison with the DatasetCondensation reference code (the defaults are
+        the configuration it was timed at: real init, DSA, one torch thread): seconds per image
+        update, median over --repeats timed runs of --iterations updates after a warm-up run, and
+        the split of one more run under cProfile by the torch operations that take the most time.
+
     python bench/profiling.py run --victim psg|dm|dsa|kip|cgan|...
         ONE shadow run of the victim at its defaults on digits (members: row 0 of
         `membership_matrix(pool.y, n_runs=1, master_seed=0)`, seed 0): its wall time without the
@@ -321,6 +328,40 @@ def run(args) -> None:
         print(re.sub(r"\S*site-packages/|" + re.escape(repo), "", table))
 
 
+def dm(args) -> None:
+    from victims.base import seeded
+    from victims.condense import Members, initial_set
+    from victims.dm import DMVictim
+
+    pool = load_pool("digits")
+    keep = np.zeros(pool.n_pool, dtype=bool)
+    keep[np.random.default_rng(0).choice(pool.n_pool, size=args.members, replace=False)] = True
+    victim = DMVictim(ipc=args.ipc, init="real", iterations=args.iterations, lr_images=args.lr_images,
+                      batch_real=args.batch_real, net=NetConfig(width=args.width, depth=args.depth))
+    members = Members.of(pool, keep, device="cpu")
+    with seeded(0) as generator:
+        images, labels, _ = initial_set(pool, keep, members, ipc=args.ipc, init="real", generator=generator)
+
+        def condense():
+            victim.condense(images, labels, members, pool=pool, generator=generator)
+
+        condense()  # warm-up
+        times = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            condense()
+            times.append((time.perf_counter() - start) / args.iterations)
+        profiler = cProfile.Profile()
+        profiler.runcall(condense)
+    print(f"DM, width {args.width} depth {args.depth}, {args.members} members, ipc {args.ipc}, {args.batch_real} real "
+          f"per class, image lr {args.lr_images}: {statistics.median(times):.3f} s per image update "
+          f"(median of {args.repeats}; {', '.join(f'{t:.3f}' for t in times)})")
+    stats = pstats.Stats(profiler).sort_stats("tottime")
+    total = sum(v[2] for v in stats.stats.values())
+    top = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:6]
+    print("  under cProfile: " + "; ".join(f"{name} {t / total:.0%}" for (_, _, name), (_, _, t, _, _) in top))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="what", required=True)
@@ -346,6 +387,15 @@ def main() -> None:
     s.add_argument("--measure-outer", type=int, default=10, help="outer iterations actually run (>= 2)")
     s.add_argument("--per-example", choices=("fast", "vmap", "both"), default="fast")
     s.add_argument("--repeats", type=int, default=1)
+    d = sub.add_parser("dm", help="DM at the DatasetCondensation reference configuration")
+    d.add_argument("--width", type=int, default=128)
+    d.add_argument("--depth", type=int, default=3)
+    d.add_argument("--members", type=int, default=900)
+    d.add_argument("--ipc", type=int, default=10)
+    d.add_argument("--batch-real", type=int, default=64)
+    d.add_argument("--lr-images", type=float, default=1.0)
+    d.add_argument("--iterations", type=int, default=30)
+    d.add_argument("--repeats", type=int, default=3)
     r = sub.add_parser("run", help="cProfile one shadow run of a victim at its defaults")
     r.add_argument("--victim", required=True)
     r.add_argument("--top", type=int, default=10)
@@ -353,7 +403,7 @@ def main() -> None:
     r.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
     torch.set_num_threads(getattr(args, "threads", 1))
-    {"modes": modes, "psg": psg, "run": run}[args.what](args)
+    {"modes": modes, "psg": psg, "dm": dm, "run": run}[args.what](args)
 
 
 if __name__ == "__main__":
