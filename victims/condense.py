@@ -28,8 +28,7 @@ import numpy as np
 import torch
 
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, expected_class_members, observe, require_at_least, seeded
-from victims.nets import build_net
-from victims.packed import train_packed
+from victims.packed import fit_releases_packed
 from victims.data import Pool
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
 
@@ -185,17 +184,10 @@ class CondensationVictim:
                    inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> list[Observations]:
         """`run` of each (keep, seed): each release condensed in turn, the K downstream ConvNets on
         them trained together (`victims.packed`)."""
-        releases, models, generators = [], [], []
-        for keep, seed in zip(keeps, seeds):
-            with seeded(seed, device) as generator:
-                releases.append(self.release(pool, keep, device=device, generator=generator))
-                images = releases[-1][0]  # the downstream net drawn where `fit` draws it, after condensing
-                models.append(build_net(self.train.net, image_shape=tuple(images.shape[1:]),
-                                        n_classes=pool.n_classes).to(images.device))
-            generators.append(generator)
-        models = train_packed(models, [(images, labels) for images, labels, _ in releases], generators,
-                              config=self.train, flip_ok=pool.flip_ok)
-        return [self.observe(model, pool, *release, device=device) for model, release in zip(models, releases)]
+        packed = fit_releases_packed(lambda keep, generator: self.release(pool, keep, device=device, generator=generator),
+                                     keeps, seeds, n_classes=pool.n_classes, config=self.train, flip_ok=pool.flip_ok,
+                                     device=device)
+        return [self.observe(model, pool, *release, device=device) for model, release in packed]
 
     def release(self, pool: Pool, keep: np.ndarray, *, device: str, generator: torch.Generator):
         """(images in model space, labels, init_idx) of one run's released set: the initial set condensed."""

@@ -14,8 +14,8 @@ size) cannot share one stacked step and are trained one by one.
 
 A victim packs by offering `run_packed(pool, keeps, seeds, *, device, inclusion_rate)`, one
 `Observations` per run; the executor calls it with `--runs-per-task` runs at a time. `real` and
-`subset` pack whole runs; the condensation victims (`dm`, `dsa`, `dc`, `kip`) condense each run's
-release in turn and pack the downstream training on the releases.
+`subset` pack whole runs; the condensation victims (`dm`, `dsa`, `dc`, `kip`) and `psg` make each
+run's release in turn and pack the downstream training on the releases (`fit_releases_packed`).
 """
 
 from __future__ import annotations
@@ -43,6 +43,23 @@ def fit_packed(sets: Sequence[tuple[torch.Tensor, torch.Tensor]], *, seeds: Sequ
             models.append(build_net(config.net, image_shape=tuple(x.shape[1:]), n_classes=n_classes).to(x.device))
         generators.append(generator)
     return train_packed(models, sets, generators, config=config, flip_ok=flip_ok)
+
+
+def fit_releases_packed(make_release, keeps, seeds: Sequence[int], *, n_classes: int, config: TrainConfig,
+                        flip_ok: bool, device: str) -> list[tuple[nn.Module, tuple]]:
+    """For victims that release a set and train the downstream net on it: each run's release made
+    in turn under `seeded(seed)` by `make_release(keep, generator)` -> (images, labels, ...), its
+    downstream net drawn right after it (where `fit` draws it in the unpacked run), then the K nets
+    trained together on their releases. Returns (trained net, release) per run."""
+    releases, models, generators = [], [], []
+    for keep, seed in zip(keeps, seeds):
+        with seeded(seed, device) as generator:
+            releases.append(make_release(keep, generator))
+            images = releases[-1][0]
+            models.append(build_net(config.net, image_shape=tuple(images.shape[1:]), n_classes=n_classes).to(images.device))
+        generators.append(generator)
+    trained = train_packed(models, [release[:2] for release in releases], generators, config=config, flip_ok=flip_ok)
+    return list(zip(trained, releases))
 
 
 def train_packed(models: Sequence[nn.Module], sets: Sequence[tuple[torch.Tensor, torch.Tensor]],

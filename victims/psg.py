@@ -47,9 +47,11 @@ from victims.base import (DEFAULT_INCLUSION_RATE, Observations, observe, registe
 from victims.data import Pool
 from victims.matching import gradient_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net
+from victims.packed import fit_releases_packed
 from victims.privacy import (accountant_field, clipped_gradient_sum, epsilon_spent, gaussian_mean,
                              noise_multiplier_for, poisson_rate, poisson_sample, require_accountant,
                              require_privacy_target)
+from victims.real import training_set
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
 
 PRESETS = ("digits", "faithful", "paper")
@@ -159,16 +161,33 @@ class PSGVictim:
 
     def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
             inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
-        idx = np.flatnonzero(keep)
-        x = to_model_space(pool.x[idx], mean=pool.mean, std=pool.std, device=device)
-        y = torch.as_tensor(pool.y[idx], device=device)
+        x, y = training_set(pool, np.flatnonzero(keep), device=device)
         sigma, sample_rate, spent = self.privacy(pool, inclusion_rate)
         with seeded(seed, device) as generator:
             images, labels = self.generate(x, y, pool=pool, sigma=sigma, sample_rate=sample_rate, generator=generator)
             model = fit(images, labels, n_classes=pool.n_classes, config=self.train, flip_ok=pool.flip_ok,
                         generator=generator)
-            return observe(model, pool, device=device, formal_epsilon=spent, delta=self.delta,
-                           release_x=to_pixel_space(images, mean=pool.mean, std=pool.std), release_y=labels.cpu().numpy())
+            return self.observe(model, pool, images, labels, formal_epsilon=spent, device=device)
+
+    def run_packed(self, pool: Pool, keeps: np.ndarray, seeds: list[int], *, device: str = "cpu",
+                   inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> list[Observations]:
+        """`run` of each (keep, seed): each release generated in turn, the K downstream ConvNets on
+        them trained together (`victims.packed`)."""
+        sigma, sample_rate, spent = self.privacy(pool, inclusion_rate)
+
+        def release(keep: np.ndarray, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+            x, y = training_set(pool, np.flatnonzero(keep), device=device)
+            return self.generate(x, y, pool=pool, sigma=sigma, sample_rate=sample_rate, generator=generator)
+
+        packed = fit_releases_packed(release, keeps, seeds, n_classes=pool.n_classes, config=self.train,
+                                     flip_ok=pool.flip_ok, device=device)
+        return [self.observe(model, pool, *made, formal_epsilon=spent, device=device) for model, made in packed]
+
+    def observe(self, model, pool: Pool, images: torch.Tensor, labels: torch.Tensor, *, formal_epsilon: float,
+                device: str) -> Observations:
+        """A run's observations: the downstream model's, with the release and the accountant's ε."""
+        return observe(model, pool, device=device, formal_epsilon=formal_epsilon, delta=self.delta,
+                       release_x=to_pixel_space(images, mean=pool.mean, std=pool.std), release_y=labels.cpu().numpy())
 
     def generate(self, x: torch.Tensor, y: torch.Tensor, *, pool: Pool, sigma: float, sample_rate: float,
                  generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

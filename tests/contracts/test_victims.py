@@ -207,7 +207,7 @@ def test_dp_victims_refuse_a_batch_above_the_expected_members(pool):
 
 
 #: the victims whose runs pack (`victims.packed`); the others run one by one in a task of several
-PACKED = {"real", "subset", "dm", "dsa", "dc", "kip"}
+PACKED = {"real", "subset", "dm", "dsa", "dc", "kip", "psg"}
 
 
 def test_the_packing_victims_are_the_documented_ones():
