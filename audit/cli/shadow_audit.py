@@ -1,9 +1,10 @@
-"""The command line shared by `python -m audit.lira` and `python -m audit.loss`.
+"""The audit of shadow runs behind `python -m audit.lira`, `audit.loss` and `audit.ganleak`.
 
-Flags -> a frozen victim config (its `--flags` are generated from the victim dataclasses, so the
-registry is the single source) -> the pool, with its canaries if --canaries (victims.canaries) ->
-the membership plan -> missing runs trained (Ray by default) and stored as they arrive -> attacks,
-metrics and epsilon bounds -> summary.json, scores.npz, roc.png.
+Flags -> a frozen victim config (its `--flags` are generated from the victim dataclasses,
+`audit.cli.victim_flags`) -> the pool, with its canaries if --canaries (victims.canaries) ->
+the membership plan -> missing runs trained (Ray by default; `--runs-per-task` per task) and stored
+as they arrive -> the command's attacks (`attacks.registry`), metrics and epsilon bounds ->
+summary.json (`audit.summary`), scores.npz, roc.png (`audit.outputs`).
 Bad input exits with status 2 and one line naming the value, before anything is written.
 """
 
