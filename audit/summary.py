@@ -46,14 +46,15 @@ def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarr
     accuracies = [m["test_accuracy"] for m in runs.meta]
     # an attack that scored too few canaries (ganleak_pbb reconstructs only the first rows) has no canary group
     unscored = [a for a, s in scores.items() if canaries and min(canaries.coins_scored(membership, s)) < 2]
+    identity = _identity(experiment, runs, target_runs=targets.tolist())
     summary = {
-        **_identity(experiment, runs, target_runs=targets.tolist()),
+        **identity,
         "utility": {"test_accuracy": float(np.mean(accuracies)), "test_accuracy_std": float(np.std(accuracies))},
         "evaluation": {**_settings(variance, args), "plan": PLAN, "inclusion_rate": args.inclusion_rate,
                        "n_canaries": int(membership.size) if fair else None,
                        "epsilon_note": EPSILON_NOTE if fair else unfair_coins_reason(args.inclusion_rate)},
         "attacks": attacks_summary({a: s for a, s in scores.items() if a not in unscored}, membership, init_mask,
-                                   delta=_privacy(runs)[1] or 0.0, fair=fair, canaries=canaries, args=args),
+                                   delta=identity["delta"] or 0.0, fair=fair, canaries=canaries, args=args),
     }
     if canaries:
         entry = experiment["canaries"]
@@ -69,7 +70,8 @@ def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarr
 def release_summary(scores: dict, inputs: ReleaseInputs, shadows: StoredRuns, obs, *, experiment: dict, variance: str,
                     args) -> dict:
     """summary.json of the release audit: the same keys (one target: the release) plus the claim."""
-    bound_delta = args.claimed_delta if args.claimed_delta is not None else (_privacy(shadows)[1] or 0.0)
+    identity = _identity(experiment, shadows, target_runs=[0])
+    bound_delta = args.claimed_delta if args.claimed_delta is not None else (identity["delta"] or 0.0)
     coins = inputs.coins
     fair = coins is not None and coins.fair
     if coins is None:
@@ -82,7 +84,7 @@ def release_summary(scores: dict, inputs: ReleaseInputs, shadows: StoredRuns, ob
     init[0, inputs.init_idx] = True
     shadow_accuracy = [m["test_accuracy"] for m in shadows.meta]
     return {
-        **_identity(experiment, shadows, target_runs=[0]),
+        **identity,
         "claimed_epsilon": args.claimed_epsilon,
         "claimed_delta": bound_delta if args.claimed_epsilon is not None else args.claimed_delta,
         "utility": {"test_accuracy": obs.test_accuracy, "test_accuracy_std": 0.0,
@@ -107,18 +109,14 @@ def attacks_summary(scores: dict[str, np.ndarray], membership: np.ndarray, init_
             for attack, s in scores.items()}
 
 
-def _privacy(runs: StoredRuns) -> tuple[float | None, float | None]:
-    """(formal ε, δ) of the runs: the largest ε any run reports, the first δ; None for a non-DP victim."""
+def _identity(experiment: dict, runs: StoredRuns, *, target_runs: list[int]) -> dict:
+    """summary.json's first keys: what was audited, with which runs, and its formal privacy (the
+    largest ε any run reports, the first δ; None for a non-DP victim)."""
     formal = [m["formal_epsilon"] for m in runs.meta if m["formal_epsilon"] is not None]
     delta = next((m["delta"] for m in runs.meta if m["delta"] is not None), None)
-    return (max(formal) if formal else None), delta
-
-
-def _identity(experiment: dict, runs: StoredRuns, *, target_runs: list[int]) -> dict:
-    """summary.json's first keys: what was audited, with which runs, and its formal privacy."""
-    formal, delta = _privacy(runs)
     return {"victim": experiment["victim"], "dataset": experiment["dataset"], "config": experiment["config"],
-            "n_shadow": len(runs.keep), "target_runs": target_runs, "formal_epsilon": formal, "delta": delta}
+            "n_shadow": len(runs.keep), "target_runs": target_runs, "formal_epsilon": max(formal) if formal else None,
+            "delta": delta}
 
 
 def _settings(variance: str, args: argparse.Namespace) -> dict:

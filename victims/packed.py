@@ -35,14 +35,9 @@ from victims.train import Batches, TrainConfig, train
 def fit_packed(sets: Sequence[tuple[torch.Tensor, torch.Tensor]], *, seeds: Sequence[int], n_classes: int,
                config: TrainConfig, flip_ok: bool, device: str) -> list[nn.Module]:
     """`fit` on each (x, y) of `sets` under `seeded(seeds[k])` (as `victims.real` fits), trained together."""
-    if len(sets) != len(seeds):
-        raise ValueError(f"one seed per training set: {len(sets)} sets, {len(seeds)} seeds")
-    models, generators = [], []
-    for (x, _), seed in zip(sets, seeds):
-        with seeded(seed, device) as generator:  # parameters from the run's seed, as `fit` draws them
-            models.append(build_net(config.net, image_shape=tuple(x.shape[1:]), n_classes=n_classes).to(x.device))
-        generators.append(generator)
-    return train_packed(models, sets, generators, config=config, flip_ok=flip_ok)
+    packed = fit_releases_packed(lambda training_set, generator: training_set, sets, seeds, n_classes=n_classes,
+                                 config=config, flip_ok=flip_ok, device=device)
+    return [model for model, _ in packed]
 
 
 def fit_releases_packed(make_release, keeps, seeds: Sequence[int], *, n_classes: int, config: TrainConfig,
@@ -51,6 +46,8 @@ def fit_releases_packed(make_release, keeps, seeds: Sequence[int], *, n_classes:
     in turn under `seeded(seed)` by `make_release(keep, generator)` -> (images, labels, ...), its
     downstream net drawn right after it (where `fit` draws it in the unpacked run), then the K nets
     trained together on their releases. Returns (trained net, release) per run."""
+    if len(keeps) != len(seeds):
+        raise ValueError(f"one seed per run: {len(keeps)} runs, {len(seeds)} seeds")
     releases, models, generators = [], [], []
     for keep, seed in zip(keeps, seeds):
         with seeded(seed, device) as generator:

@@ -77,8 +77,7 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus-per-run", type=float, default=0.0, help="GPU share per task, e.g. 0.25")
     p.add_argument("--runs-per-task", type=int_at_least(1), default=None,
                    help="runs per task, trained together where the victim packs them (real, subset, dm, dsa, dc, kip, psg); "
-                        "default: 1 on "
-                        f"a CPU, {GPU_RUNS_PER_TASK} on a GPU")
+                        f"default: 1 on a CPU, {GPU_RUNS_PER_TASK} on a GPU")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--confidence", type=probability, default=0.95, help="confidence level of eps_lower")
     p.add_argument("--lira-variance", choices=("auto", *VARIANCES), default="auto",

@@ -82,3 +82,13 @@ def test_reading_and_reporting_audits_does_not_import_torch():
             "print(sorted(m for m in ('torch', 'victims', 'opacus', 'ray') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_public_metric_and_bound_names_stay_importable_where_users_import_them():
+    import audit.epsilon
+    import audit.metrics
+    import audit.stats.epsilon
+    import audit.stats.metrics
+
+    assert audit.epsilon.epsilon_lower_bound is audit.stats.epsilon.epsilon_lower_bound
+    assert audit.metrics.tpr_at_fpr is audit.stats.metrics.tpr_at_fpr
