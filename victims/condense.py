@@ -147,7 +147,7 @@ class CondensationVictim:
     train: TrainConfig = field(default_factory=small_set_training)  # the downstream ConvNet on the release
     preset: str = field(default="digits", metadata={
         "help": "defaults of the condensation: digits (sized for one CPU thread) or paper (the reference code's "
-                "hyper-parameters; dm, dsa, dc)", "choices": PRESETS, "omit_at_default": True})
+                "hyper-parameters: DatasetCondensation's for dm, dsa, dc; the KIP colab's for kip)", "choices": PRESETS, "omit_at_default": True})
 
     #: the presets this victim has (a subclass with a paper preset lists it and gives `preset_values`)
     OWN_PRESETS: ClassVar[tuple[str, ...]] = ("digits",)

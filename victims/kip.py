@@ -163,15 +163,31 @@ class KIPVictim(CondensationVictim):
     run (4.5 ms an iteration) on a loaded 2-core machine; bench/condense.py times whole runs.
     """
 
-    iterations: int = field(default=200, metadata={"help": "Adam steps of the synthetic images, one target batch each"})
-    lr: float = field(default=0.1, metadata={"help": "Adam learning rate of the synthetic images"})
-    batch_size: int = field(default=128, metadata={
-        "help": "target batch: random members regressed on per step (all of them when fewer)"})
-    depth: int = field(default=3, metadata={"help": "hidden ReLU layers of the fully-connected NTK"})
+    iterations: int | None = field(default=None, metadata={
+        "help": "Adam steps of the synthetic images, one target batch each (default: from --preset)"})
+    lr: float | None = field(default=None, metadata={
+        "help": "Adam learning rate of the synthetic images (default: from --preset)"})
+    batch_size: int | None = field(default=None, metadata={
+        "help": "target batch: random members regressed on per step, all of them when fewer (default: from --preset)"})
+    depth: int | None = field(default=None, metadata={
+        "help": "hidden ReLU layers of the fully-connected NTK (default: from --preset)"})
     reg: float = field(default=1e-6, metadata={"help": "ridge lambda, relative to the mean diagonal of K_ss"})
     zca: bool = field(default=False, metadata={"help": "compute the kernel on ZCA-whitened inputs (fitted on the members)"})
     zca_reg: float = field(default=0.1, metadata={"help": "ZCA regulariser, relative to the mean eigenvalue of the members' covariance"})
     dsa: bool = field(default=False, metadata={"help": "differentiable siamese augmentation of both sides"})
+
+    OWN_PRESETS = ("digits", "paper")
+
+    def preset_values(self) -> dict:
+        """digits: 200 Adam steps at learning rate 0.1 on target batches of 128, depth-3 NTK (sized
+        for one CPU thread; the sweeps above). paper: the KIP reference colab (google-research
+        kip/KIP.ipynb), the FC kernel of depth 1, Adam learning rate 0.04, target batches of 5,000
+        (on digits, every member at every step), 1,000 steps ("~1000 or more steps for full
+        convergence"; scale them with --iterations). Its reg 1e-6, W_std sqrt(2) and b_std 0.1
+        are this victim's fixed values at either preset."""
+        if self.preset == "paper":
+            return {"iterations": 1000, "lr": 0.04, "batch_size": 5000, "depth": 1}
+        return {"iterations": 200, "lr": 0.1, "batch_size": 128, "depth": 3}
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -127,7 +127,7 @@ def test_loss_and_lira_summaries_share_the_directory(tmp_path, tiny_flags):
     (["--victim", "real", "--n-shadow", "4", "--inclusion-rate", "1"], "--inclusion-rate: must be a number in (0, 1), got '1'"),
     (["--victim", "real", "--n-shadow", "4", "--runs-per-task", "0"], "--runs-per-task: must be an integer >= 1"),
     (["--victim", "dm", "--n-shadow", "4", "--preset", "faithful"], "--preset faithful is not available for dm"),
-    (["--victim", "kip", "--n-shadow", "4", "--preset", "paper"], "--preset paper is not available for kip"),
+    (["--victim", "kip", "--n-shadow", "4", "--preset", "faithful"], "--preset faithful is not available for kip"),
     (["--victim", "psg", "--n-shadow", "4", "--preset", "fast"], "'fast'"),
 ])
 def test_bad_input_exits_2_with_one_line_naming_the_value(tmp_path, capsys, flags, named):

@@ -185,5 +185,13 @@ def test_the_paper_preset_carries_the_reference_values_and_flags_override_it():
     assert "preset" not in victim_config(get_victim("dm")())
     assert victim_config(get_victim("dm")(preset="paper"))["preset"] == "paper"
     assert (get_victim("dm")().iterations, get_victim("dsa")().outer) == (100, 4)
-    with pytest.raises(ValueError, match=r"^--preset paper is not available for kip \(choose from digits\)$"):
-        get_victim("kip")(preset="paper")
+    # KIP: the reference colab's FC1 kernel, Adam lr 0.04, target batches of 5,000, 1,000 steps;
+    # its digits preset keeps the values kip's stores were made with (no `preset` key)
+    kip = get_victim("kip")(preset="paper")
+    assert (kip.iterations, kip.lr, kip.batch_size, kip.depth, kip.reg) == (1000, 0.04, 5000, 1, 1e-6)
+    assert get_victim("kip")(preset="paper", depth=3).depth == 3
+    digits_kip = get_victim("kip")()
+    assert (digits_kip.iterations, digits_kip.lr, digits_kip.batch_size, digits_kip.depth) == (200, 0.1, 128, 3)
+    assert "preset" not in victim_config(digits_kip)
+    with pytest.raises(ValueError, match=r"^--preset faithful is not available for kip \(choose from digits, paper\)$"):
+        get_victim("kip")(preset="faithful")
