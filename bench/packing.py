@@ -3,6 +3,7 @@ time) and of its `run_packed` (K runs in one stacked training), one torch thread
 
     python bench/packing.py [--victims real subset] [--packs 2 4 8] [--repeats 2] [--device cpu]
     python bench/packing.py --memory [--victims real subset] [--packs 1 4 8] [--device cpu]
+    python bench/packing.py --layouts [--packs 1 4 8 16] [--repeats 30] [--width 64] [--device cpu]
 
 Prints, per victim and K, seconds per run unpacked and packed, their ratio (packed throughput over
 unpacked), the largest logit difference between a packed run and the same run unpacked and, for
@@ -10,6 +11,11 @@ scale, between an unpacked run on one torch thread and the same run on two (anot
 order that nobody calls a different result). With --memory, instead: the peak memory one task
 adds while it trains K runs packed (K = 1: one run alone), in a fresh process per cell, divided
 by K (CPU: the peak resident set above the one after loading; GPU: torch's peak allocation).
+With --layouts, instead: milliseconds per SGD step of K digits ConvNets (batch 64) laid out three
+ways: one after the other, stacked under torch.func `stack_module_state` + `vmap`, and as one
+network of grouped layers (`victims.packed.GroupedNets`, what packed runs use: K*width channels
+in K groups, a batched linear head), after checking that the grouped network's logits equal the
+K networks' own.
 """
 
 from __future__ import annotations
@@ -18,8 +24,11 @@ import argparse
 import statistics
 import time
 
+import copy
+
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from shadow_runs.plan import membership_matrix, run_seed
 from victims import get_victim, load_pool
@@ -72,6 +81,62 @@ def memory(victims: list[str], packs: list[int], device: str) -> None:
             print(f"| {name} | {k} | {cpu / k:.1f} | {gpu / k:.1f} |", flush=True)
 
 
+def step_layouts(packs: list[int], repeats: int, width: int, device: str) -> None:
+    """ms per SGD step of K ConvNets: sequential, vmap, grouped convolutions (see the docstring)."""
+    from victims.nets import NetConfig, build_net
+    from victims.packed import GroupedNets
+
+    pool = load_pool("digits")
+    shape, classes, batch = pool.image_shape, pool.n_classes, 64
+    print(f"| K | sequential ms/step | vmap ms/step | grouped ms/step | vmap / grouped | max logit diff grouped |")
+    print("|---|---|---|---|---|---|")
+    for k in packs:
+        torch.manual_seed(0)
+        nets = [build_net(NetConfig(width=width), image_shape=shape, n_classes=classes).to(device) for _ in range(k)]
+        x = torch.randn(k, batch, *shape, device=device)
+        y = torch.randint(0, classes, (k, batch), device=device)
+        grouped = GroupedNets(nets)
+        with torch.no_grad():
+            own = torch.stack([net(x[i]) for i, net in enumerate(nets)])
+            diff = float((grouped(x) - own).abs().max())
+
+        sequential_opts = [torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9) for net in nets]
+
+        def sequential():
+            for i, (net, opt) in enumerate(zip(nets, sequential_opts)):
+                loss = F.cross_entropy(net(x[i]), y[i])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+
+        params, buffers = torch.func.stack_module_state(nets)
+        skeleton = copy.deepcopy(nets[0]).to("meta")
+        vmap_opt = torch.optim.SGD(params.values(), lr=0.01, momentum=0.9)
+
+        def vmapped():
+            out = torch.func.vmap(lambda p, b, xb: torch.func.functional_call(skeleton, (p, b), (xb,)))(params, buffers, x)
+            loss = F.cross_entropy(out.flatten(0, 1), y.flatten(), reduction="none").view(k, batch).mean(1).sum()
+            vmap_opt.zero_grad(set_to_none=True)
+            loss.backward()
+            vmap_opt.step()
+
+        grouped_opt = torch.optim.SGD(grouped.parameters(), lr=0.01, momentum=0.9)
+
+        def grouped_step():
+            out = grouped(x)  # [K, B, classes]
+            loss = F.cross_entropy(out.flatten(0, 1), y.flatten(), reduction="none").view(k, batch).mean(1).sum()
+            grouped_opt.zero_grad(set_to_none=True)
+            loss.backward()
+            grouped_opt.step()
+
+        times = {}
+        for name, fn in (("sequential", sequential), ("vmap", vmapped), ("grouped", grouped_step)):
+            fn()  # warm-up
+            times[name], _ = seconds_per_run(fn, 1, repeats)
+        print(f"| {k} | {1e3 * times['sequential']:.1f} | {1e3 * times['vmap']:.1f} | {1e3 * times['grouped']:.1f} | "
+              f"{times['vmap'] / times['grouped']:.2f}x | {diff:.1e} |", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--victims", nargs="+", default=["real", "subset"])
@@ -79,11 +144,16 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--device", default="cpu")
     p.add_argument("--memory", action="store_true", help="peak memory per run instead of time")
+    p.add_argument("--layouts", action="store_true", help="ms per SGD step: sequential, vmap, grouped convolutions")
+    p.add_argument("--width", type=int, default=64, help="ConvNet width for --layouts (the downstream net's)")
     args = p.parse_args()
     if args.memory:
         memory(args.victims, args.packs, args.device)
         return
     torch.set_num_threads(1)
+    if args.layouts:
+        step_layouts(args.packs, args.repeats, args.width, args.device)
+        return
     pool = load_pool("digits")
     print("| victim | K | s/run unpacked | s/run packed | packed/unpacked throughput | max logit diff packed "
           "| max logit diff 2 threads |")

@@ -1,13 +1,15 @@
-"""Packed runs: K downstream classifiers of K shadow runs trained at once, their parameters stacked
-and every step taken by one vectorised forward and backward pass (`torch.func.stack_module_state`
-and `vmap`), so that one task can keep an accelerator busy with many small models.
+"""Packed runs: K downstream classifiers of K shadow runs trained at once as one network of grouped
+layers (`GroupedNets`: K-group convolutions, batched linear layers), every step one forward and
+backward pass, so that one task can keep an accelerator busy with many small models. Grouped
+layers beat the same stack under torch.func `stack_module_state` + `vmap` on a CPU by about 1.4x
+per step (`python bench/packing.py --layouts`).
 
 Each run keeps its own seed, training set and result: model k is initialised exactly as the
 unpacked run initialises it, draws its minibatches and augmentations from its own generator in
 the same order (`victims.train.Batches`), and SGD with momentum and weight decay acts
-elementwise, so the stacked update is each model's own update. What differs is the order of
-floating-point sums inside the batched convolutions, so a packed run equals the same run unpacked
-within float tolerance, not bit for bit (tests/victims/test_packed.py); over hundreds of steps
+elementwise, so the grouped update is each model's own update. What differs is the order of
+floating-point sums inside the grouped convolutions, so a packed run equals the same run unpacked
+within float tolerance, not bit for bit (tests/contracts/test_victims.py); over hundreds of steps
 SGD amplifies that difference as it amplifies any other reordering (another thread count,
 another GPU kernel). Runs whose minibatches differ in size (a training set smaller than the batch
 size) cannot share one stacked step and are trained one by one.
@@ -20,7 +22,6 @@ run's release in turn and pack the downstream training on the releases (`fit_rel
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 
 import torch
@@ -66,24 +67,108 @@ def train_packed(models: Sequence[nn.Module], sets: Sequence[tuple[torch.Tensor,
         return [train(m, x, y, config=config, flip_ok=flip_ok, generator=g)
                 for m, (x, y), g in zip(models, sets, generators)]
     batches = [Batches(x, y, config=config, flip_ok=flip_ok, generator=g) for (x, y), g in zip(sets, generators)]
-    params, buffers = torch.func.stack_module_state(list(models))
-    skeleton = copy.deepcopy(models[0]).to("meta")
-
-    def logits(p, b, xb):
-        return torch.func.functional_call(skeleton, (p, b), (xb,))
-
-    opt = torch.optim.SGD(params.values(), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
-    skeleton.train()
+    grouped = GroupedNets(models).train()
+    opt = torch.optim.SGD(grouped.parameters(), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
     for _ in range(config.steps):
         xb, yb = map(torch.stack, zip(*(b.next() for b in batches)))  # [K, B, ...], [K, B]
-        out = torch.func.vmap(logits)(params, buffers, xb)
+        out = grouped(xb)  # [K, B, classes]
         # each model's mean loss over its own batch, summed: the gradient of model k is its own
         loss = F.cross_entropy(out.flatten(0, 1), yb.flatten(), reduction="none").view(yb.shape).mean(1).sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    with torch.no_grad():
-        for k, model in enumerate(models):
-            for name, tensor in (*model.named_parameters(), *model.named_buffers()):
-                tensor.copy_((params if name in params else buffers)[name][k])
+    grouped.unpack_into(models)
     return [model.eval() for model in models]
+
+
+class GroupedLinear(nn.Module):
+    """K linear layers as one: weight [K, out, in], bias [K, out]; [B, K, in] -> [B, K, out]."""
+
+    def __init__(self, layers: Sequence[nn.Linear]) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.stack([layer.weight.detach() for layer in layers]))
+        self.bias = nn.Parameter(torch.stack([layer.bias.detach() for layer in layers]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("bki,koi->bko", x, self.weight) + self.bias
+
+    def unpack_into(self, layers: Sequence[nn.Linear]) -> None:
+        for k, layer in enumerate(layers):
+            layer.weight.copy_(self.weight[k])
+            layer.bias.copy_(self.bias[k])
+
+
+def _grouped_conv(convs: Sequence[nn.Conv2d]) -> nn.Conv2d:
+    """K convolutions as one with K groups: model k's input and output channels are the k-th block."""
+    c = convs[0]
+    if c.groups != 1 or c.bias is None:
+        raise ValueError("packing needs ungrouped convolutions with a bias")
+    grouped = nn.Conv2d(len(convs) * c.in_channels, len(convs) * c.out_channels, c.kernel_size, stride=c.stride,
+                        padding=c.padding, dilation=c.dilation, groups=len(convs)).to(c.weight.device)
+    grouped.weight.data.copy_(torch.cat([conv.weight.detach() for conv in convs]))
+    grouped.bias.data.copy_(torch.cat([conv.bias.detach() for conv in convs]))
+    return grouped
+
+
+def _grouped_norm(norms: Sequence[nn.GroupNorm]) -> nn.GroupNorm:
+    """K GroupNorms as one over the K channel blocks (each group stays within one model's block)."""
+    n = norms[0]
+    grouped = nn.GroupNorm(len(norms) * n.num_groups, len(norms) * n.num_channels, eps=n.eps, affine=n.affine)
+    if n.affine:
+        grouped.to(n.weight.device)
+        grouped.weight.data.copy_(torch.cat([norm.weight.detach() for norm in norms]))
+        grouped.bias.data.copy_(torch.cat([norm.bias.detach() for norm in norms]))
+    return grouped
+
+
+class GroupedNets(nn.Module):
+    """K `victims.nets` classifiers of one architecture (ConvNet or MLP) as one network: each
+    convolution becomes a grouped convolution with K groups (K x the channels), each GroupNorm one
+    GroupNorm over the K channel blocks, each linear layer a batched product over K. Model k's
+    arithmetic is its own (the same weights see the same inputs), laid out for one kernel per
+    layer instead of K; faster on a CPU than the same stack under torch.func `vmap`
+    (`python bench/packing.py --layouts`). Input [K, B, C, H, W] (model k's batch in slot k),
+    output [K, B, classes]. `unpack_into` copies the weights back into the K models."""
+
+    def __init__(self, models: Sequence[nn.Module]) -> None:
+        super().__init__()
+        self.k = len(models)
+        layers = []
+        for position, first in enumerate(models[0].features):
+            same = [model.features[position] for model in models]
+            if isinstance(first, nn.Conv2d):
+                layers.append(_grouped_conv(same))
+            elif isinstance(first, nn.GroupNorm):
+                layers.append(_grouped_norm(same))
+            elif isinstance(first, nn.Linear):
+                layers.append(GroupedLinear(same))
+            elif isinstance(first, (nn.ReLU, nn.AvgPool2d, nn.MaxPool2d, nn.Flatten)):
+                layers.append(first)
+            else:
+                raise ValueError(f"packing does not know the layer {type(first).__name__}")
+        self.features = nn.ModuleList(layers)
+        self.classifier = GroupedLinear([model.classifier for model in models])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b = x.shape[1]
+        h = x.transpose(0, 1).flatten(1, 2)  # [B, K*C, H, W]: model k's channels in block k
+        for layer in self.features:
+            if isinstance(layer, nn.Flatten):  # MLP: each model's flattened image, [B, K, C*H*W]
+                h = h.reshape(b, self.k, -1)
+            else:
+                h = layer(h)
+        if h.dim() == 4:  # ConvNet: each model's features flattened as its own embed does (C, h, w)
+            h = h.reshape(b, self.k, -1)
+        return self.classifier(h).transpose(0, 1)
+
+    @torch.no_grad()
+    def unpack_into(self, models: Sequence[nn.Module]) -> None:
+        for position, layer in enumerate(self.features):
+            same = [model.features[position] for model in models]
+            if isinstance(layer, GroupedLinear):
+                layer.unpack_into(same)
+            elif isinstance(layer, (nn.Conv2d, nn.GroupNorm)) and layer.weight is not None:
+                for weight_name in ("weight", "bias"):
+                    for block, module in zip(getattr(layer, weight_name).chunk(self.k), same):
+                        getattr(module, weight_name).copy_(block)
+        self.classifier.unpack_into([model.classifier for model in models])

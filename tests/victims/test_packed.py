@@ -1,0 +1,52 @@
+"""victims.packed.GroupedNets: K classifiers as one network of grouped layers computes each model's
+own function, and one grouped SGD step is each model's own step."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from victims.nets import NetConfig, build_net
+from victims.packed import GroupedNets
+
+CONFIGS = [NetConfig(width=8), NetConfig(width=8, norm="none", pooling="max"), NetConfig(arch="mlp", width=16)]
+
+
+def nets_and_batches(config: NetConfig, k: int = 3, batch: int = 5):
+    torch.manual_seed(0)
+    nets = [build_net(config, image_shape=(1, 8, 8), n_classes=4) for _ in range(k)]
+    x = torch.randn(k, batch, 1, 8, 8)
+    y = torch.randint(0, 4, (k, batch))
+    return nets, x, y
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=["convnet", "convnet-nonorm-max", "mlp"])
+def test_grouped_nets_give_each_model_its_own_logits(config):
+    nets, x, _ = nets_and_batches(config)
+    with torch.no_grad():
+        together = GroupedNets(nets)(x)
+        alone = torch.stack([net(x[k]) for k, net in enumerate(nets)])
+    assert together.shape == (3, 5, 4)
+    # float32 sums in another order: within 1e-5 of logits of order 1
+    assert torch.allclose(together, alone, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=["convnet", "convnet-nonorm-max", "mlp"])
+def test_one_grouped_sgd_step_is_each_models_own_step(config):
+    nets, x, y = nets_and_batches(config)
+    copies, _, _ = nets_and_batches(config)  # the same seed: the same initial weights
+    for k, net in enumerate(copies):  # each model alone: SGD on its own mean loss
+        opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
+        F.cross_entropy(net(x[k]), y[k]).backward()
+        opt.step()
+    grouped = GroupedNets(nets)
+    opt = torch.optim.SGD(grouped.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
+    out = grouped(x)
+    F.cross_entropy(out.flatten(0, 1), y.flatten(), reduction="none").view(3, 5).mean(1).sum().backward()
+    opt.step()
+    grouped.unpack_into(nets)
+    for packed, alone in zip(nets, copies):
+        for (name, a), b in zip(packed.named_parameters(), alone.parameters()):
+            assert torch.allclose(a, b, atol=1e-6, rtol=0), name
+    with torch.no_grad():
+        moved = [float((a - b).abs().max()) for a, b in zip(nets[0].parameters(), nets_and_batches(config)[0][0].parameters())]
+    assert max(moved) > 1e-3  # the step did move the weights (the comparison is not vacuous)
