@@ -28,6 +28,26 @@
         update, median over --repeats timed runs of --iterations updates after a warm-up run, and
         the split of one more run under cProfile by the torch operations that take the most time.
 
+    python bench/profiling.py dsa [--width 128 --depth 3 --members 900 --ipc 10 --batch-real 256
+                                 --outer 10 --inner 50 --lr-images 0.1 --lr-net 0.01 --iterations 2
+                                 --repeats 3]
+        DSA's side of the comparison with the DatasetCondensation reference code (main.py --method
+        DSA; the defaults are its configuration at ipc 10: real init, DSA, one torch thread):
+        seconds per matching network (one outer x inner block, one iteration of the reference's
+        Iteration loop), median over --repeats timed runs of --iterations networks after a
+        warm-up network; seconds per image update from runs of the same networks with --inner 0
+        (the image updates and network draws alone), alternating with the full runs; and the
+        split of one more full run under cProfile.
+
+    python bench/profiling.py kip [--members 900 --ipc 10 --depth 1 --lr 0.04 --batch-size 5000
+                                 --reg 1e-6 --iterations 200 --repeats 3]
+        KIP's side of the comparison with the KIP reference colab (google-research kip/KIP.ipynb:
+        FC NTK of depth 1, W_std sqrt(2), b_std 0.1, Adam lr 0.04, support 100, target batch
+        5,000 = every member on digits, reg 1e-6, float64, labels fixed, no augmentation; one
+        torch thread): seconds per KIP step (one Adam step of the support), median over
+        --repeats timed runs of --iterations steps after a warm-up run, and the split of one more
+        run under cProfile.
+
     python bench/profiling.py run --victim psg|dm|dsa|kip|cgan|...
         ONE shadow run of the victim at its defaults on digits (members: row 0 of
         `membership_matrix(pool.y, n_runs=1, master_seed=0)`, seed 0): its wall time without the
@@ -328,14 +348,29 @@ def run(args) -> None:
         print(re.sub(r"\S*site-packages/|" + re.escape(repo), "", table))
 
 
+def digits_members(n_members: int):
+    """(pool, keep): digits and `n_members` members drawn with numpy's default_rng(0), as every
+    reference-configuration subcommand (dm, dsa, kip) chooses them."""
+    pool = load_pool("digits")
+    keep = np.zeros(pool.n_pool, dtype=bool)
+    keep[np.random.default_rng(0).choice(pool.n_pool, size=n_members, replace=False)] = True
+    return pool, keep
+
+
+def profile_split(profiler: cProfile.Profile, top: int = 6) -> str:
+    """The functions with the most own time under `profiler`, as shares of the total."""
+    stats = pstats.Stats(profiler).sort_stats("tottime")
+    total = sum(v[2] for v in stats.stats.values())
+    rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:top]
+    return "  under cProfile: " + "; ".join(f"{name} {t / total:.0%}" for (_, _, name), (_, _, t, _, _) in rows)
+
+
 def dm(args) -> None:
     from victims.base import seeded
     from victims.condense import Members, initial_set
     from victims.dm import DMVictim
 
-    pool = load_pool("digits")
-    keep = np.zeros(pool.n_pool, dtype=bool)
-    keep[np.random.default_rng(0).choice(pool.n_pool, size=args.members, replace=False)] = True
+    pool, keep = digits_members(args.members)
     victim = DMVictim(ipc=args.ipc, init="real", iterations=args.iterations, lr_images=args.lr_images,
                       batch_real=args.batch_real, net=NetConfig(width=args.width, depth=args.depth))
     members = Members.of(pool, keep, device="cpu")
@@ -356,10 +391,77 @@ def dm(args) -> None:
     print(f"DM, width {args.width} depth {args.depth}, {args.members} members, ipc {args.ipc}, {args.batch_real} real "
           f"per class, image lr {args.lr_images}: {statistics.median(times):.3f} s per image update "
           f"(median of {args.repeats}; {', '.join(f'{t:.3f}' for t in times)})")
-    stats = pstats.Stats(profiler).sort_stats("tottime")
-    total = sum(v[2] for v in stats.stats.values())
-    top = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:6]
-    print("  under cProfile: " + "; ".join(f"{name} {t / total:.0%}" for (_, _, name), (_, _, t, _, _) in top))
+    print(profile_split(profiler))
+
+
+def dsa(args) -> None:
+    from dataclasses import replace
+
+    from victims.base import seeded
+    from victims.condense import Members, initial_set
+    from victims.dsa import DSAVictim
+
+    pool, keep = digits_members(args.members)
+    victim = DSAVictim(ipc=args.ipc, init="real", iterations=args.iterations, outer=args.outer, inner=args.inner,
+                       lr_images=args.lr_images, lr_net=args.lr_net, momentum=0.5, batch_real=args.batch_real,
+                       dsa=True, net=NetConfig(width=args.width, depth=args.depth))
+    updates_only = replace(victim, inner=0)  # the same image updates and network draws, no network steps
+    members = Members.of(pool, keep, device="cpu")
+    with seeded(0) as generator:
+        images, labels, _ = initial_set(pool, keep, members, ipc=args.ipc, init="real", generator=generator)
+
+        def condense(v):
+            return lambda: v.condense(images, labels, members, pool=pool, generator=generator)
+
+        replace(victim, iterations=1).condense(images, labels, members, pool=pool, generator=generator)  # warm-up
+        per_network, per_update = [], []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            condense(victim)()
+            per_network.append((time.perf_counter() - start) / args.iterations)
+            start = time.perf_counter()
+            condense(updates_only)()
+            per_update.append((time.perf_counter() - start) / (args.iterations * args.outer))
+        profiler = cProfile.Profile()
+        profiler.runcall(condense(victim))
+    print(f"DSA, width {args.width} depth {args.depth}, {args.members} members, ipc {args.ipc}, {args.batch_real} real "
+          f"per class, (outer, inner) ({args.outer}, {args.inner}), image lr {args.lr_images}, net lr {args.lr_net}, "
+          f"{args.iterations} networks a run:")
+    print(f"  {statistics.median(per_network):.3f} s per matching network (median of {args.repeats}; "
+          f"{', '.join(f'{t:.3f}' for t in per_network)})")
+    print(f"  {statistics.median(per_update):.4f} s per image update (median of {args.repeats} runs with --inner 0; "
+          f"{', '.join(f'{t:.4f}' for t in per_update)})")
+    print(profile_split(profiler))
+
+
+def kip(args) -> None:
+    from victims.base import seeded
+    from victims.condense import Members, initial_set
+    from victims.kip import KIPVictim
+
+    pool, keep = digits_members(args.members)
+    victim = KIPVictim(ipc=args.ipc, init="real", iterations=args.iterations, lr=args.lr, batch_size=args.batch_size,
+                       depth=args.depth, reg=args.reg, zca=False, zca_reg=0.1, dsa=False)
+    members = Members.of(pool, keep, device="cpu")
+    with seeded(0) as generator:
+        images, labels, _ = initial_set(pool, keep, members, ipc=args.ipc, init="real", generator=generator)
+
+        def condense():
+            victim.condense(images, labels, members, pool=pool, generator=generator)
+
+        condense()  # warm-up
+        times = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            condense()
+            times.append((time.perf_counter() - start) / args.iterations)
+        profiler = cProfile.Profile()
+        profiler.runcall(condense)
+    print(f"KIP, FC NTK depth {args.depth}, {args.members} members, support {args.ipc * pool.n_classes}, target batch "
+          f"{min(args.batch_size, args.members)}, Adam lr {args.lr}, reg {args.reg}: "
+          f"{1000 * statistics.median(times):.2f} ms per KIP step (median of {args.repeats}; "
+          f"{', '.join(f'{1000 * t:.2f}' for t in times)})")
+    print(profile_split(profiler))
 
 
 def main() -> None:
@@ -396,6 +498,27 @@ def main() -> None:
     d.add_argument("--lr-images", type=float, default=1.0)
     d.add_argument("--iterations", type=int, default=30)
     d.add_argument("--repeats", type=int, default=3)
+    g = sub.add_parser("dsa", help="DSA at the DatasetCondensation reference configuration")
+    g.add_argument("--width", type=int, default=128)
+    g.add_argument("--depth", type=int, default=3)
+    g.add_argument("--members", type=int, default=900)
+    g.add_argument("--ipc", type=int, default=10)
+    g.add_argument("--batch-real", type=int, default=256)
+    g.add_argument("--outer", type=int, default=10)
+    g.add_argument("--inner", type=int, default=50)
+    g.add_argument("--lr-images", type=float, default=0.1)
+    g.add_argument("--lr-net", type=float, default=0.01)
+    g.add_argument("--iterations", type=int, default=2, help="matching networks per timed run")
+    g.add_argument("--repeats", type=int, default=3)
+    k = sub.add_parser("kip", help="KIP at the KIP reference colab's configuration")
+    k.add_argument("--members", type=int, default=900)
+    k.add_argument("--ipc", type=int, default=10)
+    k.add_argument("--depth", type=int, default=1)
+    k.add_argument("--lr", type=float, default=0.04)
+    k.add_argument("--batch-size", type=int, default=5000)
+    k.add_argument("--reg", type=float, default=1e-6)
+    k.add_argument("--iterations", type=int, default=200, help="KIP steps per timed run")
+    k.add_argument("--repeats", type=int, default=3)
     r = sub.add_parser("run", help="cProfile one shadow run of a victim at its defaults")
     r.add_argument("--victim", required=True)
     r.add_argument("--top", type=int, default=10)
@@ -403,7 +526,7 @@ def main() -> None:
     r.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
     torch.set_num_threads(getattr(args, "threads", 1))
-    {"modes": modes, "psg": psg, "dm": dm, "run": run}[args.what](args)
+    {"modes": modes, "psg": psg, "dm": dm, "dsa": dsa, "kip": kip, "run": run}[args.what](args)
 
 
 if __name__ == "__main__":

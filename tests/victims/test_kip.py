@@ -98,6 +98,38 @@ def test_custom_backward_matches_finite_differences_on_distinct_points():
     assert torch.autograd.gradcheck(lambda p, q: ntk(p, q, depth=2), (a, b))
 
 
+def plain_ntk(x1, x2, depth, w_var=2.0, b_var=0.01):
+    """The recursion of `ntk`'s docstring in plain torch ops, differentiated by autograd."""
+    a, b = x1.flatten(1), x2.flatten(1)
+    cross = w_var * (a @ b.T) / a.shape[1] + b_var
+    var1, var2 = w_var * (a * a).sum(1) / a.shape[1] + b_var, w_var * (b * b).sum(1) / b.shape[1] + b_var
+    theta = cross
+    for _ in range(depth):
+        norm = torch.sqrt(var1)[:, None] * torch.sqrt(var2)[None, :]
+        angle = torch.arccos(cross / norm)
+        relu = norm * (torch.sin(angle) + (math.pi - angle) * torch.cos(angle)) / (2 * math.pi)
+        cross = w_var * relu + b_var
+        theta = w_var * theta * (math.pi - angle) / (2 * math.pi) + cross
+        var1, var2 = w_var * var1 / 2 + b_var, w_var * var2 / 2 + b_var
+    return theta
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_the_fused_layer_equals_autograd_through_the_plain_recursion(depth):
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(7, 16, generator=g, dtype=torch.float64)
+    b = torch.randn(5, 16, generator=g, dtype=torch.float64)  # distinct points: arccos is differentiable
+    weights = torch.randn(7, 5, generator=g, dtype=torch.float64)
+    grads = []
+    for kernel in (ntk, plain_ntk):
+        x, y = a.clone().requires_grad_(True), b.clone().requires_grad_(True)
+        value = kernel(x, y, depth=depth)
+        (value * weights).sum().backward()
+        grads.append((value.detach(), x.grad, y.grad))
+    for fused, plain in zip(*grads):  # float64: equal to round-off
+        assert torch.allclose(fused, plain, rtol=1e-10, atol=1e-12)
+
+
 def test_gradients_stay_finite_at_identical_support_points():
     g = torch.Generator().manual_seed(2)
     support = torch.randn(6, 64, generator=g)
