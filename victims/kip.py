@@ -32,47 +32,30 @@ COS_EPS = 1e-6
 SIN_FLOOR = math.sqrt(1.0 - (1.0 - COS_EPS) ** 2)
 
 
-class _ReluLayer(torch.autograd.Function):
-    """One hidden ReLU layer of the NTK recursion, fused: (Sigma, Theta, N) -> (Sigma', Theta') with
-    N = sqrt(Sigma(x, x) Sigma(x', x')), c = Sigma / N (clamped to [-1, 1] against round-off),
-    theta = arccos c and the normalised ReLU expectations
-    J1 = (sin theta + (pi - theta) c) / (2 pi), J0 = (pi - theta) / (2 pi):
+class _ArcCosine(torch.autograd.Function):
+    """c -> (J1, J0) with J1 = (sin theta + (pi - theta) c) / (2 pi) and J0 = (pi - theta) / (2 pi),
+    theta = arccos c: the normalised ReLU expectations E[relu(u) relu(v)] and E[relu'(u) relu'(v)]
+    of unit-variance Gaussians with correlation c.
 
-        Sigma' = w_var N J1 + b_var,    Theta' = w_var Theta J0 + Sigma'.
-
-    The backward pass is written out, with dJ1/dc = J0 (finite everywhere) and
-    dJ0/dc = 1 / (2 pi sin theta), sin theta floored at SIN_FLOOR, so gradients stay finite where
-    arccos' and sqrt's own derivatives are infinite (theta = 0: every diagonal entry of K_ss, any
-    two identical points). One op with a hand-written backward instead of some forty small
-    autograd ones over the [n1, n2] kernel, most of the time of a KIP step; its gradients equal
-    autograd's through the same formulas (tests/victims/test_kip.py)."""
+    Exact forward values (c clamped to [-1, 1] against round-off); backward by dJ1/dc = J0 (finite
+    everywhere) and dJ0/dc = 1 / (2 pi sin theta) with sin theta floored at SIN_FLOOR, so gradients
+    stay finite where arccos' and sqrt's own derivatives are infinite. One fused op instead of a
+    dozen small autograd ones: this is most of the time of a KIP step."""
 
     @staticmethod
-    def forward(ctx, sigma: torch.Tensor, theta: torch.Tensor, norm: torch.Tensor, w_var: float,
-                b_var: float) -> tuple[torch.Tensor, torch.Tensor]:
-        c = (sigma / norm).clamp_(-1.0, 1.0)
-        sin = torch.sqrt(torch.addcmul(torch.ones_like(c), c, c, value=-1.0))
-        j0 = torch.arccos(c).sub_(math.pi).mul_(-1.0 / (2 * math.pi))
-        j1 = torch.addcmul(sin, j0, c, value=2 * math.pi)  # 2 pi J1
-        sigma_next = torch.mul(norm, j1).mul_(w_var / (2 * math.pi)).add_(b_var)
-        theta_next = torch.mul(theta, j0).mul_(w_var).add_(sigma_next)
-        ctx.save_for_backward(sigma, theta, norm, j0, j1, sin)
-        ctx.w_var = w_var
-        return sigma_next, theta_next
+    def forward(ctx, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        c = c.clamp(-1.0, 1.0)
+        theta = torch.arccos(c)
+        sin = torch.sqrt(1.0 - c * c)
+        j0 = (math.pi - theta) / (2 * math.pi)
+        j1 = sin / (2 * math.pi) + j0 * c
+        ctx.save_for_backward(j0, sin)
+        return j1, j0
 
     @staticmethod
-    def backward(ctx, grad_sigma: torch.Tensor, grad_theta: torch.Tensor):
-        sigma, theta, norm, j0, j1, sin = ctx.saved_tensors
-        w = ctx.w_var
-        g = grad_sigma + grad_theta  # Theta' holds Sigma'
-        d_theta = torch.mul(grad_theta, j0).mul_(w)
-        # dL/dc = g w N J0 + grad_theta w Theta / (2 pi sin)
-        d_c = torch.mul(g, norm).mul_(j0).mul_(w)
-        d_c.addcmul_(grad_theta, theta.div(sin.clamp(min=SIN_FLOOR)), value=w / (2 * math.pi))
-        d_sigma = d_c / norm
-        # N enters directly (w J1) and through c = Sigma / N (-dL/dc Sigma / N^2)
-        d_norm = torch.mul(g, j1).mul_(w / (2 * math.pi)).sub_(d_sigma * sigma / norm)
-        return d_sigma, d_theta, d_norm, None, None
+    def backward(ctx, grad_j1: torch.Tensor, grad_j0: torch.Tensor) -> torch.Tensor:
+        j0, sin = ctx.saved_tensors
+        return grad_j1 * j0 + grad_j0 / (2 * math.pi * sin.clamp(min=SIN_FLOOR))
 
 
 def ntk(x1: torch.Tensor, x2: torch.Tensor, *, depth: int, w_var: float = W_VAR,
@@ -88,7 +71,7 @@ def ntk(x1: torch.Tensor, x2: torch.Tensor, *, depth: int, w_var: float = W_VAR,
         Sigma_dot  = (pi - theta) / (2 pi),
         Sigma^{l+1} = w_var Sigma_relu + b_var,  Theta^{l+1} = w_var Theta^l Sigma_dot + Sigma^{l+1}.
 
-    Differentiable in both arguments, with finite gradients at theta = 0 (see `_ReluLayer`)."""
+    Differentiable in both arguments, with finite gradients at theta = 0 (see `_ArcCosine`)."""
     a, b = x1.flatten(1), x2.flatten(1)
     d = a.shape[1]
     cross = w_var * (a @ b.T) / d + b_var
@@ -97,7 +80,9 @@ def ntk(x1: torch.Tensor, x2: torch.Tensor, *, depth: int, w_var: float = W_VAR,
     theta = cross
     for _ in range(depth):
         norm = torch.sqrt(var1)[:, None] * torch.sqrt(var2)[None, :]  # var >= b_var > 0
-        cross, theta = _ReluLayer.apply(cross, theta, norm, w_var, b_var)
+        j1, j0 = _ArcCosine.apply(cross / norm)
+        cross = w_var * norm * j1 + b_var
+        theta = w_var * theta * j0 + cross
         # on the diagonal theta = 0: Sigma_relu = Sigma(x, x) / 2
         var1, var2 = w_var * var1 / 2 + b_var, w_var * var2 / 2 + b_var
     return theta

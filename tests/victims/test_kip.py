@@ -115,7 +115,7 @@ def plain_ntk(x1, x2, depth, w_var=2.0, b_var=0.01):
 
 
 @pytest.mark.parametrize("depth", [1, 3])
-def test_the_fused_layer_equals_autograd_through_the_plain_recursion(depth):
+def test_the_custom_backward_equals_autograd_through_the_plain_recursion(depth):
     g = torch.Generator().manual_seed(3)
     a = torch.randn(7, 16, generator=g, dtype=torch.float64)
     b = torch.randn(5, 16, generator=g, dtype=torch.float64)  # distinct points: arccos is differentiable
