@@ -365,29 +365,37 @@ def profile_split(profiler: cProfile.Profile, top: int = 6) -> str:
     return "  under cProfile: " + "; ".join(f"{name} {t / total:.0%}" for (_, _, name), (_, _, t, _, _) in rows)
 
 
-def dm(args) -> None:
+def time_condensation(victim, n_members: int, repeats: int) -> tuple[list[float], cProfile.Profile]:
+    """Seconds per iteration of `victim.condense` from real init on `n_members` digits members:
+    one warm-up run, then `repeats` timed runs; and one more run under cProfile."""
     from victims.base import seeded
     from victims.condense import Members, initial_set
-    from victims.dm import DMVictim
 
-    pool, keep = digits_members(args.members)
-    victim = DMVictim(ipc=args.ipc, init="real", iterations=args.iterations, lr_images=args.lr_images,
-                      batch_real=args.batch_real, net=NetConfig(width=args.width, depth=args.depth))
+    pool, keep = digits_members(n_members)
     members = Members.of(pool, keep, device="cpu")
     with seeded(0) as generator:
-        images, labels, _ = initial_set(pool, keep, members, ipc=args.ipc, init="real", generator=generator)
+        images, labels, _ = initial_set(pool, keep, members, ipc=victim.ipc, init="real", generator=generator)
 
         def condense():
             victim.condense(images, labels, members, pool=pool, generator=generator)
 
         condense()  # warm-up
         times = []
-        for _ in range(args.repeats):
+        for _ in range(repeats):
             start = time.perf_counter()
             condense()
-            times.append((time.perf_counter() - start) / args.iterations)
+            times.append((time.perf_counter() - start) / victim.iterations)
         profiler = cProfile.Profile()
         profiler.runcall(condense)
+    return times, profiler
+
+
+def dm(args) -> None:
+    from victims.dm import DMVictim
+
+    victim = DMVictim(ipc=args.ipc, init="real", iterations=args.iterations, lr_images=args.lr_images,
+                      batch_real=args.batch_real, net=NetConfig(width=args.width, depth=args.depth))
+    times, profiler = time_condensation(victim, args.members, args.repeats)
     print(f"DM, width {args.width} depth {args.depth}, {args.members} members, ipc {args.ipc}, {args.batch_real} real "
           f"per class, image lr {args.lr_images}: {statistics.median(times):.3f} s per image update "
           f"(median of {args.repeats}; {', '.join(f'{t:.3f}' for t in times)})")
@@ -435,29 +443,12 @@ def dsa(args) -> None:
 
 
 def kip(args) -> None:
-    from victims.base import seeded
-    from victims.condense import Members, initial_set
     from victims.kip import KIPVictim
 
-    pool, keep = digits_members(args.members)
     victim = KIPVictim(ipc=args.ipc, init="real", iterations=args.iterations, lr=args.lr, batch_size=args.batch_size,
                        depth=args.depth, reg=args.reg, zca=False, zca_reg=0.1, dsa=False)
-    members = Members.of(pool, keep, device="cpu")
-    with seeded(0) as generator:
-        images, labels, _ = initial_set(pool, keep, members, ipc=args.ipc, init="real", generator=generator)
-
-        def condense():
-            victim.condense(images, labels, members, pool=pool, generator=generator)
-
-        condense()  # warm-up
-        times = []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            condense()
-            times.append((time.perf_counter() - start) / args.iterations)
-        profiler = cProfile.Profile()
-        profiler.runcall(condense)
-    print(f"KIP, FC NTK depth {args.depth}, {args.members} members, support {args.ipc * pool.n_classes}, target batch "
+    times, profiler = time_condensation(victim, args.members, args.repeats)
+    print(f"KIP, FC NTK depth {args.depth}, {args.members} members, support {10 * args.ipc}, target batch "
           f"{min(args.batch_size, args.members)}, Adam lr {args.lr}, reg {args.reg}: "
           f"{1000 * statistics.median(times):.2f} ms per KIP step (median of {args.repeats}; "
           f"{', '.join(f'{1000 * t:.2f}' for t in times)})")
