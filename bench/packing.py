@@ -3,7 +3,7 @@ time) and of its `run_packed` (K runs in one stacked training), one torch thread
 
     python bench/packing.py [--victims real subset] [--packs 2 4 8] [--repeats 2] [--device cpu]
     python bench/packing.py --memory [--victims real subset] [--packs 1 4 8] [--device cpu]
-    python bench/packing.py --layouts [--packs 1 4 8 16] [--repeats 30] [--width 64] [--device cpu]
+    python bench/packing.py --layouts [--packs 1 4 8 16] [--repeats 40] [--width 64] [--device cpu]
 
 Prints, per victim and K, seconds per run unpacked and packed, their ratio (packed throughput over
 unpacked), the largest logit difference between a packed run and the same run unpacked and, for
@@ -21,10 +21,9 @@ K networks' own; the three alternate step by step, medians over --repeats.
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import time
-
-import copy
 
 import numpy as np
 import torch

@@ -25,7 +25,7 @@
                                 --lr-images 1 --iterations 30 --repeats 3]
         DM's side of the comparison with the DatasetCondensation reference code (the defaults are
         the configuration it was timed at: real init, DSA, one torch thread): seconds per image
-        update, median over --repeats timed runs of --iterations updates after a warm-up run, and
+        update, median over --repeats timed runs of --iterations updates after a one-iteration warm-up, and
         the split of one more run under cProfile by the torch operations that take the most time.
 
     python bench/profiling.py dsa [--width 128 --depth 3 --members 900 --ipc 10 --batch-real 256
@@ -45,7 +45,7 @@
         FC NTK of depth 1, W_std sqrt(2), b_std 0.1, Adam lr 0.04, support 100, target batch
         5,000 = every member on digits, reg 1e-6, float64, labels fixed, no augmentation; one
         torch thread): seconds per KIP step (one Adam step of the support), median over
-        --repeats timed runs of --iterations steps after a warm-up run, and the split of one more
+        --repeats timed runs of --iterations steps after a one-step warm-up, and the split of one more
         run under cProfile.
 
     python bench/profiling.py run --victim psg|dm|dsa|kip|cgan|...
@@ -365,29 +365,34 @@ def profile_split(profiler: cProfile.Profile, top: int = 6) -> str:
     return "  under cProfile: " + "; ".join(f"{name} {t / total:.0%}" for (_, _, name), (_, _, t, _, _) in rows)
 
 
-def time_condensation(victim, n_members: int, repeats: int) -> tuple[list[float], cProfile.Profile]:
-    """Seconds per iteration of `victim.condense` from real init on `n_members` digits members:
-    one warm-up run, then `repeats` timed runs; and one more run under cProfile."""
+def time_condensation(victims: list, n_members: int, repeats: int) -> tuple[list[list[float]], cProfile.Profile]:
+    """Seconds of whole `condense` runs from real init on `n_members` digits members: one warm-up
+    run of the first victim at one iteration, then `repeats` rounds in which the victims take turns
+    (so a drift in the machine's speed hits them all), one list of seconds per victim; and one more
+    run of the first victim under cProfile."""
+    from dataclasses import replace
+
     from victims.base import seeded
     from victims.condense import Members, initial_set
 
     pool, keep = digits_members(n_members)
     members = Members.of(pool, keep, device="cpu")
     with seeded(0) as generator:
-        images, labels, _ = initial_set(pool, keep, members, ipc=victim.ipc, init="real", generator=generator)
+        images, labels, _ = initial_set(pool, keep, members, ipc=victims[0].ipc, init="real", generator=generator)
 
-        def condense():
-            victim.condense(images, labels, members, pool=pool, generator=generator)
+        def condense(victim):
+            return lambda: victim.condense(images, labels, members, pool=pool, generator=generator)
 
-        condense()  # warm-up
-        times = []
+        condense(replace(victims[0], iterations=1))()  # warm-up: one-time costs
+        seconds: list[list[float]] = [[] for _ in victims]
         for _ in range(repeats):
-            start = time.perf_counter()
-            condense()
-            times.append((time.perf_counter() - start) / victim.iterations)
+            for victim, times in zip(victims, seconds):
+                start = time.perf_counter()
+                condense(victim)()
+                times.append(time.perf_counter() - start)
         profiler = cProfile.Profile()
-        profiler.runcall(condense)
-    return times, profiler
+        profiler.runcall(condense(victims[0]))
+    return seconds, profiler
 
 
 def dm(args) -> None:
@@ -395,7 +400,8 @@ def dm(args) -> None:
 
     victim = DMVictim(ipc=args.ipc, init="real", iterations=args.iterations, lr_images=args.lr_images,
                       batch_real=args.batch_real, net=NetConfig(width=args.width, depth=args.depth))
-    times, profiler = time_condensation(victim, args.members, args.repeats)
+    (seconds,), profiler = time_condensation([victim], args.members, args.repeats)
+    times = [t / args.iterations for t in seconds]
     print(f"DM, width {args.width} depth {args.depth}, {args.members} members, ipc {args.ipc}, {args.batch_real} real "
           f"per class, image lr {args.lr_images}: {statistics.median(times):.3f} s per image update "
           f"(median of {args.repeats}; {', '.join(f'{t:.3f}' for t in times)})")
@@ -405,33 +411,15 @@ def dm(args) -> None:
 def dsa(args) -> None:
     from dataclasses import replace
 
-    from victims.base import seeded
-    from victims.condense import Members, initial_set
     from victims.dsa import DSAVictim
 
-    pool, keep = digits_members(args.members)
     victim = DSAVictim(ipc=args.ipc, init="real", iterations=args.iterations, outer=args.outer, inner=args.inner,
                        lr_images=args.lr_images, lr_net=args.lr_net, momentum=0.5, batch_real=args.batch_real,
                        dsa=True, net=NetConfig(width=args.width, depth=args.depth))
     updates_only = replace(victim, inner=0)  # the same image updates and network draws, no network steps
-    members = Members.of(pool, keep, device="cpu")
-    with seeded(0) as generator:
-        images, labels, _ = initial_set(pool, keep, members, ipc=args.ipc, init="real", generator=generator)
-
-        def condense(v):
-            return lambda: v.condense(images, labels, members, pool=pool, generator=generator)
-
-        replace(victim, iterations=1).condense(images, labels, members, pool=pool, generator=generator)  # warm-up
-        per_network, per_update = [], []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            condense(victim)()
-            per_network.append((time.perf_counter() - start) / args.iterations)
-            start = time.perf_counter()
-            condense(updates_only)()
-            per_update.append((time.perf_counter() - start) / (args.iterations * args.outer))
-        profiler = cProfile.Profile()
-        profiler.runcall(condense(victim))
+    (full, updates), profiler = time_condensation([victim, updates_only], args.members, args.repeats)
+    per_network = [t / args.iterations for t in full]
+    per_update = [t / (args.iterations * args.outer) for t in updates]
     print(f"DSA, width {args.width} depth {args.depth}, {args.members} members, ipc {args.ipc}, {args.batch_real} real "
           f"per class, (outer, inner) ({args.outer}, {args.inner}), image lr {args.lr_images}, net lr {args.lr_net}, "
           f"{args.iterations} networks a run:")
@@ -447,7 +435,8 @@ def kip(args) -> None:
 
     victim = KIPVictim(ipc=args.ipc, init="real", iterations=args.iterations, lr=args.lr, batch_size=args.batch_size,
                        depth=args.depth, reg=args.reg, zca=False, zca_reg=0.1, dsa=False)
-    times, profiler = time_condensation(victim, args.members, args.repeats)
+    (seconds,), profiler = time_condensation([victim], args.members, args.repeats)
+    times = [t / args.iterations for t in seconds]
     print(f"KIP, FC NTK depth {args.depth}, {args.members} members, support {10 * args.ipc}, target batch "
           f"{min(args.batch_size, args.members)}, Adam lr {args.lr}, reg {args.reg}: "
           f"{1000 * statistics.median(times):.2f} ms per KIP step (median of {args.repeats}; "

@@ -1,8 +1,8 @@
 """Packed runs: K downstream classifiers of K shadow runs trained at once as one network of grouped
 layers (`GroupedNets`: K-group convolutions, batched linear layers), every step one forward and
 backward pass, so that one task can keep an accelerator busy with many small models. Grouped
-layers beat the same stack under torch.func `stack_module_state` + `vmap` on a CPU by about 1.4x
-per step (`python bench/packing.py --layouts`).
+layers beat the same stack under torch.func `stack_module_state` + `vmap` on a CPU by 1.2-1.3x per
+step (`python bench/packing.py --layouts`).
 
 Each run keeps its own seed, training set and result: model k is initialised exactly as the
 unpacked run initialises it, draws its minibatches and augmentations from its own generator in
