@@ -42,6 +42,7 @@ class Attack:
     calibrated: bool  # whether it calibrates on the reference runs (then `score` gets `shadows`)
     score: Callable[[Any, np.ndarray, np.ndarray | None, str], np.ndarray]
     about: str  # what the score is, in one line
+    query_views: bool = False  # whether it averages per-view confidences (`runs.confidence` [R, n, Q]) over query views
 
     def available(self, runs) -> bool:
         """Whether `runs` (a StoredRuns) hold what this attack needs."""
@@ -72,17 +73,17 @@ REGISTRY: tuple[Attack, ...] = (
     Attack("lira_online", "model", None, 4, True,
            lambda runs, targets, shadows, variance: lira_online(runs.confidence, runs.keep, targets, shadows=shadows,
                                                                 variance=variance),
-           "LiRA: likelihood ratio of the logit-scaled confidence under Gaussians fitted on IN and OUT shadows"),
+           "LiRA: likelihood ratio of the logit-scaled confidence under Gaussians fitted on IN and OUT shadows", query_views=True),
     Attack("lira_offline", "model", None, 4, True,
            lambda runs, targets, shadows, variance: lira_offline(runs.confidence, runs.keep, targets, shadows=shadows,
                                                                  variance=variance),
-           "LiRA offline: how far the confidence lies above the OUT shadows' Gaussian"),
+           "LiRA offline: how far the confidence lies above the OUT shadows' Gaussian", query_views=True),
     Attack("rmia", "model", None, 2, True,
            lambda runs, targets, shadows, variance: rmia_online(runs.confidence, runs.keep, targets, shadows=shadows),
-           "RMIA: the target's p_y over the reference runs' mean, ranked against the whole pool's ratios"),
+           "RMIA: the target's p_y over the reference runs' mean, ranked against the whole pool's ratios", query_views=True),
     Attack("rmia_offline", "model", None, 2, True,
            lambda runs, targets, shadows, variance: rmia_offline(runs.confidence, runs.keep, targets, shadows=shadows),
-           "RMIA offline: Pr(x) from the OUT references only, with a fitted on the references"),
+           "RMIA offline: Pr(x) from the OUT references only, with a fitted on the references", query_views=True),
     Attack("dcr", "release", RELEASE, 1, False, lambda runs, targets, shadows, variance: runs.dcr[targets],
            "minus the distance to the nearest released image of the same class"),
     Attack("dcr_lira", "release", RELEASE, 4, True, _dcr_lira,

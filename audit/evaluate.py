@@ -1,18 +1,31 @@
-"""From the run store to per-attack scores and metrics: each target run against the reference runs as shadows."""
+"""From the run store to per-attack scores and metrics: each target run against the reference runs as
+shadows; and what the reference runs, as pseudo-targets, choose before any target is judged (the
+query views an attack averages and the guess counts of its one-run bounds, `choose_on_references`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from attacks import cross_entropy, dcr_scores, logit_confidence
 from attacks.ganleak import RECON_KINDS
 from attacks.registry import get_attack
+from audit.stats.guesses import ANALYSES, Guesses, RankedGuesses, tune
 from audit.stats.metrics import MembershipScores
 from shadow_runs.plan import shadow_mask
 from shadow_runs.records import CanaryColumns
 from shadow_runs.store import RunStore
+
+#: the query views an attack that reads per-view confidences may average: all of them (the image
+#: and its shifted copies), or the image alone. Chosen per attack on the reference runs.
+VIEWS = ("all", "image")
+#: reference runs scored as pseudo-targets (the first ones; each against the other references)
+MOST_PSEUDO_TARGETS = 32
+#: a group's ε keys (`audit.stats.guesses.bounds_of`), all null where no bound applies
+EPSILON_KEYS = ("guess_rule", "eps_lower", "eps_ceiling", "eps_lower_fdp", "eps_ceiling_fdp", "mu_lower", "mu_ceiling",
+                "eps_gaussian", "guesses")
+
 
 @dataclass(frozen=True, eq=False)
 class StoredRuns:
@@ -53,20 +66,102 @@ class StoredRuns:
         the runs did not store."""
         return tuple(a for a in attacks if get_attack(a).available(self))
 
+    def with_views(self, views: str) -> StoredRuns:
+        """These runs with the confidences of `views` only ("all", or "image": the first view)."""
+        if views not in VIEWS:
+            raise ValueError(f"views must be one of {VIEWS}, got {views!r}")
+        return self if views == "all" else replace(self, confidence=self.confidence[..., :1])
 
-def attack_scores(runs: StoredRuns, attack: str, targets: np.ndarray, *, variance: str) -> np.ndarray:
-    """Scores [T, n] of the registered `attack` on each target run; its shadows are the reference
-    runs (every run that is not a target), so no target's coins enter any guess."""
+
+def attack_scores(runs: StoredRuns, attack: str, targets: np.ndarray, *, variance: str, views: str = "all") -> np.ndarray:
+    """Scores [T, n] of the registered `attack` on each target run, averaging `views` (for an attack
+    with query views); its shadows are the reference runs (every run that is not a target), so no
+    target's coins enter any guess."""
     spec = get_attack(attack)
     if not spec.available(runs):
         raise ValueError(spec.missing())
     shadows = shadow_mask(len(runs.keep), targets) if spec.calibrated else None
-    return spec.score(runs, targets, shadows, variance)
+    return spec.score(runs.with_views(views), targets, shadows, variance)
+
+
+def pseudo_targets(n_runs: int, targets: np.ndarray, *, most: int = MOST_PSEUDO_TARGETS) -> np.ndarray:
+    """The reference runs scored as pseudo-targets: the first `most` runs that are not targets."""
+    references = np.setdiff1d(np.arange(n_runs), np.asarray(targets, dtype=np.int64))
+    return references[:most]
+
+
+def pseudo_target_scores(runs: StoredRuns, attack: str, targets: np.ndarray, *, variance: str, views: str,
+                         most: int = MOST_PSEUDO_TARGETS) -> tuple[np.ndarray, np.ndarray]:
+    """(pseudo-target runs [P], scores [P, n]): each of the first `most` reference runs scored as
+    `attack_scores` scores a target, with the other reference runs as its shadows. No target run
+    enters: neither as a pseudo-target nor as a shadow."""
+    spec = get_attack(attack)
+    pseudo = pseudo_targets(len(runs.keep), targets, most=most)
+    viewed = runs.with_views(views)
+    if not spec.calibrated:
+        return pseudo, spec.score(viewed, pseudo, None, variance)
+    references = shadow_mask(len(runs.keep), targets)[0]
+    rows = []
+    for run in pseudo:  # one at a time: each pseudo-target's shadows are the references but itself
+        shadows = references.copy()
+        shadows[run] = False
+        rows.append(spec.score(viewed, np.array([run]), shadows[None], variance)[0])
+    return pseudo, np.stack(rows)
+
+
+@dataclass(frozen=True)
+class ReferenceChoice:
+    """What the reference runs chose for one attack, before any target was judged."""
+
+    views: str  # "all" or "image" ("all" for an attack without query views)
+    tuned: dict  # analysis -> Guesses, for the real targets' m
+    predicted_fdp: float  # the f_{ε,δ} bound the pseudo-targets predict with the tuned count
+    z: float  # how far above chance the pseudo-targets' guesses at that count were (tie-break)
+    n_pseudo: int  # pseudo-target runs
+
+    def to_json(self) -> dict:
+        return {"views": self.views, "pseudo_targets": self.n_pseudo, "predicted_eps_lower_fdp": self.predicted_fdp,
+                "guesses": {a: {"k_in": g.k_in, "k_out": g.k_out} for a, g in self.tuned.items()}}
+
+
+def can_choose_on_references(runs: StoredRuns, attack: str, targets: np.ndarray) -> bool:
+    """Whether enough reference runs remain for `attack` to score pseudo-targets: two at least, and
+    as many as the attack needs runs (a pseudo-target's shadows are the other references)."""
+    n_references = len(runs.keep) - len(np.asarray(targets).reshape(-1))
+    return n_references >= max(2, get_attack(attack).min_runs)
+
+
+def choose_on_references(runs: StoredRuns, attack: str, targets: np.ndarray, *, variance: str, columns,
+                         m: int, delta: float, confidence: float) -> ReferenceChoice | None:
+    """Score the reference runs as pseudo-targets (`pseudo_target_scores`) on `columns` (the group
+    the bound is on: every example, or the canary records) and choose, from their public coins
+    alone: the views (for an attack with query views, the variant whose predicted f_{ε,δ} bound is
+    larger, then the one further above chance), and per analysis the guess count for the real
+    targets' `m` (`audit.stats.guesses.tune`). None if too few references remain
+    (`can_choose_on_references`): the audit then falls back to the grid."""
+    if not can_choose_on_references(runs, attack, targets):
+        return None
+    spec = get_attack(attack)
+    best: ReferenceChoice | None = None
+    for views in (VIEWS if spec.query_views else VIEWS[:1]):
+        pseudo, scores = pseudo_target_scores(runs, attack, targets, variance=variance, views=views)
+        scores, keep = scores[:, columns], runs.keep[pseudo][:, columns]
+        scored = ~np.isnan(scores)
+        if not (keep & scored).any() or not (~keep & scored).any():
+            return None
+        ranked = RankedGuesses.of(scores[keep & scored], scores[~keep & scored], rng=np.random.default_rng(0))
+        tuned = {a: tune(ranked, m=m, analysis=a, delta=delta, confidence=confidence) for a in ANALYSES}
+        choice = ReferenceChoice(views, {a: t.guesses for a, t in tuned.items()}, tuned["fdp"].predicted,
+                                 tuned["fdp"].z, len(pseudo))
+        if best is None or (choice.predicted_fdp, choice.z) > (best.predicted_fdp, best.z):
+            best = choice
+    return best
 
 
 def attack_summary(
     scores: np.ndarray, membership: np.ndarray, init_mask: np.ndarray, *, delta: float, confidence: float,
     seed: int | list[int], fair_coins: bool = True, canaries: CanaryColumns | None = None,
+    choice: ReferenceChoice | None = None,
 ) -> dict:
     """Metrics of scores [T, n] pooled over targets, with the one-run ε bound and ceiling when the
     plan's coins are fair (`fair_coins`; otherwise `eps_lower` and `eps_ceiling` are null).
@@ -81,14 +176,19 @@ def attack_summary(
     other copies count nowhere); `natural` holds the same summary over the natural examples
     (descriptive), and the sub-groups are natural examples only. A canary record of several rows
     (duplicate) moves them all with one coin, which a per-record ε does not bound: the top level
-    then has leakage statistics and `eps_hat` but null `eps_lower` and `eps_ceiling`."""
+    then has leakage statistics and `eps_hat` but null `eps_lower` and `eps_ceiling`.
+
+    `choice` (`choose_on_references`) gives the top-level group's guess counts ("tuned"); without
+    it they come from the grid. The `natural` group of a canary audit always uses the grid."""
+    tuned = None if choice is None else choice.tuned
     if canaries is None:
         return _group_summary(scores, membership, init_mask, delta=delta, confidence=confidence,
-                              rng=np.random.default_rng(seed), epsilon=fair_coins)
+                              rng=np.random.default_rng(seed), epsilon=fair_coins, tuned=tuned)
     canary_cols, natural_cols = canaries.scored, canaries.natural
     canary_rng, natural_rng = np.random.default_rng(seed).spawn(2)
     summary = _group_summary(scores[:, canary_cols], membership[:, canary_cols], None, delta=delta,
-                             confidence=confidence, rng=canary_rng, epsilon=fair_coins and canaries.single_rows)
+                             confidence=confidence, rng=canary_rng, epsilon=fair_coins and canaries.single_rows,
+                             tuned=tuned)
     natural = _group_summary(scores[:, natural_cols], membership[:, natural_cols], init_mask[:, natural_cols],
                              delta=delta, confidence=confidence, rng=natural_rng, epsilon=fair_coins)
     subgroups = natural.pop("subgroups", None)
@@ -99,15 +199,17 @@ def attack_summary(
 
 
 def _group_summary(scores: np.ndarray, membership: np.ndarray, init_mask: np.ndarray | None, *, delta: float,
-                   confidence: float, rng: np.random.Generator, epsilon: bool) -> dict:
+                   confidence: float, rng: np.random.Generator, epsilon: bool, tuned: dict | None = None) -> dict:
     """`attack_summary` of one group of examples (columns), sub-groups by `init_mask` if given."""
     scored = ~np.isnan(scores)  # an attack may score only some examples (ganleak_pbb); the others are NaN
     nonmember = scores[~membership & scored]
     membership = membership & scored
     pooled = MembershipScores(scores[membership], nonmember)
-    summary = pooled.summary(delta=delta, confidence=confidence, rng=rng, epsilon=epsilon)
+    if tuned is not None and max(g.total for g in tuned.values()) > pooled.member.size + pooled.nonmember.size:
+        tuned = None  # fewer canaries scored than the targets' m the counts were tuned for (a partial attack)
+    summary = pooled.summary(delta=delta, confidence=confidence, rng=rng, epsilon=epsilon, tuned=tuned)
     if not epsilon:
-        summary.update({"eps_hat": float(pooled.eps_hat()), "eps_lower": None, "eps_ceiling": None,
+        summary.update({"eps_hat": float(pooled.eps_hat()), **{key: None for key in EPSILON_KEYS},
                         "confidence": float(confidence), "delta": float(delta)})
     if init_mask is not None and (init_mask & scored).any():
         init_mask = init_mask & scored
@@ -118,3 +220,34 @@ def _group_summary(scores: np.ndarray, membership: np.ndarray, init_mask: np.nda
             if mask.sum() >= 2  # the advantage needs two scores per side
         }
     return summary
+
+
+def score_attacks(runs: StoredRuns, attacks: tuple[str, ...], targets: np.ndarray, *, variance: str, columns,
+                  delta: float, confidence: float, bounded: bool) -> tuple[dict, dict]:
+    """(attack -> scores [T, n], attack -> ReferenceChoice or None) for the attacks these runs can
+    score. When the top-level group (`columns`) gets a one-run bound (`bounded`), each attack's
+    views and guess counts are first chosen on the reference runs (`choose_on_references`), and
+    the targets are scored with the chosen views; otherwise with every view and no choice."""
+    columns = np.arange(runs.keep.shape[1])[columns]
+    m = len(np.asarray(targets).reshape(-1)) * len(columns)
+    scores, choices = {}, {}
+    for attack in runs.available(attacks):
+        choice = (choose_on_references(runs, attack, targets, variance=variance, columns=columns, m=m, delta=delta,
+                                       confidence=confidence) if bounded else None)
+        scores[attack] = attack_scores(runs, attack, targets, variance=variance,
+                                       views=choice.views if choice else "all")
+        choices[attack] = choice
+    return scores, choices
+
+
+def verdict_attack(choices: dict) -> str | None:
+    """The attack the verdict uses, chosen on the reference runs alone: the largest predicted
+    f_{ε,δ} bound, then the pseudo-targets' distance above chance, then registry order. None when
+    no attack could be tuned (the verdict then pays for every attack, Bonferroni)."""
+    tuned = [(c.predicted_fdp, c.z, -i, a) for i, (a, c) in enumerate(choices.items()) if c is not None]
+    return max(tuned)[3] if tuned else None
+
+
+def victim_delta(runs: StoredRuns) -> float:
+    """The δ the audit's bounds use: the first δ a run reports, 0 for a non-DP victim."""
+    return float(next((m["delta"] for m in runs.meta if m.get("delta") is not None), 0.0))

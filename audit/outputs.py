@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from audit.reporting import figures
+from audit.reporting.verdict import epsilon_verdict
 from shadow_runs.files import atomic_write, write_json
 from shadow_runs.records import CanaryColumns
 
@@ -91,7 +92,11 @@ def describe(summary: dict, path: Path) -> str:
                      "examples (descriptive)")
     for name, a in summary["attacks"].items():
         bound = ("eps_lower n/a" if a.get("eps_lower") is None else
-                 f"eps_lower {a['eps_lower']:.2f} (ceiling {a['eps_ceiling']:.2f}, {a['confidence']:.0%})")
+                 f"eps_lower {a['eps_lower']:.2f} / f-DP {a['eps_lower_fdp']:.2f} (ceilings {a['eps_ceiling']:.2f} / "
+                 f"{a['eps_ceiling_fdp']:.2f}, {a['confidence']:.0%} each, {a['guess_rule']})")
+        views = (a.get("reference_choice") or {}).get("views")
+        if views == "image":
+            bound += ", image view only"
         lines.append(f"  {name:<13} AUC {a['auc']:.3f}  TPR@1%FPR {a['tpr_at_fpr']['0.01']:.3f}  "
                      f"TPR@0.1%FPR {a['tpr_at_fpr']['0.001']:.4f}  eps_hat {a['eps_hat']:.2f}  {bound}")
         if "natural" in a:  # with canaries: the line above is the canaries, this one the natural examples
@@ -103,5 +108,25 @@ def describe(summary: dict, path: Path) -> str:
     note = (summary.get("evaluation") or {}).get("epsilon_note")
     if note and any(a.get("eps_lower") is None for a in summary["attacks"].values()):
         lines.append(f"  ({note})")
+    if summary.get("verdict"):
+        lines.append(verdict_line(summary))
     lines.append(f"  -> {path}")
     return "\n".join(lines)
+
+
+def verdict_line(summary: dict) -> str:
+    """The ε verdict in words, from summary.json's `verdict` (the paid-for bound) and the claim: the
+    victim's formal ε, or a release's claimed one."""
+    found = summary["verdict"]
+    claimed = summary.get("claimed_epsilon")
+    source = "claimed"
+    if claimed is None and summary.get("formal_epsilon") is not None:
+        claimed, source = summary["formal_epsilon"], "formal"
+    n_canaries = (summary.get("evaluation") or {}).get("n_canaries")
+    targets = len(summary.get("target_runs") or []) or 1
+    verdict = epsilon_verdict(found["bounds"], ceiling=found["ceilings"], claimed_epsilon=claimed, delta=found["delta"],
+                              confidence=found["confidence"], source=source, n_canaries=n_canaries,
+                              per_target=n_canaries // targets if n_canaries else None, rule=found["rule"])
+    head = ("" if claimed is None else f"{source} ε = {claimed:g} at δ = {found['delta']:g}: ") + verdict.text
+    return (f"  verdict: {head}, ε ≥ {found['eps_lower']:.2f} ({found['attack']}, f-DP test, ceiling "
+            f"{found['eps_ceiling']:.2f}, {found['rule']})\n    {verdict.reason}")

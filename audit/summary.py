@@ -14,10 +14,11 @@ import zlib
 
 import numpy as np
 
-from audit.evaluate import StoredRuns, attack_summary
+from audit.evaluate import StoredRuns, attack_summary, verdict_attack
 from audit.releases.inputs import ReleaseInputs
 from audit.releases.target import TARGET
 from audit.stats.epsilon import bound_applies, unfair_coins_reason
+from audit.stats.guesses import verdict_bound
 from shadow_runs.plan import PLAN
 from shadow_runs.records import CanaryColumns
 
@@ -39,8 +40,9 @@ CHOSEN_NOTE = ("the custodian chose the members rather than drawing them by reco
 
 
 def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarray, *, experiment: dict, variance: str,
-              canaries: CanaryColumns | None, args: argparse.Namespace) -> dict:
-    """summary.json of an audit of shadow runs: metrics of every attack, pooled over the targets."""
+              canaries: CanaryColumns | None, args: argparse.Namespace, choices: dict | None = None) -> dict:
+    """summary.json of an audit of shadow runs: metrics of every attack, pooled over the targets;
+    `choices` (attack -> `audit.evaluate.ReferenceChoice` or None) what the reference runs chose."""
     membership, init_mask = runs.keep[targets], runs.init_mask[targets]
     fair = bound_applies(args.inclusion_rate)
     accuracies = [m["test_accuracy"] for m in runs.meta]
@@ -54,8 +56,13 @@ def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarr
                        "n_canaries": int(membership.size) if fair else None,
                        "epsilon_note": EPSILON_NOTE if fair else unfair_coins_reason(args.inclusion_rate)},
         "attacks": attacks_summary({a: s for a, s in scores.items() if a not in unscored}, membership, init_mask,
-                                   delta=identity["delta"] or 0.0, fair=fair, canaries=canaries, args=args),
+                                   delta=identity["delta"] or 0.0, fair=fair, canaries=canaries, args=args,
+                                   choices=choices),
     }
+    bounded = fair and (canaries is None or canaries.single_rows)
+    columns = canaries.scored if canaries else slice(None)
+    summary["verdict"] = (verdict_entry({a: s for a, s in scores.items() if a not in unscored}, membership, columns,
+                                        choices or {}, delta=identity["delta"] or 0.0, args=args) if bounded else None)
     if canaries:
         entry = experiment["canaries"]
         note = (unfair_coins_reason(args.inclusion_rate) if not fair else
@@ -68,7 +75,7 @@ def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarr
 
 
 def release_summary(scores: dict, inputs: ReleaseInputs, shadows: StoredRuns, obs, *, experiment: dict, variance: str,
-                    args) -> dict:
+                    args, choices: dict | None = None) -> dict:
     """summary.json of the release audit: the same keys (one target: the release) plus the claim."""
     identity = _identity(experiment, shadows, target_runs=[0])
     bound_delta = args.claimed_delta if args.claimed_delta is not None else (identity["delta"] or 0.0)
@@ -95,18 +102,57 @@ def release_summary(scores: dict, inputs: ReleaseInputs, shadows: StoredRuns, ob
                        "membership_rate": None if coins is None else coins.rate,
                        "membership_seed": None if coins is None else coins.seed,
                        "n_canaries": int(membership.size) if fair else None, "epsilon_note": note},
-        "attacks": attacks_summary(scores, membership, init, delta=bound_delta, fair=fair, args=args),
+        "attacks": attacks_summary(scores, membership, init, delta=bound_delta, fair=fair, args=args, choices=choices),
+        "verdict": (verdict_entry(scores, membership, slice(None), choices or {}, delta=bound_delta, args=args)
+                    if fair else None),
     }
 
 
 def attacks_summary(scores: dict[str, np.ndarray], membership: np.ndarray, init_mask: np.ndarray, *, delta: float,
-                    fair: bool, args: argparse.Namespace, canaries: CanaryColumns | None = None) -> dict:
-    """attack -> `attack_summary` of its scores. The bound uses `delta` (the victim's, 0 for
+                    fair: bool, args: argparse.Namespace, canaries: CanaryColumns | None = None,
+                    choices: dict | None = None) -> dict:
+    """attack -> `attack_summary` of its scores, with `reference_choice`: what the reference runs
+    chose for it (views, guess counts) or null. The bound uses `delta` (the victim's, 0 for
     non-DP victims, or a release's claimed one); its tie-breaking (and the advantage's halves)
-    are seeded by (master seed, attack name), so each attack's numbers do not depend on the others."""
-    return {attack: attack_summary(s, membership, init_mask, delta=delta, confidence=args.confidence,
-                                   seed=[args.seed, zlib.crc32(attack.encode())], fair_coins=fair, canaries=canaries)
-            for attack, s in scores.items()}
+    are seeded by (master seed, attack name), so each attack's numbers do not depend on the others.
+    Each attack's bounds hold at `confidence` on their own: a maximum over attacks is paid for in
+    `verdict_entry`, never taken here."""
+    choices = choices or {}
+    entries = {}
+    for attack, s in scores.items():
+        choice = choices.get(attack)
+        entries[attack] = {
+            **attack_summary(s, membership, init_mask, delta=delta, confidence=args.confidence,
+                             seed=[args.seed, zlib.crc32(attack.encode())], fair_coins=fair, canaries=canaries,
+                             choice=choice),
+            "reference_choice": None if choice is None else choice.to_json(),
+        }
+    return entries
+
+
+def verdict_entry(scores: dict[str, np.ndarray], membership: np.ndarray, columns, choices: dict, *, delta: float,
+                  args: argparse.Namespace) -> dict | None:
+    """summary.json's `verdict`: the one ε lower bound an ε verdict rests on, paid for
+    (`audit.stats.guesses.verdict_bound`): the attack, views and f_{ε,δ} guess count the reference
+    runs chose, at the full confidence; or, when no attack could be tuned, the largest of every
+    attack's grid bounds at the confidence split across them. Only attacks that scored every
+    canary take part. `candidates` lists them."""
+    groups = {}
+    for attack, s in scores.items():
+        s, keep = s[:, columns], membership[:, columns]
+        if np.isnan(s).any():
+            continue
+        groups[attack] = (s[keep], s[~keep])
+    if not groups:
+        return None
+    tunable = {a: c for a, c in choices.items() if a in groups and c is not None}
+    chosen = verdict_attack(tunable)
+    entry = verdict_bound(groups, chosen=chosen, guesses=tunable[chosen].tuned["fdp"] if chosen else None,
+                          delta=delta, confidence=args.confidence,
+                          rng_of=lambda a: np.random.default_rng([args.seed, zlib.crc32(a.encode())]))
+    entry["views"] = tunable[chosen].views if chosen else None
+    entry["candidates"] = sorted(tunable) if chosen else sorted(groups)
+    return entry
 
 
 def _identity(experiment: dict, runs: StoredRuns, *, target_runs: list[int]) -> dict:

@@ -16,7 +16,7 @@ from attacks.registry import HEADLINE_ATTACK
 from audit.outputs import provenance
 from audit.reporting import figures
 from audit.reporting.comparison_tables import to_json as comparison_json
-from audit.reporting.evidence import (Claim, claim_of, fair_coins, find_subset, highest_risk, joint_bounds, joint_ceilings,
+from audit.reporting.evidence import (Claim, claim_of, fair_coins, find_subset, highest_risk, verdict_evidence,
                                       no_epsilon_reason, protocol, run_provenance, utility)
 from audit.reporting.verdict import (NO_FAIR_COINS, Verdict, duplicate_canaries_verdict, epsilon_verdict,
                                      no_fair_coins_verdict, no_subset_verdict, subset_verdict)
@@ -123,21 +123,22 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
                       and (summary.get("evaluation") or {}).get("inclusion_rate") == 0.5)
         eps = (duplicate_canaries_verdict if duplicates else no_fair_coins_verdict)(no_epsilon_reason(audited))
     elif claim is None:
-        eps = epsilon_verdict({a: m["eps_lower"] for a, m in attacks.items()},
-                              ceiling={a: m["eps_ceiling"] for a, m in attacks.items()},
-                              claimed_epsilon=None, delta=0.0, confidence=confidence)
+        found = verdict_evidence(audited, delta=summary.get("delta") or 0.0, confidence=confidence, seed=seed)
+        eps = epsilon_verdict(found["bounds"], ceiling=found["ceilings"], claimed_epsilon=None, delta=found["delta"],
+                              confidence=confidence, rule=found["rule"])
     else:
-        bounds = joint_bounds(audited, delta=claim.delta, confidence=confidence, seed=seed)
-        ceilings = joint_ceilings(audited, delta=claim.delta, confidence=confidence)
+        found = verdict_evidence(audited, delta=claim.delta, confidence=confidence, seed=seed)
+        bounds, ceilings = found["bounds"], found["ceilings"]
         membership = audited.experiment.membership
         n_canaries, per_target = int(membership.size), int(membership.shape[1])
         if canaries:  # the bound is on the inserted canaries alone
             n_canaries, per_target = len(summary.get("target_runs", [])) * int(canaries["n"]), int(canaries["n"])
         eps = epsilon_verdict(bounds, ceiling=ceilings, claimed_epsilon=claim.epsilon, delta=claim.delta,
                               confidence=confidence, source=claim.source, n_canaries=n_canaries,
-                              per_target=per_target)
-        claim_json.update({"joint_confidence": 1 - (1 - confidence) / len(bounds), "bounds": bounds,
-                           "ceilings": ceilings, "n_canaries": n_canaries})
+                              per_target=per_target, rule=found["rule"])
+        claim_json.update({"joint_confidence": found["per_attack_confidence"], "bounds": bounds,
+                           "ceilings": ceilings, "n_canaries": n_canaries, "rule": found["rule"],
+                           "analysis": found["analysis"], "guesses": found["guesses"]})
     if canaries and eps.kind != NO_FAIR_COINS:
         eps = replace(eps, reason=eps.reason + (
             f". The ε bounds are on the {canaries['n']:,} inserted {canaries['kind']} canaries per target run "

@@ -12,7 +12,8 @@ from typing import Sequence
 import numpy as np
 
 from audit.results import Audited
-from audit.stats.epsilon import epsilon_ceiling, epsilon_lower_bound, unfair_coins_reason
+from audit.stats.epsilon import unfair_coins_reason
+from audit.stats.guesses import Guesses, verdict_bound
 
 
 @dataclass(frozen=True)
@@ -44,29 +45,20 @@ def claim_of(audited: Audited, *, epsilon: float | None = None, delta: float | N
     return None
 
 
-def joint_bounds(audited: Audited, *, delta: float, confidence: float, seed: int) -> dict[str, float]:
-    """Every attack's one-run ε lower bound at confidence 1 - (1 - confidence) / k (k attacks): all
-    hold together with probability >= confidence (Bonferroni). Each attack's tie-breaking is
-    seeded by (seed, attack name)."""
-    each = 1 - (1 - confidence) / len(audited.attacks)
-    return {attack: epsilon_lower_bound(*audited.bound_scores(attack), delta=delta, confidence=each,
-                                        rng=np.random.default_rng([seed, zlib.crc32(attack.encode())]))
-            for attack in audited.attacks}
-
-
-def joint_ceilings(audited: Audited, *, delta: float, confidence: float) -> dict[str, float]:
-    """Every attack's ceiling (`audit.stats.epsilon.epsilon_ceiling` of its m canaries) at the same
-    per-attack confidence 1 - (1 - confidence) / k as `joint_bounds`: what a perfect attack would
-    certify there."""
-    each = 1 - (1 - confidence) / len(audited.attacks)
-    cache: dict[int, float] = {}
-    ceilings = {}
-    for attack in audited.attacks:
-        m = sum(s.size for s in audited.bound_scores(attack))
-        if m not in cache:
-            cache[m] = epsilon_ceiling(m, delta=delta, confidence=each)
-        ceilings[attack] = cache[m]
-    return ceilings
+def verdict_evidence(audited: Audited, *, delta: float, confidence: float, seed: int) -> dict:
+    """The ε lower bounds the verdict rests on, paid for, at `delta` (the claim's): recomputed from
+    scores.npz by `audit.stats.guesses.verdict_bound`. When the audit recorded an attack and an
+    f_{ε,δ} guess count chosen on its reference runs (summary.json's `verdict`, rule "tuned"), that
+    one attack at the full `confidence`; otherwise every attack on the grid at confidence
+    1 - (1 - confidence) / k (Bonferroni). Each attack's tie-breaking is seeded by (seed, attack)."""
+    recorded = audited.summary.get("verdict") or {}
+    groups = {a: audited.bound_scores(a) for a in audited.attacks}
+    chosen, guesses = None, None
+    if recorded.get("rule") == "tuned" and recorded.get("attack") in groups and recorded.get("guesses"):
+        chosen = recorded["attack"]
+        guesses = Guesses(int(recorded["guesses"]["k_in"]), int(recorded["guesses"]["k_out"]))
+    return verdict_bound(groups, chosen=chosen, guesses=guesses, delta=delta, confidence=confidence,
+                         rng_of=lambda a: np.random.default_rng([seed, zlib.crc32(a.encode())]))
 
 
 def fair_coins(audited: Audited) -> bool:
@@ -112,9 +104,12 @@ def protocol(audited: Audited) -> str:
     if audited.canaries:
         text += " " + canary_protocol(audited)
     if fair_coins(audited):
-        text += (" ε lower is the one-run bound (Steinke, Nasr & Jagielski 2023) on all the canaries, which "
-                 "holds at the stated confidence; ε ceiling is what a perfect attack would certify with this "
-                 "design, so a claim at or above it cannot be tested.")
+        text += (" Each attack's ε lower is the one-run bound (Steinke, Nasr & Jagielski 2023) on all the canaries, "
+                 "at the stated confidence on its own; the verdict uses the f-DP test of the claim's curve f_{ε,δ} "
+                 "(Mahloujifar, Melis & Chaudhuri 2025) with the attack, query views and guess count chosen on the "
+                 "reference runs, whose coins are public, before any target was judged (or, with too few reference "
+                 "runs, every attack at a confidence split across them). ε ceiling is what a perfect attack would "
+                 "certify with this design, so a claim at or above it cannot be tested.")
     else:
         text += " No ε bound: " + no_epsilon_reason(audited) + "."
     return text

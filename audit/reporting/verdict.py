@@ -2,12 +2,13 @@
 
 Two questions are answered for every audited experiment:
 
-* Is the leakage consistent with an ε claim? `epsilon_verdict` takes, per attack, an ε lower
-  bound that holds *jointly* with the other attacks' bounds at `confidence` (the report
-  recomputes each attack's one-run bound at confidence 1 - (1 - confidence) / k for k attacks,
-  Bonferroni, so that "some attack shows ε > claimed" is itself a 95% statement), and the
-  design's ceiling at that same per-attack confidence: the bound a perfect attack would get
-  (`audit.stats.epsilon.epsilon_ceiling`), one for all attacks or one per attack.
+* Is the leakage consistent with an ε claim? `epsilon_verdict` takes ε lower bounds by the f-DP
+  test of the claim's curve f_{ε,δ} (`audit.stats.guesses.verdict_bound`) that hold *jointly* at
+  `confidence`: either one attack, its views and its guess count chosen on the reference runs
+  before any target was judged (rule "tuned", one bound at the full confidence), or every
+  attack on the grid at 1 - (1 - confidence) / k for k attacks (rule "grid", Bonferroni), so that
+  "some attack shows ε > claimed" is itself a 95% statement; and the design's ceiling under the
+  same rule and level: the bound a perfect attack would get, one for all attacks or one per attack.
   - "claimed ε violated at 95% confidence" when some bound exceeds the claimed ε (the
     attacks that do are named);
   - "not testable with this design" when the claimed ε is at or above the ceiling: not even a
@@ -35,8 +36,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from audit.stats.epsilon import MOST_CANARIES
+from audit.stats.guesses import canaries_needed, most_certifiable
 from audit.stats.significance import MetricComparison
-from audit.stats.epsilon import MOST_CANARIES, canaries_needed, most_certifiable
 
 EPSILON_VIOLATED = "epsilon_violated"
 EPSILON_CONSISTENT = "epsilon_consistent"
@@ -76,7 +78,7 @@ class Verdict:
 
 def epsilon_verdict(bounds: Mapping[str, float], *, ceiling: float | Mapping[str, float],
                     claimed_epsilon: float | None, delta: float, confidence: float, source: str = "claimed",
-                    n_canaries: int | None = None, per_target: int | None = None) -> Verdict:
+                    n_canaries: int | None = None, per_target: int | None = None, rule: str = "grid") -> Verdict:
     """The ε verdict from per-attack lower bounds that hold jointly at `confidence`.
 
     `ceiling` is the design's ceiling (`audit.stats.epsilon.epsilon_ceiling`) at the bounds' own
@@ -84,15 +86,17 @@ def epsilon_verdict(bounds: Mapping[str, float], *, ceiling: float | Mapping[str
     attack (an attack that scored fewer canaries has a lower one). `source` says where the ε comes
     from ("formal" for an accountant's ε, "claimed" for the user's); `delta` is the δ the bounds
     were computed with. `n_canaries` (m) and `per_target` (canaries per target run, the pool size)
-    let an untestable claim's reason say how many canaries and target runs would test it.
+    let an untestable claim's reason say how many canaries and target runs would test it. `rule`
+    says how the bounds were paid for: "tuned" (one attack and count chosen on the reference runs)
+    or "grid" (Bonferroni over the grid and the attacks).
     """
     ceilings = _ceilings(bounds, ceiling)
     if claimed_epsilon is None:
         best = _best(bounds)
         tail = ""
         if best:
-            tail = (f"; the largest ε lower bound found is {best[1]:.2f} ({best[0]}), where a perfect attack "
-                    f"would reach ε ≈ {ceilings[best[0]]:.2f} with this design")
+            tail = (f"; the ε lower bound found is {best[1]:.2f} ({best[0]}; {_paid(rule, len(bounds), confidence)}), "
+                    f"where a perfect attack would reach ε ≈ {ceilings[best[0]]:.2f} with this design")
         return Verdict(NO_EPSILON_CLAIM, "no ε claim was checked",
                        f"the victim has no formal ε and none was claimed with --claimed-epsilon{tail}")
     if not (isinstance(claimed_epsilon, (int, float)) and claimed_epsilon >= 0 and not math.isnan(claimed_epsilon)):
@@ -107,23 +111,22 @@ def epsilon_verdict(bounds: Mapping[str, float], *, ceiling: float | Mapping[str
         worst = sorted(violated.items(), key=lambda item: -item[1])
         details = "; ".join(f"{a}: ε ≥ {b:.2f}" for a, b in worst)
         return Verdict(EPSILON_VIOLATED, f"claimed ε violated at {level} confidence",
-                       f"{details} exceeds the {claim}; the {len(bounds)} attacks' bounds hold jointly at "
-                       f"{level} (Bonferroni)", evidence=tuple(a for a, _ in worst))
+                       f"{details} exceeds the {claim}; {_paid(rule, len(bounds), confidence)}",
+                       evidence=tuple(a for a, _ in worst))
     attack, best = _best(bounds)
     top = max(ceilings.values())
-    design = (f"{n_canaries:,} canaries; " if n_canaries else "") + (
-        f"{each:.2%} per attack, {level} jointly over {len(bounds)} attacks; δ = {delta:g}")
+    design = (f"{n_canaries:,} canaries; " if n_canaries else "") + f"{_paid(rule, len(bounds), confidence)}; δ = {delta:g}"
     if claimed_epsilon >= top:
         return Verdict(EPSILON_NOT_TESTABLE, "not testable with this design",
                        f"the {claim} is at or above ε ≈ {top:.2f}, the most that even a perfect attack could "
                        f"certify with this design ({design}), so no attack could have shown a violation (the "
                        f"largest bound found is ε ≥ {best:.2f}, {attack}). "
                        + _what_would_test(claimed_epsilon, delta=delta, confidence=each, n_canaries=n_canaries,
-                                          per_target=per_target))
+                                          per_target=per_target, rule=rule))
     blind = sorted(a for a, c in ceilings.items() if c <= claimed_epsilon)
     note = (f"; {', '.join(blind)} scored too few canaries to exceed the claim even if perfect" if blind else "")
     return Verdict(EPSILON_CONSISTENT, "leakage consistent with the claimed ε",
-                   f"every attack's ε lower bound ({level}, jointly over {len(bounds)} attacks) is at most the "
+                   f"every ε lower bound ({_paid(rule, len(bounds), confidence)}) is at most the "
                    f"{claim}; the largest is ε ≥ {best:.2f} ({attack}), where a perfect attack would have "
                    f"reached ε ≈ {top:.2f} with this design ({design}){note}. A lower bound below the claim "
                    f"means these attacks found no violation; it does not prove the claim",
@@ -142,14 +145,24 @@ def duplicate_canaries_verdict(why: str) -> Verdict:
     return Verdict(NO_FAIR_COINS, "no ε verdict: each duplicate canary is several rows moved by one coin", why)
 
 
+def _paid(rule: str, k: int, confidence: float) -> str:
+    """How the verdict's bounds hold at `confidence`, in words."""
+    if rule == "tuned":
+        return (f"the attack, its query views and its guess count were chosen on the reference runs before any "
+                f"target was judged, so its one bound holds at {confidence:.0%}")
+    each = 1 - (1 - confidence) / k
+    return f"{each:.2%} per attack, {confidence:.0%} jointly over {k} attack{'s' if k > 1 else ''} (Bonferroni)"
+
+
 def _what_would_test(claimed: float, *, delta: float, confidence: float, n_canaries: int | None,
-                     per_target: int | None) -> str:
-    needed = canaries_needed(claimed, delta=delta, confidence=confidence, most=MOST_CANARIES)
+                     per_target: int | None, rule: str = "grid") -> str:
+    needed = canaries_needed(claimed, analysis="fdp", rule=rule, delta=delta, confidence=confidence,
+                             most=MOST_CANARIES)
     if needed is None:
         if delta > 0:
             return (f"One-run auditing cannot certify more than ε ≈ "
-                    f"{most_certifiable(delta=delta, confidence=confidence):.2f} at δ = {delta:g} with any number "
-                    f"of canaries, so this claim cannot be tested this way.")
+                    f"{most_certifiable(analysis='fdp', rule=rule, delta=delta, confidence=confidence):.2f} at "
+                    f"δ = {delta:g} with up to {MOST_CANARIES:,} canaries, so this claim cannot be tested this way.")
         return f"More than {MOST_CANARIES:,} canaries would be needed to test it."
     if delta > 0 and n_canaries is not None and needed < n_canaries:
         return (f"About {needed:,} canaries (the first power of 2 that suffices) would make it testable: at "

@@ -14,6 +14,7 @@ from scipy import stats
 
 from audit.stats import epsilon as _epsilon
 from audit.stats.epsilon import as_score_array
+from audit.stats.guesses import bounds_of
 
 FPR_LEVELS = (0.1, 0.01, 0.001)
 
@@ -178,13 +179,18 @@ class MembershipScores:
         confidence: float = 0.95,
         rng: np.random.Generator | int | None = None,
         epsilon: bool = True,
+        tuned: dict | None = None,
     ) -> dict:
         """All headline numbers; the key set is a contract that reports rely on.
 
         With `epsilon` (the scores are canaries of independent fair coins, see `audit.stats.epsilon`)
-        the summary also carries `eps_hat`, the one-run bound `eps_lower` and the design's
-        `eps_ceiling` (m = all the scores). Without it (a sub-group, which the mechanism itself
-        picked; a plan whose coins are not fair) it holds leakage statistics only.
+        the summary also carries `eps_hat` and every one-run bound of `audit.stats.guesses.bounds_of`
+        (m = all the scores): `eps_lower` and `eps_ceiling` (Steinke et al.), `eps_lower_fdp` and
+        `eps_ceiling_fdp` (the f-DP test of f_{ε,δ}), `mu_lower`, `mu_ceiling` and `eps_gaussian`
+        (μ-GDP, descriptive), under the guess rule `guess_rule`: "tuned" with the counts in `tuned`
+        (analysis -> `Guesses`, chosen without these scores' coins), else "grid". Without it (a
+        sub-group, which the mechanism itself picked; a plan whose coins are not fair) it holds
+        leakage statistics only.
         """
         advantage_rng, epsilon_rng = np.random.default_rng(rng).spawn(2)
         rates = {str(level): self.tpr_at_fpr(level) for level in FPR_LEVELS}
@@ -200,8 +206,8 @@ class MembershipScores:
             m = self.member.size + self.nonmember.size
             summary.update({
                 "eps_hat": float(self.eps_hat()),
-                "eps_lower": float(self.epsilon_lower_bound(delta=delta, confidence=confidence, rng=epsilon_rng)),
-                "eps_ceiling": float(_epsilon.epsilon_ceiling(m, delta=delta, confidence=confidence)),
+                **bounds_of(self.member, self.nonmember, delta=delta, confidence=confidence, rng=epsilon_rng,
+                            tuned=tuned),
                 "confidence": float(confidence),
                 "delta": float(delta),
             })

@@ -8,14 +8,17 @@ import numpy as np
 import pytest
 
 from audit import lira, loss
+from attacks.registry import get_attack
 from audit.stats.epsilon import epsilon_ceiling
+from audit.stats.guesses import ceiling
 from shadow_runs.plan import membership_matrix
 from victims import load_pool
 
 SUMMARY_KEYS = {"victim", "dataset", "config", "n_shadow", "target_runs", "formal_epsilon", "delta", "utility",
-                "evaluation", "attacks"}
+                "evaluation", "attacks", "verdict"}
 METRIC_KEYS = {"auc", "advantage", "tpr_at_fpr", "fp_at_fpr", "eps_hat", "eps_lower", "eps_ceiling", "confidence",
-               "delta", "n_members", "n_nonmembers"}
+               "delta", "n_members", "n_nonmembers", "guess_rule", "eps_lower_fdp", "eps_ceiling_fdp", "mu_lower",
+               "mu_ceiling", "eps_gaussian", "guesses", "reference_choice"}
 SUBGROUP_KEYS = {"auc", "advantage", "tpr_at_fpr", "fp_at_fpr", "n_members", "n_nonmembers"}  # no epsilon
 
 
@@ -58,7 +61,7 @@ def test_subset_audit_writes_the_contract_files(tmp_path, tiny_flags):
     assert summary["evaluation"]["n_canaries"] == 2 * 1500 and summary["evaluation"]["inclusion_rate"] == 0.5
     assert set(summary["attacks"]) == {"loss", "lira_online", "lira_offline", "rmia", "rmia_offline",
                                        "dcr", "dcr_lira"}  # dcr*: it has a release
-    for metrics in summary["attacks"].values():
+    for name, metrics in summary["attacks"].items():
         assert METRIC_KEYS | {"subgroups"} == set(metrics)
         # 2 targets (runs 0 and 1); their 3,000 coins are the canaries
         assert metrics["n_members"] == keep[[0, 1]].sum() and metrics["n_nonmembers"] == (~keep[[0, 1]]).sum()
@@ -67,7 +70,18 @@ def test_subset_audit_writes_the_contract_files(tmp_path, tiny_flags):
         assert metrics["subgroups"]["init"]["n_members"] == 2 * 20
         assert all(set(group) == SUBGROUP_KEYS for group in metrics["subgroups"].values())
         assert 0 <= metrics["eps_lower"] <= metrics["eps_ceiling"] and metrics["confidence"] == 0.95
-        assert metrics["eps_ceiling"] == pytest.approx(epsilon_ceiling(3000), abs=1e-9)
+        # 2 reference runs: pseudo-targets for the attacks needing at most 2 runs (tuned counts),
+        # not for the rest (grid); each rule's ceiling at m = 3000, δ = 0, 95%
+        tuned = get_attack(name).min_runs <= 2
+        assert metrics["guess_rule"] == ("tuned" if tuned else "grid")
+        assert (metrics["reference_choice"] is not None) == tuned
+        rule = metrics["guess_rule"]
+        assert metrics["eps_ceiling"] == pytest.approx(ceiling(3000, analysis="steinke", rule=rule, delta=0.0,
+                                                               confidence=0.95), abs=1e-9)
+        if not tuned:
+            assert metrics["eps_ceiling"] == pytest.approx(epsilon_ceiling(3000), abs=1e-9)
+    assert summary["verdict"]["rule"] == "tuned" and summary["verdict"]["confidence"] == 0.95
+    assert summary["verdict"]["candidates"] == ["dcr", "loss", "rmia", "rmia_offline"]
     with np.load(root / "audit" / "scores.npz") as z:
         assert z["lira_online"].shape == z["membership"].shape == (2, 1500)
         assert np.array_equal(z["membership"], keep[[0, 1]]) and z["target_runs"].tolist() == [0, 1]

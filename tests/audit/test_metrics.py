@@ -294,8 +294,11 @@ def test_summary_contract():
     summary = scores.summary(delta=1e-5, confidence=0.9, rng=1)
     assert set(summary) == {
         "auc", "advantage", "tpr_at_fpr", "fp_at_fpr", "eps_hat", "eps_lower", "eps_ceiling",
-        "confidence", "delta", "n_members", "n_nonmembers",
+        "confidence", "delta", "n_members", "n_nonmembers", "guess_rule", "eps_lower_fdp", "eps_ceiling_fdp",
+        "mu_lower", "mu_ceiling", "eps_gaussian", "guesses",
     }
+    assert summary["guess_rule"] == "grid"  # no count was tuned on reference runs
+    assert set(summary["guesses"]) == {"steinke", "fdp", "gaussian"}
     levels = {"0.1", "0.01", "0.001"}
     assert levels == {str(level) for level in FPR_LEVELS}
     assert set(summary["tpr_at_fpr"]) == levels and set(summary["fp_at_fpr"]) == levels
@@ -313,6 +316,8 @@ def test_summary_contract():
     # and no bound exceeds it (a perfect attack gets the most from every grid point).
     assert summary["eps_ceiling"] == epsilon.epsilon_ceiling(700, delta=1e-5, confidence=0.9)
     assert 0.0 < summary["eps_lower"] <= summary["eps_ceiling"]
+    assert 0.0 < summary["eps_lower_fdp"] <= summary["eps_ceiling_fdp"]
+    assert 0.0 < summary["mu_lower"] <= summary["mu_ceiling"]
     assert summary == scores.summary(delta=1e-5, confidence=0.9, rng=1)  # reproducible
 
 

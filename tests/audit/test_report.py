@@ -13,7 +13,7 @@ import pytest
 
 from audit import report
 from audit.results import experiment_dirs
-from audit.stats.epsilon import epsilon_ceiling
+from audit.stats.guesses import ceiling
 from tiny_audits import audited_runs
 
 VERDICT_KEYS = {"kind", "text", "reason", "evidence"}
@@ -81,26 +81,32 @@ def test_report_html_is_self_contained(both):
     assert "No ε columns here: the mechanism itself picked these images" in subgroups
 
 
-def test_a_claimed_epsilon_is_checked_with_joint_bounds_and_ceilings(experiments, tmp_path):
+def test_a_claimed_epsilon_is_checked_with_the_attack_chosen_on_the_reference_runs(experiments, tmp_path):
     assert report.main([str(experiments["subset"]), "--out", str(tmp_path), "--claimed-epsilon", "2",
                         "--claimed-delta", "1e-5", *FAST]) == 0
     (entry,) = json.loads((tmp_path / "report.json").read_text())["experiments"]
     claim = entry["claim"]
     assert (claim["epsilon"], claim["delta"], claim["source"]) == (2, 1e-5, "claimed")
-    assert claim["joint_confidence"] == pytest.approx(1 - 0.05 / 7) and set(claim["bounds"]) == set(entry["attacks"])
-    # The ceiling at the joint level: m = 2 targets x 1500 = 3000 canaries, 1 - 0.05/7 per attack, δ = 1e-5.
+    # 4 runs, 2 targets: 2 reference runs, enough pseudo-targets for the attacks that need at
+    # most 2 runs (loss, rmia, rmia_offline, dcr), not for LiRA (4). The audit recorded one of them
+    # and its f_{ε,δ} guess count: the verdict tests that one attack at the full 95%.
+    summary = json.loads((experiments["subset"] / "audit" / "summary.json").read_text())
+    chosen = summary["verdict"]["attack"]
+    assert summary["verdict"]["rule"] == "tuned" and chosen in {"loss", "rmia", "rmia_offline", "dcr"}
+    assert claim["rule"] == "tuned" and claim["joint_confidence"] == 0.95 and set(claim["bounds"]) == {chosen}
+    assert claim["guesses"]["k_in"] == summary["verdict"]["guesses"]["k_in"]
+    # The ceiling of that rule: m = 2 targets x 1500 = 3000 canaries, the best tuned count at 95%, δ = 1e-5.
     assert claim["n_canaries"] == 3000
-    assert claim["ceilings"] == {a: epsilon_ceiling(3000, delta=1e-5, confidence=1 - 0.05 / 7)
-                                for a in entry["attacks"]}
-    assert all(claim["bounds"][a] <= claim["ceilings"][a] for a in entry["attacks"])
-    # 2 lies below the ceiling (about 2.85): testable, and a subset of 1 image per class is found
-    # by dcr only for its 20 released members, far too few to exceed ε = 2.
-    assert 2 < claim["ceilings"]["dcr"]
+    assert claim["ceilings"] == {chosen: ceiling(3000, analysis="fdp", rule="tuned", delta=1e-5, confidence=0.95)}
+    assert claim["bounds"][chosen] <= claim["ceilings"][chosen]
+    # 2 lies below the ceiling: testable, and a subset of 1 image per class is found by dcr only
+    # for its 20 released members, far too few to exceed ε = 2.
+    assert 2 < claim["ceilings"][chosen]
     assert entry["verdicts"][0]["kind"] == "epsilon_consistent"
 
 
 def test_a_claim_above_the_ceiling_is_not_testable(experiments, tmp_path):
-    # At δ = 1e-5 one-run auditing cannot certify ε = 50 with any number of canaries.
+    # At δ = 1e-5 the f-DP test of f_{ε,δ} cannot certify ε = 50 with up to 2^24 canaries (15.5 at most).
     assert report.main([str(experiments["subset"]), "--out", str(tmp_path), "--claimed-epsilon", "50",
                         "--claimed-delta", "1e-5", *FAST]) == 0
     (entry,) = json.loads((tmp_path / "report.json").read_text())["experiments"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from audit.reporting.build import Settings, _experiment_entry
-from audit.reporting.evidence import claim_of, highest_risk, joint_bounds, joint_ceilings
+from audit.reporting.evidence import claim_of, highest_risk, verdict_evidence
 from audit.results import Audited, Experiment
 from audit.stats.bootstrap import Interval
 from audit.stats.significance import MetricComparison
@@ -66,22 +66,35 @@ def test_a_claim_at_or_above_the_ceiling_is_not_testable_and_says_how_many_canar
                            confidence=0.95).kind == EPSILON_NOT_TESTABLE
 
 
-def test_a_claim_beyond_what_one_run_auditing_can_certify_at_this_delta_says_so():
-    # At δ = 1e-5 the ceiling peaks (the 2mδ term grows with m): ε = 10 is out of reach for any m.
-    peak = most_certifiable(delta=1e-5, confidence=0.95)
-    assert peak == max(epsilon_ceiling(2 ** k, delta=1e-5, confidence=0.95) for k in range(16))
-    assert 4 < peak < 6
+def test_a_claim_of_10_at_delta_1e5_says_how_many_canaries_the_fdp_test_needs():
+    # The verdict's analysis is the f-DP test of f_{eps,delta}, which pays no 2m·delta union term:
+    # its perfect-attack ceiling keeps rising with m (14.81 on the grid at m = 2^24, δ = 1e-5). On
+    # the grid (Bonferroni over its points) the first power of 2 whose ceiling exceeds 10 is
+    # 2^18 = 262,144; with a count tuned on the reference runs (full level) it is 2^17 = 131,072.
+    assert most_certifiable(analysis="fdp", rule="grid", delta=1e-5, confidence=0.95) == pytest.approx(14.8144, abs=1e-3)
     v = epsilon_verdict({"loss": 0.3}, ceiling=epsilon_ceiling(3000, delta=1e-5, confidence=0.95),
                         claimed_epsilon=10.0, delta=1e-5, confidence=0.95, n_canaries=3000, per_target=1500)
     assert v.kind == EPSILON_NOT_TESTABLE
-    assert f"One-run auditing cannot certify more than ε ≈ {peak:.2f} at δ = 1e-05 with any number of canaries" in v.reason
+    assert "About 262,144 canaries (the first power of 2 that suffices), i.e. 175 target runs" in v.reason
+    tuned = epsilon_verdict({"loss": 0.3}, ceiling=8.0, claimed_epsilon=10.0, delta=1e-5, confidence=0.95,
+                            n_canaries=24000, per_target=1500, rule="tuned")
+    assert "About 131,072 canaries" in tuned.reason and "chosen on the reference runs" in tuned.reason
+
+
+def test_a_claim_beyond_every_ceiling_up_to_the_largest_design_says_so():
+    # ε = 20 at δ = 1e-5 is beyond the grid's ceiling at every m up to 2^24 (14.81 at most).
+    v = epsilon_verdict({"loss": 0.3}, ceiling=5.0, claimed_epsilon=20.0, delta=1e-5, confidence=0.95,
+                        n_canaries=3000, per_target=1500)
+    assert v.kind == EPSILON_NOT_TESTABLE
+    assert "One-run auditing cannot certify more than ε ≈ 14.81 at δ = 1e-05 with up to 16,777,216 canaries" in v.reason
 
 
 def test_no_claim_says_so_with_the_ceiling():
     v = epsilon_verdict({"loss": 0.3, "dcr": 2.5}, ceiling={"loss": 5.0, "dcr": 5.25}, claimed_epsilon=None,
                         delta=0.0, confidence=0.95)
     assert v.kind == NO_EPSILON_CLAIM and v.text == "no ε claim was checked"
-    assert "the largest ε lower bound found is 2.50 (dcr), where a perfect attack would reach ε ≈ 5.25" in v.reason
+    assert "the ε lower bound found is 2.50 (dcr; 97.50% per attack, 95% jointly over 2 attacks (Bonferroni)), where " \
+           "a perfect attack would reach ε ≈ 5.25" in v.reason
 
 
 def test_no_fair_coins_is_no_epsilon_verdict():
@@ -141,25 +154,43 @@ def test_the_claim_checked_is_the_given_one_then_the_recorded_one_then_the_forma
     assert claim_of(fake([[1, 0]], [[True, False]])) is None
 
 
-def test_joint_bounds_and_ceilings_are_each_at_the_bonferroni_level():
+def test_without_a_reference_choice_every_attack_is_bounded_at_the_bonferroni_level():
     # Perfectly separated scores, 200 members at 1 and 200 non-members at 0: m = 400 canaries.
     # The guess grid of m = 400 (r = round(400 / 2^k), k = 0..11: 400, 200, 100, 50, 25, 12, 6, 3,
     # 2, 1, 1, 1), each all IN (r, 0) and half IN (round(r/2), r - round(r/2)), duplicates removed
     # ((1, 0) three times): 19 points. Two attacks at 95% jointly: each at 97.5%, so every grid
     # point is tested at alpha = 0.025 / 19. The best point guesses the top 200 IN and the bottom
-    # 200 OUT, all 400 right; at δ = 0 its p-value is p^400 with p = e^ε / (1 + e^ε), rejected
-    # while p < (0.025 / 19)^(1/400) = 0.98355, i.e. ε < ln(0.98355 / 0.01645) = 4.0911. A perfect
+    # 200 OUT, all 400 right. For a perfect attack at δ = 0 the f-DP test of f_{ε,0} rejects
+    # exactly where the binomial bound does (p^400 < alpha, p = e^ε / (1 + e^ε)): while
+    # p < (0.025 / 19)^(1/400) = 0.98355, i.e. ε < ln(0.98355 / 0.01645) = 4.0911. A perfect
     # attack does no better, so the ceiling at 97.5% is the same number.
     member = np.r_[np.ones(200), np.zeros(200)][None]
     a = fake(np.where(member, 1.0, 0.0), member.astype(bool))
     p = (0.025 / 19) ** (1 / 400)
     expected = math.log(p / (1 - p))
     assert expected == pytest.approx(4.0911, abs=1e-4)
-    bounds = joint_bounds(a, delta=0.0, confidence=0.95, seed=0)
-    assert bounds == pytest.approx({"loss": expected, "dcr": expected}, rel=1e-9)
-    assert joint_ceilings(a, delta=0.0, confidence=0.95) == pytest.approx({"loss": expected, "dcr": expected}, rel=1e-9)
+    found = verdict_evidence(a, delta=0.0, confidence=0.95, seed=0)
+    assert found["rule"] == "grid" and found["per_attack_confidence"] == pytest.approx(0.975)
+    assert found["bounds"] == pytest.approx({"loss": expected, "dcr": expected}, rel=1e-6)
+    assert found["ceilings"] == pytest.approx({"loss": expected, "dcr": expected}, rel=1e-6)
     # One attack alone would be tested at 95%: a higher ceiling, alpha 0.05 / 19.
     assert epsilon_ceiling(400, delta=0.0, confidence=0.95) > expected
+
+
+def test_a_reference_choice_is_one_attack_and_one_count_at_the_full_confidence():
+    # The audit recorded dcr and the count (200 IN, 200 OUT) as chosen on its reference runs: one
+    # test at alpha = 0.05, all 400 right: p^400 < 0.05 while p < 0.05^(1/400) = 0.992539, i.e.
+    # ε < ln(0.992539 / 0.007461) = 4.8905; loss is not tested at all.
+    member = np.r_[np.ones(200), np.zeros(200)][None]
+    chosen = {"verdict": {"rule": "tuned", "attack": "dcr", "guesses": {"k_in": 200, "k_out": 200}}}
+    a = fake(np.where(member, 1.0, 0.0), member.astype(bool), chosen)
+    p = 0.05 ** (1 / 400)
+    expected = math.log(p / (1 - p))
+    assert expected == pytest.approx(4.8905, abs=1e-4)
+    found = verdict_evidence(a, delta=0.0, confidence=0.95, seed=0)
+    assert found["rule"] == "tuned" and found["attack"] == "dcr" and found["per_attack_confidence"] == 0.95
+    assert found["bounds"] == pytest.approx({"dcr": expected}, rel=1e-6)
+    assert found["guesses"] == {"k_in": 200, "k_out": 200, "correct": 400}
 
 
 def test_an_experiment_whose_coins_are_not_fair_gets_no_epsilon_verdict_even_with_a_claim():

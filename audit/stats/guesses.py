@@ -1,0 +1,347 @@
+"""Which canaries an audit guesses on, and every one-run bound of one set of guesses.
+
+A one-run bound (`audit.stats.epsilon`, `audit.stats.fdp`) holds for guesses made by a rule that
+never sees the coins it is judged on. The guesses are always the k₊ highest scores guessed IN and
+the k₋ lowest guessed OUT (ties broken by an order drawn independently of the coins); what must
+not depend on the judged coins is the choice of (k₊, k₋). Two rules make it:
+
+* ``"tuned"``: one count, chosen on the reference runs. Their coins are public: each reference
+  run is scored as a pseudo-target with the other references as its shadows (never a target run),
+  and the count whose bound, predicted from the pseudo-targets' precision at the same fractions of
+  m, is largest is applied once to the real targets, at the full level 1 - confidence. Validity:
+  the choice is a function of the reference runs alone, which are independent of the target runs'
+  coins (each run is trained on its own coins and seed), so conditionally on it the guesses are
+  those of a rule fixed in advance and the theorem applies unchanged.
+* ``"grid"``: every count of `audit.stats.epsilon.guess_grid` (fixed by m alone), each tested at
+  level (1 - confidence) / |grid| (Bonferroni): the fallback when too few reference runs remain
+  to score pseudo-targets, and the rule of `audit.epsilon.epsilon_lower_bound`.
+
+`bounds_of` reports, for one set of scores and one rule: the Steinke-Nasr-Jagielski bound
+(`eps_lower`), the f-DP test of f_{ε,δ} (`eps_lower_fdp`, the claim's own curve; the verdict's
+analysis), and the Gaussian family (`mu_lower`, `eps_gaussian` at the audit's δ, descriptive),
+each beside the ceiling a perfect attack would reach under the same rule.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from audit.stats import epsilon as steinke
+from audit.stats import fdp
+from audit.stats.epsilon import as_score_array, gaussian_dp_epsilon, guess_grid
+
+#: the analyses one set of guesses is bounded by: Steinke et al.'s ε, the f_{ε,δ} test, μ-GDP
+ANALYSES = ("steinke", "fdp", "gaussian")
+RULES = ("tuned", "grid")
+#: total guesses r a tuned rule may choose, as r = round(m · 2^(-j/2)), j = 0, 1, ...; share of IN guesses
+TUNED_STEPS_PER_HALVING = 2
+TUNED_IN_SHARES = (1.0, 0.5)
+
+
+@dataclass(frozen=True)
+class Guesses:
+    """k₊ top scores guessed IN, k₋ bottom scores guessed OUT."""
+
+    k_in: int
+    k_out: int
+
+    @property
+    def total(self) -> int:
+        return self.k_in + self.k_out
+
+    def scaled(self, m_from: int, m_to: int) -> Guesses:
+        """The same fractions of m at another m (each count kept >= 1 if it was)."""
+        def scale(k: int) -> int:
+            return 0 if k == 0 else max(1, int(round(k * m_to / m_from)))
+        return Guesses(scale(self.k_in), scale(self.k_out))
+
+
+@dataclass(frozen=True, eq=False)
+class RankedGuesses:
+    """The canaries ranked once: members among the k highest and non-members among the k lowest
+    scores, for every k (ties in an order drawn from `rng`, independent of the coins)."""
+
+    in_from_top: np.ndarray  # [m + 1]
+    out_from_bottom: np.ndarray  # [m + 1]
+
+    @classmethod
+    def of(cls, member_scores, nonmember_scores, *, rng=None) -> RankedGuesses:
+        member = as_score_array(member_scores, name="member_scores")
+        nonmember = as_score_array(nonmember_scores, name="nonmember_scores")
+        m = member.size + nonmember.size
+        scores = np.concatenate([member, nonmember])
+        is_in = np.concatenate([np.ones(member.size, dtype=bool), np.zeros(nonmember.size, dtype=bool)])
+        order = np.lexsort((np.random.default_rng(rng).random(m), scores))  # ascending, random ties
+        ranked_in = is_in[order]
+        return cls(np.concatenate([[0], np.cumsum(ranked_in[::-1])]), np.concatenate([[0], np.cumsum(~ranked_in)]))
+
+    @property
+    def m(self) -> int:
+        return len(self.in_from_top) - 1
+
+    def correct(self, guesses: Guesses) -> int:
+        if guesses.total > self.m:
+            raise ValueError(f"{guesses.total} guesses exceed the {self.m} canaries")
+        return int(self.in_from_top[guesses.k_in] + self.out_from_bottom[guesses.k_out])
+
+
+def check_analysis(analysis: str) -> str:
+    if analysis not in ANALYSES:
+        raise ValueError(f"analysis must be one of {', '.join(ANALYSES)}, got {analysis!r}")
+    return analysis
+
+
+def bound_at(analysis: str, *, m: int, guesses: int, correct: int, delta: float, alpha: float,
+             at_least: float = 0.0) -> float:
+    """One count's bound at level `alpha`: ε for "steinke" and "fdp" (f_{ε,δ}), μ for "gaussian".
+    With `at_least` > 0 a count that cannot beat it returns 0 after a single test."""
+    check_analysis(analysis)
+    if analysis == "steinke":
+        if at_least > 0.0 and not steinke.one_run_p_value(m=m, guesses=guesses, correct=correct, epsilon=at_least,
+                                                          delta=delta) < alpha:
+            return 0.0
+        return steinke.one_run_epsilon(m=m, guesses=guesses, correct=correct, delta=delta, alpha=alpha)
+    if analysis == "fdp":
+        return fdp.fdp_one_run_epsilon(m=m, guesses=guesses, correct=correct, delta=delta, alpha=alpha,
+                                       at_least=at_least)
+    return fdp.gaussian_one_run_mu(m=m, guesses=guesses, correct=correct, alpha=alpha, at_least=at_least)
+
+
+def tuned_candidates(m: int) -> tuple[Guesses, ...]:
+    """The counts a tuned rule chooses among, fixed by m: r = round(m 2^(-j/2)) down to 1, all IN
+    or half IN (top) and half OUT (bottom)."""
+    if m < 1:
+        raise ValueError(f"m must be >= 1, got {m}")
+    totals, j = [], 0
+    while True:
+        r = max(1, int(round(m * 2.0 ** (-j / TUNED_STEPS_PER_HALVING))))
+        if r not in totals:
+            totals.append(r)
+        if r == 1:
+            break
+        j += 1
+    candidates = []
+    for r in totals:
+        for share in TUNED_IN_SHARES:
+            k_in = max(1, int(round(share * r)))
+            pair = Guesses(k_in, r - k_in)
+            if pair not in candidates:
+                candidates.append(pair)
+    return tuple(candidates)
+
+
+@dataclass(frozen=True)
+class TunedChoice:
+    """The count a tuned rule chose for one analysis, with the bound it predicted at the real m."""
+
+    guesses: Guesses
+    predicted: float  # the predicted bound (ε, or μ for "gaussian") at the real m
+    z: float  # how far the pseudo-targets' correct count lies above chance at that count (tie-break)
+
+
+def tune(pseudo: RankedGuesses, *, m: int, analysis: str, delta: float, confidence: float) -> TunedChoice:
+    """The candidate count (`tuned_candidates(m)`) whose bound at the real m, predicted from the
+    pseudo-targets' precision at the same fractions of their own m, is largest; ties (all 0, say)
+    go to the count whose pseudo-target hits lie most standard deviations above chance.
+
+    `pseudo` must rank the reference runs' scores against their public coins only."""
+    check_analysis(analysis)
+    steinke._check_confidence(confidence)
+    alpha = 1.0 - confidence
+    best: TunedChoice | None = None
+    for candidate in tuned_candidates(m):
+        small = candidate.scaled(m, pseudo.m)
+        if small.total > pseudo.m:
+            continue
+        precision = pseudo.correct(small) / small.total
+        correct = min(candidate.total, int(math.floor(precision * candidate.total)))
+        z = (precision - 0.5) * math.sqrt(small.total) / 0.5
+        at_least = best.predicted if best is not None else 0.0
+        value = bound_at(analysis, m=m, guesses=candidate.total, correct=correct, delta=delta, alpha=alpha,
+                         at_least=at_least)
+        if best is None or value > best.predicted or (value == best.predicted and z > best.z):
+            best = TunedChoice(candidate, value, z)
+    if best is None:
+        raise ValueError(f"no candidate count fits {pseudo.m} pseudo-target canaries")
+    return best
+
+
+def ceiling(m: int, *, analysis: str, rule: str, delta: float, confidence: float) -> float:
+    """What a perfect attack (every guess right) certifies under `rule`: for "grid", the best grid
+    count at level (1 - confidence)/|grid|; for "tuned", the best candidate count at 1 - confidence
+    (a perfect attack's pseudo-targets would choose it). ε, or μ for "gaussian"."""
+    check_analysis(analysis)
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+    steinke._check_confidence(confidence)
+    if rule == "grid":
+        counts, alpha = guess_grid(m), (1.0 - confidence) / len(guess_grid(m))
+        totals = sorted({k_in + k_out for k_in, k_out in counts})
+    else:
+        totals, alpha = sorted({g.total for g in tuned_candidates(m)}), 1.0 - confidence
+    best = 0.0
+    for r in totals:
+        best = max(best, bound_at(analysis, m=m, guesses=r, correct=r, delta=delta, alpha=alpha, at_least=best))
+    return best
+
+
+def bounds_of(member_scores, nonmember_scores, *, delta: float, confidence: float, rng=None,
+              tuned: dict[str, Guesses] | None = None) -> dict:
+    """Every bound of one group of canaries (member = coin IN) under one rule: "tuned" with the
+    count chosen for each analysis in `tuned`, else "grid". The summary.json keys of a group:
+    guess_rule, eps_lower / eps_ceiling (Steinke et al.), eps_lower_fdp / eps_ceiling_fdp (f_{ε,δ}),
+    mu_lower / mu_ceiling and eps_gaussian (μ-GDP, ε at `delta`; descriptive), guesses."""
+    steinke._check_delta(delta)
+    steinke._check_confidence(confidence)
+    ranked = RankedGuesses.of(member_scores, nonmember_scores, rng=rng)
+    m = ranked.m
+    rule = "grid" if tuned is None else "tuned"
+    values, used = {}, {}
+    for analysis in ANALYSES:
+        if tuned is not None:
+            guesses = tuned[analysis]
+            if guesses.total > m:
+                raise ValueError(f"a tuned count of {guesses.total} guesses exceeds the {m} canaries")
+            correct = ranked.correct(guesses)
+            value = bound_at(analysis, m=m, guesses=guesses.total, correct=correct, delta=delta,
+                             alpha=1.0 - confidence)
+        else:
+            grid = guess_grid(m)
+            alpha = (1.0 - confidence) / len(grid)
+            value, guesses, correct = 0.0, Guesses(*grid[0]), ranked.correct(Guesses(*grid[0]))
+            for k_in, k_out in grid:
+                point = Guesses(k_in, k_out)
+                hits = ranked.correct(point)
+                found = bound_at(analysis, m=m, guesses=point.total, correct=hits, delta=delta, alpha=alpha,
+                                 at_least=value)
+                if found > value:
+                    value, guesses, correct = found, point, hits
+        values[analysis] = value
+        used[analysis] = {"k_in": guesses.k_in, "k_out": guesses.k_out, "correct": correct}
+    ceilings = {a: ceiling(m, analysis=a, rule=rule, delta=delta, confidence=confidence) for a in ANALYSES}
+    return {
+        "guess_rule": rule,
+        "eps_lower": float(values["steinke"]),
+        "eps_ceiling": float(ceilings["steinke"]),
+        "eps_lower_fdp": float(values["fdp"]),
+        "eps_ceiling_fdp": float(ceilings["fdp"]),
+        "mu_lower": float(values["gaussian"]),
+        "mu_ceiling": float(ceilings["gaussian"]),
+        "eps_gaussian": _gaussian_epsilon(values["gaussian"], delta),
+        "guesses": used,
+    }
+
+
+def _gaussian_epsilon(mu: float, delta: float) -> float | None:
+    """ε at δ of μ-GDP; None at δ = 0 (μ-GDP with μ > 0 is never pure DP), 0 for μ = 0."""
+    if mu == 0.0:
+        return 0.0
+    if delta == 0.0:
+        return None
+    return float(gaussian_dp_epsilon(mu, delta))
+
+
+def fdp_epsilon_lower_bound(member_scores, nonmember_scores, *, delta: float = 0.0, confidence: float = 0.95,
+                            tradeoff: str = "eps-delta", rng=None, guesses: Guesses | None = None) -> float:
+    """The largest ε that the f-DP one-run test (`audit.stats.fdp`) rejects at `confidence`.
+
+    `tradeoff` "eps-delta": the (ε, δ) claims' own curve f_{ε,δ}; the result is the largest ε whose
+    (ε, `delta`) claim is rejected. "gaussian": the largest μ whose μ-GDP is rejected, returned as
+    the ε at `delta` that μ-GDP implies (holds only for a Gaussian trade-off; needs `delta` > 0).
+    The guesses are the grid's with Bonferroni (like `audit.epsilon.epsilon_lower_bound`), or the
+    single count `guesses` if it was fixed without the coins of these scores (for example tuned on
+    reference runs, `tune`), tested at the full level. The scores must be those of canaries drawn
+    by independent fair coins (members: coin IN). On scores without signal it returns 0 with
+    probability >= `confidence`."""
+    steinke._check_delta(delta)
+    steinke._check_confidence(confidence)
+    fdp.check_tradeoff(tradeoff)
+    if tradeoff == "gaussian" and delta == 0.0:
+        raise ValueError("the gaussian trade-off needs delta > 0 (mu-GDP with mu > 0 implies no pure epsilon)")
+    analysis = "fdp" if tradeoff == "eps-delta" else "gaussian"
+    ranked = RankedGuesses.of(member_scores, nonmember_scores, rng=rng)
+    m = ranked.m
+    if guesses is not None:
+        counts, alpha = (guesses,), 1.0 - confidence
+    else:
+        grid = guess_grid(m)
+        counts, alpha = tuple(Guesses(*pair) for pair in grid), (1.0 - confidence) / len(grid)
+    best = 0.0
+    for count in counts:
+        best = max(best, bound_at(analysis, m=m, guesses=count.total, correct=ranked.correct(count), delta=delta,
+                                  alpha=alpha, at_least=best))
+    return best if analysis == "fdp" else float(_gaussian_epsilon(best, delta))
+
+
+#: the verdict's analysis: the f-DP test of the claim's own curve f_{ε,δ}
+VERDICT_ANALYSIS = "f-DP test of f_{eps,delta} (Mahloujifar, Melis & Chaudhuri 2025)"
+
+
+def verdict_bound(groups: dict, *, chosen: str | None, guesses: Guesses | None, delta: float, confidence: float,
+                  rng_of) -> dict:
+    """The one ε lower bound a verdict rests on, paid for: `groups` maps each attack to its
+    (member scores, non-member scores) of the canaries, `rng_of(attack)` gives its tie-breaking.
+
+    With `chosen` and `guesses` (the attack and its f_{ε,δ} count, chosen on the reference runs
+    before any target was judged) the bound is that attack's f_{ε,δ} test at the full `confidence`,
+    its ceiling the tuned rule's. Without them every attack is tested on the grid at
+    1 - (1 - confidence) / k (Bonferroni over the grid and the k attacks), and the largest bound
+    holds at `confidence` jointly. Returns the summary.json `verdict` keys."""
+    steinke._check_delta(delta)
+    steinke._check_confidence(confidence)
+    if not groups:
+        raise ValueError("verdict_bound needs at least one attack")
+    if chosen is not None:
+        if chosen not in groups or guesses is None:
+            raise ValueError(f"the chosen attack {chosen!r} needs its scores and its guess count")
+        member, nonmember = groups[chosen]
+        ranked = RankedGuesses.of(member, nonmember, rng=rng_of(chosen))
+        correct = ranked.correct(guesses)
+        bounds = {chosen: float(bound_at("fdp", m=ranked.m, guesses=guesses.total, correct=correct, delta=delta,
+                                         alpha=1.0 - confidence))}
+        ceilings = {chosen: float(ceiling(ranked.m, analysis="fdp", rule="tuned", delta=delta, confidence=confidence))}
+        each, rule = confidence, "tuned"
+        used = {"k_in": guesses.k_in, "k_out": guesses.k_out, "correct": correct}
+    else:
+        each, rule, used = 1.0 - (1.0 - confidence) / len(groups), "grid", None
+        bounds, ceilings = {}, {}
+        for attack, (member, nonmember) in groups.items():
+            bounds[attack] = float(fdp_epsilon_lower_bound(member, nonmember, delta=delta, confidence=each,
+                                                           rng=rng_of(attack)))
+            m = len(member) + len(nonmember)
+            ceilings[attack] = float(ceiling(m, analysis="fdp", rule="grid", delta=delta, confidence=each))
+    best = max(bounds, key=lambda a: bounds[a])
+    return {"analysis": VERDICT_ANALYSIS, "rule": rule, "attack": chosen if chosen is not None else best,
+            "eps_lower": bounds[best], "eps_ceiling": max(ceilings.values()), "confidence": float(confidence),
+            "per_attack_confidence": float(each), "delta": float(delta), "guesses": used, "bounds": bounds,
+            "ceilings": ceilings}
+
+
+def _rising_ceilings(*, analysis: str, rule: str, delta: float, confidence: float, most: int):
+    """(m, ceiling) for m = 1, 2, 4, ... up to `most`, stopping once the ceiling falls (with δ > 0
+    Steinke et al.'s ceiling peaks, then falls: past the peak more canaries do not help)."""
+    m, previous = 1, -1.0
+    while m <= most:
+        value = ceiling(m, analysis=analysis, rule=rule, delta=delta, confidence=confidence)
+        if value < previous:
+            return
+        yield m, value
+        m, previous = 2 * m, value
+
+
+def canaries_needed(claimed_epsilon: float, *, analysis: str = "fdp", rule: str = "tuned", delta: float = 0.0,
+                    confidence: float = 0.95, most: int = steinke.MOST_CANARIES) -> int | None:
+    """The fewest canaries (a power of 2) whose ceiling under `analysis` and `rule` exceeds
+    `claimed_epsilon`; None if none up to `most`, or up to the ceiling's peak, does."""
+    return next((m for m, value in _rising_ceilings(analysis=analysis, rule=rule, delta=delta, confidence=confidence,
+                                                     most=most) if value > claimed_epsilon), None)
+
+
+def most_certifiable(*, analysis: str = "fdp", rule: str = "tuned", delta: float, confidence: float,
+                     most: int = steinke.MOST_CANARIES) -> float:
+    """The largest ceiling over m = 1, 2, 4, ... canaries (up to its peak or `most`)."""
+    return max(value for _, value in _rising_ceilings(analysis=analysis, rule=rule, delta=delta, confidence=confidence,
+                                                       most=most))
