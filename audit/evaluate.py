@@ -179,16 +179,18 @@ def attack_summary(
     then has leakage statistics and `eps_hat` but null `eps_lower` and `eps_ceiling`.
 
     `choice` (`choose_on_references`) gives the top-level group's guess counts ("tuned"); without
-    it they come from the grid. The `natural` group of a canary audit always uses the grid."""
+    it they come from the grid. The `natural` group of a canary audit always uses the grid. The
+    top-level group's bounds break ties in an order seeded by `seed` alone (`tie_order`), as the
+    verdict (`audit.summary.verdict_entry`) and the report do, so all three agree."""
     tuned = None if choice is None else choice.tuned
     if canaries is None:
         return _group_summary(scores, membership, init_mask, delta=delta, confidence=confidence,
-                              rng=np.random.default_rng(seed), epsilon=fair_coins, tuned=tuned)
+                              rng=np.random.default_rng(seed), epsilon=fair_coins, tuned=tuned, tie_rng=tie_order(seed))
     canary_cols, natural_cols = canaries.scored, canaries.natural
     canary_rng, natural_rng = np.random.default_rng(seed).spawn(2)
     summary = _group_summary(scores[:, canary_cols], membership[:, canary_cols], None, delta=delta,
                              confidence=confidence, rng=canary_rng, epsilon=fair_coins and canaries.single_rows,
-                             tuned=tuned)
+                             tuned=tuned, tie_rng=tie_order(seed))
     natural = _group_summary(scores[:, natural_cols], membership[:, natural_cols], init_mask[:, natural_cols],
                              delta=delta, confidence=confidence, rng=natural_rng, epsilon=fair_coins)
     subgroups = natural.pop("subgroups", None)
@@ -198,8 +200,15 @@ def attack_summary(
     return summary
 
 
+def tie_order(seed) -> np.random.Generator:
+    """The generator that orders tied scores for the top-level bounds of one attack: seeded by
+    `seed` (the master seed and the attack's name) alone, independent of the coins."""
+    return np.random.default_rng(seed)
+
+
 def _group_summary(scores: np.ndarray, membership: np.ndarray, init_mask: np.ndarray | None, *, delta: float,
-                   confidence: float, rng: np.random.Generator, epsilon: bool, tuned: dict | None = None) -> dict:
+                   confidence: float, rng: np.random.Generator, epsilon: bool, tuned: dict | None = None,
+                   tie_rng: np.random.Generator | None = None) -> dict:
     """`attack_summary` of one group of examples (columns), sub-groups by `init_mask` if given."""
     scored = ~np.isnan(scores)  # an attack may score only some examples (ganleak_pbb); the others are NaN
     nonmember = scores[~membership & scored]
@@ -207,7 +216,7 @@ def _group_summary(scores: np.ndarray, membership: np.ndarray, init_mask: np.nda
     pooled = MembershipScores(scores[membership], nonmember)
     if tuned is not None and max(g.total for g in tuned.values()) > pooled.member.size + pooled.nonmember.size:
         tuned = None  # fewer canaries scored than the targets' m the counts were tuned for (a partial attack)
-    summary = pooled.summary(delta=delta, confidence=confidence, rng=rng, epsilon=epsilon, tuned=tuned)
+    summary = pooled.summary(delta=delta, confidence=confidence, rng=rng, epsilon=epsilon, tuned=tuned, tie_rng=tie_rng)
     if not epsilon:
         summary.update({"eps_hat": float(pooled.eps_hat()), **{key: None for key in EPSILON_KEYS},
                         "confidence": float(confidence), "delta": float(delta)})

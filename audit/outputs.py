@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from audit.reporting import figures
-from audit.reporting.verdict import epsilon_verdict
+from audit.reporting.verdict import Verdict, epsilon_verdict
 from shadow_runs.files import atomic_write, write_json
 from shadow_runs.records import CanaryColumns
 
@@ -114,19 +114,32 @@ def describe(summary: dict, path: Path) -> str:
     return "\n".join(lines)
 
 
-def verdict_line(summary: dict) -> str:
-    """The ε verdict in words, from summary.json's `verdict` (the paid-for bound) and the claim: the
-    victim's formal ε, or a release's claimed one."""
-    found = summary["verdict"]
-    claimed = summary.get("claimed_epsilon")
-    source = "claimed"
-    if claimed is None and summary.get("formal_epsilon") is not None:
-        claimed, source = summary["formal_epsilon"], "formal"
+def _claim(summary: dict) -> tuple[float | None, str]:
+    """The ε the verdict checks and where it comes from: a release's claimed ε, else the formal ε."""
+    if summary.get("claimed_epsilon") is not None:
+        return summary["claimed_epsilon"], "claimed"
+    return summary.get("formal_epsilon"), "formal"
+
+
+def summary_verdict(summary: dict) -> Verdict | None:
+    """The ε verdict of summary.json's `verdict` (the paid-for bound) against `_claim` (none: "no ε
+    claim was checked"); None where no bound applies."""
+    found = summary.get("verdict")
+    if not found:
+        return None
+    claimed, source = _claim(summary)
     n_canaries = (summary.get("evaluation") or {}).get("n_canaries")
     targets = len(summary.get("target_runs") or []) or 1
-    verdict = epsilon_verdict(found["bounds"], ceiling=found["ceilings"], claimed_epsilon=claimed, delta=found["delta"],
-                              confidence=found["confidence"], source=source, n_canaries=n_canaries,
-                              per_target=n_canaries // targets if n_canaries else None, rule=found["rule"])
-    head = ("" if claimed is None else f"{source} ε = {claimed:g} at δ = {found['delta']:g}: ") + verdict.text
+    return epsilon_verdict(found["bounds"], ceiling=found["ceilings"], claimed_epsilon=claimed, delta=found["delta"],
+                           confidence=found["confidence"], source=source, n_canaries=n_canaries,
+                           per_target=n_canaries // targets if n_canaries else None, rule=found["rule"])
+
+
+def verdict_line(summary: dict) -> str:
+    """The ε verdict in words, two lines for the terminal: the claim, the verdict, the bound it
+    rests on beside the ceiling, and the reason."""
+    found, verdict = summary["verdict"], summary_verdict(summary)
+    claimed, source = _claim(summary)
+    head = ("" if claimed is None else f"{source} ε = {claimed:.4g} at δ = {found['delta']:g}: ") + verdict.text
     return (f"  verdict: {head}, ε ≥ {found['eps_lower']:.2f} ({found['attack']}, f-DP test, ceiling "
             f"{found['eps_ceiling']:.2f}, {found['rule']})\n    {verdict.reason}")

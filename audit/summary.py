@@ -14,7 +14,7 @@ import zlib
 
 import numpy as np
 
-from audit.evaluate import StoredRuns, attack_summary, verdict_attack
+from audit.evaluate import StoredRuns, attack_summary, tie_order, verdict_attack
 from audit.releases.inputs import ReleaseInputs
 from audit.releases.target import TARGET
 from audit.stats.epsilon import bound_applies, unfair_coins_reason
@@ -149,7 +149,7 @@ def verdict_entry(scores: dict[str, np.ndarray], membership: np.ndarray, columns
     chosen = verdict_attack(tunable)
     entry = verdict_bound(groups, chosen=chosen, guesses=tunable[chosen].tuned["fdp"] if chosen else None,
                           delta=delta, confidence=args.confidence,
-                          rng_of=lambda a: np.random.default_rng([args.seed, zlib.crc32(a.encode())]))
+                          rng_of=lambda a: tie_order([args.seed, zlib.crc32(a.encode())]))
     entry["views"] = tunable[chosen].views if chosen else None
     entry["candidates"] = sorted(tunable) if chosen else sorted(groups)
     return entry

@@ -10,9 +10,9 @@ audit in its own directory under --runs-dir (a second call re-scores from there)
 for the generators also `python -m audit.ganleak` on the same runs (GAN-Leaks; the audit keeps
 both commands' attacks). Printed per row: test accuracy of the downstream ConvNet (mean and sd
 over runs), the attack with the highest TPR at 0.1% FPR (of those that scored every example) with
-its AUC, the largest `eps_lower`
-over the row's attacks (each at 95%, so the maximum is not itself a 95% statement), the formal
-ε, and the mean wall time of a run in its worker.
+its AUC, the ε lower bound the verdict rests on (summary.json's `verdict`: paid for, never a
+maximum of bounds each at 95%) with its ceiling and verdict against the formal ε, and the mean
+wall time of a run in its worker.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from timing import verdict_cells
 
 GENERATORS = ("dpcgan", "psg", "dpkernel", "datalens")
 ROWS = {  # label -> (audit flags, whether GAN-Leaks applies)
@@ -48,12 +50,11 @@ def row(label: str, s: dict, walls: list[float]) -> str:
     strongest = max((a for a in attacks if attacks[a]["n_members"] + attacks[a]["n_nonmembers"] == scored),
                     key=lambda a: (attacks[a]["tpr_at_fpr"]["0.001"], attacks[a]["auc"]))
     top = attacks[strongest]
-    bound, which = max((entry["eps_lower"], a) for a, entry in attacks.items() if entry.get("eps_lower") is not None)
+    bound, ceiling, verdict = verdict_cells(s)  # the verdict's paid-for bound, not a max over attacks
     formal = "-" if s["formal_epsilon"] is None else f"{s['formal_epsilon']:.2f}"
     return (f"| {label} | {formal} | {s['utility']['test_accuracy']:.3f} ({s['utility']['test_accuracy_std']:.3f}) "
             f"| {strongest} | {top['auc']:.3f} | {top['tpr_at_fpr']['0.001']:.4f} ({top['fp_at_fpr']['0.001']}) "
-            f"| {bound:.2f} ({which if bound > 0 else 'every attack'}) | {top['eps_ceiling']:.2f} "
-            f"| {statistics.mean(walls):.1f} |")
+            f"| {bound} | {ceiling} | {verdict} | {statistics.mean(walls):.1f} |")
 
 
 def main() -> None:
@@ -63,8 +64,8 @@ def main() -> None:
     p.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS), metavar="ROW")
     args, extra = p.parse_known_args()
     print("| victim | formal eps | test acc (sd over runs) | strongest attack at 0.1% FPR | its AUC "
-          "| its TPR@0.1% FPR (FP) | eps_lower, max over attacks | eps_ceiling | s per run |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| its TPR@0.1% FPR (FP) | verdict's eps_lower (attack, rule) | its eps_ceiling | verdict | s per run |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for label in args.rows:
         flags, ganleak = ROWS[label]
         where = args.runs_dir / label.replace(" ", "_").replace("=", "")

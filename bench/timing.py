@@ -20,3 +20,19 @@ def timed_audit(args: list[str], *, entry: str = "audit.lira") -> tuple[float, l
         per_run = [json.loads(p.read_text())["wall_s"] for p in Path(runs_dir).glob("*/runs/*.json")]
         summary = json.loads(next(Path(runs_dir).glob("*/audit/summary.json")).read_text())
         return wall, per_run, summary
+
+
+def verdict_cells(summary: dict) -> tuple[str, str, str]:
+    """(bound, ceiling, verdict) cells of a table row from summary.json's `verdict`: the one ε lower
+    bound the verdict rests on, paid for (the attack chosen on the reference runs at the full
+    confidence, or the largest of every attack's bounds at a split confidence), never a maximum
+    of per-attack bounds each at its own confidence."""
+    from audit.outputs import summary_verdict
+
+    found = summary.get("verdict")
+    if not found:
+        return "- (no ε bound)", "-", "-"
+    verdict = summary_verdict(summary)
+    word = {"epsilon_violated": "violated", "epsilon_consistent": "consistent", "epsilon_not_testable": "not testable",
+            "no_epsilon_claim": "-"}[verdict.kind]
+    return (f"{found['eps_lower']:.2f} ({found['attack']}, {found['rule']})", f"{found['eps_ceiling']:.2f}", word)

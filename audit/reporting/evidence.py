@@ -50,15 +50,19 @@ def verdict_evidence(audited: Audited, *, delta: float, confidence: float, seed:
     scores.npz by `audit.stats.guesses.verdict_bound`. When the audit recorded an attack and an
     f_{ε,δ} guess count chosen on its reference runs (summary.json's `verdict`, rule "tuned"), that
     one attack at the full `confidence`; otherwise every attack on the grid at confidence
-    1 - (1 - confidence) / k (Bonferroni). Each attack's tie-breaking is seeded by (seed, attack)."""
+    1 - (1 - confidence) / k (Bonferroni). Each attack's tie-breaking is seeded by (the audit's
+    master seed, attack), as the audit's own bounds are (`audit.evaluate.tie_order`), so at the
+    audit's δ the report's bound is summary.json's; `seed` stands in where none is recorded."""
     recorded = audited.summary.get("verdict") or {}
     groups = {a: audited.bound_scores(a) for a in audited.attacks}
     chosen, guesses = None, None
     if recorded.get("rule") == "tuned" and recorded.get("attack") in groups and recorded.get("guesses"):
         chosen = recorded["attack"]
         guesses = Guesses(int(recorded["guesses"]["k_in"]), int(recorded["guesses"]["k_out"]))
+    master = (audited.summary.get("evaluation") or {}).get("master_seed")
+    master = seed if master is None else int(master)
     return verdict_bound(groups, chosen=chosen, guesses=guesses, delta=delta, confidence=confidence,
-                         rng_of=lambda a: np.random.default_rng([seed, zlib.crc32(a.encode())]))
+                         rng_of=lambda a: np.random.default_rng([master, zlib.crc32(a.encode())]))
 
 
 def fair_coins(audited: Audited) -> bool:

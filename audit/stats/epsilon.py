@@ -270,7 +270,8 @@ def _gdp_log_delta(eps: float, mu: float) -> float:
     """ln δ(ε) for μ-GDP, δ(ε) = Φ(-ε/μ + μ/2) - e^ε Φ(-ε/μ - μ/2), in log space."""
     log_first = special.log_ndtr(-eps / mu + mu / 2)
     log_second = eps + special.log_ndtr(-eps / mu - mu / 2)
-    return float(log_first + np.log(-np.expm1(log_second - log_first)))
+    with np.errstate(divide="ignore"):  # the terms' difference underflows to 0 far in the tail: ln 0 = -inf is right
+        return float(log_first + np.log(-np.expm1(log_second - log_first)))
 
 
 def gaussian_dp_epsilon(mu: float, delta: float) -> float:

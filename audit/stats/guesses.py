@@ -260,7 +260,8 @@ def fdp_epsilon_lower_bound(member_scores, nonmember_scores, *, delta: float = 0
     steinke._check_confidence(confidence)
     fdp.check_tradeoff(tradeoff)
     if tradeoff == "gaussian" and delta == 0.0:
-        raise ValueError("the gaussian trade-off needs delta > 0 (mu-GDP with mu > 0 implies no pure epsilon)")
+        raise ValueError(f"the gaussian trade-off needs delta > 0, got {delta} (mu-GDP with mu > 0 implies no pure "
+                         "epsilon)")
     analysis = "fdp" if tradeoff == "eps-delta" else "gaussian"
     ranked = RankedGuesses.of(member_scores, nonmember_scores, rng=rng)
     m = ranked.m

@@ -180,6 +180,7 @@ class MembershipScores:
         rng: np.random.Generator | int | None = None,
         epsilon: bool = True,
         tuned: dict | None = None,
+        tie_rng: np.random.Generator | int | list[int] | None = None,
     ) -> dict:
         """All headline numbers; the key set is a contract that reports rely on.
 
@@ -190,7 +191,8 @@ class MembershipScores:
         (μ-GDP, descriptive), under the guess rule `guess_rule`: "tuned" with the counts in `tuned`
         (analysis -> `Guesses`, chosen without these scores' coins), else "grid". Without it (a
         sub-group, which the mechanism itself picked; a plan whose coins are not fair) it holds
-        leakage statistics only.
+        leakage statistics only. `tie_rng`, if given, orders tied scores for the bounds (so that
+        another reader that seeds it the same way gets the same bounds); else a child of `rng`.
         """
         advantage_rng, epsilon_rng = np.random.default_rng(rng).spawn(2)
         rates = {str(level): self.tpr_at_fpr(level) for level in FPR_LEVELS}
@@ -206,7 +208,8 @@ class MembershipScores:
             m = self.member.size + self.nonmember.size
             summary.update({
                 "eps_hat": float(self.eps_hat()),
-                **bounds_of(self.member, self.nonmember, delta=delta, confidence=confidence, rng=epsilon_rng,
+                **bounds_of(self.member, self.nonmember, delta=delta, confidence=confidence,
+                            rng=epsilon_rng if tie_rng is None else tie_rng,
                             tuned=tuned),
                 "confidence": float(confidence),
                 "delta": float(delta),

@@ -1,22 +1,47 @@
 """Self-test of the ε verdicts on mechanisms whose true ε is known: ``python -m audit.selftest``.
 
 Every repetition goes through what a victim's audit goes through: the plan of
-`shadow_runs.plan` (`membership_matrix` with fair coins, target runs `target_runs`, at least one
-reference run), the mechanism's scores [T, n] on the target runs, pooled as `audit.evaluate`'s
-`attack_summary` pools them (members = scores[keep[targets]], non-members =
-scores[~keep[targets]]) and bounded by the very method `MembershipScores.summary` calls for its
-``eps_lower`` (`MembershipScores.epsilon_lower_bound`, δ = 0). Only the mechanism differs, and for
-these mechanisms the true ε is known, so a bound above it is a false alarm. The one-run theorem
-makes the false-alarm rate at most 1 - confidence (5%) whatever the mechanism; the table shows
-the measured rate with its 95% Clopper–Pearson interval, and how close the bound comes to the
-truth (the median bound over the true ε).
+`shadow_runs.plan` (`membership_matrix` with fair coins over target runs and as many reference
+runs, `target_runs` first), the mechanism applied to every run's coins (independent noise per
+run), the targets' scores pooled as `audit.evaluate.attack_summary` pools them (members =
+scores[keep[targets]], non-members = scores[~keep[targets]]) and bounded by the very function
+`MembershipScores.summary` calls, `audit.stats.guesses.bounds_of`, under both guess rules:
+
+* ``tuned``: the reference runs' scores ranked against their own (public) coins
+  (`RankedGuesses.of`), and per analysis the count `audit.stats.guesses.tune` chooses for the
+  targets' m, applied once to the targets at the full confidence;
+* ``grid``: the fixed grid of `audit.stats.epsilon.guess_grid` with Bonferroni (today's rule).
+
+and each of the analyses ``steinke`` (`eps_lower`, Steinke, Nasr & Jagielski), ``fdp``
+(`eps_lower_fdp`, the f-DP test of f_{ε,δ}, Mahloujifar, Melis & Chaudhuri) and ``gaussian``
+(`mu_lower`, the largest μ whose μ-GDP is rejected, with `eps_gaussian`, its ε at δ). The δ of a
+repetition is the design's: 0 for the pure mechanisms, `APPROX_DELTA` = 1e-5 for the Gaussian
+mechanism and randomised response with a published coin. Only the mechanism differs from an
+audit, and its true ε (and μ, where it has one) is known, so a bound above it is a false alarm.
+The one-run theorems make the false-alarm rate of every (rule, analysis) at most 1 - confidence
+(5%) whatever the mechanism; the table shows the measured rate with its 95% Clopper–Pearson
+interval, and how close the bound comes to the truth (the median bound over the true ε or μ).
 
 Mechanisms (all ε are with respect to adding or removing one canary, the relation the plan's
 independent coins realise):
 
 * randomised response on each membership bit, tight at ε0 (`randomised_response`);
+* randomised response that publishes the coin with probability δ (`published_coin_response`):
+  exactly (ε0, δ)-DP, trade-off f_{ε0,δ};
+* a Gaussian mechanism of known μ (`gaussian_mechanism`): exactly μ-GDP, μ chosen so that its ε
+  at δ = 1e-5 is ε0 (`gaussian_mu`);
 * a Laplace class sum, exactly ε0-DP (`laplace_class_sum`, scored by `laplace_scores`);
-* null scores, independent of the coins, ε = 0 (`null_scores`).
+* null scores, independent of the coins, ε = 0 (`null_scores`); and the same with
+  `NULL_ATTACKS` independent null attacks per repetition whose reported maximum is paid for:
+  each attack bounded at confidence 1 - (1 - confidence) / `NULL_ATTACKS` (Bonferroni), as the
+  suite must whenever it reports a maximum over attacks.
+
+The Gaussian family (`mu_lower`) is judged only where the mechanism's trade-off is Gaussian: on
+the Gaussian mechanism (alarm: mu_lower > μ) and on the null (μ = 0: alarm: mu_lower > 0). On
+Laplace and randomised response its μ, and the ε at δ it implies, are descriptive only: those
+mechanisms are not μ-GDP at the μ whose (ε, δ) matches (randomised response with a published
+coin is not μ-GDP for any μ: it reveals some coins with certainty), so an ε at δ above ε0 there
+is no false alarm about anything the mechanism claims.
 
 For comparison the self-test also audits the Laplace class sum under the plan the suite used
 before (`complement_pair_plan`: complementary pairs of runs, each taking half of every class),
@@ -27,45 +52,66 @@ records first the old plan declares the sound ε0 = 1 violated in nearly every r
 plain pooled score puts the atypical records at the bottom, where the grid uses them only as OUT
 guesses beside as many IN guesses on typical records, and does not show it: both rows are
 printed, and the same two rules under the independent plan.)
+
+The bounds are deterministic functions of (analysis, m, guesses, correct, δ, level), and the same
+ones recur from repetition to repetition; the command memoises them (`memoised_bounds`) so that
+200 repetitions of every row take minutes rather than an hour. The figures are those the
+un-memoised functions give (tests/audit/test_selftest.py checks it).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 from audit.cli.arguments import ArgumentParser, int_at_least, probability
-from audit.stats.epsilon import epsilon_ceiling
-from audit.stats.metrics import MembershipScores
+from audit.stats import guesses
+from audit.stats.epsilon import gaussian_dp_epsilon
+from audit.stats.guesses import ANALYSES, RULES, RankedGuesses, bounds_of, tune
 from shadow_runs.plan import membership_matrix, target_runs
 
 CONFIDENCE = 0.95
-DELTA = 0.0  # every mechanism here is pure ε-DP
+APPROX_DELTA = 1e-5  # the δ of the Gaussian mechanism and of randomised response with a published coin
 REPETITIONS = 200
 QUICK_REPETITIONS = 20
 
-# randomised response and null: 8 target runs x 1250 examples = 10,000 canaries, one reference run
+# randomised response and null: 8 target runs x 1250 examples = 10,000 canaries (and 8 reference runs)
 RR_TARGETS, RR_POOL = 8, 1250
 RR_EPSILONS = (1.0, 2.0, 4.0)
-# Laplace class sum: 150 classes of 10 (one atypical record, nine typical), 16 target runs, one reference run
+# Laplace class sum: 150 classes of 10 (one atypical record, nine typical), 16 target runs (and 16 references)
 N_CLASSES, CLASS_SIZE = 150, 10
 LAPLACE_TARGETS = 16
-LAPLACE_EPSILONS = (0.5, 1.0, 2.0)
+LAPLACE_EPSILONS = (1.0, 4.0)
 OLD_PLAN_EPSILON = 1.0
+# the (ε, δ) mechanisms: the power row (Gaussian at ε0 = 4) at 16 x 1,500 = 24,000 canaries, the others at 8 x 1,500
+POWER_TARGETS, APPROX_TARGETS, APPROX_POOL = 16, 8, 1500
+APPROX_EPSILONS = (1.0, 4.0)
+POWER_EPSILON = 4.0
+# null attacks per repetition whose maximum is reported, each at confidence 1 - (1 - confidence) / NULL_ATTACKS
+NULL_ATTACKS = 5
 
-_NOISE_STREAM = 2  # the mechanism's noise: SeedSequence([master seed, _NOISE_STREAM]); the plan uses streams 0 and 1
+#: what each repetition records per rule: the three analyses' bounds and the Gaussian family's ε at δ
+KEYS = ("eps_lower", "eps_lower_fdp", "mu_lower", "eps_gaussian")
+_KEY_OF = {"steinke": "eps_lower", "fdp": "eps_lower_fdp", "gaussian": "mu_lower"}
+
+# the mechanism's noise and the tie orders: SeedSequence([master seed, _NOISE_STREAM]); the plan uses streams 0 and 1
+_NOISE_STREAM = 2
+# per attack, children of that stream: target noise, grid ties, reference noise, reference ties, tuned ties
+_STREAMS_PER_ATTACK = 5
 
 
 # ---------------------------------------------------------------------------
-# the mechanisms: coins of the target runs [T, n] (and a generator) in, scores [T, n] out
+# the mechanisms: coins of some runs [R, n] (and a generator) in, scores [R, n] out
 
 
 def randomised_response(keep: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
@@ -80,9 +126,62 @@ def randomised_response(keep: np.ndarray, epsilon: float, rng: np.random.Generat
     return np.where(truthful, keep, ~keep).astype(np.float64)
 
 
+#: scores of `published_coin_response`: a published IN above every told IN, a published OUT below every told OUT
+PUBLISHED_IN, TOLD_IN, TOLD_OUT, PUBLISHED_OUT = 2.0, 1.0, 0.0, -1.0
+
+
+def published_coin_response(keep: np.ndarray, epsilon: float, rng: np.random.Generator, *,
+                            delta: float = APPROX_DELTA) -> np.ndarray:
+    """Per canary: with probability δ its coin published as it is, otherwise `randomised_response`
+    at ε0 = `epsilon`.
+
+    Why it is exactly (ε0, δ)-DP, with trade-off curve f_{ε0,δ}: adding or removing canary i
+    changes only output i. With p = e^ε0 / (1 + e^ε0), its distribution is, IN versus OUT:
+    published IN δ vs 0, published OUT 0 vs δ, told IN (1-δ)p vs (1-δ)(1-p), told OUT (1-δ)(1-p)
+    vs (1-δ)p. For any set S of outputs, P_IN(S) <= e^ε0 P_OUT(S) + δ (the told outputs have ratio
+    at most e^ε0, the published IN carries the δ) and symmetrically, so it is (ε0, δ)-DP. Nothing
+    smaller holds: S = {published IN, told IN} gives P_IN(S) - e^ε' P_OUT(S) = δ + (1-δ)(p - e^ε'
+    (1-p)) > δ for every ε' < ε0, and δ' < δ fails on S = {published IN} (P_OUT = 0). It is the
+    canonical mechanism whose trade-off curve is f_{ε0,δ} itself (Kairouz, Oh and Viswanath): the
+    likelihood-ratio tests between the two output laws trace exactly f_{ε0,δ}(x) = max(0, 1 - δ -
+    e^ε0 x, e^-ε0 (1 - δ - x)).
+
+    Scores (`PUBLISHED_IN` > `TOLD_IN` > `TOLD_OUT` > `PUBLISHED_OUT`): the published coins are
+    ranked as certain, above (IN) and below (OUT) every told one, the likelihood-ratio order.
+    """
+    told = randomised_response(keep, epsilon, rng)
+    published = rng.random(keep.shape) < delta
+    scores = np.where(told > 0, TOLD_IN, TOLD_OUT)
+    return np.where(published, np.where(keep, PUBLISHED_IN, PUBLISHED_OUT), scores)
+
+
+@functools.lru_cache(maxsize=None)
+def gaussian_mu(epsilon: float, delta: float = APPROX_DELTA) -> float:
+    """The μ whose μ-GDP is exactly (`epsilon`, `delta`)-DP: the root of
+    `gaussian_dp_epsilon`(μ, δ) = ε (brentq; ε at δ grows with μ). 0.268 for ε = 1, 0.925 for ε = 4."""
+    if epsilon <= 0:
+        return 0.0
+    return float(optimize.brentq(lambda mu: gaussian_dp_epsilon(mu, delta) - epsilon, 1e-6, 100.0, xtol=1e-14))
+
+
+def gaussian_mechanism(keep: np.ndarray, epsilon: float, rng: np.random.Generator, *,
+                       delta: float = APPROX_DELTA) -> np.ndarray:
+    """Per canary the output coin·μ + N(0, 1), μ = `gaussian_mu`(ε0, δ); the score is the output.
+
+    Why it is exactly μ-GDP, and exactly (ε0, δ)-DP: adding or removing canary i changes only
+    output i, from N(0, 1) to N(μ, 1); the trade-off curve between those two laws is
+    G_μ(x) = Φ(Φ⁻¹(1 - x) - μ) by definition of μ-GDP (Dong, Roth and Su), attained by the
+    likelihood-ratio (threshold) tests, so the mechanism is μ-GDP and no smaller μ holds. μ-GDP is
+    (ε, δ(ε))-DP exactly for δ(ε) = Φ(-ε/μ + μ/2) - e^ε Φ(-ε/μ - μ/2) (their Corollary 2.13,
+    `gaussian_dp_epsilon`), and μ solves δ(ε0) = δ: (ε0, δ)-DP and not (ε', δ) for ε' < ε0. The
+    output is monotone in the likelihood ratio, so it is the optimal score.
+    """
+    return keep * gaussian_mu(epsilon, delta) + rng.standard_normal(keep.shape)
+
+
 def null_scores(keep: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
     """Standard normal scores drawn without looking at the coins: the output says nothing about
-    membership, so ε = 0 (`epsilon` is ignored), and a bound > 0 is a false alarm."""
+    membership, so ε = 0 and μ = 0 (`epsilon` is ignored), and a bound > 0 is a false alarm."""
     return rng.standard_normal(keep.shape)
 
 
@@ -96,7 +195,7 @@ def class_pool(n_classes: int = N_CLASSES, class_size: int = CLASS_SIZE) -> tupl
 
 def laplace_class_sum(keep: np.ndarray, epsilon: float, rng: np.random.Generator, *, labels: np.ndarray,
                       values: np.ndarray) -> np.ndarray:
-    """Outputs [T, C]: per target run and class, the sum of the values of the run's members of that
+    """Outputs [R, C]: per run and class, the sum of the values of the run's members of that
     class plus Laplace(1 / ε) noise.
 
     Why its ε is exactly `epsilon`: adding or removing one record changes one class sum of one
@@ -116,7 +215,7 @@ def laplace_class_sum(keep: np.ndarray, epsilon: float, rng: np.random.Generator
 
 def laplace_scores(outputs: np.ndarray, *, labels: np.ndarray, values: np.ndarray,
                    atypical_first: bool = False) -> np.ndarray:
-    """Scores [T, n] from the class outputs [T, C]: a typical record scores its class's output (its
+    """Scores [R, n] from the class outputs [R, C]: a typical record scores its class's output (its
     membership raises the sum), an atypical one minus it (its membership lowers the sum).
 
     Pooled, typical records (sums near +4) rank above atypical ones (near -4), so the grid's
@@ -142,15 +241,12 @@ def laplace_mechanism(keep: np.ndarray, epsilon: float, rng: np.random.Generator
 
 
 # ---------------------------------------------------------------------------
-# the plans
+# the plans: coins [n_runs, n] of every run, the target runs first (`target_runs`), the rest references
 
 
-def independent_plan(labels: np.ndarray, n_targets: int, master_seed: int) -> np.ndarray:
-    """Coins [T, n] of the target runs of the suite's plan: `n_targets` target runs and one
-    reference run (unused by these scores), from `membership_matrix` and `target_runs`."""
-    n_runs = n_targets + 1
-    keep = membership_matrix(labels, n_runs=n_runs, master_seed=master_seed)
-    return keep[target_runs(n_runs, n_targets)]
+def independent_plan(labels: np.ndarray, n_runs: int, master_seed: int) -> np.ndarray:
+    """The suite's plan: `membership_matrix` with fair independent coins for `n_runs` runs."""
+    return membership_matrix(labels, n_runs=n_runs, master_seed=master_seed)
 
 
 def complement_pair_plan(labels: np.ndarray, n_runs: int, seed: int) -> np.ndarray:
@@ -179,25 +275,59 @@ def complement_pair_plan(labels: np.ndarray, n_runs: int, seed: int) -> np.ndarr
     return keep
 
 
-def old_plan(labels: np.ndarray, n_targets: int, master_seed: int) -> np.ndarray:
-    """Coins [T, n] of the target runs 0 .. T-1 of `complement_pair_plan` (plus a reference pair)."""
-    n_runs = n_targets + (2 if n_targets % 2 == 0 else 1)
-    return complement_pair_plan(labels, n_runs, master_seed)[:n_targets]
+def old_plan(labels: np.ndarray, n_runs: int, master_seed: int) -> np.ndarray:
+    """`complement_pair_plan` with `n_runs` runs (one more if odd: pairs). The pairs are drawn in
+    order, so the first runs do not depend on how many follow."""
+    return complement_pair_plan(labels, n_runs + n_runs % 2, master_seed)[:n_runs]
 
 
 # ---------------------------------------------------------------------------
 # auditing
 
 
-def pooled(scores: np.ndarray, keep: np.ndarray) -> MembershipScores:
-    """Scores [T, n] of the target runs pooled as `audit.evaluate.attack_summary` pools them."""
-    return MembershipScores(scores[keep], scores[~keep])
+class _MemoisedBounds:
+    """`audit.stats.guesses.bound_at` with its answers remembered, same signature and results.
+
+    bound_at(…, at_least=a) returns the bound v if the guesses reject the claim at a (then v >=
+    a), else 0. Each key (analysis, m, guesses, correct, δ, α) remembers its exact v once a call
+    returned it (any call with at_least = 0, or one that returned v > 0), or else the smallest a
+    it was found below; a later call answers from that when it can (rejection is monotone in the
+    parameter, `audit.stats.fdp`, `audit.stats.epsilon`) and asks the original otherwise."""
+
+    def __init__(self, original):
+        self.original = original
+        self.exact: dict[tuple, float] = {}
+        self.below: dict[tuple, float] = {}
+
+    def __call__(self, analysis, *, m, guesses, correct, delta, alpha, at_least=0.0):
+        key = (analysis, m, guesses, correct, delta, alpha)
+        if key in self.exact:
+            value = self.exact[key]
+            return value if value >= at_least else 0.0
+        if key in self.below and at_least >= self.below[key]:
+            return 0.0
+        value = self.original(analysis, m=m, guesses=guesses, correct=correct, delta=delta, alpha=alpha,
+                              at_least=at_least)
+        if value > 0.0 or at_least == 0.0:
+            self.exact[key] = value
+        else:
+            self.below[key] = min(at_least, self.below.get(key, math.inf))
+        return value
 
 
-def audit_bound(scores: np.ndarray, keep: np.ndarray, *, rng: np.random.Generator,
-                confidence: float = CONFIDENCE) -> float:
-    """eps_lower of the pooled scores: the method `MembershipScores.summary` calls for it."""
-    return pooled(scores, keep).epsilon_lower_bound(delta=DELTA, confidence=confidence, rng=rng)
+@contextmanager
+def memoised_bounds():
+    """Within the block, every bound `audit.stats.guesses` computes (`bounds_of`, `tune`, `ceiling`)
+    goes through one `_MemoisedBounds`; restored on exit (nested blocks share the outer one)."""
+    if isinstance(guesses.bound_at, _MemoisedBounds):
+        yield guesses.bound_at
+        return
+    original = guesses.bound_at
+    guesses.bound_at = _MemoisedBounds(original)
+    try:
+        yield guesses.bound_at
+    finally:
+        guesses.bound_at = original
 
 
 Mechanism = Callable[[np.ndarray, float, np.random.Generator], np.ndarray]
@@ -206,7 +336,7 @@ Plan = Callable[[np.ndarray, int, int], np.ndarray]
 
 @dataclass(frozen=True, eq=False)
 class Design:
-    """One row of the self-test: a mechanism at a true ε under a plan."""
+    """One block of the self-test: a mechanism at a true ε (and δ, and μ where it has one) under a plan."""
 
     name: str
     plan_name: str
@@ -215,28 +345,82 @@ class Design:
     labels: np.ndarray  # fixes the pool size (and the classes, for the old plan)
     n_targets: int
     plan: Plan = independent_plan
+    delta: float = 0.0  # the δ of the audit (and of the claim ε is true at)
+    mu: float | None = None  # the true μ where the mechanism is exactly μ-GDP; None: the Gaussian family is descriptive
+    attacks: int = 1  # independent attacks per repetition, the maximum reported (each at a Bonferroni share)
+    n_references: int | None = None  # reference runs (None: as many as targets)
 
     @property
     def m(self) -> int:
         return self.n_targets * self.labels.size
 
+    @property
+    def n_runs(self) -> int:
+        return self.n_targets + (self.n_targets if self.n_references is None else self.n_references)
 
-def repetition_bound(design: Design, master_seed: int, *, confidence: float = CONFIDENCE) -> float:
-    """eps_lower of one repetition: plan and mechanism noise from `master_seed` alone."""
-    keep = design.plan(design.labels, design.n_targets, master_seed)
-    noise_rng, tie_rng = np.random.default_rng(np.random.SeedSequence([master_seed, _NOISE_STREAM])).spawn(2)
-    scores = design.mechanism(keep, design.epsilon, noise_rng)
-    return audit_bound(scores, keep, rng=tie_rng, confidence=confidence)
+
+def attack_bounds(scores: np.ndarray, keep: np.ndarray, reference_scores: np.ndarray, reference_keep: np.ndarray,
+                  *, delta: float, confidence: float, rngs) -> np.ndarray:
+    """[rule, key] (`RULES` x `KEYS`; eps_gaussian NaN where undefined, at δ = 0) of one attack's
+    scores: the targets' scores [T, n] pooled against their coins, the reference runs' scores
+    ranked against theirs (pseudo-targets) to tune each analysis' count for the targets' m.
+
+    `rngs`: the tie orders (grid, reference ranking, tuned), independent of every coin."""
+    grid_rng, reference_rng, tuned_rng = rngs
+    member, nonmember = scores[keep], scores[~keep]
+    pseudo = RankedGuesses.of(reference_scores[reference_keep], reference_scores[~reference_keep], rng=reference_rng)
+    chosen = {a: tune(pseudo, m=keep.size, analysis=a, delta=delta, confidence=confidence).guesses for a in ANALYSES}
+    found = {"tuned": bounds_of(member, nonmember, delta=delta, confidence=confidence, rng=tuned_rng, tuned=chosen),
+             "grid": bounds_of(member, nonmember, delta=delta, confidence=confidence, rng=grid_rng)}
+    return np.array([[math.nan if found[rule][key] is None else found[rule][key] for key in KEYS]
+                     for rule in RULES])
+
+
+def repetition_bounds(design: Design, master_seed: int, *, confidence: float = CONFIDENCE) -> np.ndarray:
+    """[rule, key] of one repetition, from `master_seed` alone: the plan's coins for the design's
+    target and reference runs, the mechanism's noise per attack (targets and references apart), and
+    with several attacks the maximum over them, each bounded at 1 - (1 - confidence) / attacks."""
+    keep = design.plan(design.labels, design.n_runs, master_seed)
+    targets = target_runs(design.n_runs, design.n_targets)
+    is_reference = np.ones(design.n_runs, dtype=bool)
+    is_reference[targets] = False
+    target_keep, reference_keep = keep[targets], keep[is_reference]
+    streams = np.random.default_rng(np.random.SeedSequence([master_seed, _NOISE_STREAM])).spawn(
+        _STREAMS_PER_ATTACK * design.attacks)
+    each = 1.0 - (1.0 - confidence) / design.attacks
+    found = []
+    for a in range(design.attacks):
+        noise, grid_rng, reference_noise, reference_rng, tuned_rng = streams[_STREAMS_PER_ATTACK * a:
+                                                                             _STREAMS_PER_ATTACK * (a + 1)]
+        scores = design.mechanism(target_keep, design.epsilon, noise)
+        reference_scores = design.mechanism(reference_keep, design.epsilon, reference_noise)
+        found.append(attack_bounds(scores, target_keep, reference_scores, reference_keep, delta=design.delta,
+                                   confidence=each, rngs=(grid_rng, reference_rng, tuned_rng)))
+    return np.max(np.stack(found), axis=0)
 
 
 def bounds(design: Design, *, repetitions: int, seed: int, confidence: float = CONFIDENCE) -> np.ndarray:
-    """eps_lower of repetitions 0 .. repetitions-1, repetition k with master seed `seed` + k."""
-    return np.array([repetition_bound(design, seed + k, confidence=confidence) for k in range(repetitions)])
+    """[repetition, rule, key] of repetitions 0 .. repetitions-1, repetition k with master seed `seed` + k."""
+    with memoised_bounds():
+        return np.stack([repetition_bounds(design, seed + k, confidence=confidence) for k in range(repetitions)])
 
 
-def false_alarms(design: Design, eps_lower: np.ndarray) -> int:
-    """Repetitions whose bound exceeds the true ε (for the null: whose bound is > 0)."""
-    return int(np.sum(eps_lower > design.epsilon))
+def values_of(found: np.ndarray, rule: str, analysis: str) -> np.ndarray:
+    """The bounds [repetition] of one rule and analysis (ε, or μ for "gaussian") from `bounds`."""
+    return found[:, RULES.index(rule), KEYS.index(_KEY_OF[analysis])]
+
+
+def truth(design: Design, analysis: str) -> float | None:
+    """What a bound of `analysis` is judged against: ε0 for "steinke" and "fdp", μ for "gaussian"
+    (None where the mechanism's trade-off is not Gaussian: descriptive only)."""
+    return design.mu if analysis == "gaussian" else design.epsilon
+
+
+def false_alarms(design: Design, found: np.ndarray, rule: str = "grid", analysis: str = "steinke") -> int | None:
+    """Repetitions whose bound exceeds the truth (`truth`; for the null: whose bound is > 0); None
+    for the Gaussian family on a mechanism that is not exactly μ-GDP."""
+    limit = truth(design, analysis)
+    return None if limit is None else int(np.sum(values_of(found, rule, analysis) > limit))
 
 
 def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
@@ -247,18 +431,46 @@ def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[f
     return low, high
 
 
+def rr_labels() -> np.ndarray:
+    return np.zeros(RR_POOL, dtype=np.int64)
+
+
+def approx_labels() -> np.ndarray:
+    return np.zeros(APPROX_POOL, dtype=np.int64)
+
+
+def gaussian_design(epsilon: float, n_targets: int) -> Design:
+    mu = gaussian_mu(epsilon, APPROX_DELTA)
+    return Design("gaussian mechanism", "independent", epsilon, gaussian_mechanism, approx_labels(), n_targets,
+                  delta=APPROX_DELTA, mu=mu)
+
+
+def published_coin_design(epsilon: float, n_targets: int) -> Design:
+    return Design("RR, coin published w.p. delta", "independent", epsilon, published_coin_response, approx_labels(),
+                  n_targets, delta=APPROX_DELTA)
+
+
+def power_design() -> Design:
+    """The power row: the Gaussian mechanism at ε0 = 4, 16 target runs x 1,500, optimal scores."""
+    return gaussian_design(POWER_EPSILON, POWER_TARGETS)
+
+
 def designs() -> list[Design]:
-    """The self-test's rows, in the order printed."""
-    rr_labels = np.zeros(RR_POOL, dtype=np.int64)
+    """The self-test's blocks, in the order printed."""
     laplace_labels, _ = class_pool()
-    rows = [Design("randomised response", "independent", eps, randomised_response, rr_labels, RR_TARGETS)
+    rows = [Design("randomised response", "independent", eps, randomised_response, rr_labels(), RR_TARGETS)
             for eps in RR_EPSILONS]
+    rows += [published_coin_design(eps, APPROX_TARGETS) for eps in APPROX_EPSILONS]
+    rows += [power_design() if eps == POWER_EPSILON else gaussian_design(eps, APPROX_TARGETS)
+             for eps in APPROX_EPSILONS]
     rows += [Design("laplace class sum", "independent", eps, laplace_mechanism, laplace_labels, LAPLACE_TARGETS)
              for eps in LAPLACE_EPSILONS]
     first = partial(laplace_mechanism, atypical_first=True)
     rows += [
         Design("laplace, atypical first", "independent", OLD_PLAN_EPSILON, first, laplace_labels, LAPLACE_TARGETS),
-        Design("null (gaussian)", "independent", 0.0, null_scores, rr_labels, RR_TARGETS),
+        Design("null (gaussian scores)", "independent", 0.0, null_scores, rr_labels(), RR_TARGETS, mu=0.0),
+        Design(f"null, max of {NULL_ATTACKS} attacks", "independent", 0.0, null_scores, rr_labels(), RR_TARGETS,
+               mu=0.0, attacks=NULL_ATTACKS),
         Design("laplace class sum", "OLD pairs", OLD_PLAN_EPSILON, laplace_mechanism, laplace_labels,
                LAPLACE_TARGETS, old_plan),
         Design("laplace, atypical first", "OLD pairs", OLD_PLAN_EPSILON, first, laplace_labels, LAPLACE_TARGETS,
@@ -270,27 +482,66 @@ def designs() -> list[Design]:
 # ---------------------------------------------------------------------------
 # the command line
 
+_ANALYSIS_LABEL = {"steinke": "steinke", "fdp": "f-DP", "gaussian": "mu-GDP"}
 
-HEADER = (f"{'mechanism':<24} {'plan':<11} {'eps0':>4} {'reps':>4} {'alarms':>6} {'rate':>6} "
-          f"{'95% CP interval':>16} {'median':>7} {'med/eps0':>8} {'ceiling':>7} {'m':>6}")
+HEADER = (f"  {'rule':<5} {'analysis':<8} {'alarms':>6} {'rate':>6} {'95% CP interval':>16} {'median':>7} "
+          f"{'truth':>6} {'med/truth':>9} {'ceiling':>7} {'eps@delta':>9}")
 
 
-def table_row(design: Design, eps_lower: np.ndarray, ceiling: float) -> str:
-    reps = eps_lower.size
-    alarms = false_alarms(design, eps_lower)
-    low, high = clopper_pearson(alarms, reps)
-    median = float(np.median(eps_lower))
-    ratio = f"{median / design.epsilon:8.2f}" if design.epsilon > 0 else f"{'-':>8}"
-    return (f"{design.name:<24} {design.plan_name:<11} {design.epsilon:>4g} {reps:>4d} {alarms:>6d} "
-            f"{alarms / reps:>6.3f} {f'[{low:.3f}, {high:.3f}]':>16} {median:>7.3f} {ratio} {ceiling:>7.2f} "
-            f"{design.m:>6d}")
+def design_line(design: Design, repetitions: int) -> str:
+    """The line above a design's block: what it is, its truth and its m."""
+    truths = f"eps0 {design.epsilon:g}, delta {design.delta:g}"
+    if design.mu is not None:
+        truths += f", mu {design.mu:.4g}"
+    attacks = f", max of {design.attacks} attacks at {design.attacks}-way Bonferroni" if design.attacks > 1 else ""
+    return (f"{design.name} [{design.plan_name} plan] {truths}; m = {design.n_targets} x {design.labels.size} = "
+            f"{design.m} (+ {design.n_runs - design.n_targets} reference runs){attacks}; {repetitions} reps")
+
+
+def table_lines(design: Design, found: np.ndarray, ceilings: dict) -> list[str]:
+    """One line per (rule, analysis): alarms (or '-' where descriptive), their rate and 95%
+    Clopper-Pearson interval, the median bound, the truth, their ratio, the ceiling of the rule,
+    and for the Gaussian family the median ε at δ that its μ implies."""
+    reps = found.shape[0]
+    lines = []
+    for rule in RULES:
+        for analysis in ANALYSES:
+            values = values_of(found, rule, analysis)
+            median = float(np.median(values))
+            limit = truth(design, analysis)
+            alarms = false_alarms(design, found, rule, analysis)
+            if alarms is None:
+                counts = f"{'-':>6} {'-':>6} {'(descriptive)':>16}"
+            else:
+                low, high = clopper_pearson(alarms, reps)
+                counts = f"{alarms:>6d} {alarms / reps:>6.3f} {f'[{low:.3f}, {high:.3f}]':>16}"
+            shown_truth = f"{'-':>6}" if limit is None else f"{limit:>6.3g}"
+            ratio = f"{median / limit:>9.2f}" if limit else f"{'-':>9}"
+            eps_at_delta = f"{'-':>9}"
+            if analysis == "gaussian":
+                eps_g = found[:, RULES.index(rule), KEYS.index("eps_gaussian")]
+                if not np.isnan(eps_g).any():
+                    eps_at_delta = f"{float(np.median(eps_g)):>9.3f}"
+            lines.append(f"  {rule:<5} {_ANALYSIS_LABEL[analysis]:<8} {counts} {median:>7.3f} {shown_truth} {ratio} "
+                         f"{ceilings[rule, analysis]:>7.3f} {eps_at_delta}")
+    return lines
+
+
+def power_line(found: np.ndarray, design: Design) -> str:
+    """The power row's medians: certified ε under each rule and ε analysis, and μ against the true μ."""
+    eps = ", ".join(f"{rule}+{analysis} {np.median(values_of(found, rule, analysis)):.3f}"
+                    for rule in RULES for analysis in ("fdp", "steinke"))
+    mu = ", ".join(f"{rule} {np.median(values_of(found, rule, 'gaussian')):.3f}" for rule in RULES)
+    return (f"power ({design.name}, eps0 {design.epsilon:g}, delta {design.delta:g}, m = {design.m}): median "
+            f"certified eps {eps}; median mu_lower {mu} (true mu {design.mu:.3f})")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = ArgumentParser(
         prog="python -m audit.selftest",
-        description="Audit mechanisms of known epsilon through the suite's plan and one-run bound; "
-                    "print each one's false-alarm rate (bound > true epsilon) and median bound.")
+        description="Audit mechanisms of known epsilon through the suite's plan and one-run bounds (tuned and "
+                    "grid guess rules; Steinke, f-DP and Gaussian analyses); print each one's false-alarm rate "
+                    "(bound > true epsilon, or mu) and median bound.")
     parser.add_argument("--repetitions", type=int_at_least(1), default=None,
                         help=f"repetitions per row (default {REPETITIONS}, or {QUICK_REPETITIONS} with --quick)")
     parser.add_argument("--seed", type=int_at_least(0), default=0,
@@ -306,17 +557,31 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    print(f"self-test: {args.repetitions} repetitions per row (master seeds {args.seed}..{args.seed + args.repetitions - 1}), "
-          f"confidence {args.confidence}, delta {DELTA}; alarm = eps_lower > eps0 (null: eps_lower > 0)")
+    print(f"self-test: {args.repetitions} repetitions per design (master seeds {args.seed}.."
+          f"{args.seed + args.repetitions - 1}), confidence {args.confidence}; alarm = bound > true eps0 "
+          f"(mu-GDP: mu_lower > true mu; null: > 0)")
     print(HEADER)
     started = time.perf_counter()
-    ceilings: dict[int, float] = {}
-    for design in designs():
-        eps_lower = bounds(design, repetitions=args.repetitions, seed=args.seed, confidence=args.confidence)
-        if design.m not in ceilings:
-            ceilings[design.m] = epsilon_ceiling(design.m, delta=DELTA, confidence=args.confidence)
-        print(table_row(design, eps_lower, ceilings[design.m]), flush=True)
-    print(f"Under the independent plan the theorem allows an alarm rate of at most {1 - args.confidence:.2f}.\n"
+    power = None
+    with memoised_bounds():
+        for design in designs():
+            found = bounds(design, repetitions=args.repetitions, seed=args.seed, confidence=args.confidence)
+            level = 1.0 - (1.0 - args.confidence) / design.attacks
+            ceilings = {(rule, analysis): guesses.ceiling(design.m, analysis=analysis, rule=rule, delta=design.delta,
+                                                          confidence=level)
+                        for rule in RULES for analysis in ANALYSES}
+            print(design_line(design, args.repetitions))
+            print("\n".join(table_lines(design, found, ceilings)), flush=True)
+            if design.name == "gaussian mechanism" and design.epsilon == POWER_EPSILON and design.n_targets == POWER_TARGETS:
+                power = power_line(found, design)
+    if power is not None:
+        print(power)
+    print(f"Under the independent plan the theorems allow an alarm rate of at most {1 - args.confidence:.2f} for every\n"
+          f"rule and analysis (tuned: counts chosen on the reference runs, applied once at full confidence; grid:\n"
+          f"the fixed grid with Bonferroni). mu-GDP is judged only on mechanisms that are exactly mu-GDP (Gaussian,\n"
+          f"null); on Laplace and randomised response its mu and eps@delta are descriptive, not alarms: those are\n"
+          f"not mu-GDP at the matching mu (RR with a published coin is not mu-GDP for any mu). eps@delta is '-' at\n"
+          f"delta 0 (mu-GDP implies no pure eps). ceiling: what a perfect attack certifies under the rule.\n"
           f"OLD pairs: the plan the suite used before (complementary runs, each with half of every class), for\n"
           f"comparison only. There IN versus OUT replaces a record by another of its class, worth up to 2 eps0 to\n"
           f"the Laplace class sum; the rule that ranks atypical records first exposes it. It was removed for this.\n"

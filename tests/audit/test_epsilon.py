@@ -13,6 +13,7 @@ from audit.stats.epsilon import (
     epsilon_lower_bound,
     gaussian_dp_epsilon,
     guess_grid,
+    most_certifiable,
     one_run_audit,
     one_run_epsilon,
     one_run_p_value,
@@ -77,12 +78,33 @@ def test_ceiling_by_hand_pure_dp():
 
 
 def test_ceiling_with_delta_saturates():
-    # 2 m delta grows with m: at delta = 1e-5 the ceiling stays near 5 however many canaries
-    # (measured: 4.91 at m = 1,000, 5.07 at 2,048, 4.78 at 28,752), while delta = 0 keeps growing (8.45 at 28,752)
-    assert 4.5 < epsilon_ceiling(28752, delta=1e-5) < 5.0 < 8.0 < epsilon_ceiling(28752)
+    # 2 m delta grows with m: at delta = 1e-5 the ceiling stays near 5 however many canaries, while
+    # delta = 0 keeps growing. The design's m = 24,000 (16 targets x 1,500): guess_grid(24000) has 24
+    # points (r = 24000, 12000, ..., 23, 12, each as (r, 0) and (r/2, r/2)), each tested at 0.05 / 24.
+    # delta = 0: the largest r = m = 24,000 attains it, the closed form ln(p / (1 - p)) with
+    #   p = (0.05 / 24)^(1/24000): 8.2654.
+    # delta = 1e-5: also r = 24,000 (r = 12,000 gives 4.0908, r = 750 is the first point above 0),
+    #   where the p-value crosses 0.05 / 24 at 4.7929.
+    p = (0.05 / 24) ** (1 / 24000)
+    assert len(guess_grid(24000)) == 24
+    assert epsilon_ceiling(24000) == pytest.approx(math.log(p / (1 - p)), abs=1e-9)
+    assert epsilon_ceiling(24000) == pytest.approx(8.2654, abs=5e-4)
+    assert epsilon_ceiling(24000, delta=1e-5) == pytest.approx(4.7929, abs=5e-4)
+    assert one_run_epsilon(m=24000, guesses=24000, correct=24000, delta=1e-5, alpha=0.05 / 24) == pytest.approx(
+        epsilon_ceiling(24000, delta=1e-5), abs=1e-12)
+    # most_certifiable(delta = 1e-5): ceilings over m = 1, 2, 4, ... rise to 5.0666 at m = 2,048 (grid of 23
+    # points, r = 2048 all guessed IN, tested at 0.05 / 23) and fall at 4,096 (4.9438), where the search stops.
+    assert most_certifiable(delta=1e-5, confidence=0.95) == pytest.approx(5.0666, abs=5e-4)
+    assert len(guess_grid(2048)) == 23
+    assert most_certifiable(delta=1e-5, confidence=0.95) == pytest.approx(
+        one_run_epsilon(m=2048, guesses=2048, correct=2048, delta=1e-5, alpha=0.05 / 23), abs=1e-12)
+    assert epsilon_ceiling(4096, delta=1e-5) == pytest.approx(4.9438, abs=5e-4)
     assert canaries_needed(10.0, delta=1e-5) is None  # a claim of eps = 10 is never testable this way
-    assert canaries_needed(4.0, delta=1e-5) <= 1024
+    # ceilings at delta = 1e-5: 3.7358 at m = 256, 4.3702 at 512
+    assert canaries_needed(4.0, delta=1e-5) == 512
+    # delta = 0: 9.963 at 2^17, 10.656 at 2^18
     needed = canaries_needed(10.0)
+    assert needed == 2 ** 18
     assert epsilon_ceiling(needed) > 10.0 >= epsilon_ceiling(needed // 2)
 
 
