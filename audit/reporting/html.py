@@ -96,7 +96,7 @@ def _comparison(report) -> list[str]:
              "<table><tr><th>attack</th><th>experiment</th><th>test accuracy</th><th>AUC</th><th>TPR@1% FPR (FP)</th>"
              f"<th>TPR@0.1% FPR (FP)</th><th>ε lower</th><th>ε ceiling</th></tr>{''.join(rows)}</table>",
              '<p class="note">Pooled over each experiment\'s targets; FP: the false positives behind each TPR; ε lower: '
-             "the audit's one-run lower confidence bound (summary.json); ε ceiling: what a perfect attack would "
+             "the audit's one-run lower confidence bound of each attack on its own (summary.json); ε ceiling: what a perfect attack would "
              "certify with that experiment's design (- where the coins were not fair). Test accuracy: mean ± sd over "
              "runs.</p>"]
     if report.overlays:
@@ -171,13 +171,15 @@ def _metrics_table(entry: dict) -> str:
                     f"<td>{m['eps_hat']:.2f}</td><td>{_eps(m.get('eps_lower'))}</td><td>{_eps(m.get('eps_ceiling'))}</td>"
                     f"{extra}</tr>")
     first = next(iter(entry["attacks"].values()), {"confidence": 0.95, "delta": 0.0})
-    head = (f"<th>ε lower, joint {joint:.2%}</th><th>ε ceiling, joint {joint:.2%}</th>" if joint is not None else "")
+    head = (f"<th>verdict's ε lower (f-DP, {joint:.2%} each)</th><th>its ε ceiling</th>" if joint is not None else "")
     return ("<table><tr><th>attack</th><th>AUC</th><th>TPR@10% FPR (FP)</th><th>TPR@1% FPR (FP)</th>"
             f"<th>TPR@0.1% FPR (FP)</th><th>advantage</th><th>ε̂</th><th>ε lower ({first['confidence']:.0%}, "
             f"δ={first['delta']:g})</th><th>ε ceiling</th>{head}</tr>" + "".join(rows) + "</table>"
             '<p class="note">FP: false positives behind each TPR. ε̂ = max ln(TPR/FPR), a point estimate, not a bound. '
-            "ε lower: the one-run bound on all the targets' canaries; ε ceiling: what a perfect attack would certify "
-            "with this design."
+            "ε lower: each attack's one-run bound on all the targets' canaries, at its confidence on its own (their "
+            "maximum is not a statement at that confidence); ε ceiling: what a perfect attack would certify with this "
+            "design. The verdict's columns: the bound the ε verdict rests on, paid for (one attack chosen on the "
+            "reference runs at the full confidence, or every attack at a split confidence)."
             + (" The joint columns hold for all attacks together and decide the ε verdict." if joint is not None else "")
             + "</p>")
 

@@ -128,7 +128,8 @@ def epsilon_verdict(bounds: Mapping[str, float], *, ceiling: float | Mapping[str
     return Verdict(EPSILON_CONSISTENT, "leakage consistent with the claimed ε",
                    f"every ε lower bound ({_paid(rule, len(bounds), confidence)}) is at most the "
                    f"{claim}; the largest is ε ≥ {best:.2f} ({attack}), where a perfect attack would have "
-                   f"reached ε ≈ {top:.2f} with this design ({design}){note}. A lower bound below the claim "
+                   f"reached ε ≈ {top:.2f} with this design ({_design(n_canaries, delta)}){note}. A lower bound below "
+                   "the claim "
                    f"means these attacks found no violation; it does not prove the claim",
                    evidence=tuple(a for a in bounds if a not in blind))
 
@@ -143,6 +144,10 @@ def duplicate_canaries_verdict(why: str) -> Verdict:
     """No ε verdict for duplicate canaries drawn by fair coins: each is several identical rows moved
     by one coin, which a per-record ε does not bound (`why`: summary.json's note)."""
     return Verdict(NO_FAIR_COINS, "no ε verdict: each duplicate canary is several rows moved by one coin", why)
+
+
+def _design(n_canaries: int | None, delta: float) -> str:
+    return (f"{n_canaries:,} canaries; " if n_canaries else "") + f"δ = {delta:g}"
 
 
 def _paid(rule: str, k: int, confidence: float) -> str:

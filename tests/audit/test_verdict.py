@@ -32,7 +32,8 @@ def test_bounds_at_or_below_a_testable_claim_are_consistent_but_not_a_proof():
     assert v.kind == EPSILON_CONSISTENT and v.text == "leakage consistent with the claimed ε"
     assert "ε ≥ 1.00 (loss)" in v.reason and "does not prove the claim" in v.reason and not v.alarming
     # each attack's bound at 1 - 0.05 / 2 = 97.5%: the ceiling is stated at that level
-    assert "perfect attack would have reached ε ≈ 3.50" in v.reason and "3,000 canaries; 97.50% per attack" in v.reason
+    assert "perfect attack would have reached ε ≈ 3.50" in v.reason and "(3,000 canaries; δ = 0)" in v.reason
+    assert "every ε lower bound (97.50% per attack, 95% jointly over 2 attacks (Bonferroni))" in v.reason
 
 
 def test_an_attack_whose_ceiling_is_below_the_claim_is_named_as_blind():
