@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 from audit.stats import epsilon as steinke
 from audit.stats import fdp
@@ -39,6 +40,8 @@ RULES = ("tuned", "grid")
 #: total guesses r a tuned rule may choose, as r = round(m · 2^(-j/2)), j = 0, 1, ...; share of IN guesses
 TUNED_STEPS_PER_HALVING = 2
 TUNED_IN_SHARES = (1.0, 0.5)
+#: the one-sided level of the lower limit on the pseudo-targets' precision a tuned count is predicted from
+TUNING_PRECISION_LEVEL = 0.84
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,40 @@ def bound_at(analysis: str, *, m: int, guesses: int, correct: int, delta: float,
     return fdp.gaussian_one_run_mu(m=m, guesses=guesses, correct=correct, alpha=alpha, at_least=at_least)
 
 
+class BoundCache:
+    """`bound_at` with its answers remembered: pass one to `tune`, `ceiling` and `bounds_of` to share
+    the work of many calls on the same designs (the self-test's repetitions). Same results.
+
+    bound_at(..., at_least=a) returns the bound v if the guesses reject the claim at a (then
+    v >= a), else 0. Per key (analysis, m, guesses, correct, δ, α) the cache keeps the exact v once
+    a call returned it (a call with a = 0, or one that returned v > 0), or else the smallest a the
+    bound was found below; a later call is answered from that when it can (rejection is monotone
+    in the parameter) and computed otherwise."""
+
+    def __init__(self) -> None:
+        self.exact: dict[tuple, float] = {}
+        self.below: dict[tuple, float] = {}
+
+    def bound(self, analysis: str, *, m: int, guesses: int, correct: int, delta: float, alpha: float,
+              at_least: float = 0.0) -> float:
+        key = (analysis, m, guesses, correct, delta, alpha)
+        if key in self.exact:
+            value = self.exact[key]
+            return value if value >= at_least else 0.0
+        if key in self.below and at_least >= self.below[key]:
+            return 0.0
+        value = bound_at(analysis, m=m, guesses=guesses, correct=correct, delta=delta, alpha=alpha, at_least=at_least)
+        if value > 0.0 or at_least == 0.0:
+            self.exact[key] = value
+        else:
+            self.below[key] = min(at_least, self.below.get(key, math.inf))
+        return value
+
+
+def _bound(cache: BoundCache | None, analysis: str, **kwargs) -> float:
+    return bound_at(analysis, **kwargs) if cache is None else cache.bound(analysis, **kwargs)
+
+
 def tuned_candidates(m: int) -> tuple[Guesses, ...]:
     """The counts a tuned rule chooses among, fixed by m: r = round(m 2^(-j/2)) down to 1, all IN
     or half IN (top) and half OUT (bottom)."""
@@ -142,10 +179,21 @@ class TunedChoice:
     z: float  # how far the pseudo-targets' correct count lies above chance at that count (tie-break)
 
 
-def tune(pseudo: RankedGuesses, *, m: int, analysis: str, delta: float, confidence: float) -> TunedChoice:
+def cautious_precision(hits: int, total: int, *, level: float = TUNING_PRECISION_LEVEL) -> float:
+    """A lower confidence limit (Clopper-Pearson, one-sided at `level`) on the precision behind `hits`
+    right guesses of `total` on the pseudo-targets: a count that happened to be perfect on a few
+    reference guesses is not trusted to be perfect on the targets."""
+    if hits <= 0:
+        return 0.0
+    return float(stats.beta.ppf(1.0 - level, hits, total - hits + 1))
+
+
+def tune(pseudo: RankedGuesses, *, m: int, analysis: str, delta: float, confidence: float,
+         cache: BoundCache | None = None) -> TunedChoice:
     """The candidate count (`tuned_candidates(m)`) whose bound at the real m, predicted from the
-    pseudo-targets' precision at the same fractions of their own m, is largest; ties (all 0, say)
-    go to the count whose pseudo-target hits lie most standard deviations above chance.
+    pseudo-targets' precision at the same fractions of their own m (its `cautious_precision`, so
+    that a few lucky reference guesses do not pick a tiny count), is largest; ties (all 0, say) go
+    to the count whose pseudo-target hits lie most standard deviations above chance.
 
     `pseudo` must rank the reference runs' scores against their public coins only."""
     check_analysis(analysis)
@@ -156,12 +204,13 @@ def tune(pseudo: RankedGuesses, *, m: int, analysis: str, delta: float, confiden
         small = candidate.scaled(m, pseudo.m)
         if small.total > pseudo.m:
             continue
-        precision = pseudo.correct(small) / small.total
+        hits = pseudo.correct(small)
+        precision = cautious_precision(hits, small.total)
         correct = min(candidate.total, int(math.floor(precision * candidate.total)))
-        z = (precision - 0.5) * math.sqrt(small.total) / 0.5
+        z = (hits / small.total - 0.5) * math.sqrt(small.total) / 0.5
         at_least = best.predicted if best is not None else 0.0
-        value = bound_at(analysis, m=m, guesses=candidate.total, correct=correct, delta=delta, alpha=alpha,
-                         at_least=at_least)
+        value = _bound(cache, analysis, m=m, guesses=candidate.total, correct=correct, delta=delta, alpha=alpha,
+                       at_least=at_least)
         if best is None or value > best.predicted or (value == best.predicted and z > best.z):
             best = TunedChoice(candidate, value, z)
     if best is None:
@@ -169,7 +218,8 @@ def tune(pseudo: RankedGuesses, *, m: int, analysis: str, delta: float, confiden
     return best
 
 
-def ceiling(m: int, *, analysis: str, rule: str, delta: float, confidence: float) -> float:
+def ceiling(m: int, *, analysis: str, rule: str, delta: float, confidence: float,
+            cache: BoundCache | None = None) -> float:
     """What a perfect attack (every guess right) certifies under `rule`: for "grid", the best grid
     count at level (1 - confidence)/|grid|; for "tuned", the best candidate count at 1 - confidence
     (a perfect attack's pseudo-targets would choose it). ε, or μ for "gaussian"."""
@@ -184,12 +234,12 @@ def ceiling(m: int, *, analysis: str, rule: str, delta: float, confidence: float
         totals, alpha = sorted({g.total for g in tuned_candidates(m)}), 1.0 - confidence
     best = 0.0
     for r in totals:
-        best = max(best, bound_at(analysis, m=m, guesses=r, correct=r, delta=delta, alpha=alpha, at_least=best))
+        best = max(best, _bound(cache, analysis, m=m, guesses=r, correct=r, delta=delta, alpha=alpha, at_least=best))
     return best
 
 
 def bounds_of(member_scores, nonmember_scores, *, delta: float, confidence: float, rng=None,
-              tuned: dict[str, Guesses] | None = None) -> dict:
+              tuned: dict[str, Guesses] | None = None, cache: BoundCache | None = None) -> dict:
     """Every bound of one group of canaries (member = coin IN) under one rule: "tuned" with the
     count chosen for each analysis in `tuned`, else "grid". The summary.json keys of a group:
     guess_rule, eps_lower / eps_ceiling (Steinke et al.), eps_lower_fdp / eps_ceiling_fdp (f_{ε,δ}),
@@ -206,8 +256,8 @@ def bounds_of(member_scores, nonmember_scores, *, delta: float, confidence: floa
             if guesses.total > m:
                 raise ValueError(f"a tuned count of {guesses.total} guesses exceeds the {m} canaries")
             correct = ranked.correct(guesses)
-            value = bound_at(analysis, m=m, guesses=guesses.total, correct=correct, delta=delta,
-                             alpha=1.0 - confidence)
+            value = _bound(cache, analysis, m=m, guesses=guesses.total, correct=correct, delta=delta,
+                           alpha=1.0 - confidence)
         else:
             grid = guess_grid(m)
             alpha = (1.0 - confidence) / len(grid)
@@ -215,13 +265,13 @@ def bounds_of(member_scores, nonmember_scores, *, delta: float, confidence: floa
             for k_in, k_out in grid:
                 point = Guesses(k_in, k_out)
                 hits = ranked.correct(point)
-                found = bound_at(analysis, m=m, guesses=point.total, correct=hits, delta=delta, alpha=alpha,
-                                 at_least=value)
+                found = _bound(cache, analysis, m=m, guesses=point.total, correct=hits, delta=delta, alpha=alpha,
+                               at_least=value)
                 if found > value:
                     value, guesses, correct = found, point, hits
         values[analysis] = value
         used[analysis] = {"k_in": guesses.k_in, "k_out": guesses.k_out, "correct": correct}
-    ceilings = {a: ceiling(m, analysis=a, rule=rule, delta=delta, confidence=confidence) for a in ANALYSES}
+    ceilings = {a: ceiling(m, analysis=a, rule=rule, delta=delta, confidence=confidence, cache=cache) for a in ANALYSES}
     return {
         "guess_rule": rule,
         "eps_lower": float(values["steinke"]),

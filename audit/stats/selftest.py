@@ -54,20 +54,18 @@ guesses beside as many IN guesses on typical records, and does not show it: both
 printed, and the same two rules under the independent plan.)
 
 The bounds are deterministic functions of (analysis, m, guesses, correct, δ, level), and the same
-ones recur from repetition to repetition; the command memoises them (`memoised_bounds`) so that
-200 repetitions of every row take minutes rather than an hour. The figures are those the
-un-memoised functions give (tests/audit/test_selftest.py checks it).
+ones recur from repetition to repetition; the command shares one `audit.stats.guesses.BoundCache`
+among all of them so that 200 repetitions of every row take minutes rather than an hour. The
+figures are those computed without it (tests/audit/test_selftest.py checks it).
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import math
 import sys
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Callable
 
@@ -77,7 +75,7 @@ from scipy import optimize, stats
 from audit.cli.arguments import ArgumentParser, int_at_least, probability
 from audit.stats import guesses
 from audit.stats.epsilon import gaussian_dp_epsilon
-from audit.stats.guesses import ANALYSES, RULES, RankedGuesses, bounds_of, tune
+from audit.stats.guesses import ANALYSES, RULES, BoundCache, RankedGuesses, bounds_of, tune
 from shadow_runs.plan import membership_matrix, target_runs
 
 CONFIDENCE = 0.95
@@ -88,13 +86,14 @@ QUICK_REPETITIONS = 20
 # randomised response and null: 8 target runs x 1250 examples = 10,000 canaries (and 8 reference runs)
 RR_TARGETS, RR_POOL = 8, 1250
 RR_EPSILONS = (1.0, 2.0, 4.0)
-# Laplace class sum: 150 classes of 10 (one atypical record, nine typical), 16 target runs (and 16 references)
+# Laplace class sum: 150 classes of 10 (one atypical record, nine typical), 4 target runs (and 4 references):
+# 6,000 canaries (16 x 1,500 triples the run time of its rows for no new finding)
 N_CLASSES, CLASS_SIZE = 150, 10
-LAPLACE_TARGETS = 16
+LAPLACE_TARGETS = 4
 LAPLACE_EPSILONS = (1.0, 4.0)
 OLD_PLAN_EPSILON = 1.0
-# the (ε, δ) mechanisms: the power row (Gaussian at ε0 = 4) at 16 x 1,500 = 24,000 canaries, the others at 8 x 1,500
-POWER_TARGETS, APPROX_TARGETS, APPROX_POOL = 16, 8, 1500
+# the (ε, δ) mechanisms: the power row (Gaussian at ε0 = 4) at 16 x 1,500 = 24,000 canaries, the others at 4 x 1,500
+POWER_TARGETS, APPROX_TARGETS, APPROX_POOL = 16, 4, 1500
 APPROX_EPSILONS = (1.0, 4.0)
 POWER_EPSILON = 4.0
 # null attacks per repetition whose maximum is reported, each at confidence 1 - (1 - confidence) / NULL_ATTACKS
@@ -155,7 +154,6 @@ def published_coin_response(keep: np.ndarray, epsilon: float, rng: np.random.Gen
     return np.where(published, np.where(keep, PUBLISHED_IN, PUBLISHED_OUT), scores)
 
 
-@functools.lru_cache(maxsize=None)
 def gaussian_mu(epsilon: float, delta: float = APPROX_DELTA) -> float:
     """The μ whose μ-GDP is exactly (`epsilon`, `delta`)-DP: the root of
     `gaussian_dp_epsilon`(μ, δ) = ε (brentq; ε at δ grows with μ). 0.268 for ε = 1, 0.925 for ε = 4."""
@@ -285,51 +283,6 @@ def old_plan(labels: np.ndarray, n_runs: int, master_seed: int) -> np.ndarray:
 # auditing
 
 
-class _MemoisedBounds:
-    """`audit.stats.guesses.bound_at` with its answers remembered, same signature and results.
-
-    bound_at(…, at_least=a) returns the bound v if the guesses reject the claim at a (then v >=
-    a), else 0. Each key (analysis, m, guesses, correct, δ, α) remembers its exact v once a call
-    returned it (any call with at_least = 0, or one that returned v > 0), or else the smallest a
-    it was found below; a later call answers from that when it can (rejection is monotone in the
-    parameter, `audit.stats.fdp`, `audit.stats.epsilon`) and asks the original otherwise."""
-
-    def __init__(self, original):
-        self.original = original
-        self.exact: dict[tuple, float] = {}
-        self.below: dict[tuple, float] = {}
-
-    def __call__(self, analysis, *, m, guesses, correct, delta, alpha, at_least=0.0):
-        key = (analysis, m, guesses, correct, delta, alpha)
-        if key in self.exact:
-            value = self.exact[key]
-            return value if value >= at_least else 0.0
-        if key in self.below and at_least >= self.below[key]:
-            return 0.0
-        value = self.original(analysis, m=m, guesses=guesses, correct=correct, delta=delta, alpha=alpha,
-                              at_least=at_least)
-        if value > 0.0 or at_least == 0.0:
-            self.exact[key] = value
-        else:
-            self.below[key] = min(at_least, self.below.get(key, math.inf))
-        return value
-
-
-@contextmanager
-def memoised_bounds():
-    """Within the block, every bound `audit.stats.guesses` computes (`bounds_of`, `tune`, `ceiling`)
-    goes through one `_MemoisedBounds`; restored on exit (nested blocks share the outer one)."""
-    if isinstance(guesses.bound_at, _MemoisedBounds):
-        yield guesses.bound_at
-        return
-    original = guesses.bound_at
-    guesses.bound_at = _MemoisedBounds(original)
-    try:
-        yield guesses.bound_at
-    finally:
-        guesses.bound_at = original
-
-
 Mechanism = Callable[[np.ndarray, float, np.random.Generator], np.ndarray]
 Plan = Callable[[np.ndarray, int, int], np.ndarray]
 
@@ -346,9 +299,10 @@ class Design:
     n_targets: int
     plan: Plan = independent_plan
     delta: float = 0.0  # the δ of the audit (and of the claim ε is true at)
-    mu: float | None = None  # the true μ where the mechanism is exactly μ-GDP; None: the Gaussian family is descriptive
+    mu: float | None = None  # the true μ where the mechanism is exactly μ-GDP; None: μ-GDP is descriptive
     attacks: int = 1  # independent attacks per repetition, the maximum reported (each at a Bonferroni share)
     n_references: int | None = None  # reference runs (None: as many as targets)
+    power_row: bool = False  # the row whose medians the CLI sums up (`power_line`)
 
     @property
     def m(self) -> int:
@@ -360,23 +314,32 @@ class Design:
 
 
 def attack_bounds(scores: np.ndarray, keep: np.ndarray, reference_scores: np.ndarray, reference_keep: np.ndarray,
-                  *, delta: float, confidence: float, rngs) -> np.ndarray:
+                  *, delta: float, confidence: float, rngs, cache: BoundCache | None = None) -> np.ndarray:
     """[rule, key] (`RULES` x `KEYS`; eps_gaussian NaN where undefined, at δ = 0) of one attack's
     scores: the targets' scores [T, n] pooled against their coins, the reference runs' scores
     ranked against theirs (pseudo-targets) to tune each analysis' count for the targets' m.
 
-    `rngs`: the tie orders (grid, reference ranking, tuned), independent of every coin."""
+    `rngs`: the tie orders (grid, reference ranking, tuned), independent of every coin; `cache`
+    shares the bounds' work between calls (same results)."""
     grid_rng, reference_rng, tuned_rng = rngs
     member, nonmember = scores[keep], scores[~keep]
     pseudo = RankedGuesses.of(reference_scores[reference_keep], reference_scores[~reference_keep], rng=reference_rng)
-    chosen = {a: tune(pseudo, m=keep.size, analysis=a, delta=delta, confidence=confidence).guesses for a in ANALYSES}
-    found = {"tuned": bounds_of(member, nonmember, delta=delta, confidence=confidence, rng=tuned_rng, tuned=chosen),
-             "grid": bounds_of(member, nonmember, delta=delta, confidence=confidence, rng=grid_rng)}
-    return np.array([[math.nan if found[rule][key] is None else found[rule][key] for key in KEYS]
-                     for rule in RULES])
+    chosen = {a: tune(pseudo, m=keep.size, analysis=a, delta=delta, confidence=confidence, cache=cache).guesses
+              for a in ANALYSES}
+    found = {"tuned": bounds_of(member, nonmember, delta=delta, confidence=confidence, rng=tuned_rng, tuned=chosen,
+                                cache=cache),
+             "grid": bounds_of(member, nonmember, delta=delta, confidence=confidence, rng=grid_rng, cache=cache)}
+
+    def value(rule: str, key: str) -> float:
+        if key == "eps_gaussian" and (delta == 0.0 or found[rule][key] is None):
+            return math.nan  # μ-GDP implies no pure ε
+        return float(found[rule][key])
+
+    return np.array([[value(rule, key) for key in KEYS] for rule in RULES])
 
 
-def repetition_bounds(design: Design, master_seed: int, *, confidence: float = CONFIDENCE) -> np.ndarray:
+def repetition_bounds(design: Design, master_seed: int, *, confidence: float = CONFIDENCE,
+                      cache: BoundCache | None = None) -> np.ndarray:
     """[rule, key] of one repetition, from `master_seed` alone: the plan's coins for the design's
     target and reference runs, the mechanism's noise per attack (targets and references apart), and
     with several attacks the maximum over them, each bounded at 1 - (1 - confidence) / attacks."""
@@ -395,14 +358,17 @@ def repetition_bounds(design: Design, master_seed: int, *, confidence: float = C
         scores = design.mechanism(target_keep, design.epsilon, noise)
         reference_scores = design.mechanism(reference_keep, design.epsilon, reference_noise)
         found.append(attack_bounds(scores, target_keep, reference_scores, reference_keep, delta=design.delta,
-                                   confidence=each, rngs=(grid_rng, reference_rng, tuned_rng)))
+                                   confidence=each, rngs=(grid_rng, reference_rng, tuned_rng), cache=cache))
     return np.max(np.stack(found), axis=0)
 
 
-def bounds(design: Design, *, repetitions: int, seed: int, confidence: float = CONFIDENCE) -> np.ndarray:
-    """[repetition, rule, key] of repetitions 0 .. repetitions-1, repetition k with master seed `seed` + k."""
-    with memoised_bounds():
-        return np.stack([repetition_bounds(design, seed + k, confidence=confidence) for k in range(repetitions)])
+def bounds(design: Design, *, repetitions: int, seed: int, confidence: float = CONFIDENCE,
+           cache: BoundCache | None = None) -> np.ndarray:
+    """[repetition, rule, key] of repetitions 0 .. repetitions-1, repetition k with master seed `seed` + k;
+    the repetitions share `cache` (a new one if None)."""
+    cache = BoundCache() if cache is None else cache
+    return np.stack([repetition_bounds(design, seed + k, confidence=confidence, cache=cache)
+                     for k in range(repetitions)])
 
 
 def values_of(found: np.ndarray, rule: str, analysis: str) -> np.ndarray:
@@ -452,7 +418,7 @@ def published_coin_design(epsilon: float, n_targets: int) -> Design:
 
 def power_design() -> Design:
     """The power row: the Gaussian mechanism at ε0 = 4, 16 target runs x 1,500, optimal scores."""
-    return gaussian_design(POWER_EPSILON, POWER_TARGETS)
+    return replace(gaussian_design(POWER_EPSILON, POWER_TARGETS), power_row=True)
 
 
 def designs() -> list[Design]:
@@ -562,26 +528,26 @@ def main(argv=None) -> int:
           f"(mu-GDP: mu_lower > true mu; null: > 0)")
     print(HEADER)
     started = time.perf_counter()
-    power = None
-    with memoised_bounds():
-        for design in designs():
-            found = bounds(design, repetitions=args.repetitions, seed=args.seed, confidence=args.confidence)
-            level = 1.0 - (1.0 - args.confidence) / design.attacks
-            ceilings = {(rule, analysis): guesses.ceiling(design.m, analysis=analysis, rule=rule, delta=design.delta,
-                                                          confidence=level)
-                        for rule in RULES for analysis in ANALYSES}
-            print(design_line(design, args.repetitions))
-            print("\n".join(table_lines(design, found, ceilings)), flush=True)
-            if design.name == "gaussian mechanism" and design.epsilon == POWER_EPSILON and design.n_targets == POWER_TARGETS:
-                power = power_line(found, design)
+    power, cache = None, BoundCache()
+    for design in designs():
+        found = bounds(design, repetitions=args.repetitions, seed=args.seed, confidence=args.confidence, cache=cache)
+        level = 1.0 - (1.0 - args.confidence) / design.attacks
+        ceilings = {(rule, analysis): guesses.ceiling(design.m, analysis=analysis, rule=rule, delta=design.delta,
+                                                      confidence=level, cache=cache)
+                    for rule in RULES for analysis in ANALYSES}
+        print(design_line(design, args.repetitions))
+        print("\n".join(table_lines(design, found, ceilings)), flush=True)
+        if design.power_row:
+            power = power_line(found, design)
     if power is not None:
         print(power)
-    print(f"Under the independent plan the theorems allow an alarm rate of at most {1 - args.confidence:.2f} for every\n"
-          f"rule and analysis (tuned: counts chosen on the reference runs, applied once at full confidence; grid:\n"
-          f"the fixed grid with Bonferroni). mu-GDP is judged only on mechanisms that are exactly mu-GDP (Gaussian,\n"
-          f"null); on Laplace and randomised response its mu and eps@delta are descriptive, not alarms: those are\n"
-          f"not mu-GDP at the matching mu (RR with a published coin is not mu-GDP for any mu). eps@delta is '-' at\n"
-          f"delta 0 (mu-GDP implies no pure eps). ceiling: what a perfect attack certifies under the rule.\n"
+    print(f"Under the independent plan the theorems allow an alarm rate of at most {1 - args.confidence:.2f} for\n"
+          f"every rule and analysis (tuned: counts chosen on the reference runs, applied once at full\n"
+          f"confidence; grid: the fixed grid with Bonferroni). mu-GDP is judged only on mechanisms that are\n"
+          f"exactly mu-GDP (Gaussian, null); on Laplace and randomised response its mu and eps@delta are\n"
+          f"descriptive, not alarms: those are not mu-GDP at the matching mu (RR with a published coin is not\n"
+          f"mu-GDP for any mu). eps@delta is '-' at delta 0 (mu-GDP implies no pure eps). ceiling: what a\n"
+          f"perfect attack certifies under the rule.\n"
           f"OLD pairs: the plan the suite used before (complementary runs, each with half of every class), for\n"
           f"comparison only. There IN versus OUT replaces a record by another of its class, worth up to 2 eps0 to\n"
           f"the Laplace class sum; the rule that ranks atypical records first exposes it. It was removed for this.\n"
