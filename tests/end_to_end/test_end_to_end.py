@@ -103,11 +103,11 @@ def test_dpsgd_at_epsilon_one_stays_below_its_formal_epsilon_and_without_noise_i
     assert verdict["rule"] == "tuned" and verdict["eps_ceiling"] > 1  # testable: 5.83 at m = 1,024
     assert summary_verdict(summary).kind == "epsilon_consistent"
     # The power check in the same setup: the noise for epsilon 1000 (almost none; clipping kept).
-    # Measured: the verdict's bound 0.66 (rmia; 0.00 for every attack at epsilon 1), AUC 0.65-0.70.
-    # A black-box audit of the final model finds the leak but certifies far less than a claim of
-    # epsilon 1 would need: a 1000x noise bug is found, not proven to violate the claim.
+    # Measured: the verdict's bound 0.98 (rmia), AUC 0.65-0.70 (at epsilon 1 with 32 runs: 0.12).
+    # A black-box audit of the final model finds the leak but certifies about what a claim of
+    # epsilon 1 allows: a 1000x noise bug is found, not proven to violate the claim.
     root, broken = run_cli("audit.lira", tmp_path / "eps1000", *flags, "--epsilon", "1000")
-    assert broken["verdict"]["eps_lower"] > 0.2 > verdict["eps_lower"]
+    assert broken["verdict"]["eps_lower"] > max(0.5, verdict["eps_lower"])
     assert max(a["auc"] for a in broken["attacks"].values()) > 0.62
 
 
