@@ -44,7 +44,7 @@ FAIR_COIN_RATE = 0.5
 GUESS_FRACTIONS = tuple(2.0 ** -k for k in range(12))
 #: share of the guesses that are IN guesses (1: only the top scores; 0.5: as many from the bottom)
 IN_SHARES = (1.0, 0.5)
-#: the most canaries `canaries_needed` and `most_certifiable` consider
+#: the most canaries `audit.stats.guesses.canaries_needed` and `most_certifiable` consider
 MOST_CANARIES = 2 ** 24
 _SEARCH_STEPS = 40
 
@@ -234,32 +234,6 @@ def epsilon_ceiling(m: int, *, delta: float = 0.0, confidence: float = 0.95) -> 
     alpha_each = (1.0 - confidence) / len(grid)
     guesses = sorted({k_in + k_out for k_in, k_out in grid})
     return max(one_run_epsilon(m=m, guesses=r, correct=r, delta=delta, alpha=alpha_each) for r in guesses)
-
-
-def _rising_ceilings(*, delta: float, confidence: float, most: int):
-    """(m, ceiling) for m = 1, 2, 4, ... up to `most`, stopping once the ceiling falls: with δ > 0
-    it peaks and then falls as m grows (the 2mδ term), and past the peak more canaries do not help."""
-    m, previous = 1, -1.0
-    while m <= most:
-        ceiling = epsilon_ceiling(m, delta=delta, confidence=confidence)
-        if ceiling < previous:
-            return
-        yield m, ceiling
-        m, previous = 2 * m, ceiling
-
-
-def canaries_needed(claimed_epsilon: float, *, delta: float = 0.0, confidence: float = 0.95,
-                    most: int = MOST_CANARIES) -> int | None:
-    """The fewest canaries whose ceiling exceeds `claimed_epsilon`, to within a factor of 2 (the
-    first power of two that does); None if none up to `most`, or up to the ceiling's peak, does."""
-    return next((m for m, ceiling in _rising_ceilings(delta=delta, confidence=confidence, most=most)
-                 if ceiling > claimed_epsilon), None)
-
-
-def most_certifiable(*, delta: float, confidence: float, most: int = MOST_CANARIES) -> float:
-    """The largest ceiling over m = 1, 2, 4, ... canaries (up to the peak or `most`): what one-run
-    auditing can certify at all with this δ and confidence."""
-    return max(ceiling for _, ceiling in _rising_ceilings(delta=delta, confidence=confidence, most=most))
 
 
 # ---------------------------------------------------------------------------

@@ -7,19 +7,27 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
+from audit.stats import guesses
 from audit.stats.epsilon import (
-    canaries_needed,
     epsilon_ceiling,
     epsilon_lower_bound,
     gaussian_dp_epsilon,
     guess_grid,
-    most_certifiable,
     one_run_audit,
     one_run_epsilon,
     one_run_p_value,
 )
 
 N_TRIALS = 200
+
+
+def canaries_needed(claimed, **kwargs):
+    """Steinke et al.'s bound on the grid: the rule `epsilon_ceiling` is."""
+    return guesses.canaries_needed(claimed, analysis="steinke", rule="grid", **kwargs)
+
+
+def most_certifiable(**kwargs):
+    return guesses.most_certifiable(analysis="steinke", rule="grid", **kwargs)
 # A bound valid at 95% confidence fails (is > 0 on null scores) with prob <= 0.05 per trial; the
 # requirement is 0.0 in >= 95% of 200 trials, i.e. at most 10 failures.
 MAX_NULL_FAILURES = 10
