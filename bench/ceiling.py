@@ -8,7 +8,7 @@ certify with the design, so a claimed ε at or above the ceiling cannot be found
 (`audit.stats.guesses.ceiling`):
 
 * Steinke grid: Steinke, Nasr and Jagielski's bound, best of the 24-point grid of guess counts at
-  level (1 - confidence)/|grid| (Bonferroni): `audit.epsilon.epsilon_lower_bound` today.
+  level (1 - confidence)/|grid| (Bonferroni): `audit.epsilon.epsilon_lower_bound`, and the audits before guesses were tuned.
 * Steinke tuned: the same bound, one count fixed in advance (chosen on reference runs), full level.
 * f-DP grid: the f-DP test of f_{ε,δ} (Mahloujifar, Melis and Chaudhuri), the grid's counts.
 * f-DP tuned: the f-DP test of f_{ε,δ}, one count fixed in advance: the verdict's rule.
@@ -48,7 +48,7 @@ STYLES = {  # label -> matplotlib keywords; Steinke et al. thinner, drawn over f
     "Gaussian mu-GDP, tuned (eps at delta)": dict(color="tab:green", ls="-.", lw=1.6, zorder=2),
 }
 LEGEND = {  # label -> legend text (mathtext)
-    "Steinke, grid": "Steinke et al., grid of 24 counts (today)",
+    "Steinke, grid": "Steinke et al., grid of 24 counts (the previous rule)",
     "Steinke, tuned": "Steinke et al., one count fixed in advance",
     "f-DP f_eps,delta, grid": r"f-DP $f_{\varepsilon,\delta}$, grid of 24 counts",
     "f-DP f_eps,delta, tuned (verdict)": r"f-DP $f_{\varepsilon,\delta}$, one count (verdict's rule)",
