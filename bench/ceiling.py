@@ -130,7 +130,7 @@ def figure(curves: dict, ms: list[int], claim: float, confidence: float, path: P
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=Path("docs/ceiling.png"))
+    p.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "ceiling.png")
     p.add_argument("--points", type=int, default=25, help="values of m on the log grid from 100 to 10^6")
     p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--claim", type=float, default=10.0,
