@@ -171,6 +171,55 @@ def guess_grid(m: int) -> tuple[tuple[int, int], ...]:
 
 
 @dataclass(frozen=True)
+class Guesses:
+    """k₊ top scores guessed IN, k₋ bottom scores guessed OUT."""
+
+    k_in: int
+    k_out: int
+
+    @property
+    def total(self) -> int:
+        return self.k_in + self.k_out
+
+    def scaled(self, m_from: int, m_to: int) -> Guesses:
+        """The same fractions of m at another m (each count kept >= 1 if it was)."""
+        def scale(k: int) -> int:
+            return 0 if k == 0 else max(1, int(round(k * m_to / m_from)))
+        return Guesses(scale(self.k_in), scale(self.k_out))
+
+
+@dataclass(frozen=True, eq=False)
+class RankedGuesses:
+    """The canaries ranked once: members among the k highest and non-members among the k lowest
+    scores, for every k (ties in an order drawn from `rng`, independent of the coins)."""
+
+    in_from_top: np.ndarray  # [m + 1]
+    out_from_bottom: np.ndarray  # [m + 1]
+
+    @classmethod
+    def of(cls, member_scores, nonmember_scores, *, rng=None) -> RankedGuesses:
+        """Members score `member_scores` (coin IN), non-members `nonmember_scores`; `rng` breaks ties."""
+        member = as_score_array(member_scores, name="member_scores")
+        nonmember = as_score_array(nonmember_scores, name="nonmember_scores")
+        m = member.size + nonmember.size
+        scores = np.concatenate([member, nonmember])
+        is_in = np.concatenate([np.ones(member.size, dtype=bool), np.zeros(nonmember.size, dtype=bool)])
+        order = np.lexsort((np.random.default_rng(rng).random(m), scores))  # ascending, random ties
+        ranked_in = is_in[order]
+        return cls(np.concatenate([[0], np.cumsum(ranked_in[::-1])]), np.concatenate([[0], np.cumsum(~ranked_in)]))
+
+    @property
+    def m(self) -> int:
+        return len(self.in_from_top) - 1
+
+    def correct(self, guesses: Guesses) -> int:
+        """Right guesses among the top `guesses.k_in` guessed IN and the bottom `guesses.k_out` guessed OUT."""
+        if guesses.total > self.m:
+            raise ValueError(f"{guesses.total} guesses exceed the {self.m} canaries")
+        return int(self.in_from_top[guesses.k_in] + self.out_from_bottom[guesses.k_out])
+
+
+@dataclass(frozen=True)
 class OneRunBound:
     """The bound and the grid point that gave it."""
 
@@ -191,21 +240,13 @@ def one_run_audit(member_scores, nonmember_scores, *, delta: float = 0.0, confid
     """
     _check_delta(delta)
     _check_confidence(confidence)
-    member = as_score_array(member_scores, name="member_scores")
-    nonmember = as_score_array(nonmember_scores, name="nonmember_scores")
-    m = member.size + nonmember.size
-    scores = np.concatenate([member, nonmember])
-    is_in = np.concatenate([np.ones(member.size, dtype=bool), np.zeros(nonmember.size, dtype=bool)])
-    # ascending by score, ties in an order drawn independently of the coins
-    order = np.lexsort((np.random.default_rng(rng).random(m), scores))
-    ranked_in = is_in[order]
-    in_from_top = np.concatenate([[0], np.cumsum(ranked_in[::-1])])  # members among the k highest
-    out_from_bottom = np.concatenate([[0], np.cumsum(~ranked_in)])  # non-members among the k lowest
+    ranked = RankedGuesses.of(member_scores, nonmember_scores, rng=rng)
+    m = ranked.m
     grid = guess_grid(m)
     alpha_each = (1.0 - confidence) / len(grid)
     best = OneRunBound(0.0, m, 0, 0, 0, len(grid))
     for k_in, k_out in grid:
-        correct = int(in_from_top[k_in] + out_from_bottom[k_out])
+        correct = ranked.correct(Guesses(k_in, k_out))
         eps = one_run_epsilon(m=m, guesses=k_in + k_out, correct=correct, delta=delta, alpha=alpha_each)
         if eps > best.epsilon:
             best = OneRunBound(eps, m, k_in, k_out, correct, len(grid))

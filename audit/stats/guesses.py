@@ -32,7 +32,7 @@ from scipy import stats
 
 from audit.stats import epsilon as steinke
 from audit.stats import fdp
-from audit.stats.epsilon import as_score_array, gaussian_dp_epsilon, guess_grid
+from audit.stats.epsilon import Guesses, RankedGuesses, gaussian_dp_epsilon, guess_grid
 
 #: the analyses one set of guesses is bounded by: Steinke et al.'s ε, the f_{ε,δ} test, μ-GDP
 ANALYSES = ("steinke", "fdp", "gaussian")
@@ -42,53 +42,6 @@ TUNED_STEPS_PER_HALVING = 2
 TUNED_IN_SHARES = (1.0, 0.5)
 #: the one-sided level of the lower limit on the pseudo-targets' precision a tuned count is predicted from
 TUNING_PRECISION_LEVEL = 0.84
-
-
-@dataclass(frozen=True)
-class Guesses:
-    """k₊ top scores guessed IN, k₋ bottom scores guessed OUT."""
-
-    k_in: int
-    k_out: int
-
-    @property
-    def total(self) -> int:
-        return self.k_in + self.k_out
-
-    def scaled(self, m_from: int, m_to: int) -> Guesses:
-        """The same fractions of m at another m (each count kept >= 1 if it was)."""
-        def scale(k: int) -> int:
-            return 0 if k == 0 else max(1, int(round(k * m_to / m_from)))
-        return Guesses(scale(self.k_in), scale(self.k_out))
-
-
-@dataclass(frozen=True, eq=False)
-class RankedGuesses:
-    """The canaries ranked once: members among the k highest and non-members among the k lowest
-    scores, for every k (ties in an order drawn from `rng`, independent of the coins)."""
-
-    in_from_top: np.ndarray  # [m + 1]
-    out_from_bottom: np.ndarray  # [m + 1]
-
-    @classmethod
-    def of(cls, member_scores, nonmember_scores, *, rng=None) -> RankedGuesses:
-        member = as_score_array(member_scores, name="member_scores")
-        nonmember = as_score_array(nonmember_scores, name="nonmember_scores")
-        m = member.size + nonmember.size
-        scores = np.concatenate([member, nonmember])
-        is_in = np.concatenate([np.ones(member.size, dtype=bool), np.zeros(nonmember.size, dtype=bool)])
-        order = np.lexsort((np.random.default_rng(rng).random(m), scores))  # ascending, random ties
-        ranked_in = is_in[order]
-        return cls(np.concatenate([[0], np.cumsum(ranked_in[::-1])]), np.concatenate([[0], np.cumsum(~ranked_in)]))
-
-    @property
-    def m(self) -> int:
-        return len(self.in_from_top) - 1
-
-    def correct(self, guesses: Guesses) -> int:
-        if guesses.total > self.m:
-            raise ValueError(f"{guesses.total} guesses exceed the {self.m} canaries")
-        return int(self.in_from_top[guesses.k_in] + self.out_from_bottom[guesses.k_out])
 
 
 def check_analysis(analysis: str) -> str:
@@ -145,6 +98,25 @@ class BoundCache:
 
 def _bound(cache: BoundCache | None, analysis: str, **kwargs) -> float:
     return bound_at(analysis, **kwargs) if cache is None else cache.bound(analysis, **kwargs)
+
+
+def grid_counts(m: int, confidence: float) -> tuple[tuple[Guesses, ...], float]:
+    """The grid's counts (`audit.stats.epsilon.guess_grid`) and the Bonferroni level of each."""
+    grid = tuple(Guesses(*pair) for pair in guess_grid(m))
+    return grid, (1.0 - confidence) / len(grid)
+
+
+def best_count(ranked: RankedGuesses, counts, *, analysis: str, delta: float, alpha: float,
+               cache: BoundCache | None = None) -> tuple[float, Guesses, int]:
+    """(bound, count, correct guesses) of the count among `counts` whose bound at level `alpha` is
+    largest; the first count (bound 0) if none rejects anything."""
+    value, chosen = 0.0, counts[0]
+    for count in counts:
+        found = _bound(cache, analysis, m=ranked.m, guesses=count.total, correct=ranked.correct(count), delta=delta,
+                       alpha=alpha, at_least=value)
+        if found > value:
+            value, chosen = found, count
+    return value, chosen, ranked.correct(chosen)
 
 
 def tuned_candidates(m: int) -> tuple[Guesses, ...]:
@@ -228,8 +200,8 @@ def ceiling(m: int, *, analysis: str, rule: str, delta: float, confidence: float
         raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
     steinke._check_confidence(confidence)
     if rule == "grid":
-        counts, alpha = guess_grid(m), (1.0 - confidence) / len(guess_grid(m))
-        totals = sorted({k_in + k_out for k_in, k_out in counts})
+        counts, alpha = grid_counts(m, confidence)
+        totals = sorted({g.total for g in counts})
     else:
         totals, alpha = sorted({g.total for g in tuned_candidates(m)}), 1.0 - confidence
     best = 0.0
@@ -252,23 +224,10 @@ def bounds_of(member_scores, nonmember_scores, *, delta: float, confidence: floa
     values, used = {}, {}
     for analysis in ANALYSES:
         if tuned is not None:
-            guesses = tuned[analysis]
-            if guesses.total > m:
-                raise ValueError(f"a tuned count of {guesses.total} guesses exceeds the {m} canaries")
-            correct = ranked.correct(guesses)
-            value = _bound(cache, analysis, m=m, guesses=guesses.total, correct=correct, delta=delta,
-                           alpha=1.0 - confidence)
+            counts, alpha = (tuned[analysis],), 1.0 - confidence
         else:
-            grid = guess_grid(m)
-            alpha = (1.0 - confidence) / len(grid)
-            value, guesses, correct = 0.0, Guesses(*grid[0]), ranked.correct(Guesses(*grid[0]))
-            for k_in, k_out in grid:
-                point = Guesses(k_in, k_out)
-                hits = ranked.correct(point)
-                found = _bound(cache, analysis, m=m, guesses=point.total, correct=hits, delta=delta, alpha=alpha,
-                               at_least=value)
-                if found > value:
-                    value, guesses, correct = found, point, hits
+            counts, alpha = grid_counts(m, confidence)
+        value, guesses, correct = best_count(ranked, counts, analysis=analysis, delta=delta, alpha=alpha, cache=cache)
         values[analysis] = value
         used[analysis] = {"k_in": guesses.k_in, "k_out": guesses.k_out, "correct": correct}
     ceilings = {a: ceiling(m, analysis=a, rule=rule, delta=delta, confidence=confidence, cache=cache) for a in ANALYSES}
@@ -314,16 +273,8 @@ def fdp_epsilon_lower_bound(member_scores, nonmember_scores, *, delta: float = 0
                          "epsilon)")
     analysis = "fdp" if tradeoff == "eps-delta" else "gaussian"
     ranked = RankedGuesses.of(member_scores, nonmember_scores, rng=rng)
-    m = ranked.m
-    if guesses is not None:
-        counts, alpha = (guesses,), 1.0 - confidence
-    else:
-        grid = guess_grid(m)
-        counts, alpha = tuple(Guesses(*pair) for pair in grid), (1.0 - confidence) / len(grid)
-    best = 0.0
-    for count in counts:
-        best = max(best, bound_at(analysis, m=m, guesses=count.total, correct=ranked.correct(count), delta=delta,
-                                  alpha=alpha, at_least=best))
+    counts, alpha = ((guesses,), 1.0 - confidence) if guesses is not None else grid_counts(ranked.m, confidence)
+    best, _, _ = best_count(ranked, counts, analysis=analysis, delta=delta, alpha=alpha)
     return best if analysis == "fdp" else float(_gaussian_epsilon(best, delta))
 
 
@@ -350,9 +301,8 @@ def verdict_bound(groups: dict, *, chosen: str | None, guesses: Guesses | None, 
             raise ValueError(f"the chosen attack {chosen!r} needs its scores and its guess count")
         member, nonmember = groups[chosen]
         ranked = RankedGuesses.of(member, nonmember, rng=rng_of(chosen))
-        correct = ranked.correct(guesses)
-        bounds = {chosen: float(bound_at("fdp", m=ranked.m, guesses=guesses.total, correct=correct, delta=delta,
-                                         alpha=1.0 - confidence))}
+        value, _, correct = best_count(ranked, (guesses,), analysis="fdp", delta=delta, alpha=1.0 - confidence)
+        bounds = {chosen: float(value)}
         ceilings = {chosen: float(ceiling(ranked.m, analysis="fdp", rule="tuned", delta=delta, confidence=confidence))}
         each, rule = confidence, "tuned"
         used = {"k_in": guesses.k_in, "k_out": guesses.k_out, "correct": correct}
