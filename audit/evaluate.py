@@ -11,7 +11,8 @@ import numpy as np
 from attacks import cross_entropy, dcr_scores, logit_confidence
 from attacks.ganleak import RECON_KINDS
 from attacks.registry import get_attack
-from audit.stats.guesses import ANALYSES, Guesses, RankedGuesses, tune
+from audit.stats.epsilon import bound_applies
+from audit.stats.guesses import ANALYSES, RankedGuesses, tune
 from audit.stats.metrics import MembershipScores
 from shadow_runs.plan import shadow_mask
 from shadow_runs.records import CanaryColumns
@@ -257,6 +258,12 @@ def verdict_attack(choices: dict) -> str | None:
     return max(tuned)[3] if tuned else None
 
 
-def victim_delta(runs: StoredRuns) -> float:
-    """The δ the audit's bounds use: the first δ a run reports, 0 for a non-DP victim."""
-    return float(next((m["delta"] for m in runs.meta if m.get("delta") is not None), 0.0))
+def run_delta(runs: StoredRuns) -> float | None:
+    """The runs' δ: the first δ a run reports; None for a non-DP victim (its bounds use δ = 0)."""
+    return next((m["delta"] for m in runs.meta if m.get("delta") is not None), None)
+
+
+def top_level_bounded(inclusion_rate: float, canaries: CanaryColumns | None) -> bool:
+    """Whether an audit's top-level group gets one-run bounds: fair coins, and canaries (if any)
+    of one row each (a duplicate canary moves several rows with one coin)."""
+    return bound_applies(inclusion_rate) and (canaries is None or canaries.single_rows)

@@ -14,7 +14,7 @@ import zlib
 
 import numpy as np
 
-from audit.evaluate import StoredRuns, attack_summary, tie_order, verdict_attack
+from audit.evaluate import StoredRuns, attack_summary, run_delta, tie_order, top_level_bounded, verdict_attack
 from audit.releases.inputs import ReleaseInputs
 from audit.releases.target import TARGET
 from audit.stats.epsilon import bound_applies, unfair_coins_reason
@@ -59,10 +59,10 @@ def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarr
                                    delta=identity["delta"] or 0.0, fair=fair, canaries=canaries, args=args,
                                    choices=choices),
     }
-    bounded = fair and (canaries is None or canaries.single_rows)
     columns = canaries.scored if canaries else slice(None)
     summary["verdict"] = (verdict_entry({a: s for a, s in scores.items() if a not in unscored}, membership, columns,
-                                        choices or {}, delta=identity["delta"] or 0.0, args=args) if bounded else None)
+                                        choices or {}, delta=identity["delta"] or 0.0, args=args)
+                          if top_level_bounded(args.inclusion_rate, canaries) else None)
     if canaries:
         entry = experiment["canaries"]
         note = (unfair_coins_reason(args.inclusion_rate) if not fair else
@@ -159,7 +159,7 @@ def _identity(experiment: dict, runs: StoredRuns, *, target_runs: list[int]) -> 
     """summary.json's first keys: what was audited, with which runs, and its formal privacy (the
     largest ε any run reports, the first δ; None for a non-DP victim)."""
     formal = [m["formal_epsilon"] for m in runs.meta if m["formal_epsilon"] is not None]
-    delta = next((m["delta"] for m in runs.meta if m["delta"] is not None), None)
+    delta = run_delta(runs)
     return {"victim": experiment["victim"], "dataset": experiment["dataset"], "config": experiment["config"],
             "n_shadow": len(runs.keep), "target_runs": target_runs, "formal_epsilon": max(formal) if formal else None,
             "delta": delta}

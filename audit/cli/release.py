@@ -27,7 +27,7 @@ from audit.cli.flags import add_run_flags, executor_config
 from audit.cli.report import add_claim_flags, add_report_flags, settings_from
 from audit.cli.victim_flags import add_victim_flags, victim_argument, victim_overrides
 from attacks.registry import attack_names
-from audit.evaluate import StoredRuns, score_attacks, victim_delta
+from audit.evaluate import StoredRuns, run_delta, score_attacks
 from audit.pipeline import experiment_record, train_missing_runs
 from audit.releases.inputs import ReleaseError, read_inputs
 from audit.releases.target import check_out_dir, release_id, target_run, victim_for, with_target
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     targets = np.array([args.n_shadow])
     variance = variance_for(args.lira_variance, n_reference=args.n_shadow)
     bounded = inputs.coins is not None and inputs.coins.fair
-    delta = args.claimed_delta if args.claimed_delta is not None else victim_delta(shadows)
+    delta = args.claimed_delta if args.claimed_delta is not None else (run_delta(shadows) or 0.0)
     scores, choices = score_attacks(runs, attack_names(), targets, variance=variance, columns=slice(None), delta=delta,
                                     confidence=args.confidence, bounded=bounded)
     summary = release_summary(scores, inputs, shadows, obs, experiment=experiment, variance=variance, args=args,

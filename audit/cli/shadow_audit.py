@@ -17,8 +17,7 @@ from audit import outputs
 from audit.cli.flags import build_parser, canary_config, executor_config
 from audit.cli.victim_flags import build_victim, victim_overrides
 from attacks.registry import get_attack
-from audit.evaluate import StoredRuns, score_attacks, victim_delta
-from audit.stats.epsilon import bound_applies
+from audit.evaluate import StoredRuns, run_delta, score_attacks, top_level_bounded
 from audit.pipeline import check_canary_coins, experiment_record, train_missing_runs
 from audit.summary import summarise
 from shadow_runs import RunStore, StoreError, membership_matrix
@@ -62,10 +61,9 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
 
     runs = StoredRuns.load(store, keep=keep, images=pool.x, labels=pool.y)
     variance = variance_for(args.lira_variance, n_reference=args.n_shadow - len(targets))
-    bounded = bound_applies(args.inclusion_rate) and (canaries is None or canaries.single_rows)
     scores, choices = score_attacks(runs, attacks, targets, variance=variance,
-                                    columns=canaries.scored if canaries else slice(None), delta=victim_delta(runs),
-                                    confidence=args.confidence, bounded=bounded)
+                                    columns=canaries.scored if canaries else slice(None), delta=run_delta(runs) or 0.0,
+                                    confidence=args.confidence, bounded=top_level_bounded(args.inclusion_rate, canaries))
     summary = summarise(runs, scores, targets, experiment=experiment, variance=variance, canaries=canaries, args=args,
                         choices=choices)
     # scores.npz and the ROC plot take attacks that scored every example; one that scored a subset
