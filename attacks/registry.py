@@ -22,12 +22,15 @@ import numpy as np
 from attacks.ganleak import calibrated_scores, log_loss_statistic, reconstruction_scores
 from attacks.lira import lira_offline, lira_online
 from attacks.rmia import rmia_offline, rmia_online
+from attacks.whitebox import run_scores
 
 #: families: what an attack observes. "model": the downstream model trained on the victim's
 #: output (its logits on the pool); "release": the released synthetic set itself (distances);
-#: "generator": a generator's reconstruction losses (GAN-Leaks)
-FAMILIES = ("model", "release", "generator")
+#: "generator": a generator's reconstruction losses (GAN-Leaks); "mechanism": every noisy sum of a
+#: DP victim's Gaussian mechanism, through the canaries' projections (white-box audits)
+FAMILIES = ("model", "release", "generator", "mechanism")
 RELEASE = "release"  # `needs` of an attack on the released set: every run stored release_x, release_y
+WHITEBOX = "whitebox"  # `needs` of a white-box attack: every run stored its canaries' step observations
 HEADLINE_ATTACK = "lira_online"  # the attack whose examples at highest risk the report shows, when scored
 
 
@@ -50,12 +53,16 @@ class Attack:
             return True
         if self.needs == RELEASE:
             return runs.dcr is not None
+        if self.needs == WHITEBOX:
+            return runs.whitebox is not None
         return self.needs in (runs.recon or {})
 
     def missing(self) -> str:
         """Why it cannot be scored on runs that lack what it needs (one line)."""
         if self.needs == RELEASE:
             return f"{self.name} needs the released synthetic set, and these runs stored none"
+        if self.needs == WHITEBOX:
+            return f"{self.name} needs white-box canary observations (--threat-model white-box), and these runs stored none"
         return f"{self.name} needs the {self.needs} reconstruction losses of a generator, and these runs stored none"
 
 
@@ -65,6 +72,14 @@ def _dcr_lira(runs, targets, shadows, variance):
     # example is in or behind the release of only some of its IN shadows, so its IN distribution
     # is a mixture that one Gaussian describes badly.
     return lira_offline(runs.dcr[..., None], runs.keep, targets, shadows=shadows, variance=variance)
+
+
+def _whitebox(statistic: str):
+    def score(runs, targets, shadows, variance):
+        return run_scores(statistic, runs.whitebox, [m["whitebox_mechanism"] for m in runs.meta], runs.whitebox_rows,
+                          runs.keep.shape[1], targets)
+
+    return score
 
 
 REGISTRY: tuple[Attack, ...] = (
@@ -105,6 +120,12 @@ REGISTRY: tuple[Attack, ...] = (
            lambda runs, targets, shadows, variance: lira_online(log_loss_statistic(runs.recon["wb"]), runs.keep,
                                                                 targets, shadows=shadows, variance=variance),
            "online LiRA with minus the log white-box loss as the statistic, IN and OUT shadow generators"),
+    Attack("whitebox", "mechanism", WHITEBOX, 1, False, _whitebox("likelihood_ratio"),
+           "white-box: the log likelihood ratio of the canary's step projections under the claimed subsampled Gaussian"),
+    Attack("whitebox_sum", "mechanism", WHITEBOX, 1, False, _whitebox("summed_projection"),
+           "white-box: the canary's step projections summed"),
+    Attack("whitebox_steps", "mechanism", WHITEBOX, 1, False, _whitebox("step_changes"),
+           "white-box: the summed absolute changes of the canary's projection between steps (reused noise cancels)"),
 )
 
 

@@ -39,12 +39,13 @@ class StoredRuns:
     meta: tuple[dict, ...]  # runs/<r>.json of each run
     dcr: np.ndarray | None = None  # float64 [R, n]: DCR scores against each run's release, if every run has one
     recon: dict[str, np.ndarray] | None = None  # GAN-Leaks kind -> float64 [R, n] reconstruction losses, if every run has them
+    whitebox: np.ndarray | None = None  # float32 [R, steps, m]: white-box canary observations (the last m rows), if every run has them
 
     @classmethod
     def load(cls, store: RunStore, *, keep: np.ndarray, images: np.ndarray, labels: np.ndarray) -> StoredRuns:
         """Read every run of the plan `keep`; `images` [n, c, h, w] and `labels` [n] are the pool's."""
         n_runs = len(keep)
-        confidence, loss, dcr, init_mask, meta = [], [], [], np.zeros(keep.shape, dtype=bool), []
+        confidence, loss, dcr, init_mask, meta, whitebox = [], [], [], np.zeros(keep.shape, dtype=bool), [], []
         recon = {kind: [] for kind in RECON_KINDS}
         for r in range(n_runs):
             arrays, run_meta = store.load_run(r)
@@ -55,11 +56,20 @@ class StoredRuns:
             for kind in RECON_KINDS:
                 if f"recon_loss_{kind}" in arrays:
                     recon[kind].append(arrays[f"recon_loss_{kind}"].astype(np.float64))
+            if "whitebox" in arrays:
+                whitebox.append(arrays["whitebox"])
             init_mask[r, arrays["init_idx"]] = True
             meta.append(run_meta)
         return cls(keep=keep, confidence=np.stack(confidence), loss=np.stack(loss), init_mask=init_mask,
                    meta=tuple(meta), dcr=np.stack(dcr) if len(dcr) == n_runs else None,
-                   recon={k: np.stack(v) for k, v in recon.items() if len(v) == n_runs} or None)
+                   recon={k: np.stack(v) for k, v in recon.items() if len(v) == n_runs} or None,
+                   whitebox=np.stack(whitebox) if len(whitebox) == n_runs else None)
+
+    @property
+    def whitebox_rows(self) -> np.ndarray:
+        """The pool rows the white-box observations are of: the canaries, the last m rows."""
+        n, m = self.keep.shape[1], self.whitebox.shape[2]
+        return np.arange(n - m, n)
 
     def available(self, attacks: tuple[str, ...]) -> tuple[str, ...]:
         """`attacks` less those whose needs these runs do not hold (`attacks.registry`): the release
@@ -192,6 +202,8 @@ def attack_summary(
     summary = _group_summary(scores[:, canary_cols], membership[:, canary_cols], None, delta=delta,
                              confidence=confidence, rng=canary_rng, epsilon=fair_coins and canaries.single_rows,
                              tuned=tuned, tie_rng=tie_order(seed))
+    if np.isnan(scores[:, natural_cols]).all():  # a white-box attack scores the canaries only: no natural entry
+        return summary
     natural = _group_summary(scores[:, natural_cols], membership[:, natural_cols], init_mask[:, natural_cols],
                              delta=delta, confidence=confidence, rng=natural_rng, epsilon=fair_coins)
     subgroups = natural.pop("subgroups", None)

@@ -1,5 +1,6 @@
-"""`python -m audit.lira`: LiRA and RMIA (online and offline) and the loss attack against a victim, and DCR
-(raw, and calibrated on the shadows) against its released set where it has one."""
+"""`python -m audit.lira`: LiRA and RMIA (online and offline) and the loss attack against a victim, DCR
+(raw, and calibrated on the shadows) against its released set where it has one, and with
+`--threat-model white-box` the white-box attacks on its Gaussian mechanism's noisy sums."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from audit.cli.shadow_audit import main as audit_main
 
 def main(argv: list[str] | None = None) -> int:
     return audit_main(argv, prog="python -m audit.lira",
-                      attacks=attack_names("model", "release"),
+                      attacks=attack_names("model", "release", "mechanism"),
                       description="Audit a victim pipeline with LiRA and RMIA (online, offline), the loss attack and, for "
                                   "victims that release a synthetic set, distance-to-closest-record attacks on that set "
-                                  "(raw and calibrated on the shadows).")
+                                  "(raw and calibrated on the shadows); with --threat-model white-box, the white-box attacks on a DP victim's "
+                                  "noisy sums.")
 
 
 if __name__ == "__main__":

@@ -76,8 +76,9 @@ def canary_roc_png(scores: dict[str, np.ndarray], membership: np.ndarray, canari
     for name, s in scores.items():
         for group, cols in columns.items():
             g, m = s[:, cols], membership[:, cols]
-            if m.any() and (~m).any():
-                curves[f"{name} ({group})"] = (g[m], g[~m])
+            scored = ~np.isnan(g)  # a white-box attack scores the canaries only
+            if (m & scored).any() and (~m & scored).any():
+                curves[f"{name} ({group})"] = (g[m & scored], g[~m & scored])
     return figures.roc_png(curves, title=title)
 
 

@@ -19,9 +19,10 @@ from victims.data import Pool
 
 
 def experiment_record(victim, pool: Pool, *, dataset: str, seed: int, inclusion_rate: float,
-                      canaries: dict | None = None) -> dict:
+                      canaries: dict | None = None, threat_model: str = "black-box") -> dict:
     """experiment.json of `victim` on `pool` (identity and provenance); `canaries`, the canary entry
-    (`CanaryConfig.entry`), is recorded only for an experiment with canaries."""
+    (`CanaryConfig.entry`), is recorded only for an experiment with canaries, and `threat_model`
+    only when it is white-box (so black-box stores keep their names)."""
     label = Path(dataset).stem if dataset.endswith(".npz") else dataset
     return {
         "victim": victim.name,
@@ -33,6 +34,7 @@ def experiment_record(victim, pool: Pool, *, dataset: str, seed: int, inclusion_
         "plan": PLAN,
         "inclusion_rate": inclusion_rate,
         **({"canaries": canaries} if canaries else {}),
+        **({"threat_model": threat_model} if threat_model != "black-box" else {}),
         **outputs.provenance(),
     }
 

@@ -62,8 +62,12 @@ class Experiment:
         for name, array in {"init": init, **scores}.items():
             if array.shape != membership.shape:
                 raise ExperimentError(f"{self.path}: {name} has shape {array.shape}, membership {membership.shape}")
+        canaries = (self.summary.get("evaluation") or {}).get("canaries") if isinstance(self.summary, Mapping) else None
+        bound_columns = CanaryColumns.from_entry(canaries).scored if canaries else slice(None)
         for name, array in scores.items():
-            if not np.isfinite(array).all():
+            # NaN marks an example the attack did not score: allowed only outside the canaries of a
+            # canary audit (a white-box attack scores the canaries alone)
+            if np.isinf(array).any() or np.isnan(array[:, bound_columns]).any():
                 raise ExperimentError(f"{self.path}: scores of {name} are not all finite")
         if not (membership.any(axis=1) & (~membership).any(axis=1)).all():
             raise ExperimentError(f"{self.path}: every target needs members and non-members")
@@ -289,7 +293,8 @@ class Audited:
         canaries = CanaryColumns.from_entry(self.canaries)
         columns = canaries.scored if group == "canaries" else canaries.natural
         s, m = self.experiment.scores[attack][:, columns], self.experiment.membership[:, columns]
-        return s[m], s[~m]
+        scored = ~np.isnan(s)  # a white-box attack scores the canaries only (NaN on natural examples)
+        return s[m & scored], s[~m & scored]
 
     def bound_scores(self, attack: str) -> tuple[np.ndarray, np.ndarray]:
         """The scores the ε bound is on: the canary records when the audit inserted canaries, else every example."""

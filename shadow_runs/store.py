@@ -24,12 +24,13 @@ from shadow_runs.files import atomic_write, write_json, write_npy
 IDENTITY_KEYS = ("victim", "dataset", "dataset_fingerprint", "config", "n_pool", "master_seed", "plan", "inclusion_rate")
 #: identity keys that experiment.json holds only when they are not at their default (`_HASH_DEFAULTS`):
 #: `canaries` (victims.canaries), present only for an experiment with canaries
-OPTIONAL_IDENTITY_KEYS = ("canaries",)
+#: `threat_model` (victims.whitebox), present only for a white-box experiment
+OPTIONAL_IDENTITY_KEYS = ("canaries", "threat_model")
 #: identity keys left out of the directory's hash: the plan (so a store made with another plan is
 #: found under the same name and refused, naming the plan, rather than silently left beside a new
 #: one), and keys at their default value (so a key added later does not rename older stores)
 _UNHASHED = ("plan",)
-_HASH_DEFAULTS = {"inclusion_rate": 0.5, "canaries": None}
+_HASH_DEFAULTS = {"inclusion_rate": 0.5, "canaries": None, "threat_model": None}
 _ALL_IDENTITY_KEYS = IDENTITY_KEYS + OPTIONAL_IDENTITY_KEYS
 
 

@@ -45,6 +45,8 @@ class Observations:
     recon_loss: dict[str, np.ndarray] | None = None  # generators only: GAN-Leaks kind ('fbb', 'pbb', 'wb') -> float32 [n_pool], NaN where not reconstructed
     release_x: np.ndarray | None = None  # float32 [k, c, h, w] pixel scale: the released synthetic set, if any
     release_y: np.ndarray | None = None  # int64 [k]: its labels
+    whitebox: np.ndarray | None = None  # white-box runs only: float32 [steps, canaries], each canary's projection of each noisy release (victims.whitebox)
+    whitebox_mechanism: dict | None = None  # with `whitebox`: the mechanism's public noise_multiplier and sample_rate
 
     def __post_init__(self) -> None:
         if self.logits.ndim != 3:
@@ -64,6 +66,12 @@ class Observations:
             object.__setattr__(self, "release_y", np.asarray(self.release_y, dtype=np.int64))
             if self.release_x.ndim != 4 or self.release_y.shape != self.release_x.shape[:1]:
                 raise ValueError(f"release_x must be [k, c, h, w] with k labels, got {self.release_x.shape} and {self.release_y.shape}")
+        if (self.whitebox is None) != (self.whitebox_mechanism is None):
+            raise ValueError("whitebox and whitebox_mechanism come together")
+        if self.whitebox is not None:
+            object.__setattr__(self, "whitebox", np.asarray(self.whitebox, dtype=np.float32))
+            if self.whitebox.ndim != 2:
+                raise ValueError(f"whitebox must be [steps, canaries], got shape {self.whitebox.shape}")
 
     def to_store(self, meta: Mapping[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict]:
         """What the run store keeps of this run (`shadow_runs.store.RunStore.write_run(run, arrays,
@@ -76,8 +84,12 @@ class Observations:
             arrays[f"recon_loss_{kind}"] = np.asarray(loss, dtype=np.float32)
         if self.release_x is not None:
             arrays["release_x"], arrays["release_y"] = self.release_x, self.release_y
+        extra = {}
+        if self.whitebox is not None:
+            arrays["whitebox"] = self.whitebox
+            extra["whitebox_mechanism"] = dict(self.whitebox_mechanism)
         return arrays, {**(meta or {}), "formal_epsilon": self.formal_epsilon, "delta": self.delta,
-                        "test_accuracy": self.test_accuracy}
+                        "test_accuracy": self.test_accuracy, **extra}
 
 
 DEFAULT_INCLUSION_RATE = 0.5  # as shadow_runs.plan.DEFAULT_INCLUSION_RATE (victims do not import the plan)

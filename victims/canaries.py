@@ -18,6 +18,10 @@ seed and the pool alone):
   as K identical rows that form ONE record: the K rows share one coin in every run. One coin then
   moves K rows, so an (ε, δ)-DP guarantee per record does not bound them (group privacy gives Kε):
   the audit reports their leakage but no ε bound for them.
+* `gradient` (white-box audits only, `victims.whitebox`): N rows that hold no image (zeros, label
+  drawn uniformly): the victim does not train on them; instead, in every step where the canary's
+  coin is IN and it is Poisson-sampled, its Gaussian mechanism adds a vector of norm exactly Δ in
+  the canary's own direction. A black-box attack's score on them is noise.
 
 Rows: the natural examples keep their rows 0 .. n_natural - 1 (record i is row i); canary j is
 record n_natural + j, on row n_natural + j, or for duplicates on the K rows
@@ -35,7 +39,8 @@ import numpy as np
 
 from victims.data import Pool, make_pool
 
-CANARY_KINDS = ("mislabeled", "outlier", "duplicate")
+CANARY_KINDS = ("mislabeled", "outlier", "duplicate", "gradient")
+RECORD_KINDS = ("mislabeled", "outlier")  # the record canaries a white-box audit can score (one row, one image)
 DEFAULT_COPIES = 4  # rows per duplicate canary
 #: SeedSequence stream of the canaries under the master seed (shadow_runs.plan uses 0 for the coins
 #: and 1 for the run seeds; audit.selftest's 2 and audit.release's 7 are other streams again)
@@ -110,6 +115,9 @@ def canary_arrays(pool: Pool, config: CanaryConfig) -> tuple[np.ndarray, np.ndar
         high = pool.x.max(axis=(0, 2, 3)).astype(np.float64)[None, :, None, None]
         noise = low + (high - low) * rng.random((n, *pool.image_shape))
         x = np.clip(noise, low, high).astype(np.float32)
+        return x, rng.integers(0, n_classes, size=n).astype(np.int64), np.full(n, -1, dtype=np.int64)
+    if config.kind == "gradient":  # no image: the victim's mechanism adds these (victims.whitebox)
+        x = np.zeros((n, *pool.image_shape), dtype=np.float32)
         return x, rng.integers(0, n_classes, size=n).astype(np.int64), np.full(n, -1, dtype=np.int64)
     source = np.repeat(rng.choice(pool.n_pool, size=n, replace=False), config.copies)  # duplicate
     return pool.x[source].copy(), pool.y[source].copy(), source.astype(np.int64)

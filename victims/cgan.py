@@ -54,6 +54,7 @@ from torch.func import functional_call, grad, vmap
 from victims.base import (DEFAULT_INCLUSION_RATE, Observations, observe, register_victim, require_at_least,
                           require_positive, seeded)
 from victims.condense import Members
+from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
 from victims.data import Pool
 from victims.latent_search import WB_OPTIMIZERS, gradient_reconstruct, nearest_samples, powell_reconstruct
 from victims.nets import ConditionalDiscriminator, ConditionalGenerator
@@ -117,23 +118,31 @@ class CGANVictim(GanLeaksSearch):
 
     def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
             inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
-        members = Members.of(pool, keep, device=device)
+        members = Members.of(pool, training_keep(pool, keep), device=device)
+        probe = self.probe(pool, keep, seed, inclusion_rate)
         with seeded(seed, device) as generator:
             x, y = members.x, members.y
             gen, critic = (net.to(device) for net in self.networks(pool))
-            privacy = self.train_gan(gen, critic, x, y, pool=pool, generator=generator, inclusion_rate=inclusion_rate)
+            privacy = self.train_gan(gen, critic, x, y, pool=pool, generator=generator, inclusion_rate=inclusion_rate,
+                                     probe=probe)
             return observe_generator(self, gen, pool, generator=generator, device=device, **privacy)
+
+    def probe(self, pool: Pool, keep: np.ndarray, seed: int, inclusion_rate: float) -> CanaryProbe | None:
+        """None: no Gaussian mechanism to observe (`dpcgan` overrides this)."""
+        return None
 
     def latents(self, n: int, *, generator: torch.Generator, device: str) -> torch.Tensor:
         return torch.randn(n, self.latent_dim, generator=generator, device=generator.device).to(device)
 
     def train_gan(self, gen: nn.Module, critic: nn.Module, x: torch.Tensor, y: torch.Tensor, *, pool: Pool,
-                  generator: torch.Generator, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> dict:
+                  generator: torch.Generator, inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+                  probe: CanaryProbe | None = None) -> dict:
         """Train both nets on (x, y) in model space; returns the Observations' privacy fields
-        (`dpcgan`: calibrated to the plan's expected member count, `inclusion_rate` * n_pool)."""
+        (`dpcgan`: calibrated to the plan's expected member count, `inclusion_rate` * n_pool;
+        with a white-box `probe`, its observations too)."""
         opt_gen = torch.optim.Adam(gen.parameters(), lr=self.lr, betas=(0.5, 0.999))
         opt_critic = torch.optim.Adam(critic.parameters(), lr=self.lr, betas=(0.5, 0.999))
-        private = self.private_critic_step(x, y, pool=pool, inclusion_rate=inclusion_rate)
+        private = self.private_critic_step(x, y, pool=pool, inclusion_rate=inclusion_rate, probe=probe)
         n_classes = pool.n_classes
         for _ in range(self.steps):
             if private is None:
@@ -150,7 +159,10 @@ class CGANVictim(GanLeaksSearch):
             opt_gen.zero_grad(set_to_none=True)
             loss.backward()
             opt_gen.step()
-        return self.privacy_spent(pool, inclusion_rate)
+        if probe is None:
+            return self.privacy_spent(pool, inclusion_rate)
+        sigma, _ = self.noise(pool, inclusion_rate)
+        return {**self.privacy_spent(pool, inclusion_rate), **whitebox_fields(probe, noise_multiplier=sigma)}
 
     def fake(self, gen: nn.Module, labels: torch.Tensor, *, pool: Pool, generator: torch.Generator) -> torch.Tensor:
         """Generated images of `labels` in model space (what the critic sees)."""
@@ -158,7 +170,7 @@ class CGANVictim(GanLeaksSearch):
         return to_model_space(pixels, mean=pool.mean, std=pool.std, device=labels.device)
 
     def private_critic_step(self, x: torch.Tensor, y: torch.Tensor, *, pool: Pool,
-                            inclusion_rate: float = DEFAULT_INCLUSION_RATE):
+                            inclusion_rate: float = DEFAULT_INCLUSION_RATE, probe: CanaryProbe | None = None):
         """None: the critic trains without privacy (`dpcgan` overrides this)."""
         return None
 
@@ -201,8 +213,17 @@ class DPCGANVictim(CGANVictim):
                               accountant=self.accountant)
         return {"formal_epsilon": spent, "delta": self.delta}
 
+    def probe(self, pool: Pool, keep: np.ndarray, seed: int, inclusion_rate: float) -> CanaryProbe | None:
+        """The white-box probe of the critic's noisy gradient sums (sensitivity C), or None."""
+        _, rate = self.noise(pool, inclusion_rate)
+        return open_probe(pool, keep, run_seed=seed, sample_rate=rate, sensitivity=self.max_grad_norm)
+
+    def release_dimension(self, pool: Pool) -> int:
+        """Coordinates of each noisy gradient sum: the critic's parameters."""
+        return sum(p.numel() for p in self.networks(pool)[1].parameters())
+
     def private_critic_step(self, x: torch.Tensor, y: torch.Tensor, *, pool: Pool,
-                            inclusion_rate: float = DEFAULT_INCLUSION_RATE):
+                            inclusion_rate: float = DEFAULT_INCLUSION_RATE, probe: CanaryProbe | None = None):
         sigma, rate = self.noise(pool, inclusion_rate)  # each member in each batch w.p. B / (q n_pool)
 
         def step(critic: nn.Module, gen: nn.Module, *, generator: torch.Generator) -> None:
@@ -210,7 +231,7 @@ class DPCGANVictim(CGANVictim):
             fake = self.fake(gen, y[batch], pool=pool, generator=generator).detach()
             noisy = noisy_pair_gradient(critic, x[batch], fake, y[batch], max_grad_norm=self.max_grad_norm,
                                         noise_multiplier=sigma, expected_batch_size=self.batch_size,
-                                        generator=generator)
+                                        generator=generator, probe=probe)
             for p, g in zip(critic.parameters(), noisy):
                 p.grad = g
 
@@ -256,7 +277,7 @@ def reconstruct(victim, gen: nn.Module, pool: Pool, *, generator: torch.Generato
 
 def noisy_pair_gradient(critic: nn.Module, real: torch.Tensor, fake: torch.Tensor, labels: torch.Tensor, *,
                         max_grad_norm: float, noise_multiplier: float, expected_batch_size: int,
-                        generator: torch.Generator) -> list[torch.Tensor]:
+                        generator: torch.Generator, probe: CanaryProbe | None = None) -> list[torch.Tensor]:
     """The Gaussian mechanism on a Poisson batch of real examples, each paired with one fake of
     its class: (sum over pairs of the critic-loss gradient softplus(-D(real)) + softplus(D(fake)),
     each pair's clipped to norm C, + N(0, sigma^2 C^2)) / B, one tensor per critic parameter.
@@ -275,4 +296,4 @@ def noisy_pair_gradient(critic: nn.Module, real: torch.Tensor, fake: torch.Tenso
     else:
         per_pair = None
     return gaussian_mean(per_pair, params, max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier,
-                         expected_batch_size=expected_batch_size, generator=generator)
+                         expected_batch_size=expected_batch_size, generator=generator, probe=probe)

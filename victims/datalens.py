@@ -100,7 +100,8 @@ from victims.base import DEFAULT_INCLUSION_RATE, expected_members, register_vict
 from victims.cgan import CGANVictim, observe_generator
 from victims.data import Pool
 from victims.nets import ConditionalDiscriminator
-from victims.privacy import epsilon_spent, noise_multiplier_for, require_privacy_target
+from victims.privacy import epsilon_spent, gaussian_release, noise_multiplier_for, require_privacy_target
+from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
 from victims.train import to_model_space
 
 COMPRESSIONS = ("topagg", "d2pfed", "fetchsgd")
@@ -253,15 +254,22 @@ class Aggregation:
             return sto_k_level(g, clip=self.clip, levels=self.levels, signs=signs, generator=generator)
         return topk_stochastic_sign(g, top_k=self.top_k, clip=self.clip, generator=generator)
 
-    def noisy(self, votes: torch.Tensor, *, noise_std: float, generator: torch.Generator) -> torch.Tensor:
+    def noisy(self, votes: torch.Tensor, *, noise_std: float, generator: torch.Generator,
+              probe: CanaryProbe | None = None) -> torch.Tensor:
         """The Gaussian mechanism: the sum of the votes [N, D] (its sketch for fetchsgd) plus
-        N(0, noise_std^2) in every coordinate."""
+        N(0, noise_std^2) in every coordinate (`victims.privacy.gaussian_release`, with the white-box
+        `probe` if any)."""
         total = votes.sum(0)
         if self.compression == "fetchsgd":
             total = self.sketch.sketch(total)
-        if noise_std > 0:
-            total = total + noise_std * _normal(total.shape, generator, total.device)
-        return total
+        return gaussian_release([total], std=noise_std, generator=generator, probe=probe)[0]
+
+    @property
+    def released_coordinates(self) -> int:
+        """D: the coordinates of each noisy release (the sketch's, the padded rotation's, or d)."""
+        if self.compression == "fetchsgd":
+            return self.sketch.rows * self.sketch.columns
+        return next_power_of_two(self.d) if self.compression == "d2pfed" else self.d
 
     def direction(self, noisy: torch.Tensor, *, signs: torch.Tensor | None = None) -> torch.Tensor:
         """Post-processing of the noisy statistic into the student's direction [d]."""
@@ -272,13 +280,14 @@ class Aggregation:
         voted = vote_threshold(noisy, self.beta, self.teachers)
         return unrotate(voted, signs, self.d) if self.compression == "d2pfed" else voted
 
-    def step(self, g: torch.Tensor, *, noise_std: float, generator: torch.Generator, active: torch.Tensor) -> torch.Tensor:
+    def step(self, g: torch.Tensor, *, noise_std: float, generator: torch.Generator, active: torch.Tensor,
+             probe: CanaryProbe | None = None) -> torch.Tensor:
         """g [N, d] -> the aggregated direction [d]; teachers not `active` (no member) vote 0."""
         signs = None
         if self.compression == "d2pfed":
             signs = torch.where(_uniform(next_power_of_two(self.d), generator, g.device) < 0.5, 1.0, -1.0)
         votes = self.compress(g, generator=generator, signs=signs) * active[:, None]
-        return self.direction(self.noisy(votes, noise_std=noise_std, generator=generator), signs=signs)
+        return self.direction(self.noisy(votes, noise_std=noise_std, generator=generator, probe=probe), signs=signs)
 
 
 class Teachers:
@@ -410,16 +419,26 @@ class DataLensVictim(CGANVictim):
 
     def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
             inclusion_rate: float = DEFAULT_INCLUSION_RATE):
+        probe = open_probe(pool, keep, run_seed=seed, sample_rate=1.0, sensitivity=self.sensitivity(pool))
         with seeded(seed, device) as generator:
             gen, _ = self.networks(pool)
             gen = gen.to(device)
-            teachers = self.teachers_for(pool, keep, seed, device=device)
-            self.train_student(gen, teachers, pool=pool, generator=generator, device=device)
+            teachers = self.teachers_for(pool, training_keep(pool, keep), seed, device=device)
+            self.train_student(gen, teachers, pool=pool, generator=generator, device=device, probe=probe)
             return observe_generator(self, gen, pool, generator=generator, device=device,
-                                     **self.privacy_spent(pool, inclusion_rate))
+                                     **self.privacy_spent(pool, inclusion_rate),
+                                     **whitebox_fields(probe, noise_multiplier=self.noise_multiplier()))
+
+    def sensitivity(self, pool: Pool) -> float:
+        """Delta of the vote sum (no random draw: the sketch's shape alone)."""
+        return self.aggregation(pool, generator=torch.Generator().manual_seed(0)).sensitivity
+
+    def release_dimension(self, pool: Pool) -> int:
+        """Coordinates of each noisy vote sum: D."""
+        return self.aggregation(pool, generator=torch.Generator().manual_seed(0)).released_coordinates
 
     def train_student(self, gen: nn.Module, teachers: Teachers, *, pool: Pool, generator: torch.Generator,
-                      device: str = "cpu") -> None:
+                      device: str = "cpu", probe: CanaryProbe | None = None) -> None:
         aggregation = self.aggregation(pool, generator=generator, device=device)
         noise_std = self.noise_multiplier() * aggregation.sensitivity
         opt = torch.optim.Adam(gen.parameters(), lr=self.lr, betas=(0.5, 0.999))
@@ -431,7 +450,8 @@ class DataLensVictim(CGANVictim):
             for _ in range(self.teacher_steps):
                 teachers.train_step(fake, labels, batch=self.teacher_batch, generator=generator)
             g = teachers.image_gradients(pixels, labels, pool=pool)
-            direction = aggregation.step(g, noise_std=noise_std, generator=generator, active=teachers.active)
+            direction = aggregation.step(g, noise_std=noise_std, generator=generator, active=teachers.active,
+                                         probe=probe)
             loss = (pixels.flatten() * direction).sum() / self.batch_size
             opt.zero_grad(set_to_none=True)
             loss.backward()

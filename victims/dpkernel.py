@@ -91,9 +91,10 @@ from victims.base import (DEFAULT_INCLUSION_RATE, Observations, register_victim,
 from victims.cgan import GanLeaksSearch, observe_generator
 from victims.data import Pool
 from victims.nets import ConditionalGenerator
-from victims.privacy import (accountant_field, epsilon_spent, noise_multiplier_for, poisson_rate, poisson_sample,
+from victims.privacy import (gaussian_release, accountant_field, epsilon_spent, noise_multiplier_for, poisson_rate, poisson_sample,
                              require_accountant, require_privacy_target)
 from victims.train import TrainConfig, small_set_training
+from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
 
 #: L2 sensitivity of the embedding SUM to adding or removing one record: |phi*(x, y)|_2 = 1 exactly
 SENSITIVITY = 1.0
@@ -121,24 +122,23 @@ def class_embedding_sum(features: torch.Tensor, labels: torch.Tensor, *, n_class
 
 
 def noisy_embedding_sum(features: torch.Tensor, labels: torch.Tensor, *, n_classes: int, noise_multiplier: float,
-                        sensitivity: float = SENSITIVITY, generator: torch.Generator) -> torch.Tensor:
+                        sensitivity: float = SENSITIVITY, generator: torch.Generator,
+                        probe: CanaryProbe | None = None) -> torch.Tensor:
     """The Gaussian mechanism on the class-conditional kernel mean embedding: the per-class sum of
     `features` [n, f] (each row of norm <= `sensitivity`) + N(0, sigma^2 Delta^2) on every one of
     the n_classes * f coordinates, classes without a record included. An empty batch gives pure
     noise."""
     total = class_embedding_sum(features, labels, n_classes=n_classes)
-    if noise_multiplier == 0:
-        return total
-    noise = torch.randn(total.shape, generator=generator, device=generator.device).to(total.device)
-    return total + noise_multiplier * sensitivity * noise
+    return gaussian_release([total], std=noise_multiplier * sensitivity, generator=generator, probe=probe)[0]
 
 
 def noisy_mean_embedding(features: torch.Tensor, labels: torch.Tensor, *, n_classes: int, noise_multiplier: float,
-                         expected_batch_size: int, generator: torch.Generator) -> torch.Tensor:
+                         expected_batch_size: int, generator: torch.Generator,
+                         probe: CanaryProbe | None = None) -> torch.Tensor:
     """The release of one iteration: `noisy_embedding_sum` (sensitivity 1) divided by the public
     expected batch size B, [n_classes, f]."""
     return noisy_embedding_sum(features, labels, n_classes=n_classes, noise_multiplier=noise_multiplier,
-                               generator=generator) / expected_batch_size
+                               generator=generator, probe=probe) / expected_batch_size
 
 
 @register_victim("dpkernel")
@@ -204,19 +204,27 @@ class DPKernelVictim(GanLeaksSearch):
     def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
             inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
         sigma, rate = self.calibration(pool, inclusion_rate)
-        idx = np.flatnonzero(keep)
+        idx = np.flatnonzero(training_keep(pool, keep))
+        probe = open_probe(pool, keep, run_seed=seed, sample_rate=rate, sensitivity=SENSITIVITY)
         with seeded(seed, device) as generator:
             x = torch.tensor(pool.x[idx], device=device)  # pixel scale, as the generator's output
             y = torch.as_tensor(pool.y[idx], device=device)
             gen = self.network(pool).to(device)
             rff = RandomFourierFeatures(int(np.prod(pool.image_shape)), self.features, self.bandwidth,
                                         generator=generator).to(device)
-            self.train_generator(gen, rff, x, y, n_classes=pool.n_classes, sigma=sigma, rate=rate, generator=generator)
+            self.train_generator(gen, rff, x, y, n_classes=pool.n_classes, sigma=sigma, rate=rate, generator=generator,
+                                 probe=probe)
             return observe_generator(self, gen, pool, generator=generator, device=device,
-                                     **self.privacy_spent(pool, inclusion_rate))
+                                     **self.privacy_spent(pool, inclusion_rate),
+                                     **whitebox_fields(probe, noise_multiplier=sigma))
+
+    def release_dimension(self, pool: Pool) -> int:
+        """Coordinates of each noisy embedding sum: n_classes x 2 D."""
+        return pool.n_classes * 2 * self.features
 
     def train_generator(self, gen: nn.Module, rff: RandomFourierFeatures, x: torch.Tensor, y: torch.Tensor, *,
-                        n_classes: int, sigma: float, rate: float, generator: torch.Generator) -> None:
+                        n_classes: int, sigma: float, rate: float, generator: torch.Generator,
+                        probe: CanaryProbe | None = None) -> None:
         """`steps` releases of the members' (x [m, c, h, w] pixel scale, y [m]) noisy mean embedding,
         each followed by one Adam step of `gen` on its squared distance to the generated embedding."""
         with torch.no_grad():
@@ -227,7 +235,7 @@ class DPKernelVictim(GanLeaksSearch):
             batch = poisson_sample(len(x), rate, generator=generator).to(x.device)
             released = noisy_mean_embedding(member_features[batch], y[batch], n_classes=n_classes,
                                             noise_multiplier=sigma, expected_batch_size=self.batch_size,
-                                            generator=generator)
+                                            generator=generator, probe=probe)
             fake = gen(self.latents(len(fake_labels), generator=generator, device=x.device), fake_labels)
             generated = class_embedding_sum(rff(fake), fake_labels, n_classes=n_classes) / len(fake_labels)
             loss = (released - generated).pow(2).sum()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -33,9 +34,10 @@ from victims.augment import draw_seed
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, expected_members, observe, register_victim, seeded
 from victims.data import Pool
 from victims.nets import NetConfig, build_net
-from victims.privacy import (accountant_field, noise_multiplier_for, poisson_batches, poisson_rate, require_accountant,
-                             require_privacy_target)
+from victims.privacy import (accountant_field, noise_multiplier_for, per_example_gradients, poisson_batches, poisson_rate,
+                             require_accountant, require_privacy_target)
 from victims.train import to_model_space
+from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,9 @@ class DPSGDPrivacy:
 @dataclass(frozen=True)
 class DPSGDVictim:
     """The ConvNet trained by DP-SGD (Poisson sampling, per-example clipping, Gaussian noise)."""
+
+    #: under white-box, record canaries are scored through their own gradients (victims.whitebox)
+    white_box_record_canaries: ClassVar[bool] = True
 
     epsilon: float = field(default=1.0, metadata={"help": "target epsilon of the DP-SGD training"})
     delta: float = field(default=1e-5, metadata={"help": "target delta"})
@@ -80,25 +85,28 @@ class DPSGDVictim:
                                      accountant=self.accountant)
         return DPSGDPrivacy(sample_rate=sample_rate, steps=steps, noise_multiplier=sigma)
 
+    def release_dimension(self, pool: Pool) -> int:
+        """Coordinates of each noisy gradient sum (the ConvNet's parameters): what white-box gradient
+        canaries are placed in (`victims.whitebox`)."""
+        net = build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes)
+        return sum(p.numel() for p in net.parameters())
+
     def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
             inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
         from opacus import GradSampleModule  # imported here: see victims.privacy
         from opacus.accountants import create_accountant
-        from opacus.optimizers import DPOptimizer
 
         plan = self.privacy(pool, inclusion_rate)
-        idx = np.flatnonzero(keep)
+        idx = np.flatnonzero(training_keep(pool, keep))
         with seeded(seed, device) as generator:
             x = to_model_space(pool.x[idx], mean=pool.mean, std=pool.std, device=device)
             y = torch.as_tensor(pool.y[idx], device=device)
             net = build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes).to(device)
             # per-example gradients of the summed loss; DPOptimizer's "mean" divides the noisy sum by B
             model = GradSampleModule(net, loss_reduction="sum")
-            optimizer = DPOptimizer(
-                torch.optim.SGD(model.parameters(), lr=self.lr, momentum=0.0),
-                noise_multiplier=plan.noise_multiplier, max_grad_norm=self.max_grad_norm,
-                expected_batch_size=self.batch_size, loss_reduction="mean", generator=generator,
-            )
+            probe = open_probe(pool, keep, run_seed=seed, sample_rate=plan.sample_rate, sensitivity=self.max_grad_norm,
+                               record_gradients=_canary_gradients(model, net, pool, device))
+            optimizer = self.optimizer(model, plan, generator=generator, probe=probe)
             accountant = create_accountant(mechanism=self.accountant)
             optimizer.attach_step_hook(accountant.get_optimizer_hook_fn(sample_rate=plan.sample_rate))
             # the sampler's own generator lives on the CPU (opacus draws its coins there)
@@ -115,4 +123,49 @@ class DPSGDVictim:
                     optimizer.step()
                 epsilon = accountant.get_epsilon(delta=self.delta)
             model.remove_hooks()
-            return observe(net, pool, device=device, formal_epsilon=float(epsilon), delta=self.delta)
+            return observe(net, pool, device=device, formal_epsilon=float(epsilon), delta=self.delta,
+                           **whitebox_fields(probe, noise_multiplier=plan.noise_multiplier))
+
+    def optimizer(self, model, plan: DPSGDPrivacy, *, generator: torch.Generator, probe: CanaryProbe | None):
+        """opacus's DPOptimizer over `model`'s parameters: clip to C, sum, add N(0, sigma^2 C^2),
+        divide by B. With a white-box `probe`, its noise step is wrapped in the probe's two calls
+        (`victims.privacy.gaussian_release` does the same for the other DP victims)."""
+        from opacus.optimizers import DPOptimizer
+
+        optimizer = DPOptimizer(
+            torch.optim.SGD(model.parameters(), lr=self.lr, momentum=0.0),
+            noise_multiplier=plan.noise_multiplier, max_grad_norm=self.max_grad_norm,
+            expected_batch_size=self.batch_size, loss_reduction="mean", generator=generator,
+        )
+        if probe is not None:
+            add_noise = optimizer.add_noise
+
+            def probed_add_noise() -> None:
+                params = [p for p in optimizer.params]
+                for p, s in zip(params, probe.contribute([p.summed_grad for p in params])):
+                    p.summed_grad = s
+                add_noise()
+                probe.observe([p.grad for p in params])
+
+            optimizer.add_noise = probed_add_noise
+        return optimizer
+
+
+def _canary_gradients(model, net: torch.nn.Module, pool: Pool, device: str):
+    """For record canaries under white-box: a callable giving each canary's cross-entropy gradient
+    [n, dim] at the net's current parameters (opacus's hooks off while it runs). None otherwise."""
+    spec = pool.white_box
+    if spec is None or spec.gradient:
+        return None
+    x = to_model_space(pool.x[spec.rows], mean=pool.mean, std=pool.std, device=device)
+    y = torch.as_tensor(pool.y[spec.rows], device=device)
+
+    def gradients() -> torch.Tensor:
+        model.disable_hooks()
+        try:
+            grads = per_example_gradients(net, dict(net.named_parameters()), x, y)
+        finally:
+            model.enable_hooks()
+        return torch.cat([g.reshape(len(x), -1) for g in grads.values()], dim=1)
+
+    return gradients

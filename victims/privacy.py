@@ -55,6 +55,7 @@ from torch.func import functional_call, grad, vmap
 
 from victims.base import DEFAULT_INCLUSION_RATE, expected_members
 from victims.data import Pool
+from victims.whitebox import CanaryProbe
 
 ACCOUNTANTS = ("rdp", "prv")
 
@@ -315,13 +316,31 @@ def clip_per_example(grads: dict[str, torch.Tensor], max_norm: float) -> dict[st
 
 
 # -- the Gaussian mechanism ---------------------------------------------------------------------
+def gaussian_release(sums: list[torch.Tensor], *, std: float, generator: torch.Generator,
+                     probe: CanaryProbe | None = None) -> list[torch.Tensor]:
+    """The Gaussian mechanism on clean sums: each + N(0, std^2) in every coordinate (no draw at
+    std 0). Every DP victim's noise goes through here (`dpsgd`'s through opacus, with the same
+    probe): with a white-box `probe` (`victims.whitebox`), its gradient canaries are added to the
+    clean sums first and every canary's projection of the noisy sums is recorded after. Without
+    one the result is the mechanism's alone, bit for bit."""
+    if probe is not None:
+        sums = probe.contribute(sums)
+    if std > 0:
+        sums = [s + std * torch.randn(s.shape, generator=generator, device=generator.device).to(s.device) for s in sums]
+    if probe is not None:
+        probe.observe(sums)
+    return sums
+
+
 def gaussian_mean(per_example: dict[str, torch.Tensor] | None, params: dict[str, torch.Tensor], *,
                   max_grad_norm: float, noise_multiplier: float, expected_batch_size: int,
-                  generator: torch.Generator, clipped_sum: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+                  generator: torch.Generator, clipped_sum: list[torch.Tensor] | None = None,
+                  probe: CanaryProbe | None = None) -> list[torch.Tensor]:
     """(sum of the per-example gradients, each clipped to norm C, + N(0, sigma^2 C^2)) / B, one
     tensor per parameter of `params`. The sum is that of `per_example` ([batch, *shape] per
     parameter, clipped here) or, given instead, `clipped_sum` (one tensor per parameter, already
-    clipped and summed: `clipped_gradient_sum`); both None (an empty Poisson batch) gives pure noise."""
+    clipped and summed: `clipped_gradient_sum`); both None (an empty Poisson batch) gives pure noise.
+    `probe`: white-box canaries (`gaussian_release`)."""
     if per_example is not None and clipped_sum is not None:
         raise ValueError("give per-example gradients or their clipped sum, not both")
     if per_example is not None:
@@ -329,6 +348,5 @@ def gaussian_mean(per_example: dict[str, torch.Tensor] | None, params: dict[str,
         clipped_sum = [clipped[name].sum(0) for name in params]
     elif clipped_sum is None:
         clipped_sum = [torch.zeros_like(p) for p in params.values()]
-    std = noise_multiplier * max_grad_norm
-    return [(s + std * torch.randn(s.shape, generator=generator, device=generator.device).to(s.device)) / expected_batch_size
-            for s in clipped_sum]
+    noisy = gaussian_release(clipped_sum, std=noise_multiplier * max_grad_norm, generator=generator, probe=probe)
+    return [s / expected_batch_size for s in noisy]

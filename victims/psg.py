@@ -53,6 +53,7 @@ from victims.privacy import (accountant_field, clipped_gradient_sum, epsilon_spe
                              require_privacy_target)
 from victims.real import training_set
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
+from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
 
 PRESETS = ("digits", "faithful", "paper")
 
@@ -161,18 +162,29 @@ class PSGVictim:
 
     def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
             inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
-        x, y = training_set(pool, np.flatnonzero(keep), device=device)
+        x, y = training_set(pool, np.flatnonzero(training_keep(pool, keep)), device=device)
         sigma, sample_rate, spent = self.privacy(pool, inclusion_rate)
+        probe = open_probe(pool, keep, run_seed=seed, sample_rate=sample_rate, sensitivity=self.max_grad_norm)
         with seeded(seed, device) as generator:
-            images, labels = self.generate(x, y, pool=pool, sigma=sigma, sample_rate=sample_rate, generator=generator)
+            images, labels = self.generate(x, y, pool=pool, sigma=sigma, sample_rate=sample_rate, generator=generator,
+                                           probe=probe)
             model = fit(images, labels, n_classes=pool.n_classes, config=self.train, flip_ok=pool.flip_ok,
                         generator=generator)
-            return self.observe(model, pool, images, labels, formal_epsilon=spent, device=device)
+            return self.observe(model, pool, images, labels, formal_epsilon=spent, device=device,
+                                **whitebox_fields(probe, noise_multiplier=sigma))
+
+    def release_dimension(self, pool: Pool) -> int:
+        """Coordinates of each noisy gradient: the matched (non-bias) parameters of the ConvNet."""
+        net = build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes)
+        return sum(p.numel() for p in net.parameters() if p.ndim > 1)
 
     def run_packed(self, pool: Pool, keeps: np.ndarray, seeds: list[int], *, device: str = "cpu",
                    inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> list[Observations]:
         """`run` of each (keep, seed): each release generated in turn, the K downstream ConvNets on
-        them trained together (`victims.packed`)."""
+        them trained together (`victims.packed`). A white-box run is not packed (`run` each)."""
+        if pool.white_box is not None:
+            return [self.run(pool, keep, seed, device=device, inclusion_rate=inclusion_rate)
+                    for keep, seed in zip(keeps, seeds)]
         sigma, sample_rate, spent = self.privacy(pool, inclusion_rate)
 
         def release(keep: np.ndarray, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -184,13 +196,15 @@ class PSGVictim:
         return [self.observe(model, pool, *made, formal_epsilon=spent, device=device) for model, made in packed]
 
     def observe(self, model, pool: Pool, images: torch.Tensor, labels: torch.Tensor, *, formal_epsilon: float,
-                device: str) -> Observations:
-        """A run's observations: the downstream model's, with the release and the accountant's ε."""
+                device: str, **whitebox) -> Observations:
+        """A run's observations: the downstream model's, with the release and the accountant's ε
+        (and a white-box run's `whitebox` fields)."""
         return observe(model, pool, device=device, formal_epsilon=formal_epsilon, delta=self.delta,
-                       release_x=to_pixel_space(images, mean=pool.mean, std=pool.std), release_y=labels.cpu().numpy())
+                       release_x=to_pixel_space(images, mean=pool.mean, std=pool.std), release_y=labels.cpu().numpy(),
+                       **whitebox)
 
     def generate(self, x: torch.Tensor, y: torch.Tensor, *, pool: Pool, sigma: float, sample_rate: float,
-                 generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+                 generator: torch.Generator, probe: CanaryProbe | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Algorithm 1 (or 2 with `prior`) on the members (x, y) in model space -> the synthetic set.
         Every noisy step samples each member with probability `sample_rate` (the public B / (q n_pool))
         and divides its noisy sum by `batch_size` B."""
@@ -207,6 +221,7 @@ class PSGVictim:
                     real = noisy_mean_gradient(
                         net, matched, x[batch], y[batch], max_grad_norm=self.max_grad_norm,
                         noise_multiplier=sigma, expected_batch_size=self.batch_size, generator=generator,
+                        probe=probe,
                     )
                     synthetic.step(net, list(matched.values()), real)
                 if outer < self.outer - 1:  # as in the reference: no inner steps after the last one
@@ -265,10 +280,10 @@ class SyntheticSet:
 
 def noisy_mean_gradient(net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, *,
                         max_grad_norm: float, noise_multiplier: float, expected_batch_size: int,
-                        generator: torch.Generator) -> list[torch.Tensor]:
+                        generator: torch.Generator, probe: CanaryProbe | None = None) -> list[torch.Tensor]:
     """PSG's noisy real gradient, the Gaussian mechanism on a Poisson batch: (sum of clipped
     per-example gradients + N(0, sigma^2 C^2)) / B, one tensor per parameter of `params`, from
     `victims.privacy`'s `clipped_gradient_sum` and `gaussian_mean`. An empty batch gives pure noise."""
     sums = clipped_gradient_sum(net, params, x, y, max_norm=max_grad_norm) if len(x) else None
     return gaussian_mean(None, params, clipped_sum=sums, max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier,
-                         expected_batch_size=expected_batch_size, generator=generator)
+                         expected_batch_size=expected_batch_size, generator=generator, probe=probe)

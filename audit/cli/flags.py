@@ -13,6 +13,7 @@ from shadow_runs.executor import EXECUTORS, ExecutorConfig
 from shadow_runs.plan import DEFAULT_INCLUSION_RATE
 from victims import victim_names
 from victims.canaries import CANARY_KINDS, DEFAULT_COPIES, CanaryConfig
+from victims.whitebox import THREAT_MODELS
 
 #: --runs-per-task's default on a GPU (--gpus-per-run > 0 or --device cuda). Not measured: no GPU
 #: was available where packing was built (bench/packing.py measures it). On a CPU the default is 1:
@@ -47,9 +48,14 @@ def add_canary_flags(p: argparse.ArgumentParser) -> None:
                         "per run; they are the guesses of the epsilon bound, the natural examples are reported beside them")
     p.add_argument("--canary-kind", choices=CANARY_KINDS, default="mislabeled",
                    help="mislabeled: pool images with a wrong label; outlier: uniform noise images; duplicate: pool "
-                        "images repeated --canary-copies times as one record (no epsilon bound for them)")
+                        "images repeated --canary-copies times as one record (no epsilon bound for them); gradient: "
+                        "a vector of norm exactly the sensitivity added to the noisy sums (--threat-model white-box)")
     p.add_argument("--canary-copies", type=int_at_least(2), default=None,
                    help=f"rows per duplicate canary, one coin for all (default {DEFAULT_COPIES}; --canary-kind duplicate only)")
+    p.add_argument("--threat-model", choices=THREAT_MODELS, default="black-box",
+                   help="black-box: the attacks see what the victim releases; white-box: they also see every noisy sum "
+                        "of a DP victim's Gaussian mechanism, through the canaries' projections (needs --canaries; "
+                        "gradient canaries test the noise and accounting, record canaries clipping too)")
 
 
 def canary_config(args: argparse.Namespace) -> CanaryConfig | None:

@@ -25,6 +25,7 @@ from shadow_runs.plan import default_targets, target_runs
 from victims import DataError, load_pool
 from shadow_runs.records import CanaryColumns
 from victims.canaries import add_canaries
+from victims.whitebox import with_white_box
 
 
 def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], description: str,
@@ -39,6 +40,7 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
         pool = load_pool(args.dataset, data_root=args.data_root, download=args.download)
         n_natural = pool.n_pool
         pool = add_canaries(pool, config)  # before the check and the plan: the canaries are pool rows
+        pool = with_white_box(pool, victim, config, threat_model=args.threat_model, n_natural=n_natural)
         canaries = CanaryColumns.of(n_natural, config) if config else None
         victim.check(pool, inclusion_rate=args.inclusion_rate)
         needed = max(get_attack(a).min_runs for a in attacks)
@@ -46,7 +48,8 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
             raise ValueError(f"--n-shadow {args.n_shadow} is too few for {', '.join(attacks)} (needs >= {needed})")
         targets = target_runs(args.n_shadow, args.n_targets or default_targets(args.n_shadow))
         experiment = experiment_record(victim, pool, dataset=args.dataset, seed=args.seed, inclusion_rate=args.inclusion_rate,
-                                       canaries=config.entry(n_natural) if config else None)
+                                       canaries=config.entry(n_natural) if config else None,
+                                       threat_model=args.threat_model)
         keep = membership_matrix(pool.y, n_runs=args.n_shadow, master_seed=args.seed, inclusion_rate=args.inclusion_rate,
                                  record_of_row=canaries.record if canaries else None)
         if canaries:
@@ -66,9 +69,11 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
                                     confidence=args.confidence, bounded=top_level_bounded(args.inclusion_rate, canaries))
     summary = summarise(runs, scores, targets, experiment=experiment, variance=variance, canaries=canaries, args=args,
                         choices=choices)
-    # scores.npz and the ROC plot take attacks that scored every example; one that scored a subset
+    # scores.npz and the ROC plot take attacks that scored every example the bound is over (a white-box
+    # attack scores the canaries only, NaN on the natural examples); one that scored a subset of those
     # (ganleak_pbb, NaN elsewhere) is reported in summary.json only
-    complete = {attack: s for attack, s in scores.items() if not np.isnan(s).any()}
+    bound_columns = canaries.scored if canaries else slice(None)
+    complete = {attack: s for attack, s in scores.items() if not np.isnan(s[:, bound_columns]).any()}
     path = outputs.write_audit(store.audit_dir, summary=summary, scores=complete, membership=runs.keep[targets],
                                init_mask=runs.init_mask[targets], canaries=canaries)
     if not args.quiet:

@@ -78,7 +78,8 @@ def build_report(experiments: Sequence[Audited], *, baseline: Audited | None = N
             comparisons.append(comparison_json(comparison))
         key = str(audited.path)
         curves = ({a: audited.scores(a) for a in audited.attacks} if not audited.canaries else
-                  {f"{a} ({g})": audited.group_scores(a, g) for a in audited.attacks for g in ("canaries", "natural")})
+                  {f"{a} ({g})": pair for a in audited.attacks for g in ("canaries", "natural")
+                   for pair in [audited.group_scores(a, g)] if min(len(pair[0]), len(pair[1])) > 0})
         roc[key] = figures.roc_png(curves, title=audited.label)
         release = audited.release()
         if release is not None:

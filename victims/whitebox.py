@@ -1,0 +1,218 @@
+"""White-box canaries: what an auditor who sees every noisy release of a DP victim's Gaussian
+mechanism observes of each canary (`--threat-model white-box`).
+
+Every DP victim (`dpsgd`, `psg`, `dpcgan`, `dpkernel`, `datalens`) releases, at each of its steps,
+a noisy SUM: the members' contributions (each of L2 norm at most Delta, by clipping or by
+construction) plus N(0, sigma^2 Delta^2) in every coordinate, over a Poisson sample at a public
+rate (rate 1 for `datalens`). The white-box auditor sees that sum at every step (Nasr et al.,
+"Tight Auditing of Differentially Private Machine Learning", USENIX Security 2023; Steinke, Nasr
+and Jagielski 2023, white-box one-run audits). The accountant's (epsilon, delta) covers exactly
+this adaptive composition of releases, so every statement it makes holds for the white-box
+auditor too: a canary record whose contribution has norm at most Delta, with an independent
+fair coin, is protected at (epsilon, delta), and the one-run bound applies to m such canaries.
+
+`CanaryProbe` is the one hook: the shared mechanism (`victims.privacy.gaussian_release`, and the
+opacus optimiser of `dpsgd`) calls `contribute` on the clean sum before its noise is drawn and
+`observe` on the noisy sum after. With no probe the mechanism is unchanged bit for bit.
+
+Two kinds of canary, each a pool row with its own coin from the plan:
+
+* **gradient** canaries (`--canary-kind gradient`): canary j is a direction of the release, the
+  coordinate k_j (distinct for every canary, drawn from the canary seed) with a sign s_j (Dirac
+  canaries, Steinke et al. section 6). In every step where its coin is IN and it is
+  Poisson-sampled (at the victim's public rate, from a stream of the run's seed that the victim's
+  own draws never see), it adds exactly Delta s_j e_{k_j} to the sum: a record of norm exactly
+  Delta. The auditor's observation at step t is o_{t,j} = s_j R_t[k_j] / Delta, where R_t is the
+  noisy sum: N(b_{t,j} + (other records' sum at k_j) / Delta, sigma^2), b_{t,j} = 1 when the
+  canary was sampled. These test the noise scale, the sampling rate and the accounting. They do
+  NOT test clipping: their contribution has norm Delta by construction.
+* **record** canaries (`mislabeled`, `outlier`; `dpsgd` only): real records the victim trains on
+  like any member. At step t the auditor computes each canary's own gradient at the step's
+  parameters, g_{t,j}, and observes o_{t,j} = <R_t, g_{t,j} / |g_{t,j}|> / Delta: its clipped
+  contribution, |clip(g_{t,j})| / Delta <= 1 when it was sampled, plus the noise. These test
+  clipping and the per-example gradients too (a victim that skips clipping shows shifts above 1).
+
+What a run stores: `whitebox` float32 [steps, canaries] (those o_{t,j}), and the mechanism's public
+`noise_multiplier` sigma and `sample_rate` q (`Observations.whitebox_mechanism`), never a
+parameter vector. The attacks on them are in `attacks.whitebox`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from victims.data import Pool
+
+THREAT_MODELS = ("black-box", "white-box")
+GRADIENT = "gradient"  # the canary kind that exists only under the white-box threat model
+#: SeedSequence streams: the canaries' coordinates and signs (under the canary seed), and each run's
+#: Poisson draws of its gradient canaries (under the run's seed); victims.canaries uses stream 3
+DIRECTION_STREAM = 4
+SAMPLING_STREAM = 5
+
+
+@dataclass(frozen=True)
+class WhiteBoxSpec:
+    """The canaries a white-box run observes: pool rows first_row .. first_row + n - 1, one each."""
+
+    first_row: int
+    n: int
+    kind: str  # GRADIENT, or a record canary kind
+    seed: int  # the canary seed: the coordinates and signs of gradient canaries
+
+    @property
+    def gradient(self) -> bool:
+        return self.kind == GRADIENT
+
+    @property
+    def rows(self) -> slice:
+        return slice(self.first_row, self.first_row + self.n)
+
+
+def training_keep(pool: Pool, keep: np.ndarray) -> np.ndarray:
+    """The members a victim trains on: `keep` less the rows of gradient canaries, which are not
+    records of data (the probe adds their contributions). `keep` itself otherwise."""
+    spec = pool.white_box
+    if spec is None or not spec.gradient:
+        return keep
+    keep = np.array(keep, dtype=bool, copy=True)
+    keep[spec.rows] = False
+    return keep
+
+
+def check_dimension(spec: WhiteBoxSpec | None, dimension: int, *, victim: str) -> None:
+    """ValueError (one line) when gradient canaries outnumber the release's coordinates: each needs
+    a coordinate of its own."""
+    if spec is not None and spec.gradient and spec.n > dimension:
+        raise ValueError(f"--canaries {spec.n}: {victim}'s release has {dimension} coordinates, and each gradient "
+                         f"canary needs its own (at most {dimension})")
+
+
+def directions(spec: WhiteBoxSpec, dimension: int) -> tuple[np.ndarray, np.ndarray]:
+    """(coordinates int64 [n], distinct; signs float32 [n] in {-1, +1}) of the gradient canaries,
+    from the canary seed alone: the same for every run."""
+    check_dimension(spec, dimension, victim="the victim")
+    rng = np.random.default_rng(np.random.SeedSequence([spec.seed, DIRECTION_STREAM]))
+    coordinates = rng.choice(dimension, size=spec.n, replace=False).astype(np.int64)
+    signs = np.where(rng.random(spec.n) < 0.5, -1.0, 1.0).astype(np.float32)
+    return coordinates, signs
+
+
+class CanaryProbe:
+    """One run's white-box canaries: adds the gradient canaries' contributions to each clean sum
+    (`contribute`) and records every canary's projection of each noisy sum (`observe`).
+
+    `record_gradients` (record canaries only) returns the canaries' gradients [n, dim] at the
+    parameters of the step being released, flattened in the order of the sums."""
+
+    def __init__(self, spec: WhiteBoxSpec, keep: np.ndarray, *, run_seed: int, sample_rate: float, sensitivity: float,
+                 record_gradients: Callable[[], torch.Tensor] | None = None) -> None:
+        if not spec.gradient and record_gradients is None:
+            raise ValueError(f"record canaries ({spec.kind}) need the victim's per-example gradients")
+        self.spec = spec
+        self.member = np.asarray(keep, dtype=bool)[spec.rows].copy()  # each canary's coin in this run
+        self.sample_rate = float(sample_rate)
+        self.sensitivity = float(sensitivity)
+        self.record_gradients = record_gradients
+        self.sampling = np.random.default_rng(np.random.SeedSequence([int(run_seed), SAMPLING_STREAM]))
+        self._coordinates: torch.Tensor | None = None
+        self._signs: torch.Tensor | None = None
+        self._steps: list[np.ndarray] = []
+
+    def _directions(self, dimension: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._coordinates is None:
+            coordinates, signs = directions(self.spec, dimension)
+            self._coordinates = torch.as_tensor(coordinates, device=device)
+            self._signs = torch.as_tensor(signs, device=device)
+        return self._coordinates, self._signs
+
+    def contribute(self, sums: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The clean sums with Delta s_j e_{k_j} added for every gradient canary that is IN and
+        Poisson-sampled this step (record canaries are already in the victim's batch)."""
+        if not self.spec.gradient:
+            return sums
+        flat = torch.cat([s.reshape(-1) for s in sums])
+        coordinates, signs = self._directions(flat.numel(), flat.device)
+        sampled = self.member & (self.sampling.random(self.spec.n) < self.sample_rate)
+        if sampled.any():
+            chosen = torch.as_tensor(np.flatnonzero(sampled), device=flat.device)
+            flat = flat.index_add(0, coordinates[chosen], self.sensitivity * signs[chosen].to(flat.dtype))
+        return [part.view_as(s) for part, s in zip(flat.split([s.numel() for s in sums]), sums)]
+
+    def observe(self, noisy: list[torch.Tensor]) -> None:
+        """Record o_{t,j}, every canary's projection of this step's noisy sum over Delta."""
+        with torch.no_grad():
+            flat = torch.cat([s.detach().reshape(-1) for s in noisy])
+            if self.spec.gradient:
+                coordinates, signs = self._directions(flat.numel(), flat.device)
+                values = flat[coordinates] * signs.to(flat.dtype)
+            else:
+                g = self.record_gradients().reshape(self.spec.n, -1).to(flat.dtype)
+                unit = g / g.norm(dim=1, keepdim=True).clamp_min(1e-12)
+                values = unit @ flat
+        self._steps.append((values / self.sensitivity).float().cpu().numpy())
+
+    def observations(self) -> np.ndarray:
+        """float32 [steps, n]: o_{t,j} of every step observed so far."""
+        if not self._steps:
+            return np.zeros((0, self.spec.n), dtype=np.float32)
+        return np.stack(self._steps).astype(np.float32)
+
+
+def open_probe(pool: Pool, keep: np.ndarray, *, run_seed: int, sample_rate: float, sensitivity: float,
+               record_gradients: Callable[[], torch.Tensor] | None = None) -> CanaryProbe | None:
+    """The run's probe when `pool` carries white-box canaries, else None (a black-box run)."""
+    if pool.white_box is None:
+        return None
+    return CanaryProbe(pool.white_box, keep, run_seed=run_seed, sample_rate=sample_rate, sensitivity=sensitivity,
+                       record_gradients=record_gradients)
+
+
+def whitebox_fields(probe: CanaryProbe | None, *, noise_multiplier: float) -> dict:
+    """The Observations fields of a white-box run ({} for a black-box one): the observations and
+    the mechanism's public sigma and rate, which the likelihood-ratio attack is derived under."""
+    if probe is None:
+        return {}
+    return {"whitebox": probe.observations(),
+            "whitebox_mechanism": {"noise_multiplier": float(noise_multiplier), "sample_rate": probe.sample_rate}}
+
+
+def supports_white_box(victim) -> bool:
+    """Whether `victim` has a Gaussian mechanism the white-box auditor can observe (it says how
+    many coordinates each release has: `release_dimension(pool)`)."""
+    return callable(getattr(victim, "release_dimension", None))
+
+
+def with_white_box(pool: Pool, victim, canaries, *, threat_model: str, n_natural: int) -> Pool:
+    """`pool` (canary rows included) carrying the white-box canaries' spec when `threat_model` is
+    white-box; `pool` itself for black-box. ValueError (one line) for what cannot be audited: gradient
+    canaries under black-box; white-box without canaries, with duplicates, on a victim with no
+    Gaussian mechanism, with record canaries on a victim that cannot score them, or with more
+    gradient canaries than the release has coordinates."""
+    if threat_model not in THREAT_MODELS:
+        raise ValueError(f"--threat-model {threat_model!r} is not one of {', '.join(THREAT_MODELS)}")
+    kind = canaries.kind if canaries else None
+    if threat_model == "black-box":
+        if kind == GRADIENT:
+            raise ValueError("--canary-kind gradient needs --threat-model white-box (a black-box auditor cannot see "
+                             "the noisy sums they are added to)")
+        return pool
+    name = getattr(victim, "name", type(victim).__name__)
+    if not supports_white_box(victim):
+        raise ValueError(f"--threat-model white-box: victim {name} has no Gaussian mechanism to observe "
+                         "(white-box audits: dpsgd, psg, dpcgan, dpkernel, datalens)")
+    if canaries is None:
+        raise ValueError("--threat-model white-box needs --canaries N (the white-box attacks score canaries only)")
+    if kind == "duplicate":
+        raise ValueError("--threat-model white-box takes --canary-kind gradient, mislabeled or outlier, not duplicate")
+    if kind != GRADIENT and not getattr(victim, "white_box_record_canaries", False):
+        raise ValueError(f"--canary-kind {kind}: victim {name} observes gradient canaries only under white-box "
+                         "(record canaries: dpsgd)")
+    spec = WhiteBoxSpec(first_row=n_natural, n=canaries.n, kind=kind, seed=canaries.seed)
+    check_dimension(spec, victim.release_dimension(pool), victim=name)
+    return dataclasses.replace(pool, white_box=spec)
