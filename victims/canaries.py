@@ -94,7 +94,7 @@ class CanaryConfig:
 
 def check_fits(pool: Pool, config: CanaryConfig) -> None:
     """ValueError (one line) unless `pool` can hold the canaries of `config`."""
-    if config.n > pool.n_pool:
+    if config.kind != "gradient" and config.n > pool.n_pool:  # gradient canaries copy no pool image
         raise ValueError(f"--canaries {config.n} is more than the pool's {pool.n_pool} examples can hold")
     if config.kind == "mislabeled" and config.n and pool.n_classes < 2:
         raise ValueError(f"--canary-kind mislabeled needs at least 2 classes, the pool has {pool.n_classes}")

@@ -22,6 +22,7 @@ member counts (tests/contracts/test_victims.py). Empty Poisson batches happen an
 
 from __future__ import annotations
 
+import copy
 import warnings
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -102,10 +103,11 @@ class DPSGDVictim:
             x = to_model_space(pool.x[idx], mean=pool.mean, std=pool.std, device=device)
             y = torch.as_tensor(pool.y[idx], device=device)
             net = build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes).to(device)
+            record_gradients = _canary_gradients(net, pool, device)  # before opacus hooks the net
             # per-example gradients of the summed loss; DPOptimizer's "mean" divides the noisy sum by B
             model = GradSampleModule(net, loss_reduction="sum")
             probe = open_probe(pool, keep, run_seed=seed, sample_rate=plan.sample_rate, sensitivity=self.max_grad_norm,
-                               record_gradients=_canary_gradients(model, net, pool, device))
+                               record_gradients=record_gradients)
             optimizer = self.optimizer(model, plan, generator=generator, probe=probe)
             accountant = create_accountant(mechanism=self.accountant)
             optimizer.attach_step_hook(accountant.get_optimizer_hook_fn(sample_rate=plan.sample_rate))
@@ -151,21 +153,19 @@ class DPSGDVictim:
         return optimizer
 
 
-def _canary_gradients(model, net: torch.nn.Module, pool: Pool, device: str):
+def _canary_gradients(net: torch.nn.Module, pool: Pool, device: str):
     """For record canaries under white-box: a callable giving each canary's cross-entropy gradient
-    [n, dim] at the net's current parameters (opacus's hooks off while it runs). None otherwise."""
+    [n, dim] at the net's current parameters, through a copy of the net made before opacus hooks
+    it (torch.func cannot run through opacus's hooks). None otherwise."""
     spec = pool.white_box
     if spec is None or spec.gradient:
         return None
+    twin = copy.deepcopy(net)
     x = to_model_space(pool.x[spec.rows], mean=pool.mean, std=pool.std, device=device)
     y = torch.as_tensor(pool.y[spec.rows], device=device)
 
     def gradients() -> torch.Tensor:
-        model.disable_hooks()
-        try:
-            grads = per_example_gradients(net, dict(net.named_parameters()), x, y)
-        finally:
-            model.enable_hooks()
+        grads = per_example_gradients(twin, dict(net.named_parameters()), x, y)
         return torch.cat([g.reshape(len(x), -1) for g in grads.values()], dim=1)
 
     return gradients

@@ -31,6 +31,13 @@ independent coins realise):
 * a Gaussian mechanism of known μ (`gaussian_mechanism`): exactly μ-GDP, μ chosen so that its ε
   at δ = 1e-5 is ε0 (`gaussian_mu`);
 * a Laplace class sum, exactly ε0-DP (`laplace_class_sum`, scored by `laplace_scores`);
+* the white-box view of a Poisson-subsampled Gaussian mechanism composed over steps
+  (`whitebox_gaussian`): per canary and step, its projection of the noisy sum, N(b, σ²) with
+  b = 1 when the canary is IN and sampled (probability q), scored by the audit's own white-box
+  likelihood ratio (`attacks.whitebox.likelihood_ratio`). σ is opacus's RDP calibration to a
+  claimed ε at `WHITEBOX_RATE` and `WHITEBOX_STEPS` (what `dpsgd` records), and the truth it is
+  judged against is the PRV accountant's ε for the same (σ, q, steps) (Gopi et al.; tighter than
+  the RDP claim, so the harder test of validity); μ-GDP is descriptive there;
 * null scores, independent of the coins, ε = 0 (`null_scores`); and the same with
   `NULL_ATTACKS` independent null attacks per repetition whose reported maximum is paid for:
   each attack bounded at confidence 1 - (1 - confidence) / `NULL_ATTACKS` (Bonferroni), as the
@@ -96,6 +103,10 @@ OLD_PLAN_EPSILON = 1.0
 POWER_TARGETS, APPROX_TARGETS, APPROX_POOL = 16, 4, 1500
 APPROX_EPSILONS = (1.0, 4.0)
 POWER_EPSILON = 4.0
+# the white-box subsampled Gaussian: dpsgd's digits audit with 1,000 gradient canaries (q = 128 / 1,250, 30 epochs of
+# 10 steps), 1,000 canaries per run; 8 target runs at the claim 1, 16 (the audit's) at the claim 4
+WHITEBOX_RATE, WHITEBOX_STEPS, WHITEBOX_CANARIES = 0.1024, 300, 1000
+WHITEBOX_CLAIMS = {1.0: 8, 4.0: 16}
 # null attacks per repetition whose maximum is reported, each at confidence 1 - (1 - confidence) / NULL_ATTACKS
 NULL_ATTACKS = 5
 
@@ -175,6 +186,39 @@ def gaussian_mechanism(keep: np.ndarray, epsilon: float, rng: np.random.Generato
     output is monotone in the likelihood ratio, so it is the optimal score.
     """
     return keep * gaussian_mu(epsilon, delta) + rng.standard_normal(keep.shape)
+
+
+def whitebox_sigma(claimed_epsilon: float) -> float:
+    """The noise multiplier opacus's RDP accountant calibrates to `claimed_epsilon` at δ = 1e-5 for
+    `WHITEBOX_STEPS` steps at rate `WHITEBOX_RATE` (as a DP victim does)."""
+    from victims.privacy import noise_multiplier_for
+
+    return noise_multiplier_for(epsilon=claimed_epsilon, delta=APPROX_DELTA, sample_rate=WHITEBOX_RATE,
+                                steps=WHITEBOX_STEPS)
+
+
+def whitebox_true_epsilon(sigma: float) -> float:
+    """The PRV accountant's ε at δ = 1e-5 of the white-box design at noise multiplier `sigma`."""
+    from victims.privacy import epsilon_spent
+
+    return epsilon_spent(noise_multiplier=sigma, sample_rate=WHITEBOX_RATE, steps=WHITEBOX_STEPS, delta=APPROX_DELTA,
+                         accountant="prv")
+
+
+def whitebox_gaussian(keep: np.ndarray, epsilon: float, rng: np.random.Generator, *, sigma: float) -> np.ndarray:
+    """The white-box likelihood-ratio scores of canaries under a Poisson-subsampled Gaussian
+    mechanism: per canary and step t, o_t = b_t + σ z_t with b_t ~ Bernoulli(`WHITEBOX_RATE`) when
+    its coin is IN (0 when OUT) and z_t ~ N(0, 1), over `WHITEBOX_STEPS` steps, scored by
+    `attacks.whitebox.likelihood_ratio` at (σ, q): what a white-box audit of a DP victim computes,
+    without the other records' share of the sums. Adding or removing the canary is this
+    mechanism's neighbouring relation; its ε is that of the subsampled Gaussian composed over the
+    steps (`epsilon` is ignored: σ fixes it)."""
+    from attacks.whitebox import likelihood_ratio
+
+    sampled = rng.random((WHITEBOX_STEPS, *keep.shape)) < WHITEBOX_RATE
+    observations = (sampled & keep).astype(np.float64) + sigma * rng.standard_normal((WHITEBOX_STEPS, *keep.shape))
+    return likelihood_ratio(observations.reshape(WHITEBOX_STEPS, -1), noise_multiplier=sigma,
+                            sample_rate=WHITEBOX_RATE).reshape(keep.shape)
 
 
 def null_scores(keep: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
@@ -421,6 +465,18 @@ def power_design() -> Design:
     return replace(gaussian_design(POWER_EPSILON, POWER_TARGETS), power_row=True)
 
 
+def whitebox_designs() -> list[Design]:
+    """The white-box rows: the subsampled Gaussian at each claimed ε of `WHITEBOX_CLAIMS`, judged
+    against its PRV ε."""
+    rows = []
+    for claim, n_targets in WHITEBOX_CLAIMS.items():
+        sigma = whitebox_sigma(claim)
+        rows.append(Design(f"white-box subsampled gaussian (claim {claim:g}, sigma {sigma:.4g})", "independent",
+                           whitebox_true_epsilon(sigma), partial(whitebox_gaussian, sigma=sigma),
+                           np.zeros(WHITEBOX_CANARIES, dtype=np.int64), n_targets, delta=APPROX_DELTA))
+    return rows
+
+
 def designs() -> list[Design]:
     """The self-test's blocks, in the order printed."""
     laplace_labels, _ = class_pool()
@@ -437,6 +493,7 @@ def designs() -> list[Design]:
         Design("null (gaussian scores)", "independent", 0.0, null_scores, rr_labels(), RR_TARGETS, mu=0.0),
         Design(f"null, max of {NULL_ATTACKS} attacks", "independent", 0.0, null_scores, rr_labels(), RR_TARGETS,
                mu=0.0, attacks=NULL_ATTACKS),
+        *whitebox_designs(),
         Design("laplace class sum", "OLD pairs", OLD_PLAN_EPSILON, laplace_mechanism, laplace_labels,
                LAPLACE_TARGETS, old_plan),
         Design("laplace, atypical first", "OLD pairs", OLD_PLAN_EPSILON, first, laplace_labels, LAPLACE_TARGETS,
