@@ -82,13 +82,19 @@ def variance_for(choice: str, n_reference: int) -> str:
     return choice
 
 
-def _check(stats: np.ndarray, keep: np.ndarray, shadows: np.ndarray, variance: str) -> None:
-    if variance not in VARIANCES:
-        raise ValueError(f"variance must be one of {VARIANCES}, got {variance!r}")
+def check_shadow_inputs(stats: np.ndarray, keep: np.ndarray, shadows: np.ndarray) -> None:
+    """ValueError unless stats is [R, n, Q], keep [R, n] and shadows bool [T, R] with a shadow for
+    every target: the inputs of every attack that calibrates on shadow runs (LiRA, RMIA)."""
     if stats.ndim != 3 or keep.shape != stats.shape[:2]:
         raise ValueError(f"stats must be [R, n, Q] and keep [R, n], got {stats.shape} and {keep.shape}")
     if shadows.ndim != 2 or shadows.shape[1] != stats.shape[0] or not shadows.any(1).all():
         raise ValueError(f"shadows must be bool [T, R] with a shadow for every target, got shape {shadows.shape}")
+
+
+def _check(stats: np.ndarray, keep: np.ndarray, shadows: np.ndarray, variance: str) -> None:
+    if variance not in VARIANCES:
+        raise ValueError(f"variance must be one of {VARIANCES}, got {variance!r}")
+    check_shadow_inputs(stats, keep, shadows)
 
 
 def lira_online(stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.ndarray,

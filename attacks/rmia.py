@@ -46,16 +46,16 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-from attacks.lira import VARIANCES, _check
+from attacks.lira import check_shadow_inputs
 
 _MIN_PR = np.finfo(np.float64).tiny  # keeps Pr(x) = 0 (probabilities that underflow) from dividing by zero
 
 
 def _check_inputs(stats: np.ndarray, keep: np.ndarray, shadows: np.ndarray, targets=None) -> np.ndarray | None:
-    """LiRA's shape checks (stats [R, n, Q], keep [R, n], shadows [T, R] with a shadow per target),
-    plus, given targets, one row of `shadows` per target and no target among any target's shadows.
+    """The shapes every shadow-calibrated attack checks (`attacks.lira.check_shadow_inputs`: stats
+    [R, n, Q], keep [R, n], shadows [T, R] with a shadow per target), plus, given targets, one row of `shadows` per target and no target among any target's shadows.
     Returns the targets as an int array."""
-    _check(stats, keep, shadows, VARIANCES[0])  # the variance argument is LiRA's; any valid one
+    check_shadow_inputs(stats, keep, shadows)
     if targets is None:
         return None
     targets = np.asarray(targets, dtype=np.int64).reshape(-1)

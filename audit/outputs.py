@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import platform
-import subprocess
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -17,23 +14,6 @@ from shadow_runs.records import CanaryColumns
 
 #: summary.json keys that must agree for attacks of an earlier command to be kept beside new ones
 _SAME_EVALUATION = ("victim", "dataset", "config", "n_shadow", "target_runs", "evaluation")
-
-
-def provenance() -> dict:
-    """Package versions and the git commit of the code, saved next to the numbers."""
-    versions = {}
-    for name in ("membership-audit", "torch", "opacus", "ray", "numpy"):
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                                text=True, timeout=5).stdout.strip() or None
-    except OSError:
-        commit = None
-    return {"package_version": versions["membership-audit"], "versions": versions, "git_commit": commit,
-            "python": platform.python_version()}
 
 
 def write_audit(audit_dir: Path, *, summary: dict, scores: dict[str, np.ndarray], membership: np.ndarray,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from audit import outputs
+from audit.executor import ExecutorConfig, RunTask, execute
+from audit.provenance import provenance
 from shadow_runs import RunStore, run_seed
-from shadow_runs.executor import ExecutorConfig, RunTask, execute
 from shadow_runs.plan import PLAN
 from victims import victim_config
 from shadow_runs.records import CanaryColumns
@@ -35,7 +35,7 @@ def experiment_record(victim, pool: Pool, *, dataset: str, seed: int, inclusion_
         "inclusion_rate": inclusion_rate,
         **({"canaries": canaries} if canaries else {}),
         **({"threat_model": threat_model} if threat_model != "black-box" else {}),
-        **outputs.provenance(),
+        **provenance(),
     }
 
 

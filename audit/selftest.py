@@ -2,7 +2,7 @@
 
 import sys
 
-from audit.stats.selftest import main
+from audit.cli.selftest import main
 
 if __name__ == "__main__":
     sys.exit(main())

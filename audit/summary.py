@@ -9,8 +9,8 @@ what the ε numbers are (or why there are none).
 
 from __future__ import annotations
 
-import argparse
 import zlib
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,6 +21,21 @@ from audit.stats.epsilon import bound_applies, unfair_coins_reason
 from audit.stats.guesses import verdict_bound
 from shadow_runs.plan import PLAN
 from shadow_runs.records import CanaryColumns
+
+
+@dataclass(frozen=True)
+class EvaluationSettings:
+    """How an audit's numbers are made, as summary.json records them: the master seed (tie orders,
+    evaluation splits), the confidence of every bound, the plan's inclusion rate, `--lira-variance`
+    as given, and for a release audit the claim (ε, δ) it is checked against."""
+
+    seed: int
+    confidence: float
+    inclusion_rate: float
+    lira_variance_flag: str = "auto"
+    claimed_epsilon: float | None = None
+    claimed_delta: float | None = None
+
 
 EPSILON_NOTE = ("eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the target runs' coins, "
                 "m = n_canaries; eps_ceiling: what a perfect attack would certify with this design")
@@ -40,11 +55,11 @@ CHOSEN_NOTE = ("the custodian chose the members rather than drawing them by reco
 
 
 def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarray, *, experiment: dict, variance: str,
-              canaries: CanaryColumns | None, args: argparse.Namespace, choices: dict | None = None) -> dict:
+              canaries: CanaryColumns | None, settings: EvaluationSettings, choices: dict | None = None) -> dict:
     """summary.json of an audit of shadow runs: metrics of every attack, pooled over the targets;
     `choices` (attack -> `audit.evaluate.ReferenceChoice` or None) what the reference runs chose."""
     membership, init_mask = runs.keep[targets], runs.init_mask[targets]
-    fair = bound_applies(args.inclusion_rate)
+    fair = bound_applies(settings.inclusion_rate)
     accuracies = [m["test_accuracy"] for m in runs.meta]
     # an attack that scored too few canaries (ganleak_pbb reconstructs only the first rows) has no canary group
     unscored = [a for a, s in scores.items() if canaries and min(canaries.coins_scored(membership, s)) < 2]
@@ -52,20 +67,20 @@ def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarr
     summary = {
         **identity,
         "utility": {"test_accuracy": float(np.mean(accuracies)), "test_accuracy_std": float(np.std(accuracies))},
-        "evaluation": {**_settings(variance, args), "plan": PLAN, "inclusion_rate": args.inclusion_rate,
+        "evaluation": {**_settings(variance, settings), "plan": PLAN, "inclusion_rate": settings.inclusion_rate,
                        "n_canaries": int(membership.size) if fair else None,
-                       "epsilon_note": EPSILON_NOTE if fair else unfair_coins_reason(args.inclusion_rate)},
+                       "epsilon_note": EPSILON_NOTE if fair else unfair_coins_reason(settings.inclusion_rate)},
         "attacks": attacks_summary({a: s for a, s in scores.items() if a not in unscored}, membership, init_mask,
-                                   delta=identity["delta"] or 0.0, fair=fair, canaries=canaries, args=args,
+                                   delta=identity["delta"] or 0.0, fair=fair, canaries=canaries, settings=settings,
                                    choices=choices),
     }
     columns = canaries.scored if canaries else slice(None)
     summary["verdict"] = (verdict_entry({a: s for a, s in scores.items() if a not in unscored}, membership, columns,
-                                        choices or {}, delta=identity["delta"] or 0.0, args=args)
-                          if top_level_bounded(args.inclusion_rate, canaries) else None)
+                                        choices or {}, delta=identity["delta"] or 0.0, settings=settings)
+                          if top_level_bounded(settings.inclusion_rate, canaries) else None)
     if canaries:
         entry = experiment["canaries"]
-        note = (unfair_coins_reason(args.inclusion_rate) if not fair else
+        note = (unfair_coins_reason(settings.inclusion_rate) if not fair else
                 DUPLICATE_NOTE.format(copies=entry["copies"]) if entry["kind"] == "duplicate" else CANARY_EPSILON_NOTE)
         summary["evaluation"].update({"n_canaries": len(targets) * entry["n"] if fair else None, "epsilon_note": note,
                                       "canaries": entry})
@@ -75,10 +90,10 @@ def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarr
 
 
 def release_summary(scores: dict, inputs: ReleaseInputs, shadows: StoredRuns, obs, *, experiment: dict, variance: str,
-                    args, choices: dict | None = None) -> dict:
+                    settings: EvaluationSettings, choices: dict | None = None) -> dict:
     """summary.json of the release audit: the same keys (one target: the release) plus the claim."""
     identity = _identity(experiment, shadows, target_runs=[0])
-    bound_delta = args.claimed_delta if args.claimed_delta is not None else (identity["delta"] or 0.0)
+    bound_delta = settings.claimed_delta if settings.claimed_delta is not None else (identity["delta"] or 0.0)
     coins = inputs.coins
     fair = coins is not None and coins.fair
     if coins is None:
@@ -92,24 +107,24 @@ def release_summary(scores: dict, inputs: ReleaseInputs, shadows: StoredRuns, ob
     shadow_accuracy = [m["test_accuracy"] for m in shadows.meta]
     return {
         **identity,
-        "claimed_epsilon": args.claimed_epsilon,
-        "claimed_delta": bound_delta if args.claimed_epsilon is not None else args.claimed_delta,
+        "claimed_epsilon": settings.claimed_epsilon,
+        "claimed_delta": bound_delta if settings.claimed_epsilon is not None else settings.claimed_delta,
         "utility": {"test_accuracy": obs.test_accuracy, "test_accuracy_std": 0.0,
                     "shadow_test_accuracy": float(np.mean(shadow_accuracy)),
                     "shadow_test_accuracy_std": float(np.std(shadow_accuracy))},
-        "evaluation": {**_settings(variance, args), "target": TARGET, "plan": PLAN,
-                       "inclusion_rate": args.inclusion_rate, "membership": drawn,
+        "evaluation": {**_settings(variance, settings), "target": TARGET, "plan": PLAN,
+                       "inclusion_rate": settings.inclusion_rate, "membership": drawn,
                        "membership_rate": None if coins is None else coins.rate,
                        "membership_seed": None if coins is None else coins.seed,
                        "n_canaries": int(membership.size) if fair else None, "epsilon_note": note},
-        "attacks": attacks_summary(scores, membership, init, delta=bound_delta, fair=fair, args=args, choices=choices),
-        "verdict": (verdict_entry(scores, membership, slice(None), choices or {}, delta=bound_delta, args=args)
+        "attacks": attacks_summary(scores, membership, init, delta=bound_delta, fair=fair, settings=settings, choices=choices),
+        "verdict": (verdict_entry(scores, membership, slice(None), choices or {}, delta=bound_delta, settings=settings)
                     if fair else None),
     }
 
 
 def attacks_summary(scores: dict[str, np.ndarray], membership: np.ndarray, init_mask: np.ndarray, *, delta: float,
-                    fair: bool, args: argparse.Namespace, canaries: CanaryColumns | None = None,
+                    fair: bool, settings: EvaluationSettings, canaries: CanaryColumns | None = None,
                     choices: dict | None = None) -> dict:
     """attack -> `attack_summary` of its scores, with `reference_choice`: what the reference runs
     chose for it (views, guess counts) or null. The bound uses `delta` (the victim's, 0 for
@@ -122,8 +137,8 @@ def attacks_summary(scores: dict[str, np.ndarray], membership: np.ndarray, init_
     for attack, s in scores.items():
         choice = choices.get(attack)
         entries[attack] = {
-            **attack_summary(s, membership, init_mask, delta=delta, confidence=args.confidence,
-                             seed=[args.seed, zlib.crc32(attack.encode())], fair_coins=fair, canaries=canaries,
+            **attack_summary(s, membership, init_mask, delta=delta, confidence=settings.confidence,
+                             seed=[settings.seed, zlib.crc32(attack.encode())], fair_coins=fair, canaries=canaries,
                              choice=choice),
             "reference_choice": None if choice is None else choice.to_json(),
         }
@@ -131,7 +146,7 @@ def attacks_summary(scores: dict[str, np.ndarray], membership: np.ndarray, init_
 
 
 def verdict_entry(scores: dict[str, np.ndarray], membership: np.ndarray, columns, choices: dict, *, delta: float,
-                  args: argparse.Namespace) -> dict | None:
+                  settings: EvaluationSettings) -> dict | None:
     """summary.json's `verdict`: the one ε lower bound an ε verdict rests on, paid for
     (`audit.stats.guesses.verdict_bound`): the attack, views and f_{ε,δ} guess count the reference
     runs chose, at the full confidence; or, when no attack could be tuned, the largest of every
@@ -148,8 +163,8 @@ def verdict_entry(scores: dict[str, np.ndarray], membership: np.ndarray, columns
     tunable = {a: c for a, c in choices.items() if a in groups and c is not None}
     chosen = verdict_attack(tunable)
     entry = verdict_bound(groups, chosen=chosen, guesses=tunable[chosen].tuned["fdp"] if chosen else None,
-                          delta=delta, confidence=args.confidence,
-                          rng_of=lambda a: tie_order([args.seed, zlib.crc32(a.encode())]))
+                          delta=delta, confidence=settings.confidence,
+                          rng_of=lambda a: tie_order([settings.seed, zlib.crc32(a.encode())]))
     entry["views"] = tunable[chosen].views if chosen else None
     entry["candidates"] = sorted(tunable) if chosen else sorted(groups)
     return entry
@@ -165,7 +180,7 @@ def _identity(experiment: dict, runs: StoredRuns, *, target_runs: list[int]) -> 
             "delta": delta}
 
 
-def _settings(variance: str, args: argparse.Namespace) -> dict:
+def _settings(variance: str, settings: EvaluationSettings) -> dict:
     """The evaluation's settings, summary.json's first `evaluation` keys."""
-    return {"lira_variance": variance, "lira_variance_flag": args.lira_variance, "confidence": args.confidence,
-            "master_seed": args.seed}
+    return {"lira_variance": variance, "lira_variance_flag": settings.lira_variance_flag, "confidence": settings.confidence,
+            "master_seed": settings.seed}

@@ -1,8 +1,7 @@
-"""Plan who is IN each run and keep the results on disk; run victims as Ray tasks.
+"""Plan who is IN each run and keep the results on disk.
 
-The package and its plan, store, records and files modules import no torch (auditing a stored
-experiment needs none); `shadow_runs.executor`, which runs the victims, is imported on its own:
-`from shadow_runs.executor import ExecutorConfig, RunTask, execute, EXECUTORS`.
+The package imports no victim and no torch (auditing a stored experiment needs neither); the
+runs are trained by `audit.executor` (Ray tasks, or inline), which imports the victims.
 """
 
 from shadow_runs.plan import membership_matrix, run_seed

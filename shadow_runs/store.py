@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from shadow_runs.files import atomic_write, write_json, write_npy
+from shadow_runs.plan import DEFAULT_INCLUSION_RATE
 
 #: experiment.json keys that identify the configuration; the others are provenance
 IDENTITY_KEYS = ("victim", "dataset", "dataset_fingerprint", "config", "n_pool", "master_seed", "plan", "inclusion_rate")
@@ -30,7 +31,7 @@ OPTIONAL_IDENTITY_KEYS = ("canaries", "threat_model")
 #: found under the same name and refused, naming the plan, rather than silently left beside a new
 #: one), and keys at their default value (so a key added later does not rename older stores)
 _UNHASHED = ("plan",)
-_HASH_DEFAULTS = {"inclusion_rate": 0.5, "canaries": None, "threat_model": None}
+_HASH_DEFAULTS = {"inclusion_rate": DEFAULT_INCLUSION_RATE, "canaries": None, "threat_model": None}
 _ALL_IDENTITY_KEYS = IDENTITY_KEYS + OPTIONAL_IDENTITY_KEYS
 
 

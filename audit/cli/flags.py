@@ -9,7 +9,8 @@ from attacks import VARIANCES
 from attacks.lira import PER_EXAMPLE_FROM
 from audit.cli.arguments import ArgumentParser, int_at_least, probability
 from audit.cli.victim_flags import add_victim_flags, victim_argument
-from shadow_runs.executor import EXECUTORS, ExecutorConfig
+from audit.executor import EXECUTORS, ExecutorConfig
+from audit.summary import EvaluationSettings
 from shadow_runs.plan import DEFAULT_INCLUSION_RATE
 from victims import victim_names
 from victims.canaries import CANARY_KINDS, DEFAULT_COPIES, CanaryConfig
@@ -29,7 +30,7 @@ def build_parser(prog: str, description: str, *, victims: tuple[str, ...] | None
     p.add_argument("--victim", required=True, type=victim_argument(victims), metavar="VICTIM",
                    help=f"the pipeline under audit: {', '.join(victims or victim_names())}, or module:Class "
                         "(your own pipeline; README, 'Audit your own pipeline')")
-    p.add_argument("--n-shadow", type=int_at_least(2), required=True, help="runs to train (targets and shadows)")
+    add_n_shadow(p)
     p.add_argument("--n-targets", type=int_at_least(1), default=None, help="target runs (the first runs; their coins are the canaries of the epsilon bound), each attacked with the other, reference runs as shadows (default: min(R/2, 16))")
     p.add_argument("--dataset", default="digits", help="digits (embedded), mnist, fashion-mnist, cifar10, or a .npz file")
     p.add_argument("--data-root", default=None, help="where torchvision datasets live")
@@ -38,6 +39,15 @@ def build_parser(prog: str, description: str, *, victims: tuple[str, ...] | None
     add_canary_flags(p)
     add_victim_flags(p, argv)
     return p
+
+
+def add_n_shadow(p: argparse.ArgumentParser) -> None:
+    """--n-shadow R, the one definition: the shadow runs to train, each example in each by an
+    independent coin (--inclusion-rate). An audit of shadow runs takes its targets among them
+    (--n-targets); a release audit's target is the release itself, so all R are reference runs."""
+    p.add_argument("--n-shadow", type=int_at_least(2), required=True,
+                   help="shadow runs to train, each example in each by an independent coin (audit.lira/loss/ganleak: "
+                        "the targets and the reference runs; audit.release: the reference runs beside the release)")
 
 
 def add_canary_flags(p: argparse.ArgumentParser) -> None:
@@ -62,6 +72,15 @@ def canary_config(args: argparse.Namespace) -> CanaryConfig | None:
     """The canaries the flags ask for (None for none); ValueError on flags that do not fit together."""
     config = CanaryConfig(n=args.canaries, kind=args.canary_kind, copies=args.canary_copies, seed=args.seed)
     return config if config.n else None
+
+
+def evaluation_settings(args: argparse.Namespace) -> EvaluationSettings:
+    """The settings summary.json records, from the run and evaluation flags (and a release audit's
+    claim flags, where the parser has them)."""
+    return EvaluationSettings(seed=args.seed, confidence=args.confidence, inclusion_rate=args.inclusion_rate,
+                              lira_variance_flag=args.lira_variance,
+                              claimed_epsilon=getattr(args, "claimed_epsilon", None),
+                              claimed_delta=getattr(args, "claimed_delta", None))
 
 
 def executor_config(args: argparse.Namespace) -> ExecutorConfig:

@@ -14,8 +14,9 @@ import numpy as np
 
 from attacks.lira import variance_for
 from audit import outputs
-from audit.cli.flags import build_parser, canary_config, executor_config
-from audit.cli.victim_flags import build_victim, victim_overrides
+from audit.cli.flags import build_parser, canary_config, evaluation_settings, executor_config
+from audit.cli.victim_flags import victim_overrides
+from victims.overrides import build_victim
 from attacks.registry import get_attack
 from audit.evaluate import StoredRuns, run_delta, score_attacks, top_level_bounded
 from audit.pipeline import check_canary_coins, experiment_record, train_missing_runs
@@ -67,7 +68,7 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
     scores, choices = score_attacks(runs, attacks, targets, variance=variance,
                                     columns=canaries.scored if canaries else slice(None), delta=run_delta(runs) or 0.0,
                                     confidence=args.confidence, bounded=top_level_bounded(args.inclusion_rate, canaries))
-    summary = summarise(runs, scores, targets, experiment=experiment, variance=variance, canaries=canaries, args=args,
+    summary = summarise(runs, scores, targets, experiment=experiment, variance=variance, canaries=canaries, settings=evaluation_settings(args),
                         choices=choices)
     # scores.npz and the ROC plot take attacks that scored every example the bound is over (a white-box
     # attack scores the canaries only, NaN on the natural examples); one that scored a subset of those

@@ -3,8 +3,8 @@ victim registry is the single source of the flags; the generated table is snapsh
 tests/snapshots/flags.txt, so a renamed field shows as a renamed flag in a diff.
 
 `victim_overrides(args)` reads the flags given on a command line into a mapping of field paths
-("train__steps") to values; `build_victim(name, overrides)` builds the victim from such a
-mapping (a caller adds its own entries to the mapping, never to argparse's namespace).
+("train__steps") to values; `victims.overrides.build_victim(name, overrides)` builds the victim
+from such a mapping (a caller adds its own entries to the mapping, never to argparse's namespace).
 """
 
 from __future__ import annotations
@@ -12,28 +12,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import types
-import typing
 from typing import Any, Mapping
 
 from victims import get_victim, victim_names
-
-
-def _flag_fields(cls: type, prefix: tuple[str, ...] = ()):
-    """(path, type, field) for every scalar field of a victim dataclass, nested ones flattened."""
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        kind = hints[f.name]
-        if dataclasses.is_dataclass(kind):
-            yield from _flag_fields(kind, prefix + (f.name,))
-            continue
-        if isinstance(kind, types.UnionType):  # `int | None`
-            kind = next(a for a in typing.get_args(kind) if a is not type(None))
-        yield prefix + (f.name,), kind, f
-
-
-def _flag(path: tuple[str, ...]) -> str:
-    return "--" + "-".join(path).replace("_", "-")
+from victims.overrides import config_fields, flag_name
 
 
 def _dest(path: tuple[str, ...]) -> str:
@@ -88,7 +70,7 @@ def add_victim_flags(parser: argparse.ArgumentParser, argv: list[str] | None = N
     helps: dict[str, dict[str, list[str]]] = {}  # dest -> help text -> victims that use it
     choices: dict[str, dict] = {}  # dest -> every victim's choices, in order (each victim checks its own)
     for name, cls in victim_classes(argv).items():
-        for path, kind, f in _flag_fields(cls):
+        for path, kind, f in config_fields(cls):
             flags.setdefault(_dest(path), (path, kind, f))
             helps.setdefault(_dest(path), {}).setdefault(f.metadata.get("help", ""), []).append(name)
             choices.setdefault(_dest(path), {}).update(dict.fromkeys(f.metadata.get("choices", ())))
@@ -106,41 +88,9 @@ def add_victim_flags(parser: argparse.ArgumentParser, argv: list[str] | None = N
                 kwargs["choices"] = tuple(choices[dest])
             else:
                 kwargs["metavar"] = kind.__name__.upper()
-        group.add_argument(_flag(path), **kwargs)
+        group.add_argument(flag_name(path), **kwargs)
 
 
 def victim_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The victim flags given on the command line: field path ("train__steps") -> value."""
     return {k[len("victim__"):]: v for k, v in vars(args).items() if k.startswith("victim__")}
-
-
-def build_victim(name: str, overrides: Mapping[str, Any]):
-    """The victim `name` with `overrides` (field path -> value, as `victim_overrides` reads them)
-    in place of its defaults; raises ValueError on a field it lacks or a bad value."""
-    cls = get_victim(name)
-    given = dict(overrides)
-    own = {"__".join(path) for path, _, _ in _flag_fields(cls)}
-    stray = sorted(set(given) - own)
-    if stray:
-        raise ValueError(f"{_flag(tuple(stray[0].split('__')))} does not apply to victim {name!r}")
-
-    def construct(kind: type, prefix: tuple[str, ...], base=None):
-        """`kind` with the given flags under `prefix`; a nested configuration starts from the
-        enclosing one's default for it (a victim's own default, e.g. a narrower net), not from
-        the nested class's defaults, and is left at that default when none of its flags is given."""
-        hints = typing.get_type_hints(kind)
-        kwargs = {}
-        for f in dataclasses.fields(kind):
-            key = "__".join(prefix + (f.name,))
-            if dataclasses.is_dataclass(hints[f.name]):
-                if any(k.startswith(key + "__") for k in given):
-                    if base is not None:
-                        default = getattr(base, f.name)
-                    else:
-                        default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
-                    kwargs[f.name] = construct(hints[f.name], prefix + (f.name,), default)
-            elif key in given:
-                kwargs[f.name] = given[key]
-        return kind(**kwargs) if base is None else dataclasses.replace(base, **kwargs)
-
-    return construct(cls, ())

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from audit.stats.epsilon import bound_applies
+from audit.stats.epsilon import FAIR_COIN_RATE, bound_applies
 from shadow_runs.plan import membership_row
 from victims.data import DataError, Pool
 
@@ -19,7 +19,7 @@ from victims.data import DataError, Pool
 MEMBERSHIP_RUN = 0  # a release's recorded coins are run 0 of the plan under its membership_seed
 
 
-def draw_membership(n: int, *, seed: int, rate: float = 0.5) -> np.ndarray:
+def draw_membership(n: int, *, seed: int, rate: float = FAIR_COIN_RATE) -> np.ndarray:
     """bool [n]: members drawn by independent coins, as `audit.release` reproduces them from a pool
     file's `membership_seed` and `membership_rate` (draw them so, before making the release)."""
     return membership_row(n, master_seed=seed, run=MEMBERSHIP_RUN, inclusion_rate=rate)

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from audit.cli.victim_flags import build_victim
+from victims.overrides import build_victim
 from audit.evaluate import StoredRuns
 from audit.releases.inputs import ReleaseError, ReleaseInputs
 from audit.results import SIZE_KEYS

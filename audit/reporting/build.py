@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from attacks.registry import HEADLINE_ATTACK
-from audit.outputs import provenance
+from audit.provenance import provenance
 from audit.reporting import figures
 from audit.reporting.comparison_tables import to_json as comparison_json
 from audit.reporting.evidence import (Claim, claim_of, fair_coins, find_subset, highest_risk, verdict_evidence,
@@ -22,6 +22,7 @@ from audit.reporting.verdict import (NO_FAIR_COINS, Verdict, duplicate_canaries_
                                      no_fair_coins_verdict, no_subset_verdict, subset_verdict)
 from audit.results import Audited, pool_images
 from audit.stats import bootstrap
+from audit.stats.epsilon import bound_applies
 from audit.stats.significance import compare_experiments
 from shadow_runs.files import atomic_write, write_json
 
@@ -121,7 +122,7 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
     canaries = audited.canaries
     if not fair_coins(audited):
         duplicates = (canaries and canaries.get("kind") == "duplicate"
-                      and (summary.get("evaluation") or {}).get("inclusion_rate") == 0.5)
+                      and bound_applies((summary.get("evaluation") or {}).get("inclusion_rate")))
         eps = (duplicate_canaries_verdict if duplicates else no_fair_coins_verdict)(no_epsilon_reason(audited))
     elif claim is None:
         found = verdict_evidence(audited, delta=summary.get("delta") or 0.0, confidence=confidence, seed=seed)

@@ -13,6 +13,7 @@ import numpy as np
 
 from audit.results import Audited
 from audit.stats.epsilon import unfair_coins_reason
+from shadow_runs.plan import DEFAULT_INCLUSION_RATE
 from audit.stats.guesses import Guesses, verdict_bound
 
 
@@ -92,10 +93,10 @@ def protocol(audited: Audited) -> str:
     if evaluation.get("membership"):
         text = (f"One target, the user's release; its members: {evaluation['membership']}. The "
                 f"{n_runs} shadow runs of the same pipeline on the same pool, each example in each by an "
-                f"independent coin of probability {evaluation.get('inclusion_rate', 0.5):g}, are reference runs, "
+                f"independent coin of probability {evaluation.get('inclusion_rate', DEFAULT_INCLUSION_RATE):g}, are reference runs, "
                 "the attacks' only shadows.")
     else:
-        rate = evaluation.get("inclusion_rate", 0.5)
+        rate = evaluation.get("inclusion_rate", DEFAULT_INCLUSION_RATE)
         what = "pool examples"
         if audited.canaries:  # one coin per record: a duplicate canary's rows share one
             n_pool, what = int(audited.canaries["n_natural"]) + int(audited.canaries["n"]), "records (examples and canaries)"

@@ -209,7 +209,8 @@ def test_the_module_entry_point_exits_2_without_a_traceback(tmp_path):
 
 def _victim_from(*argv):
     from audit.cli.flags import build_parser
-    from audit.cli.victim_flags import build_victim, victim_overrides
+    from audit.cli.victim_flags import victim_overrides
+    from victims.overrides import build_victim
 
     args = build_parser("test", "").parse_args(["--n-shadow", "2", *argv])
     return build_victim(args.victim, victim_overrides(args))

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from audit.cli import selftest as selftest_cli
 from audit.stats import selftest
 from audit.stats.epsilon import gaussian_dp_epsilon
 from audit.stats.guesses import ANALYSES, RULES, BoundCache, RankedGuesses, tune
@@ -385,15 +386,15 @@ def test_cli_bad_flag_exits_2_with_an_error_line():
                                    ["--confidence", "x"], ["--no-such-flag"]])
 def test_bad_flag_values_exit_2(flags, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        selftest.main(flags)
+        selftest_cli.main(flags)
     assert exit_info.value.code == 2
     assert "error:" in capsys.readouterr().err.splitlines()[-1]
 
 
 def test_flag_defaults():
-    assert selftest.parse_args([]).repetitions == 200
-    assert selftest.parse_args(["--quick"]).repetitions == selftest.QUICK_REPETITIONS
-    assert selftest.parse_args(["--quick", "--repetitions", "7"]).repetitions == 7
+    assert selftest_cli.parse_args([]).repetitions == 200
+    assert selftest_cli.parse_args(["--quick"]).repetitions == selftest.QUICK_REPETITIONS
+    assert selftest_cli.parse_args(["--quick", "--repetitions", "7"]).repetitions == 7
 
 
 def test_white_box_rows_are_valid_and_have_power_on_the_subsampled_gaussian():

@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 
 from audit.cli import flags, release
-from audit.cli.victim_flags import _flag, _flag_fields, victim_classes
+from audit.cli.victim_flags import victim_classes
+from victims.overrides import config_fields, flag_name
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "snapshots" / "flags.txt"
 
@@ -26,8 +27,8 @@ def flag_table() -> str:
     for name, cls in victim_classes([]).items():
         if not cls.__module__.startswith("victims."):
             continue  # an installed plugin's flags are its own
-        for path, kind, f in _flag_fields(cls):
-            users.setdefault(f"{_flag(path)} {kind.__name__}", []).append(name)
+        for path, kind, f in config_fields(cls):
+            users.setdefault(f"{flag_name(path)} {kind.__name__}", []).append(name)
     lines += [f"victim {flag}: {' '.join(sorted(names))}" for flag, names in sorted(users.items())]
     return "\n".join(lines) + "\n"
 

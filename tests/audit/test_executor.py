@@ -10,7 +10,7 @@ import pytest
 from ray import cloudpickle
 
 from shadow_runs import membership_matrix, run_seed
-from shadow_runs.executor import ExecutorConfig, RunTask, execute
+from audit.executor import ExecutorConfig, RunTask, execute
 from victims import get_victim, load_pool
 from victims.nets import NetConfig
 from victims.train import TrainConfig

@@ -1,0 +1,132 @@
+"""The audit of a release the user already made (`python -m audit.release` is its command line):
+`prepare` reads and checks everything and opens the shadow store, writing nothing outside it;
+`run_release_audit` trains the missing shadow runs, attacks the release as the one target and
+writes the audit directory and its report.
+
+R shadow runs of the same pipeline on the same pool are the reference runs; the user's release
+is the one target, with the user's membership as ground truth. The inputs, what is run, the
+outputs and when there is an ε verdict: docs/contracts.md, "audit.release".
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from attacks.lira import variance_for
+from attacks.registry import attack_names
+from audit import outputs
+from audit.evaluate import StoredRuns, run_delta, score_attacks
+from audit.executor import ExecutorConfig
+from audit.pipeline import experiment_record, train_missing_runs
+from audit.releases.inputs import ReleaseError, ReleaseInputs, read_inputs
+from audit.releases.target import check_out_dir, release_id, target_run, victim_for, with_target
+from audit.reporting.build import Report, Settings, build_report, write_report
+from audit.results import load_audited
+from audit.summary import EvaluationSettings, release_summary
+from shadow_runs import RunStore, membership_matrix
+from shadow_runs.files import write_json, write_npy
+
+
+@dataclass(frozen=True)
+class ReleaseRequest:
+    """What to audit and how: the user's files, the pipeline that made the release (a victim name
+    and overrides of its configuration), the shadow runs, and the evaluation and report settings."""
+
+    pool_file: Path
+    release_file: Path
+    victim: str
+    n_shadow: int
+    evaluation: EvaluationSettings
+    executor: ExecutorConfig
+    report: Settings
+    runs_dir: Path = Path("runs")
+    out: Path | None = None  # default: <runs_dir>/release-<sha256 of the release, 10 hex>
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    lira_variance: str = "auto"
+    device: str = "auto"
+    quiet: bool = False
+    command: Sequence[str] = ()  # recorded in report.json
+
+
+@dataclass(frozen=True)
+class PreparedRelease:
+    """A checked request: its inputs, victim, plan, open shadow store and the audit's record."""
+
+    request: ReleaseRequest
+    inputs: ReleaseInputs
+    victim: Any
+    experiment: dict
+    record: dict
+    out: Path
+    store: RunStore
+    keep: np.ndarray
+
+
+def prepare(request: ReleaseRequest) -> PreparedRelease:
+    """Every check before any training: ValueError (ReleaseError, DataError, StoreError included;
+    one line) on bad or inconsistent inputs, an --out holding another release's audit, or a store
+    of another configuration. Writes nothing but the shadow store's plan."""
+    settings = request.evaluation
+    inputs = read_inputs(request.pool_file, request.release_file)
+    if inputs.coins is not None and inputs.coins.seed == settings.seed:
+        raise ReleaseError(f"--seed {settings.seed} is the pool's membership_seed: the shadow runs' coins would repeat "
+                           "the release's own; choose another --seed")
+    victim = victim_for(request.victim, request.overrides, inputs)
+    victim.check(inputs.pool, inclusion_rate=settings.inclusion_rate)  # the shadow runs, at the plan's rate
+    experiment = experiment_record(victim, inputs.pool, dataset=str(request.pool_file), seed=settings.seed,
+                                   inclusion_rate=settings.inclusion_rate)
+    digest = release_id(request.release_file)
+    out = request.out or Path(request.runs_dir) / f"release-{digest[:10]}"
+    record = {**experiment, "n_shadow": request.n_shadow, "pool_file": str(Path(request.pool_file).resolve()),
+              "release_file": str(Path(request.release_file).resolve()), "release_sha256": digest,
+              "membership_sha256": hashlib.sha256(np.packbits(inputs.member).tobytes()).hexdigest(),
+              "membership_rate": None if inputs.coins is None else inputs.coins.rate,
+              "membership_seed": None if inputs.coins is None else inputs.coins.seed}
+    check_out_dir(out, record)
+    store = RunStore.open(request.runs_dir, experiment=experiment, pool_labels=inputs.pool.y)
+    keep = membership_matrix(inputs.pool.y, n_runs=request.n_shadow, master_seed=settings.seed,
+                             inclusion_rate=settings.inclusion_rate)
+    store.extend_plan(keep)
+    return PreparedRelease(request=request, inputs=inputs, victim=victim, experiment=experiment,
+                           record={**record, "shadow_store": str(store.root.resolve())}, out=out, store=store,
+                           keep=keep)
+
+
+def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Path]:
+    """Train the missing shadow runs, attack the release, write the audit directory and its
+    report; returns (summary.json's content, the report, report.html's path, report.json's path)."""
+    request, inputs, settings = prepared.request, prepared.inputs, prepared.request.evaluation
+    train_missing_runs(prepared.store, victim=prepared.victim, pool=inputs.pool, keep=prepared.keep,
+                       seed=settings.seed, inclusion_rate=settings.inclusion_rate, executor=request.executor,
+                       quiet=request.quiet)
+    shadows = StoredRuns.load(prepared.store, keep=prepared.keep, images=inputs.pool.x, labels=inputs.pool.y)
+    obs, meta = target_run(prepared.victim, inputs, seed=settings.seed, device=request.device)
+    runs = with_target(shadows, obs, inputs, meta)
+    # the user's release is the one target (the last run); every shadow run is a reference run, its shadow
+    targets = np.array([request.n_shadow])
+    variance = variance_for(request.lira_variance, n_reference=request.n_shadow)
+    bounded = inputs.coins is not None and inputs.coins.fair
+    delta = settings.claimed_delta if settings.claimed_delta is not None else (run_delta(shadows) or 0.0)
+    scores, choices = score_attacks(runs, attack_names(), targets, variance=variance, columns=slice(None), delta=delta,
+                                    confidence=settings.confidence, bounded=bounded)
+    summary = release_summary(scores, inputs, shadows, obs, experiment=prepared.experiment, variance=variance,
+                              settings=settings, choices=choices)
+
+    out = prepared.out
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "experiment.json", prepared.record)
+    write_npy(out / "pool_labels.npy", inputs.pool.y)
+    RunStore(out).write_run(0, *obs.to_store(meta))
+    write_npy(out / "audit" / "pool_index.npy", inputs.pool_index)
+    outputs.write_audit(out / "audit", summary=summary, scores=scores, membership=inputs.member[None],
+                        init_mask=runs.init_mask[targets])
+    audited = load_audited(out)
+    built = build_report([audited], settings=request.report, images={str(audited.path): inputs.pool.x},
+                         command=list(request.command))
+    html_path, json_path = write_report(built, out / "audit")
+    return summary, built, html_path, json_path
