@@ -14,7 +14,7 @@ import sys
 from attacks.registry import attack_names
 from audit.cli.shadow_audit import main as audit_main
 
-ATTACKS = attack_names("model", "generator")
+ATTACKS = attack_names("model", "generator", "mechanism")  # mechanism: with --threat-model white-box only
 GENERATOR_VICTIMS = ("cgan", "dpcgan", "dpkernel", "datalens")  # the victims that store reconstruction losses
 
 

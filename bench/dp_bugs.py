@@ -18,7 +18,8 @@ each audit is reported against that claim (`python -m audit.report DIR --claimed
 Each row runs black-box (record canaries, mislabeled) and white-box (gradient canaries; for b,
 record canaries, which are the only ones that clipping acts on) audits. Printed per audit: the
 claimed ε, the verdict's bound with its ceiling (summary.json's `verdict`, recomputed by the
-report at the claim's δ), the verdict against the claim, runs and minutes.
+report at the claim's δ), the verdict against the claim, runs and minutes. The correct twins
+(`dpsgd1` ... `datalens4`) are the built-in victims at ε = 1 and 4, reported against their own ε.
 """
 
 from __future__ import annotations
@@ -166,6 +167,13 @@ ROWS = {  # label -> (what, victim flags, claimed epsilon)
     "dpsgd1": ("correct dpsgd", ["--victim", "dpsgd", "--epsilon", "1", *DPSGD_SMALL], 1.0),
     "dpsgd4": ("correct dpsgd", ["--victim", "dpsgd", "--epsilon", "4", *DPSGD_SMALL], 4.0),
     "dpkernel1": ("correct dpkernel", ["--victim", "dpkernel", "--epsilon", "1"], 1.0),
+    "dpkernel4": ("correct dpkernel", ["--victim", "dpkernel", "--epsilon", "4"], 4.0),
+    "psg1": ("correct psg", ["--victim", "psg", "--epsilon", "1"], 1.0),
+    "psg4": ("correct psg", ["--victim", "psg", "--epsilon", "4"], 4.0),
+    "dpcgan1": ("correct dpcgan", ["--victim", "dpcgan", "--epsilon", "1"], 1.0),
+    "dpcgan4": ("correct dpcgan", ["--victim", "dpcgan", "--epsilon", "4"], 4.0),
+    "datalens1": ("correct datalens", ["--victim", "datalens", "--epsilon", "1"], 1.0),
+    "datalens4": ("correct datalens", ["--victim", "datalens", "--epsilon", "4"], 4.0),
 }
 THREATS = {  # threat model -> canary flags (row b white-box: record canaries, which clipping acts on)
     "black-box": ["--canaries", "500", "--canary-kind", "mislabeled"],

@@ -42,6 +42,8 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
         n_natural = pool.n_pool
         pool = add_canaries(pool, config)  # before the check and the plan: the canaries are pool rows
         pool = with_white_box(pool, victim, config, threat_model=args.threat_model, n_natural=n_natural)
+        if args.threat_model == "white-box" and not any(get_attack(a).family == "mechanism" for a in attacks):
+            raise ValueError(f"--threat-model white-box: {prog} runs no white-box attack (python -m audit.lira does)")
         canaries = CanaryColumns.of(n_natural, config) if config else None
         victim.check(pool, inclusion_rate=args.inclusion_rate)
         needed = max(get_attack(a).min_runs for a in attacks)

@@ -60,3 +60,12 @@ def test_white_box_flags_the_noise_bugs_at_their_claim(tmp_path, bug, bound_abov
     kind, claim = claimed_verdict(root, 1.0)
     assert kind == "epsilon_violated", claim
     assert max(claim["bounds"].values()) > bound_above
+
+
+def test_a_command_without_white_box_attacks_refuses_the_white_box_threat_model(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "audit.loss", "--runs-dir", str(tmp_path), "--quiet", "--victim",
+                             "dpsgd", "--n-shadow", "4", "--canaries", "10", "--canary-kind", "gradient",
+                             "--threat-model", "white-box"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    assert "python -m audit.loss runs no white-box attack" in result.stderr.strip().splitlines()[-1]
+    assert list(tmp_path.iterdir()) == []
