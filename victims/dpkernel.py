@@ -74,7 +74,7 @@ never fed back into the release).
 Cost with the defaults, full digits pool (~750 members), one torch thread on a 2-core machine
 shared with other jobs: 9.4-15.3 s of CPU time per run (3 runs; generator training 4.2-5.3 s,
 GAN-Leaks reconstruction 4.1-6.5 s); test accuracy 0.301 at epsilon 1, 0.840 at epsilon 10,
-0.893 without noise (README, "DP-kernel generator").
+0.893 without noise (docs/results/generators.md).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from victims.whitebox import THREAT_MODELS
 #: --runs-per-task's default on a GPU (--gpus-per-run > 0 or --device cuda). Not measured: no GPU
 #: was available where packing was built (bench/packing.py measures it). On a CPU the default is 1:
 #: packing measured 1.03-1.30x for one task alone and 0.88-1.11x end to end on two workers, and a
-#: packed run differs from the same run alone by float reordering (README, "Packed runs").
+#: packed run differs from the same run alone by float reordering (docs/performance.md, "Packed runs").
 GPU_RUNS_PER_TASK = 8
 
 
