@@ -63,7 +63,9 @@ class Experiment:
             if array.shape != membership.shape:
                 raise ExperimentError(f"{self.path}: {name} has shape {array.shape}, membership {membership.shape}")
         canaries = (self.summary.get("evaluation") or {}).get("canaries") if isinstance(self.summary, Mapping) else None
-        bound_columns = CanaryColumns.from_entry(canaries).scored if canaries else slice(None)
+        bound_columns = CanaryColumns.from_entry(canaries).scored if canaries else None
+        if bound_columns is None or bound_columns.shape[0] != membership.shape[1]:
+            bound_columns = slice(None)  # no canaries, or a view of some columns only (the natural examples)
         for name, array in scores.items():
             # NaN marks an example the attack did not score: allowed only outside the canaries of a
             # canary audit (a white-box attack scores the canaries alone)

@@ -19,7 +19,7 @@ TINY = ["--train-steps", "10", "--train-net-width", "8", "--executor", "inline",
 
 
 def test_kinds():
-    assert CANARY_KINDS == ("mislabeled", "outlier", "duplicate")
+    assert CANARY_KINDS == ("mislabeled", "outlier", "duplicate", "gradient")
 
 
 def test_mislabeled_canaries_are_pool_images_with_a_wrong_label(pool):
@@ -88,9 +88,11 @@ def test_bad_configurations_raise_one_line_naming_the_value(kwargs, named):
 
 
 def test_more_canaries_than_the_pool_holds_is_refused(pool):
-    for kind in CANARY_KINDS:
+    for kind in ("mislabeled", "outlier", "duplicate"):
         with pytest.raises(ValueError, match="--canaries 5000 is more than the pool's 1500 examples can hold"):
             add_canaries(pool, CanaryConfig(n=5000, kind=kind))
+    # gradient canaries copy no image: their limit is the release's coordinates (victims.whitebox)
+    assert add_canaries(pool, CanaryConfig(n=5000, kind="gradient")).n_pool == 6500
 
 
 def test_natural_coins_are_the_same_with_and_without_canaries(pool):
