@@ -45,7 +45,9 @@ def calibrated_scores(loss: np.ndarray, keep: np.ndarray, targets, *, shadows: n
     loss), the reference being its mean loss under the target's OUT shadows (`reference_losses`)."""
     loss = np.asarray(loss, dtype=np.float64)
     if loss.shape != keep.shape or shadows.shape != (len(targets), len(loss)):
-        raise ValueError(f"loss and keep must be [R, n] and shadows [T, R], got {loss.shape}, {keep.shape}, {shadows.shape}")
+        raise ValueError(
+            f"loss and keep must be [R, n] and shadows [T, R], got {loss.shape}, {keep.shape}, {shadows.shape}"
+        )
     return -(loss[np.asarray(targets)] - reference_losses(loss, keep, shadows))
 
 

@@ -97,8 +97,9 @@ def _check(stats: np.ndarray, keep: np.ndarray, shadows: np.ndarray, variance: s
     check_shadow_inputs(stats, keep, shadows)
 
 
-def lira_online(stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.ndarray,
-                variance: str = "per-example") -> np.ndarray:
+def lira_online(
+    stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.ndarray, variance: str = "per-example"
+) -> np.ndarray:
     """Online LiRA scores [T, n]: mean over queries of log N(phi; IN fit) - log N(phi; OUT fit).
 
     stats [R, n, Q] (`logit_confidence`), keep bool [R, n]; `shadows` bool [T, R] says which runs
@@ -112,8 +113,9 @@ def lira_online(stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.nda
     return ratio.mean(-1)
 
 
-def lira_offline(stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.ndarray,
-                 variance: str = "per-example") -> np.ndarray:
+def lira_offline(
+    stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.ndarray, variance: str = "per-example"
+) -> np.ndarray:
     """Offline LiRA scores [T, n]: mean over queries of log Pr[Z <= phi], Z ~ OUT fit (OUT shadows only)."""
     _check(stats, keep, shadows, variance)
     mu_out, var_out = _gaussian_fits(stats, ~keep, shadows, variance)

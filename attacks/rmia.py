@@ -94,8 +94,7 @@ def _relative_scores(p_target: np.ndarray, pr: np.ndarray, gamma: float) -> np.n
     return (counts / n).mean(-1)
 
 
-def rmia_online(stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.ndarray,
-                gamma: float = 1.0) -> np.ndarray:
+def rmia_online(stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.ndarray, gamma: float = 1.0) -> np.ndarray:
     """Online RMIA scores [T, n] in [0, 1]: Pr(x) = mean of p(x) over all the target's shadow runs.
 
     stats [R, n, Q] (`logit_confidence`), keep bool [R, n] (used only to check shapes: online
@@ -118,19 +117,24 @@ def fit_offline_a(stats: np.ndarray, keep: np.ndarray, shadows: np.ndarray) -> n
     in_count = _over_shadows(shadows, keep.astype(np.float64)).sum(1) * q
     out_count = _over_shadows(shadows, (~keep).astype(np.float64)).sum(1) * q
     if (in_count == 0).any():
-        raise ValueError(f"offline RMIA cannot fit a: the shadows of target(s) {np.flatnonzero(in_count == 0).tolist()} "
-                         "hold no IN observation; pass a explicitly")
+        raise ValueError(
+            f"offline RMIA cannot fit a: the shadows of target(s) {np.flatnonzero(in_count == 0).tolist()} "
+            "hold no IN observation; pass a explicitly"
+        )
     if (out_count == 0).any():
-        raise ValueError(f"offline RMIA cannot fit a: the shadows of target(s) {np.flatnonzero(out_count == 0).tolist()} "
-                         "hold no OUT observation")
+        raise ValueError(
+            f"offline RMIA cannot fit a: the shadows of target(s) {np.flatnonzero(out_count == 0).tolist()} "
+            "hold no OUT observation"
+        )
     miss_in = _over_shadows(shadows, keep[..., None] * miss).sum((1, 2)) / in_count
     miss_out = _over_shadows(shadows, ~keep[..., None] * miss).sum((1, 2)) / out_count
     a = np.divide(miss_in, miss_out, out=np.ones_like(miss_in), where=miss_out > 0)  # OUT saturated: P_in = P_out
     return np.clip(a, 0.0, 1.0)
 
 
-def rmia_offline(stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.ndarray,
-                 gamma: float = 1.0, a=None) -> np.ndarray:
+def rmia_offline(
+    stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.ndarray, gamma: float = 1.0, a=None
+) -> np.ndarray:
     """Offline RMIA scores [T, n] in [0, 1]: Pr(x) = ((1 + a) P_out(x) + (1 - a)) / 2, P_out(x)
     the mean of p(x) over the target's OUT shadows (the mean over the examples that have one where
     x has none). `a` is a number in [0, 1] or one per target; None fits it with `fit_offline_a`."""

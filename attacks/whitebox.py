@@ -37,7 +37,7 @@ def likelihood_ratio(observations: np.ndarray, *, noise_multiplier: float, sampl
     o = np.asarray(observations, dtype=np.float64)
     if not noise_multiplier > 0:  # no noise claimed: any o above 0 is a canary's contribution
         return o.sum(axis=-2)
-    shift = (2.0 * o - 1.0) / (2.0 * noise_multiplier ** 2)
+    shift = (2.0 * o - 1.0) / (2.0 * noise_multiplier**2)
     if sample_rate >= 1.0:
         return shift.sum(axis=-2)
     return np.logaddexp(np.log1p(-sample_rate), np.log(sample_rate) + shift).sum(axis=-2)
@@ -53,8 +53,9 @@ def step_changes(observations: np.ndarray) -> np.ndarray:
     return np.abs(np.diff(np.asarray(observations, dtype=np.float64), axis=-2)).sum(axis=-2)
 
 
-def run_scores(statistic: str, whitebox: np.ndarray, mechanism: list[dict], rows: np.ndarray, n: int,
-               targets: np.ndarray) -> np.ndarray:
+def run_scores(
+    statistic: str, whitebox: np.ndarray, mechanism: list[dict], rows: np.ndarray, n: int, targets: np.ndarray
+) -> np.ndarray:
     """[T, n] scores of each target run: the `statistic` of its canaries' observations
     (whitebox [R, steps, m], mechanism[r] its noise_multiplier and sample_rate) on the canary
     `rows`, NaN on every other row (the white-box attacks score canaries only)."""
@@ -62,8 +63,9 @@ def run_scores(statistic: str, whitebox: np.ndarray, mechanism: list[dict], rows
     for i, r in enumerate(np.asarray(targets).reshape(-1)):
         o = whitebox[r]
         if statistic == "likelihood_ratio":
-            s = likelihood_ratio(o, noise_multiplier=mechanism[r]["noise_multiplier"],
-                                 sample_rate=mechanism[r]["sample_rate"])
+            s = likelihood_ratio(
+                o, noise_multiplier=mechanism[r]["noise_multiplier"], sample_rate=mechanism[r]["sample_rate"]
+            )
         elif statistic == "summed_projection":
             s = summed_projection(o)
         elif statistic == "step_changes":

@@ -24,8 +24,17 @@ VIEWS = ("all", "image")
 #: reference runs scored as pseudo-targets (the first ones; each against the other references)
 MOST_PSEUDO_TARGETS = 32
 #: a group's ε keys (`audit.stats.guesses.bounds_of`), all null where no bound applies
-EPSILON_KEYS = ("guess_rule", "eps_lower", "eps_ceiling", "eps_lower_fdp", "eps_ceiling_fdp", "mu_lower", "mu_ceiling",
-                "eps_gaussian", "guesses")
+EPSILON_KEYS = (
+    "guess_rule",
+    "eps_lower",
+    "eps_ceiling",
+    "eps_lower_fdp",
+    "eps_ceiling_fdp",
+    "mu_lower",
+    "mu_ceiling",
+    "eps_gaussian",
+    "guesses",
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,8 +47,12 @@ class StoredRuns:
     init_mask: np.ndarray  # bool [R, n]: the real images a run's release contains or started from
     meta: tuple[dict, ...]  # runs/<r>.json of each run
     dcr: np.ndarray | None = None  # float64 [R, n]: DCR scores against each run's release, if every run has one
-    recon: dict[str, np.ndarray] | None = None  # GAN-Leaks kind -> float64 [R, n] reconstruction losses, if every run has them
-    whitebox: np.ndarray | None = None  # float32 [R, steps, m]: white-box canary observations (the last m rows), if every run has them
+    recon: dict[str, np.ndarray] | None = (
+        None  # GAN-Leaks kind -> float64 [R, n] reconstruction losses, if every run has them
+    )
+    whitebox: np.ndarray | None = (
+        None  # float32 [R, steps, m]: white-box canary observations (the last m rows), if every run has them
+    )
 
     @classmethod
     def load(cls, store: RunStore, *, keep: np.ndarray, images: np.ndarray, labels: np.ndarray) -> StoredRuns:
@@ -60,10 +73,16 @@ class StoredRuns:
                 whitebox.append(arrays["whitebox"])
             init_mask[r, arrays["init_idx"]] = True
             meta.append(run_meta)
-        return cls(keep=keep, confidence=np.stack(confidence), loss=np.stack(loss), init_mask=init_mask,
-                   meta=tuple(meta), dcr=np.stack(dcr) if len(dcr) == n_runs else None,
-                   recon={k: np.stack(v) for k, v in recon.items() if len(v) == n_runs} or None,
-                   whitebox=np.stack(whitebox) if len(whitebox) == n_runs else None)
+        return cls(
+            keep=keep,
+            confidence=np.stack(confidence),
+            loss=np.stack(loss),
+            init_mask=init_mask,
+            meta=tuple(meta),
+            dcr=np.stack(dcr) if len(dcr) == n_runs else None,
+            recon={k: np.stack(v) for k, v in recon.items() if len(v) == n_runs} or None,
+            whitebox=np.stack(whitebox) if len(whitebox) == n_runs else None,
+        )
 
     @property
     def whitebox_rows(self) -> np.ndarray:
@@ -84,7 +103,9 @@ class StoredRuns:
         return self if views == "all" else replace(self, confidence=self.confidence[..., :1])
 
 
-def attack_scores(runs: StoredRuns, attack: str, targets: np.ndarray, *, variance: str, views: str = "all") -> np.ndarray:
+def attack_scores(
+    runs: StoredRuns, attack: str, targets: np.ndarray, *, variance: str, views: str = "all"
+) -> np.ndarray:
     """Scores [T, n] of the registered `attack` on each target run, averaging `views` (for an attack
     with query views); its shadows are the reference runs (every run that is not a target), so no
     target's coins enter any guess."""
@@ -101,8 +122,9 @@ def pseudo_targets(n_runs: int, targets: np.ndarray, *, most: int = MOST_PSEUDO_
     return references[:most]
 
 
-def pseudo_target_scores(runs: StoredRuns, attack: str, targets: np.ndarray, *, variance: str, views: str,
-                         most: int = MOST_PSEUDO_TARGETS) -> tuple[np.ndarray, np.ndarray]:
+def pseudo_target_scores(
+    runs: StoredRuns, attack: str, targets: np.ndarray, *, variance: str, views: str, most: int = MOST_PSEUDO_TARGETS
+) -> tuple[np.ndarray, np.ndarray]:
     """(pseudo-target runs [P], scores [P, n]): each of the first `most` reference runs scored as
     `attack_scores` scores a target, with the other reference runs as its shadows. No target run
     enters: neither as a pseudo-target nor as a shadow."""
@@ -131,8 +153,12 @@ class ReferenceChoice:
     n_pseudo: int  # pseudo-target runs
 
     def to_json(self) -> dict:
-        return {"views": self.views, "pseudo_targets": self.n_pseudo, "predicted_eps_lower_fdp": self.predicted_fdp,
-                "guesses": {a: {"k_in": g.k_in, "k_out": g.k_out} for a, g in self.tuned.items()}}
+        return {
+            "views": self.views,
+            "pseudo_targets": self.n_pseudo,
+            "predicted_eps_lower_fdp": self.predicted_fdp,
+            "guesses": {a: {"k_in": g.k_in, "k_out": g.k_out} for a, g in self.tuned.items()},
+        }
 
 
 def can_choose_on_references(runs: StoredRuns, attack: str, targets: np.ndarray) -> bool:
@@ -142,8 +168,17 @@ def can_choose_on_references(runs: StoredRuns, attack: str, targets: np.ndarray)
     return n_references >= max(2, get_attack(attack).min_runs)
 
 
-def choose_on_references(runs: StoredRuns, attack: str, targets: np.ndarray, *, variance: str, columns,
-                         m: int, delta: float, confidence: float) -> ReferenceChoice | None:
+def choose_on_references(
+    runs: StoredRuns,
+    attack: str,
+    targets: np.ndarray,
+    *,
+    variance: str,
+    columns,
+    m: int,
+    delta: float,
+    confidence: float,
+) -> ReferenceChoice | None:
     """Score the reference runs as pseudo-targets (`pseudo_target_scores`) on `columns` (the group
     the bound is on: every example, or the canary records) and choose, from their public coins
     alone: the views (for an attack with query views, the variant whose predicted f_{ε,δ} bound is
@@ -154,7 +189,7 @@ def choose_on_references(runs: StoredRuns, attack: str, targets: np.ndarray, *, 
         return None
     spec = get_attack(attack)
     best: ReferenceChoice | None = None
-    for views in (VIEWS if spec.query_views else VIEWS[:1]):
+    for views in VIEWS if spec.query_views else VIEWS[:1]:
         pseudo, scores = pseudo_target_scores(runs, attack, targets, variance=variance, views=views)
         scores, keep = scores[:, columns], runs.keep[pseudo][:, columns]
         scored = ~np.isnan(scores)
@@ -162,16 +197,24 @@ def choose_on_references(runs: StoredRuns, attack: str, targets: np.ndarray, *, 
             return None
         ranked = RankedGuesses.of(scores[keep & scored], scores[~keep & scored], rng=np.random.default_rng(0))
         tuned = {a: tune(ranked, m=m, analysis=a, delta=delta, confidence=confidence) for a in ANALYSES}
-        choice = ReferenceChoice(views, {a: t.guesses for a, t in tuned.items()}, tuned["fdp"].predicted,
-                                 tuned["fdp"].z, len(pseudo))
+        choice = ReferenceChoice(
+            views, {a: t.guesses for a, t in tuned.items()}, tuned["fdp"].predicted, tuned["fdp"].z, len(pseudo)
+        )
         if best is None or (choice.predicted_fdp, choice.z) > (best.predicted_fdp, best.z):
             best = choice
     return best
 
 
 def attack_summary(
-    scores: np.ndarray, membership: np.ndarray, init_mask: np.ndarray, *, delta: float, confidence: float,
-    seed: int | list[int], fair_coins: bool = True, canaries: CanaryColumns | None = None,
+    scores: np.ndarray,
+    membership: np.ndarray,
+    init_mask: np.ndarray,
+    *,
+    delta: float,
+    confidence: float,
+    seed: int | list[int],
+    fair_coins: bool = True,
+    canaries: CanaryColumns | None = None,
     choice: ReferenceChoice | None = None,
 ) -> dict:
     """Metrics of scores [T, n] pooled over targets, with the one-run ε bound and ceiling when the
@@ -195,17 +238,41 @@ def attack_summary(
     verdict (`audit.summary.verdict_entry`) and the report do, so all three agree."""
     tuned = None if choice is None else choice.tuned
     if canaries is None:
-        return _group_summary(scores, membership, init_mask, delta=delta, confidence=confidence,
-                              rng=np.random.default_rng(seed), epsilon=fair_coins, tuned=tuned, tie_rng=tie_order(seed))
+        return _group_summary(
+            scores,
+            membership,
+            init_mask,
+            delta=delta,
+            confidence=confidence,
+            rng=np.random.default_rng(seed),
+            epsilon=fair_coins,
+            tuned=tuned,
+            tie_rng=tie_order(seed),
+        )
     canary_cols, natural_cols = canaries.scored, canaries.natural
     canary_rng, natural_rng = np.random.default_rng(seed).spawn(2)
-    summary = _group_summary(scores[:, canary_cols], membership[:, canary_cols], None, delta=delta,
-                             confidence=confidence, rng=canary_rng, epsilon=fair_coins and canaries.single_rows,
-                             tuned=tuned, tie_rng=tie_order(seed))
+    summary = _group_summary(
+        scores[:, canary_cols],
+        membership[:, canary_cols],
+        None,
+        delta=delta,
+        confidence=confidence,
+        rng=canary_rng,
+        epsilon=fair_coins and canaries.single_rows,
+        tuned=tuned,
+        tie_rng=tie_order(seed),
+    )
     if np.isnan(scores[:, natural_cols]).all():  # a white-box attack scores the canaries only: no natural entry
         return summary
-    natural = _group_summary(scores[:, natural_cols], membership[:, natural_cols], init_mask[:, natural_cols],
-                             delta=delta, confidence=confidence, rng=natural_rng, epsilon=fair_coins)
+    natural = _group_summary(
+        scores[:, natural_cols],
+        membership[:, natural_cols],
+        init_mask[:, natural_cols],
+        delta=delta,
+        confidence=confidence,
+        rng=natural_rng,
+        epsilon=fair_coins,
+    )
     subgroups = natural.pop("subgroups", None)
     summary["natural"] = natural
     if subgroups is not None:
@@ -219,9 +286,18 @@ def tie_order(seed) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-def _group_summary(scores: np.ndarray, membership: np.ndarray, init_mask: np.ndarray | None, *, delta: float,
-                   confidence: float, rng: np.random.Generator, epsilon: bool, tuned: dict | None = None,
-                   tie_rng: np.random.Generator | None = None) -> dict:
+def _group_summary(
+    scores: np.ndarray,
+    membership: np.ndarray,
+    init_mask: np.ndarray | None,
+    *,
+    delta: float,
+    confidence: float,
+    rng: np.random.Generator,
+    epsilon: bool,
+    tuned: dict | None = None,
+    tie_rng: np.random.Generator | None = None,
+) -> dict:
     """`attack_summary` of one group of examples (columns), sub-groups by `init_mask` if given."""
     scored = ~np.isnan(scores)  # an attack may score only some examples (ganleak_pbb); the others are NaN
     nonmember = scores[~membership & scored]
@@ -231,8 +307,14 @@ def _group_summary(scores: np.ndarray, membership: np.ndarray, init_mask: np.nda
         tuned = None  # fewer canaries scored than the targets' m the counts were tuned for (a partial attack)
     summary = pooled.summary(delta=delta, confidence=confidence, rng=rng, epsilon=epsilon, tuned=tuned, tie_rng=tie_rng)
     if not epsilon:
-        summary.update({"eps_hat": float(pooled.eps_hat()), **{key: None for key in EPSILON_KEYS},
-                        "confidence": float(confidence), "delta": float(delta)})
+        summary.update(
+            {
+                "eps_hat": float(pooled.eps_hat()),
+                **{key: None for key in EPSILON_KEYS},
+                "confidence": float(confidence),
+                "delta": float(delta),
+            }
+        )
     if init_mask is not None and (init_mask & scored).any():
         init_mask = init_mask & scored
         groups = {"init": membership & init_mask, "other_members": membership & ~init_mask}
@@ -244,8 +326,17 @@ def _group_summary(scores: np.ndarray, membership: np.ndarray, init_mask: np.nda
     return summary
 
 
-def score_attacks(runs: StoredRuns, attacks: tuple[str, ...], targets: np.ndarray, *, variance: str, columns,
-                  delta: float, confidence: float, bounded: bool) -> tuple[dict, dict]:
+def score_attacks(
+    runs: StoredRuns,
+    attacks: tuple[str, ...],
+    targets: np.ndarray,
+    *,
+    variance: str,
+    columns,
+    delta: float,
+    confidence: float,
+    bounded: bool,
+) -> tuple[dict, dict]:
     """(attack -> scores [T, n], attack -> ReferenceChoice or None) for the attacks these runs can
     score. When the top-level group (`columns`) gets a one-run bound (`bounded`), each attack's
     views and guess counts are first chosen on the reference runs (`choose_on_references`), and
@@ -254,10 +345,16 @@ def score_attacks(runs: StoredRuns, attacks: tuple[str, ...], targets: np.ndarra
     m = len(np.asarray(targets).reshape(-1)) * len(columns)
     scores, choices = {}, {}
     for attack in runs.available(attacks):
-        choice = (choose_on_references(runs, attack, targets, variance=variance, columns=columns, m=m, delta=delta,
-                                       confidence=confidence) if bounded else None)
-        scores[attack] = attack_scores(runs, attack, targets, variance=variance,
-                                       views=choice.views if choice else "all")
+        choice = (
+            choose_on_references(
+                runs, attack, targets, variance=variance, columns=columns, m=m, delta=delta, confidence=confidence
+            )
+            if bounded
+            else None
+        )
+        scores[attack] = attack_scores(
+            runs, attack, targets, variance=variance, views=choice.views if choice else "all"
+        )
         choices[attack] = choice
     return scores, choices
 

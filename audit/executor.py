@@ -68,11 +68,18 @@ def run_victims(victim: Any, pool: Pool, tasks: Sequence[RunTask], *, device: st
     try:
         if len(tasks) > 1 and hasattr(victim, "run_packed"):
             start = time.perf_counter()
-            observations = victim.run_packed(pool, np.stack([t.keep for t in tasks]), [t.seed for t in tasks],
-                                             device=device, inclusion_rate=tasks[0].inclusion_rate)
+            observations = victim.run_packed(
+                pool,
+                np.stack([t.keep for t in tasks]),
+                [t.seed for t in tasks],
+                device=device,
+                inclusion_rate=tasks[0].inclusion_rate,
+            )
             wall = (time.perf_counter() - start) / len(tasks)
-            return [(obs, {**_meta(task, wall, device), "runs_in_task": len(tasks)})
-                    for task, obs in zip(tasks, observations)]
+            return [
+                (obs, {**_meta(task, wall, device), "runs_in_task": len(tasks)})
+                for task, obs in zip(tasks, observations)
+            ]
         done = []
         for task in tasks:
             start = time.perf_counter()
@@ -84,11 +91,18 @@ def run_victims(victim: Any, pool: Pool, tasks: Sequence[RunTask], *, device: st
 
 
 def _meta(task: RunTask, wall_s: float, device: str) -> dict:
-    return {"run": task.run, "seed": task.seed, "wall_s": round(wall_s, 3), "host": socket.gethostname(),
-            "device": device}
+    return {
+        "run": task.run,
+        "seed": task.seed,
+        "wall_s": round(wall_s, 3),
+        "host": socket.gethostname(),
+        "device": device,
+    }
 
 
-def execute(tasks: Sequence[RunTask], *, victim: Any, pool: Pool, config: ExecutorConfig) -> Iterator[tuple[RunTask, Observations, dict]]:
+def execute(
+    tasks: Sequence[RunTask], *, victim: Any, pool: Pool, config: ExecutorConfig
+) -> Iterator[tuple[RunTask, Observations, dict]]:
     """Yield (task, observations, metadata) for every task, in completion order; `config.runs_per_task`
     consecutive tasks go to one worker together (a pack's runs arrive together)."""
     if not tasks:

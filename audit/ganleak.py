@@ -19,10 +19,15 @@ GENERATOR_VICTIMS = ("cgan", "dpcgan", "dpkernel", "datalens")  # the victims th
 
 
 def main(argv: list[str] | None = None) -> int:
-    return audit_main(argv, prog="python -m audit.ganleak", attacks=ATTACKS, victims=GENERATOR_VICTIMS,
-                      description="Audit a conditional GAN with the GAN-Leaks attacks (full black-box, partial black-box, "
-                                  "white-box, calibrated on the OUT shadows, and LiRA on the reconstruction loss), the loss "
-                                  "attack, LiRA and RMIA against the ConvNet trained on its samples.")
+    return audit_main(
+        argv,
+        prog="python -m audit.ganleak",
+        attacks=ATTACKS,
+        victims=GENERATOR_VICTIMS,
+        description="Audit a conditional GAN with the GAN-Leaks attacks (full black-box, partial black-box, "
+        "white-box, calibrated on the OUT shadows, and LiRA on the reconstruction loss), the loss "
+        "attack, LiRA and RMIA against the ConvNet trained on its samples.",
+    )
 
 
 if __name__ == "__main__":

@@ -11,12 +11,15 @@ from audit.cli.shadow_audit import main as audit_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    return audit_main(argv, prog="python -m audit.lira",
-                      attacks=attack_names("model", "release", "mechanism"),
-                      description="Audit a victim pipeline with LiRA and RMIA (online, offline), the loss attack and, for "
-                                  "victims that release a synthetic set, distance-to-closest-record attacks on that set "
-                                  "(raw and calibrated on the shadows); with --threat-model white-box, the white-box attacks on a DP victim's "
-                                  "noisy sums.")
+    return audit_main(
+        argv,
+        prog="python -m audit.lira",
+        attacks=attack_names("model", "release", "mechanism"),
+        description="Audit a victim pipeline with LiRA and RMIA (online, offline), the loss attack and, for "
+        "victims that release a synthetic set, distance-to-closest-record attacks on that set "
+        "(raw and calibrated on the shadows); with --threat-model white-box, the white-box attacks on a DP victim's "
+        "noisy sums.",
+    )
 
 
 if __name__ == "__main__":

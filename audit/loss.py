@@ -8,8 +8,12 @@ from audit.cli.shadow_audit import main as audit_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    return audit_main(argv, prog="python -m audit.loss", attacks=("loss",),
-                      description="Audit a victim pipeline with the loss-threshold attack.")
+    return audit_main(
+        argv,
+        prog="python -m audit.loss",
+        attacks=("loss",),
+        description="Audit a victim pipeline with the loss-threshold attack.",
+    )
 
 
 if __name__ == "__main__":

@@ -18,8 +18,16 @@ from shadow_runs.records import CanaryColumns
 from victims.data import Pool
 
 
-def experiment_record(victim, pool: Pool, *, dataset: str, seed: int, inclusion_rate: float,
-                      canaries: dict | None = None, threat_model: str = "black-box") -> dict:
+def experiment_record(
+    victim,
+    pool: Pool,
+    *,
+    dataset: str,
+    seed: int,
+    inclusion_rate: float,
+    canaries: dict | None = None,
+    threat_model: str = "black-box",
+) -> dict:
     """experiment.json of `victim` on `pool` (identity and provenance); `canaries`, the canary entry
     (`CanaryConfig.entry`), is recorded only for an experiment with canaries, and `threat_model`
     only when it is white-box (so black-box stores keep their names)."""
@@ -39,15 +47,29 @@ def experiment_record(victim, pool: Pool, *, dataset: str, seed: int, inclusion_
     }
 
 
-def train_missing_runs(store: RunStore, *, victim, pool: Pool, keep: np.ndarray, seed: int, inclusion_rate: float,
-                       executor: ExecutorConfig, quiet: bool) -> None:
+def train_missing_runs(
+    store: RunStore,
+    *,
+    victim,
+    pool: Pool,
+    keep: np.ndarray,
+    seed: int,
+    inclusion_rate: float,
+    executor: ExecutorConfig,
+    quiet: bool,
+) -> None:
     """Train every run of the plan `keep` that the store lacks, storing each as it arrives."""
     from tqdm import tqdm
 
     finished = store.finished_runs()
-    tasks = [RunTask(run=r, seed=run_seed(master_seed=seed, run=r), keep=row, inclusion_rate=inclusion_rate)
-             for r, row in enumerate(keep) if r not in finished]
-    with tqdm(total=len(keep), initial=len(keep) - len(tasks), unit="run", desc=victim.name, disable=quiet, file=sys.stderr) as bar:
+    tasks = [
+        RunTask(run=r, seed=run_seed(master_seed=seed, run=r), keep=row, inclusion_rate=inclusion_rate)
+        for r, row in enumerate(keep)
+        if r not in finished
+    ]
+    with tqdm(
+        total=len(keep), initial=len(keep) - len(tasks), unit="run", desc=victim.name, disable=quiet, file=sys.stderr
+    ) as bar:
         for task, obs, meta in execute(tasks, victim=victim, pool=pool, config=executor):
             store.write_run(task.run, *obs.to_store(meta))
             bar.update(1)
@@ -59,5 +81,7 @@ def check_canary_coins(membership: np.ndarray, canaries: CanaryColumns) -> None:
     n_in, n_out = canaries.coins_scored(membership)
     if min(n_in, n_out) < 2:
         n = int(canaries.scored.sum())
-        raise ValueError(f"--canaries {n} over {len(membership)} target runs draws {n_in} IN and {n_out} OUT "
-                         "canary coins; the canary group needs at least 2 of each (more --canaries or --n-targets)")
+        raise ValueError(
+            f"--canaries {n} over {len(membership)} target runs draws {n_in} IN and {n_out} OUT "
+            "canary coins; the canary group needs at least 2 of each (more --canaries or --n-targets)"
+        )

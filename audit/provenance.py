@@ -18,9 +18,17 @@ def provenance() -> dict:
         except metadata.PackageNotFoundError:
             versions[name] = None
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                                text=True, timeout=5).stdout.strip() or None
+        commit = (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
+            ).stdout.strip()
+            or None
+        )
     except OSError:
         commit = None
-    return {"package_version": versions["membership-audit"], "versions": versions, "git_commit": commit,
-            "python": platform.python_version()}
+    return {
+        "package_version": versions["membership-audit"],
+        "versions": versions,
+        "git_commit": commit,
+        "python": platform.python_version(),
+    }

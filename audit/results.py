@@ -125,10 +125,18 @@ class Experiment:
         if not canaries:
             return self
         n = int(canaries["n_natural"])
-        attacks = {a: entry["natural"] for a, entry in (self.summary.get("attacks") or {}).items()
-                   if isinstance(entry, Mapping) and "natural" in entry}
-        return dataclasses.replace(self, summary={**self.summary, "attacks": attacks}, membership=self.membership[:, :n],
-                                   init=self.init[:, :n], scores={k: v[:, :n] for k, v in self.scores.items()})
+        attacks = {
+            a: entry["natural"]
+            for a, entry in (self.summary.get("attacks") or {}).items()
+            if isinstance(entry, Mapping) and "natural" in entry
+        }
+        return dataclasses.replace(
+            self,
+            summary={**self.summary, "attacks": attacks},
+            membership=self.membership[:, :n],
+            init=self.init[:, :n],
+            scores={k: v[:, :n] for k, v in self.scores.items()},
+        )
 
     def group_masks(self) -> dict[str, np.ndarray]:
         """Member masks [T, n] of the groups this experiment has (sub-groups only with >= 2 members)."""
@@ -148,10 +156,14 @@ def load_experiment(path: str | os.PathLike) -> Experiment:
     check_plan(path, summary)
     arrays = _read_npz(path / "audit" / "scores.npz")
     membership = arrays["membership"]
-    return Experiment(path=path, summary=summary, membership=membership,
-                      init=arrays.get("init", np.zeros_like(membership, dtype=bool)),
-                      scores={k: v for k, v in arrays.items() if k not in _SCORES_META},
-                      test_accuracy=_read_accuracies(path / "runs"))
+    return Experiment(
+        path=path,
+        summary=summary,
+        membership=membership,
+        init=arrays.get("init", np.zeros_like(membership, dtype=bool)),
+        scores={k: v for k, v in arrays.items() if k not in _SCORES_META},
+        test_accuracy=_read_accuracies(path / "runs"),
+    )
 
 
 def check_plan(path: Path, summary: Mapping) -> None:
@@ -167,8 +179,10 @@ def check_plan(path: Path, summary: Mapping) -> None:
     if plan != PLAN or lacking:
         named = "no recorded plan" if plan is None else f"plan {plan!r}"
         why = f"it has {named}" if plan != PLAN else f"its summary.json has no eps_ceiling for {lacking[0]}"
-        raise ExperimentError(f"{path}: made with an earlier membership plan ({why}); this version reads only "
-                              f"{PLAN!r} audits: re-run the audit (python -m audit.lira) into a new --runs-dir")
+        raise ExperimentError(
+            f"{path}: made with an earlier membership plan ({why}); this version reads only "
+            f"{PLAN!r} audits: re-run the audit (python -m audit.lira) into a new --runs-dir"
+        )
 
 
 def _read_json(path: Path) -> dict:
@@ -218,8 +232,9 @@ def experiment_labels(experiments: Sequence[Experiment]) -> list[str]:
     labels = []
     for exp, config in zip(experiments, flat):
         same_victim = [c for e, c in zip(experiments, flat) if e.victim == exp.victim]
-        varying = sorted(k for k in config if k not in HEADLINE_KEYS
-                         and len({_format_value(c.get(k)) for c in same_victim}) > 1)
+        varying = sorted(
+            k for k in config if k not in HEADLINE_KEYS and len({_format_value(c.get(k)) for c in same_victim}) > 1
+        )
         keys = [k for k in HEADLINE_KEYS if k in config] + varying
         labels.append(" ".join([exp.victim, *(f"{k}={_format_value(config[k])}" for k in keys)]))
     counts = Counter(labels)
@@ -335,8 +350,9 @@ def experiment_dirs(paths: Sequence[str | os.PathLike]) -> list[Path]:
             continue
         inside = sorted(p for p in path.iterdir() if (p / "audit" / "summary.json").is_file()) if path.is_dir() else []
         if not inside:
-            raise ExperimentError(f"{path}: not an audited experiment directory (no audit/summary.json), "
-                                          "nor a folder of them")
+            raise ExperimentError(
+                f"{path}: not an audited experiment directory (no audit/summary.json), nor a folder of them"
+            )
         found.extend(inside)
     return found
 

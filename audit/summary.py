@@ -37,25 +37,44 @@ class EvaluationSettings:
     claimed_delta: float | None = None
 
 
-EPSILON_NOTE = ("eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the target runs' coins, "
-                "m = n_canaries; eps_ceiling: what a perfect attack would certify with this design")
-CANARY_EPSILON_NOTE = ("eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the target runs' coins of the "
-                       "inserted canaries, m = n_canaries, designated before any training; eps_ceiling: what a perfect "
-                       "attack would certify with this design; `natural`: the same over the natural examples, "
-                       "descriptive (the verdict uses the canaries only)")
-DUPLICATE_NOTE = ("each duplicate canary is {copies} identical rows moved by one coin, which a per-record ε does not "
-                  "bound (group privacy gives {copies}ε), so the canaries get leakage statistics but no eps_lower or "
-                  "eps_ceiling; `natural` keeps the one-run bound over the natural examples, descriptive")
-RELEASE_EPSILON_NOTE = ("eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the release's membership "
-                        "coins, m = n_canaries; eps_ceiling: what a perfect attack would certify with this design")
-CHOSEN_NOTE = ("the custodian chose the members rather than drawing them by recorded independent fair coins, so any "
-               "difference between members and non-members (their typicality, a source) is found by the attacks and "
-               "would read as leakage even for a pipeline with ε = 0; these numbers describe the release, they bound "
-               "no ε")
+EPSILON_NOTE = (
+    "eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the target runs' coins, "
+    "m = n_canaries; eps_ceiling: what a perfect attack would certify with this design"
+)
+CANARY_EPSILON_NOTE = (
+    "eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the target runs' coins of the "
+    "inserted canaries, m = n_canaries, designated before any training; eps_ceiling: what a perfect "
+    "attack would certify with this design; `natural`: the same over the natural examples, "
+    "descriptive (the verdict uses the canaries only)"
+)
+DUPLICATE_NOTE = (
+    "each duplicate canary is {copies} identical rows moved by one coin, which a per-record ε does not "
+    "bound (group privacy gives {copies}ε), so the canaries get leakage statistics but no eps_lower or "
+    "eps_ceiling; `natural` keeps the one-run bound over the natural examples, descriptive"
+)
+RELEASE_EPSILON_NOTE = (
+    "eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the release's membership "
+    "coins, m = n_canaries; eps_ceiling: what a perfect attack would certify with this design"
+)
+CHOSEN_NOTE = (
+    "the custodian chose the members rather than drawing them by recorded independent fair coins, so any "
+    "difference between members and non-members (their typicality, a source) is found by the attacks and "
+    "would read as leakage even for a pipeline with ε = 0; these numbers describe the release, they bound "
+    "no ε"
+)
 
 
-def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarray, *, experiment: dict, variance: str,
-              canaries: CanaryColumns | None, settings: EvaluationSettings, choices: dict | None = None) -> dict:
+def summarise(
+    runs: StoredRuns,
+    scores: dict[str, np.ndarray],
+    targets: np.ndarray,
+    *,
+    experiment: dict,
+    variance: str,
+    canaries: CanaryColumns | None,
+    settings: EvaluationSettings,
+    choices: dict | None = None,
+) -> dict:
     """summary.json of an audit of shadow runs: metrics of every attack, pooled over the targets;
     `choices` (attack -> `audit.evaluate.ReferenceChoice` or None) what the reference runs chose."""
     membership, init_mask = runs.keep[targets], runs.init_mask[targets]
@@ -67,30 +86,65 @@ def summarise(runs: StoredRuns, scores: dict[str, np.ndarray], targets: np.ndarr
     summary = {
         **identity,
         "utility": {"test_accuracy": float(np.mean(accuracies)), "test_accuracy_std": float(np.std(accuracies))},
-        "evaluation": {**_settings(variance, settings), "plan": PLAN, "inclusion_rate": settings.inclusion_rate,
-                       "n_canaries": int(membership.size) if fair else None,
-                       "epsilon_note": EPSILON_NOTE if fair else unfair_coins_reason(settings.inclusion_rate)},
-        "attacks": attacks_summary({a: s for a, s in scores.items() if a not in unscored}, membership, init_mask,
-                                   delta=identity["delta"] or 0.0, fair=fair, canaries=canaries, settings=settings,
-                                   choices=choices),
+        "evaluation": {
+            **_settings(variance, settings),
+            "plan": PLAN,
+            "inclusion_rate": settings.inclusion_rate,
+            "n_canaries": int(membership.size) if fair else None,
+            "epsilon_note": EPSILON_NOTE if fair else unfair_coins_reason(settings.inclusion_rate),
+        },
+        "attacks": attacks_summary(
+            {a: s for a, s in scores.items() if a not in unscored},
+            membership,
+            init_mask,
+            delta=identity["delta"] or 0.0,
+            fair=fair,
+            canaries=canaries,
+            settings=settings,
+            choices=choices,
+        ),
     }
     columns = canaries.scored if canaries else slice(None)
-    summary["verdict"] = (verdict_entry({a: s for a, s in scores.items() if a not in unscored}, membership, columns,
-                                        choices or {}, delta=identity["delta"] or 0.0, settings=settings)
-                          if top_level_bounded(settings.inclusion_rate, canaries) else None)
+    summary["verdict"] = (
+        verdict_entry(
+            {a: s for a, s in scores.items() if a not in unscored},
+            membership,
+            columns,
+            choices or {},
+            delta=identity["delta"] or 0.0,
+            settings=settings,
+        )
+        if top_level_bounded(settings.inclusion_rate, canaries)
+        else None
+    )
     if canaries:
         entry = experiment["canaries"]
-        note = (unfair_coins_reason(settings.inclusion_rate) if not fair else
-                DUPLICATE_NOTE.format(copies=entry["copies"]) if entry["kind"] == "duplicate" else CANARY_EPSILON_NOTE)
-        summary["evaluation"].update({"n_canaries": len(targets) * entry["n"] if fair else None, "epsilon_note": note,
-                                      "canaries": entry})
+        note = (
+            unfair_coins_reason(settings.inclusion_rate)
+            if not fair
+            else DUPLICATE_NOTE.format(copies=entry["copies"])
+            if entry["kind"] == "duplicate"
+            else CANARY_EPSILON_NOTE
+        )
+        summary["evaluation"].update(
+            {"n_canaries": len(targets) * entry["n"] if fair else None, "epsilon_note": note, "canaries": entry}
+        )
         if unscored:
             summary["evaluation"]["attacks_without_canary_scores"] = unscored
     return summary
 
 
-def release_summary(scores: dict, inputs: ReleaseInputs, shadows: StoredRuns, obs, *, experiment: dict, variance: str,
-                    settings: EvaluationSettings, choices: dict | None = None) -> dict:
+def release_summary(
+    scores: dict,
+    inputs: ReleaseInputs,
+    shadows: StoredRuns,
+    obs,
+    *,
+    experiment: dict,
+    variance: str,
+    settings: EvaluationSettings,
+    choices: dict | None = None,
+) -> dict:
     """summary.json of the release audit: the same keys (one target: the release) plus the claim."""
     identity = _identity(experiment, shadows, target_runs=[0])
     bound_delta = settings.claimed_delta if settings.claimed_delta is not None else (identity["delta"] or 0.0)
@@ -99,8 +153,10 @@ def release_summary(scores: dict, inputs: ReleaseInputs, shadows: StoredRuns, ob
     if coins is None:
         drawn, note = "chosen by the custodian (no coins recorded)", CHOSEN_NOTE
     else:
-        drawn = (f"independent {'fair ' if fair else ''}coins of rate {coins.rate:g}, membership_seed {coins.seed} "
-                 "(reproduced)")
+        drawn = (
+            f"independent {'fair ' if fair else ''}coins of rate {coins.rate:g}, membership_seed {coins.seed} "
+            "(reproduced)"
+        )
         note = RELEASE_EPSILON_NOTE if fair else unfair_coins_reason(coins.rate)
     membership, init = inputs.member[None], np.zeros((1, inputs.pool.n_pool), dtype=bool)
     init[0, inputs.init_idx] = True
@@ -109,23 +165,45 @@ def release_summary(scores: dict, inputs: ReleaseInputs, shadows: StoredRuns, ob
         **identity,
         "claimed_epsilon": settings.claimed_epsilon,
         "claimed_delta": bound_delta if settings.claimed_epsilon is not None else settings.claimed_delta,
-        "utility": {"test_accuracy": obs.test_accuracy, "test_accuracy_std": 0.0,
-                    "shadow_test_accuracy": float(np.mean(shadow_accuracy)),
-                    "shadow_test_accuracy_std": float(np.std(shadow_accuracy))},
-        "evaluation": {**_settings(variance, settings), "target": TARGET, "plan": PLAN,
-                       "inclusion_rate": settings.inclusion_rate, "membership": drawn,
-                       "membership_rate": None if coins is None else coins.rate,
-                       "membership_seed": None if coins is None else coins.seed,
-                       "n_canaries": int(membership.size) if fair else None, "epsilon_note": note},
-        "attacks": attacks_summary(scores, membership, init, delta=bound_delta, fair=fair, settings=settings, choices=choices),
-        "verdict": (verdict_entry(scores, membership, slice(None), choices or {}, delta=bound_delta, settings=settings)
-                    if fair else None),
+        "utility": {
+            "test_accuracy": obs.test_accuracy,
+            "test_accuracy_std": 0.0,
+            "shadow_test_accuracy": float(np.mean(shadow_accuracy)),
+            "shadow_test_accuracy_std": float(np.std(shadow_accuracy)),
+        },
+        "evaluation": {
+            **_settings(variance, settings),
+            "target": TARGET,
+            "plan": PLAN,
+            "inclusion_rate": settings.inclusion_rate,
+            "membership": drawn,
+            "membership_rate": None if coins is None else coins.rate,
+            "membership_seed": None if coins is None else coins.seed,
+            "n_canaries": int(membership.size) if fair else None,
+            "epsilon_note": note,
+        },
+        "attacks": attacks_summary(
+            scores, membership, init, delta=bound_delta, fair=fair, settings=settings, choices=choices
+        ),
+        "verdict": (
+            verdict_entry(scores, membership, slice(None), choices or {}, delta=bound_delta, settings=settings)
+            if fair
+            else None
+        ),
     }
 
 
-def attacks_summary(scores: dict[str, np.ndarray], membership: np.ndarray, init_mask: np.ndarray, *, delta: float,
-                    fair: bool, settings: EvaluationSettings, canaries: CanaryColumns | None = None,
-                    choices: dict | None = None) -> dict:
+def attacks_summary(
+    scores: dict[str, np.ndarray],
+    membership: np.ndarray,
+    init_mask: np.ndarray,
+    *,
+    delta: float,
+    fair: bool,
+    settings: EvaluationSettings,
+    canaries: CanaryColumns | None = None,
+    choices: dict | None = None,
+) -> dict:
     """attack -> `attack_summary` of its scores, with `reference_choice`: what the reference runs
     chose for it (views, guess counts) or null. The bound uses `delta` (the victim's, 0 for
     non-DP victims, or a release's claimed one); its tie-breaking (and the advantage's halves)
@@ -137,16 +215,31 @@ def attacks_summary(scores: dict[str, np.ndarray], membership: np.ndarray, init_
     for attack, s in scores.items():
         choice = choices.get(attack)
         entries[attack] = {
-            **attack_summary(s, membership, init_mask, delta=delta, confidence=settings.confidence,
-                             seed=[settings.seed, zlib.crc32(attack.encode())], fair_coins=fair, canaries=canaries,
-                             choice=choice),
+            **attack_summary(
+                s,
+                membership,
+                init_mask,
+                delta=delta,
+                confidence=settings.confidence,
+                seed=[settings.seed, zlib.crc32(attack.encode())],
+                fair_coins=fair,
+                canaries=canaries,
+                choice=choice,
+            ),
             "reference_choice": None if choice is None else choice.to_json(),
         }
     return entries
 
 
-def verdict_entry(scores: dict[str, np.ndarray], membership: np.ndarray, columns, choices: dict, *, delta: float,
-                  settings: EvaluationSettings) -> dict | None:
+def verdict_entry(
+    scores: dict[str, np.ndarray],
+    membership: np.ndarray,
+    columns,
+    choices: dict,
+    *,
+    delta: float,
+    settings: EvaluationSettings,
+) -> dict | None:
     """summary.json's `verdict`: the one ε lower bound an ε verdict rests on, paid for
     (`audit.stats.guesses.verdict_bound`): the attack, views and f_{ε,δ} guess count the reference
     runs chose, at the full confidence; or, when no attack could be tuned, the largest of every
@@ -162,9 +255,14 @@ def verdict_entry(scores: dict[str, np.ndarray], membership: np.ndarray, columns
         return None
     tunable = {a: c for a, c in choices.items() if a in groups and c is not None}
     chosen = verdict_attack(tunable)
-    entry = verdict_bound(groups, chosen=chosen, guesses=tunable[chosen].tuned["fdp"] if chosen else None,
-                          delta=delta, confidence=settings.confidence,
-                          rng_of=lambda a: tie_order([settings.seed, zlib.crc32(a.encode())]))
+    entry = verdict_bound(
+        groups,
+        chosen=chosen,
+        guesses=tunable[chosen].tuned["fdp"] if chosen else None,
+        delta=delta,
+        confidence=settings.confidence,
+        rng_of=lambda a: tie_order([settings.seed, zlib.crc32(a.encode())]),
+    )
     entry["views"] = tunable[chosen].views if chosen else None
     entry["candidates"] = sorted(tunable) if chosen else sorted(groups)
     return entry
@@ -175,12 +273,22 @@ def _identity(experiment: dict, runs: StoredRuns, *, target_runs: list[int]) -> 
     largest ε any run reports, the first δ; None for a non-DP victim)."""
     formal = [m["formal_epsilon"] for m in runs.meta if m["formal_epsilon"] is not None]
     delta = run_delta(runs)
-    return {"victim": experiment["victim"], "dataset": experiment["dataset"], "config": experiment["config"],
-            "n_shadow": len(runs.keep), "target_runs": target_runs, "formal_epsilon": max(formal) if formal else None,
-            "delta": delta}
+    return {
+        "victim": experiment["victim"],
+        "dataset": experiment["dataset"],
+        "config": experiment["config"],
+        "n_shadow": len(runs.keep),
+        "target_runs": target_runs,
+        "formal_epsilon": max(formal) if formal else None,
+        "delta": delta,
+    }
 
 
 def _settings(variance: str, settings: EvaluationSettings) -> dict:
     """The evaluation's settings, summary.json's first `evaluation` keys."""
-    return {"lira_variance": variance, "lira_variance_flag": settings.lira_variance_flag, "confidence": settings.confidence,
-            "master_seed": settings.seed}
+    return {
+        "lira_variance": variance,
+        "lira_variance_flag": settings.lira_variance_flag,
+        "confidence": settings.confidence,
+        "master_seed": settings.seed,
+    }

@@ -76,12 +76,16 @@ def table_by_delta(values: dict, ms: tuple[int, ...]) -> str:
     """The same numbers, one block per δ (narrower, for a terminal)."""
     blocks = []
     for d in DELTAS:
-        lines = [f"δ = {d:g}", f"| {'rule':<38} | " + " | ".join(f"m = {m:>7,}" for m in ms) + " |",
-                 f"|{'-' * 40}|" + "|".join("-" * 13 for _ in ms) + "|"]
+        lines = [
+            f"δ = {d:g}",
+            f"| {'rule':<38} | " + " | ".join(f"m = {m:>7,}" for m in ms) + " |",
+            f"|{'-' * 40}|" + "|".join("-" * 13 for _ in ms) + "|",
+        ]
         for label in RULES:
             cells = [values[label, d, m] for m in ms]
-            lines.append(f"| {label:<38} | " + " | ".join(f"{'-' if v is None else f'{v:.3f}':>11}" for v in cells)
-                         + " |")
+            lines.append(
+                f"| {label:<38} | " + " | ".join(f"{'-' if v is None else f'{v:.3f}':>11}" for v in cells) + " |"
+            )
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
@@ -98,16 +102,36 @@ def figure(curves: dict, ms: list[int], claim: float, confidence: float, path: P
         for label in RULES:
             values = curves[label, delta]
             if all(v is None for v in values):
-                ax.text(0.04, 0.96, "Gaussian: no ε at δ = 0", transform=ax.transAxes, va="top", fontsize=8,
-                        color=STYLES[label]["color"])
+                ax.text(
+                    0.04,
+                    0.96,
+                    "Gaussian: no ε at δ = 0",
+                    transform=ax.transAxes,
+                    va="top",
+                    fontsize=8,
+                    color=STYLES[label]["color"],
+                )
                 continue
             ax.plot(ms, [np.nan if v is None else v for v in values], label=LEGEND[label], **STYLES[label])
         if delta == 0.0:
-            ax.text(0.04, 0.90, "Steinke et al. = f-DP at δ = 0\n(blue lines over red)", transform=ax.transAxes,
-                    va="top", fontsize=8, color="0.25")
+            ax.text(
+                0.04,
+                0.90,
+                "Steinke et al. = f-DP at δ = 0\n(blue lines over red)",
+                transform=ax.transAxes,
+                va="top",
+                fontsize=8,
+                color="0.25",
+            )
         if all(v is not None and v < 0.05 for v in curves["Steinke, grid", delta]):
-            ax.text(0.03, 0.03, "Steinke et al., grid:\nabout 0 (its 2mδ term)", transform=ax.transAxes,
-                    fontsize=7, color="tab:blue")
+            ax.text(
+                0.03,
+                0.03,
+                "Steinke et al., grid:\nabout 0 (its 2mδ term)",
+                transform=ax.transAxes,
+                fontsize=7,
+                color="tab:blue",
+            )
         ax.axvline(DESIGN_M, color="0.35", lw=1, ls=":")
         ax.text(DESIGN_M * 1.08, 0.4, "m = 24,000\n(16 × 1,500)", fontsize=7, color="0.3")
         ax.axhline(claim, color="0.6", lw=0.8, ls=(0, (1, 3)))
@@ -133,23 +157,26 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "ceiling.png")
     p.add_argument("--points", type=int, default=25, help="values of m on the log grid from 100 to 10^6")
     p.add_argument("--confidence", type=float, default=0.95)
-    p.add_argument("--claim", type=float, default=10.0,
-                   help="claimed ε (at δ = 1e-5) to find the fewest canaries for")
+    p.add_argument("--claim", type=float, default=10.0, help="claimed ε (at δ = 1e-5) to find the fewest canaries for")
     args = p.parse_args()
     start = time.perf_counter()
 
     ms = m_grid(args.points)
-    curves = {(label, d): [epsilon_ceiling(label, m, d, args.confidence) for m in ms]
-              for label in RULES for d in DELTAS}
-    values = {(label, d, m): epsilon_ceiling(label, m, d, args.confidence) for label in RULES for d in DELTAS
-              for m in TABLE_M}
+    curves = {
+        (label, d): [epsilon_ceiling(label, m, d, args.confidence) for m in ms] for label in RULES for d in DELTAS
+    }
+    values = {
+        (label, d, m): epsilon_ceiling(label, m, d, args.confidence) for label in RULES for d in DELTAS for m in TABLE_M
+    }
 
     print(f"Perfect-attack ε ceilings at {args.confidence:.0%} confidence")
     print()
     print(table_by_delta(values, TABLE_M))
     print()
-    print(f"Smallest m on the grid ({len(ms)} values from {ms[0]:,} to {ms[-1]:,}) whose ceiling exceeds "
-          f"ε = {args.claim:g} at δ = 1e-5:")
+    print(
+        f"Smallest m on the grid ({len(ms)} values from {ms[0]:,} to {ms[-1]:,}) whose ceiling exceeds "
+        f"ε = {args.claim:g} at δ = 1e-5:"
+    )
     for label in RULES:
         found = next((m for m, v in zip(ms, curves[label, 1e-5]) if v is not None and v > args.claim), None)
         print(f"  {label:<38} {'none up to 10^6' if found is None else f'{found:,}'}")

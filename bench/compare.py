@@ -35,11 +35,16 @@ def write_fake(where: Path, *, index: int, targets: int, n: int, runs: int) -> P
     init = membership & (rng.random((targets, n)) < 0.07)
     shift = 0.05 * index
     scores = {a: rng.normal(size=(targets, n)) + shift * membership + 2.0 * init for a in ATTACKS}
-    np.savez(exp / "audit" / "scores.npz", target_runs=np.arange(targets), membership=membership,
-             init=init, **scores)
-    summary = {"victim": "subset" if index == 0 else "fake", "dataset": "digits",
-               "config": {"ipc": 10, "shift": shift}, "target_runs": list(range(targets)),
-               "delta": None, "evaluation": {"confidence": 0.95, "plan": PLAN, "inclusion_rate": 0.5}, "attacks": {}}
+    np.savez(exp / "audit" / "scores.npz", target_runs=np.arange(targets), membership=membership, init=init, **scores)
+    summary = {
+        "victim": "subset" if index == 0 else "fake",
+        "dataset": "digits",
+        "config": {"ipc": 10, "shift": shift},
+        "target_runs": list(range(targets)),
+        "delta": None,
+        "evaluation": {"confidence": 0.95, "plan": PLAN, "inclusion_rate": 0.5},
+        "attacks": {},
+    }
     (exp / "audit" / "summary.json").write_text(json.dumps(summary))
     for r in range(runs):
         (exp / "runs" / f"{r:05d}.json").write_text(json.dumps({"test_accuracy": 0.9 + 0.01 * rng.normal()}))
@@ -54,15 +59,19 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=64)
     args, extra = p.parse_known_args()
     with tempfile.TemporaryDirectory() as tmp:
-        dirs = [write_fake(Path(tmp), index=i, targets=args.targets, n=args.n, runs=args.runs)
-                for i in range(args.experiments)]
+        dirs = [
+            write_fake(Path(tmp), index=i, targets=args.targets, n=args.n, runs=args.runs)
+            for i in range(args.experiments)
+        ]
         command = [sys.executable, "-m", "audit.compare", *map(str, dirs[1:]), "--baseline", str(dirs[0]), *extra]
         start, cpu_before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
         wall, cpu_after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
-    print(f"{args.experiments} experiments x {args.targets} targets x {args.n} examples x {len(ATTACKS)} attacks "
-          f"{' '.join(extra)}: {wall:.1f} s wall, {cpu:.1f} s CPU")
+    print(
+        f"{args.experiments} experiments x {args.targets} targets x {args.n} examples x {len(ATTACKS)} attacks "
+        f"{' '.join(extra)}: {wall:.1f} s wall, {cpu:.1f} s CPU"
+    )
 
 
 if __name__ == "__main__":

@@ -1,18 +1,18 @@
 """Benchmarks and the comparison grid of the dataset-condensation victims on the embedded digits.
 
-    python bench/condense.py speed [--repeats 8] [--ipc 10]
-        Seconds per shadow run of dm, dsa and kip (and subset for scale) on one torch thread, as a
-        Ray worker runs it: median and range over --repeats runs with different seeds and members.
+python bench/condense.py speed [--repeats 8] [--ipc 10]
+    Seconds per shadow run of dm, dsa and kip (and subset for scale) on one torch thread, as a
+    Ray worker runs it: median and range over --repeats runs with different seeds and members.
 
-    python bench/condense.py headline [--n-shadow 256] [extra audit flags]
-        Times `python -m audit.lira --victim dm --n-shadow 256` from an empty runs directory.
+python bench/condense.py headline [--n-shadow 256] [extra audit flags]
+    Times `python -m audit.lira --victim dm --n-shadow 256` from an empty runs directory.
 
-    python bench/condense.py grid [--n-shadow 64] [--runs-dir runs/condense-grid] [--ipc 1 10]
-        Audits dm, dsa and kip with real and random initialisation, `subset` at the same ipc (the
-        naive baseline) and `real`, each in its own directory under --runs-dir (a second call
-        re-scores from there), then prints `python -m audit.compare` of each ipc against its subset
-        (loss, LiRA online and calibrated DCR; all members, init points, other members) and of
-        `real` against it.
+python bench/condense.py grid [--n-shadow 64] [--runs-dir runs/condense-grid] [--ipc 1 10]
+    Audits dm, dsa and kip with real and random initialisation, `subset` at the same ipc (the
+    naive baseline) and `real`, each in its own directory under --runs-dir (a second call
+    re-scores from there), then prints `python -m audit.compare` of each ipc against its subset
+    (loss, LiRA online and calibrated DCR; all members, init points, other members) and of
+    `real` against it.
 """
 
 from __future__ import annotations
@@ -49,29 +49,53 @@ def speed(repeats: int, ipc: int) -> None:
             obs = victim.run(pool, keep[r], run_seed(master_seed=0, run=r))
             seconds.append(time.perf_counter() - start)
             accuracy.append(obs.test_accuracy)
-        print(f"  {name:<7} {statistics.median(seconds):5.2f} s  ({min(seconds):.2f}-{max(seconds):.2f})   "
-              f"accuracy {statistics.mean(accuracy):.3f} (sd {statistics.stdev(accuracy):.3f})", flush=True)
+        print(
+            f"  {name:<7} {statistics.median(seconds):5.2f} s  ({min(seconds):.2f}-{max(seconds):.2f})   "
+            f"accuracy {statistics.mean(accuracy):.3f} (sd {statistics.stdev(accuracy):.3f})",
+            flush=True,
+        )
 
 
 def headline(n_shadow: int, extra: list[str]) -> None:
     wall, per_run, summary = timed_audit(["--victim", "dm", "--n-shadow", str(n_shadow), *extra])
     print(f"python -m audit.lira --victim dm --n-shadow {n_shadow} {' '.join(extra)}".rstrip())
-    print(f"wall {wall:.1f} s ({wall / 60:.2f} min); {statistics.mean(per_run):.2f} s per shadow run in its worker "
-          f"(median {statistics.median(per_run):.2f}, max {max(per_run):.2f}); "
-          f"test accuracy {summary['utility']['test_accuracy']:.3f}")
+    print(
+        f"wall {wall:.1f} s ({wall / 60:.2f} min); {statistics.mean(per_run):.2f} s per shadow run in its worker "
+        f"(median {statistics.median(per_run):.2f}, max {max(per_run):.2f}); "
+        f"test accuracy {summary['utility']['test_accuracy']:.3f}"
+    )
     for name, a in summary["attacks"].items():
         init = a.get("subgroups", {}).get("init")
-        print(f"  {name:<13} AUC {a['auc']:.3f}  eps_lower {a['eps_lower']:.2f} (ceiling {a['eps_ceiling']:.2f})"
-              + (f"   init: AUC {init['auc']:.3f} TPR@1% {init['tpr_at_fpr']['0.01']:.3f} "
-                 f"TPR@0.1% {init['tpr_at_fpr']['0.001']:.3f}" if init else ""))
+        print(
+            f"  {name:<13} AUC {a['auc']:.3f}  eps_lower {a['eps_lower']:.2f} (ceiling {a['eps_ceiling']:.2f})"
+            + (
+                f"   init: AUC {init['auc']:.3f} TPR@1% {init['tpr_at_fpr']['0.01']:.3f} "
+                f"TPR@0.1% {init['tpr_at_fpr']['0.001']:.3f}"
+                if init
+                else ""
+            )
+        )
 
 
 def grid(n_shadow: int, runs_dir: Path, ipcs: list[int], extra: list[str]) -> None:
     def audit(label: str, flags: list[str]) -> Path:
         where = runs_dir / label
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "audit.lira", *flags, "--n-shadow", str(n_shadow),
-                        "--runs-dir", str(where), "--quiet", *extra], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "audit.lira",
+                *flags,
+                "--n-shadow",
+                str(n_shadow),
+                "--runs-dir",
+                str(where),
+                "--quiet",
+                *extra,
+            ],
+            check=True,
+        )
         print(f"# {label}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
         (experiment,) = [p for p in where.iterdir() if p.is_dir()]
         return experiment
@@ -80,15 +104,33 @@ def grid(n_shadow: int, runs_dir: Path, ipcs: list[int], extra: list[str]) -> No
     compare = [sys.executable, "-m", "audit.compare"]
     for ipc in ipcs:
         baseline = audit(f"subset_ipc{ipc}", ["--victim", "subset", "--ipc", str(ipc)])
-        victims = [audit(f"{name}_{init}_ipc{ipc}", ["--victim", name, "--init", init, "--ipc", str(ipc)])
-                   for name in CONDENSATION for init in ("real", "random")]
+        victims = [
+            audit(f"{name}_{init}_ipc{ipc}", ["--victim", name, "--init", init, "--ipc", str(ipc)])
+            for name in CONDENSATION
+            for init in ("real", "random")
+        ]
         print(f"\n## ipc {ipc}: against subset ipc {ipc}\n", flush=True)
-        subprocess.run([*compare, *map(str, victims), "--baseline", str(baseline), "--attack", *ATTACKS,
-                        "--group", "all", "init", "other_members", "--out", str(runs_dir / f"compare_ipc{ipc}.json")],
-                       check=True)
+        subprocess.run(
+            [
+                *compare,
+                *map(str, victims),
+                "--baseline",
+                str(baseline),
+                "--attack",
+                *ATTACKS,
+                "--group",
+                "all",
+                "init",
+                "other_members",
+                "--out",
+                str(runs_dir / f"compare_ipc{ipc}.json"),
+            ],
+            check=True,
+        )
         print(f"\n## real (every member, no release) against subset ipc {ipc}\n", flush=True)
-        subprocess.run([*compare, str(real), "--baseline", str(baseline), "--attack", "loss", "lira_online"],
-                       check=True)
+        subprocess.run(
+            [*compare, str(real), "--baseline", str(baseline), "--attack", "loss", "lira_online"], check=True
+        )
 
 
 def _cell(attack: dict | None, group: str) -> str:
@@ -107,17 +149,23 @@ def _cell(attack: dict | None, group: str) -> str:
 def overview(runs_dir: Path) -> None:
     """One markdown row per audited experiment under `runs_dir`: accuracy, the strongest model
     attack (LiRA online) on all members, and the loss and calibrated-DCR attacks per group."""
-    print("| release | test acc (sd) | LiRA online, all | loss, init | dcr_lira, init | dcr_lira, other members "
-          "| dcr_lira, all |")
+    print(
+        "| release | test acc (sd) | LiRA online, all | loss, init | dcr_lira, init | dcr_lira, other members "
+        "| dcr_lira, all |"
+    )
     print("|---|---|---|---|---|---|---|")
     for path in sorted(runs_dir.glob("*/*/audit/summary.json")):
         s = json.loads(path.read_text())
         a = s["attacks"]
-        print(f"| {path.parts[-4]} | {s['utility']['test_accuracy']:.3f} ({s['utility']['test_accuracy_std']:.3f}) "
-              f"| {_cell(a['lira_online'], 'all')} | {_cell(a['loss'], 'init')} | {_cell(a.get('dcr_lira'), 'init')} "
-              f"| {_cell(a.get('dcr_lira'), 'other_members')} | {_cell(a.get('dcr_lira'), 'all')} |")
-    print("\ncells: all members AUC / TPR at 0.1% FPR / eps_lower (one-run bound, 95%); "
-          "sub-groups (init, other members) AUC / TPR at 1% FPR / TPR at 0.1% FPR (no epsilon)")
+        print(
+            f"| {path.parts[-4]} | {s['utility']['test_accuracy']:.3f} ({s['utility']['test_accuracy_std']:.3f}) "
+            f"| {_cell(a['lira_online'], 'all')} | {_cell(a['loss'], 'init')} | {_cell(a.get('dcr_lira'), 'init')} "
+            f"| {_cell(a.get('dcr_lira'), 'other_members')} | {_cell(a.get('dcr_lira'), 'all')} |"
+        )
+    print(
+        "\ncells: all members AUC / TPR at 0.1% FPR / eps_lower (one-run bound, 95%); "
+        "sub-groups (init, other members) AUC / TPR at 1% FPR / TPR at 0.1% FPR (no epsilon)"
+    )
 
 
 def main() -> None:

@@ -101,8 +101,13 @@ class HalfRateAccountant(DPSGDVictim):
 
     def privacy(self, pool, inclusion_rate=0.5) -> DPSGDPrivacy:
         plan = DPSGDVictim.privacy(self, pool, inclusion_rate)
-        sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=plan.sample_rate / 2,
-                                     steps=plan.steps, accountant=self.accountant)
+        sigma = noise_multiplier_for(
+            epsilon=self.epsilon,
+            delta=self.delta,
+            sample_rate=plan.sample_rate / 2,
+            steps=plan.steps,
+            accountant=self.accountant,
+        )
         return dataclasses.replace(plan, noise_multiplier=sigma)
 
 
@@ -122,9 +127,15 @@ class KernelNoiseOffGraph(DPKernelVictim):
         fake_labels = torch.arange(n_classes, device=x.device).repeat_interleave(self.fake_per_class)
         for _ in range(self.steps):
             batch = poisson_sample(len(x), rate, generator=generator).to(x.device)
-            released = noisy_mean_embedding(member_features[batch], y[batch], n_classes=n_classes,
-                                            noise_multiplier=sigma, expected_batch_size=self.batch_size,
-                                            generator=generator, probe=probe)
+            released = noisy_mean_embedding(
+                member_features[batch],
+                y[batch],
+                n_classes=n_classes,
+                noise_multiplier=sigma,
+                expected_batch_size=self.batch_size,
+                generator=generator,
+                probe=probe,
+            )
             clean = class_embedding_sum(member_features[batch], y[batch], n_classes=n_classes) / self.batch_size
             fake = gen(self.latents(len(fake_labels), generator=generator, device=x.device), fake_labels)
             generated = class_embedding_sum(rff(fake), fake_labels, n_classes=n_classes) / len(fake_labels)
@@ -159,11 +170,17 @@ ROWS = {  # label -> (what, victim flags, claimed epsilon)
     "a": ("noise for 10 x the claim", ["--victim", "dp_bugs:NoiseForTen", "--epsilon", "1", *DPSGD_SMALL], 1.0),
     "b": ("no per-example clipping", ["--victim", "dp_bugs:NoClipping", "--epsilon", "1", *DPSGD_SMALL], 1.0),
     "c": ("one noise draw reused", ["--victim", "dp_bugs:ReusedNoise", "--epsilon", "1", *DPSGD_SMALL], 1.0),
-    "d": ("accountant told half the rate", ["--victim", "dp_bugs:HalfRateAccountant", "--epsilon", "1",
-                                            *DPSGD_SMALL], 1.0),
+    "d": (
+        "accountant told half the rate",
+        ["--victim", "dp_bugs:HalfRateAccountant", "--epsilon", "1", *DPSGD_SMALL],
+        1.0,
+    ),
     "e": ("dpkernel: noise off the graph", ["--victim", "dp_bugs:KernelNoiseOffGraph", "--epsilon", "1"], 1.0),
-    "f": ("divided by the realised batch", ["--victim", "dp_bugs:RealisedDivisor", "--epsilon", "1",
-                                            *DPSGD_SMALL], 1.0),
+    "f": (
+        "divided by the realised batch",
+        ["--victim", "dp_bugs:RealisedDivisor", "--epsilon", "1", *DPSGD_SMALL],
+        1.0,
+    ),
     "dpsgd1": ("correct dpsgd", ["--victim", "dpsgd", "--epsilon", "1", *DPSGD_SMALL], 1.0),
     "dpsgd4": ("correct dpsgd", ["--victim", "dpsgd", "--epsilon", "4", *DPSGD_SMALL], 4.0),
     "dpkernel1": ("correct dpkernel", ["--victim", "dpkernel", "--epsilon", "1"], 1.0),
@@ -186,11 +203,17 @@ def audit(where: Path, flags: list[str], claim: float) -> tuple[dict, dict, floa
     """(summary.json, report.json's claim entry, minutes) of one audit reported against `claim`."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "audit.lira", *flags, "--runs-dir", str(where), "--quiet"], check=True, env=env)
+    subprocess.run(
+        [sys.executable, "-m", "audit.lira", *flags, "--runs-dir", str(where), "--quiet"], check=True, env=env
+    )
     minutes = (time.perf_counter() - start) / 60
     experiment = next(where.glob("*/audit/summary.json")).parent.parent
-    subprocess.run([sys.executable, "-m", "audit.report", str(experiment), "--claimed-epsilon", str(claim)],
-                   check=True, env=env, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "audit.report", str(experiment), "--claimed-epsilon", str(claim)],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     report = json.loads((experiment / "audit" / "report.json").read_text())
     summary = json.loads((experiment / "audit" / "summary.json").read_text())
     return summary, report["experiments"][0], minutes
@@ -200,16 +223,18 @@ def row(label: str, threat: str, summary: dict, reported: dict, claim: float, mi
     what = ROWS[label][0]
     claimed = reported.get("claim") or {}
     verdict = next((v for v in reported.get("verdicts", []) if v["kind"].startswith("epsilon")), {})
-    word = {"epsilon_violated": "violated", "epsilon_consistent": "consistent",
-            "epsilon_not_testable": "not testable"}.get(verdict.get("kind"), "-")
+    word = {
+        "epsilon_violated": "violated",
+        "epsilon_consistent": "consistent",
+        "epsilon_not_testable": "not testable",
+    }.get(verdict.get("kind"), "-")
     bounds, ceilings = claimed.get("bounds") or {}, claimed.get("ceilings") or {}
     if bounds:
         attack = max(bounds, key=lambda a: bounds[a])
         cell = f"{bounds[attack]:.2f} ({attack}) / {ceilings[attack]:.2f}"
     else:
         cell = "-"
-    return (f"| {label} | {what} | {threat} | {claim:g} | {cell} | {word} | {summary['n_shadow']} "
-            f"| {minutes:.1f} |")
+    return f"| {label} | {what} | {threat} | {claim:g} | {cell} | {word} | {summary['n_shadow']} | {minutes:.1f} |"
 
 
 def main() -> None:

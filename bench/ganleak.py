@@ -1,17 +1,17 @@
 """Benchmarks of the conditional-GAN victims and the GAN-Leaks attacks on digits (one CPU thread).
 
-    python bench/ganleak.py speed [--runs 3] [victim flags as KEY=VALUE ...]
-        Seconds per `cgan` shadow run on the full digits pool (training, release, downstream
-        ConvNet and all three reconstructions; mean and sd over --runs seeds), then seconds per
-        1,000 reconstructions of each kind with a generator trained as in a run.
+python bench/ganleak.py speed [--runs 3] [victim flags as KEY=VALUE ...]
+    Seconds per `cgan` shadow run on the full digits pool (training, release, downstream
+    ConvNet and all three reconstructions; mean and sd over --runs seeds), then seconds per
+    1,000 reconstructions of each kind with a generator trained as in a run.
 
-    python bench/ganleak.py audit [--per-class 20] [--n-shadow 16] [--runs-dir DIR] [audit flags ...]
-        Writes a small digits pool (the first --per-class pool images of each class, so a run's GAN
-        trains on about half of them; `victims.data.write_class_balanced_subset`) to
-        DIR/digits-<k>.npz and runs
-        `python -m audit.ganleak --dataset DIR/digits-<k>.npz --n-shadow R [audit flags]`
-        (default `--victim cgan`), then prints AUC, TPR at 1% and 0.1% FPR with the false
-        positives behind them, eps_lower and eps_ceiling, one line per attack.
+python bench/ganleak.py audit [--per-class 20] [--n-shadow 16] [--runs-dir DIR] [audit flags ...]
+    Writes a small digits pool (the first --per-class pool images of each class, so a run's GAN
+    trains on about half of them; `victims.data.write_class_balanced_subset`) to
+    DIR/digits-<k>.npz and runs
+    `python -m audit.ganleak --dataset DIR/digits-<k>.npz --n-shadow R [audit flags]`
+    (default `--victim cgan`), then prints AUC, TPR at 1% and 0.1% FPR with the false
+    positives behind them, eps_lower and eps_ceiling, one line per attack.
 """
 
 from __future__ import annotations
@@ -56,8 +56,10 @@ def speed(runs: int, overrides: dict) -> None:
         victim.run(pool, keep, seed)
         seconds.append(time.perf_counter() - start)
     sd = statistics.stdev(seconds) if runs > 1 else 0.0
-    print(f"cgan shadow run on digits ({pool.n_pool} pool images, {keep.sum()} members), one thread: "
-          f"{statistics.mean(seconds):.2f} s (sd {sd:.2f}, {runs} runs)")
+    print(
+        f"cgan shadow run on digits ({pool.n_pool} pool images, {keep.sum()} members), one thread: "
+        f"{statistics.mean(seconds):.2f} s (sd {sd:.2f}, {runs} runs)"
+    )
 
     members = Members.of(pool, keep, device="cpu")
     with seeded(0) as generator:
@@ -68,30 +70,60 @@ def speed(runs: int, overrides: dict) -> None:
         gen.eval()
         x, y = torch.tensor(pool.x[:1000]), torch.tensor(pool.y[:1000])
         start = time.perf_counter()
-        _, codes = nearest_samples(gen, x, y, n_classes=pool.n_classes, samples_per_class=victim.fbb_samples,
-                                   latent_dim=victim.latent_dim, keep=victim.pbb_starts, generator=generator)
+        _, codes = nearest_samples(
+            gen,
+            x,
+            y,
+            n_classes=pool.n_classes,
+            samples_per_class=victim.fbb_samples,
+            latent_dim=victim.latent_dim,
+            keep=victim.pbb_starts,
+            generator=generator,
+        )
         fbb = time.perf_counter() - start
         start = time.perf_counter()
-        gradient_reconstruct(gen, x, y, codes[:, 0], steps=victim.wb_steps, lr=victim.wb_lr,
-                             prior_weight=victim.prior_weight, optimizer=victim.wb_optimizer)
+        gradient_reconstruct(
+            gen,
+            x,
+            y,
+            codes[:, 0],
+            steps=victim.wb_steps,
+            lr=victim.wb_lr,
+            prior_weight=victim.prior_weight,
+            optimizer=victim.wb_optimizer,
+        )
         wb = time.perf_counter() - start
         few = 20
         start = time.perf_counter()
-        powell_reconstruct(gen, x[:few], y[:few], codes[:few], max_evaluations=victim.pbb_evaluations,
-                           prior_weight=victim.prior_weight)
+        powell_reconstruct(
+            gen, x[:few], y[:few], codes[:few], max_evaluations=victim.pbb_evaluations, prior_weight=victim.prior_weight
+        )
         pbb = (time.perf_counter() - start) * 1000 / few
     print(f"GAN training ({victim.steps} steps): {train:.2f} s")
-    print(f"seconds per 1,000 reconstructions: fbb {fbb:.2f} ({victim.fbb_samples} samples per class), "
-          f"wb {wb:.2f} ({victim.wb_steps} {victim.wb_optimizer} steps, batched), "
-          f"pbb {pbb:.1f} ({victim.pbb_starts} Powell searches of {victim.pbb_evaluations} evaluations each; from {few} examples)")
+    print(
+        f"seconds per 1,000 reconstructions: fbb {fbb:.2f} ({victim.fbb_samples} samples per class), "
+        f"wb {wb:.2f} ({victim.wb_steps} {victim.wb_optimizer} steps, batched), "
+        f"pbb {pbb:.1f} ({victim.pbb_starts} Powell searches of {victim.pbb_evaluations} evaluations each; from {few} examples)"
+    )
 
 
 def audit(per_class: int, n_shadow: int, runs_dir: Path, extra: list[str]) -> None:
     data = write_class_balanced_subset(load_pool("digits"), per_class, runs_dir / f"digits-{per_class}.npz")
     if "--victim" not in extra:
         extra = ["--victim", "cgan", *extra]
-    command = [sys.executable, "-m", "audit.ganleak", "--dataset", str(data), "--n-shadow", str(n_shadow),
-               "--runs-dir", str(runs_dir), "--quiet", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "audit.ganleak",
+        "--dataset",
+        str(data),
+        "--n-shadow",
+        str(n_shadow),
+        "--runs-dir",
+        str(runs_dir),
+        "--quiet",
+        *extra,
+    ]
     start = time.perf_counter()
     subprocess.run(command, check=True)
     wall = time.perf_counter() - start
@@ -101,14 +133,18 @@ def audit(per_class: int, n_shadow: int, runs_dir: Path, extra: list[str]) -> No
     summary = json.loads(path.read_text())
     per_run = [json.loads(p.read_text())["wall_s"] for p in path.parent.parent.glob("runs/*.json")]
     print(" ".join(command[1:]))
-    print(f"wall {wall:.1f} s; {statistics.mean(per_run):.2f} s per run in its worker; test accuracy "
-          f"{summary['utility']['test_accuracy']:.3f}; formal epsilon {summary['formal_epsilon']}")
+    print(
+        f"wall {wall:.1f} s; {statistics.mean(per_run):.2f} s per run in its worker; test accuracy "
+        f"{summary['utility']['test_accuracy']:.3f}; formal epsilon {summary['formal_epsilon']}"
+    )
     print("| attack | AUC | TPR@1% FPR (FP) | TPR@0.1% FPR (FP) | members / non-members | eps_lower | eps_ceiling |")
     print("|---|---|---|---|---|---|---|")
     for name, a in summary["attacks"].items():
-        print(f"| {name} | {a['auc']:.3f} | {a['tpr_at_fpr']['0.01']:.4f} ({a['fp_at_fpr']['0.01']}) "
-              f"| {a['tpr_at_fpr']['0.001']:.4f} ({a['fp_at_fpr']['0.001']}) | {a['n_members']} / {a['n_nonmembers']} "
-              f"| {a['eps_lower']:.2f} | {a['eps_ceiling']:.2f} |")
+        print(
+            f"| {name} | {a['auc']:.3f} | {a['tpr_at_fpr']['0.01']:.4f} ({a['fp_at_fpr']['0.01']}) "
+            f"| {a['tpr_at_fpr']['0.001']:.4f} ({a['fp_at_fpr']['0.001']}) | {a['n_members']} / {a['n_nonmembers']} "
+            f"| {a['eps_lower']:.2f} | {a['eps_ceiling']:.2f} |"
+        )
 
 
 def main() -> None:

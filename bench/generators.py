@@ -28,8 +28,14 @@ from timing import verdict_cells
 
 GENERATORS = ("dpcgan", "psg", "dpkernel", "datalens")
 ROWS = {  # label -> (audit flags, whether GAN-Leaks applies)
-    **{f"{name} eps={e}": ([*(["--victim", name, "--epsilon", str(e)]), *(["--spc", "10"] if name == "psg" else [])],
-                           name != "psg") for name in GENERATORS for e in (1, 10)},
+    **{
+        f"{name} eps={e}": (
+            [*(["--victim", name, "--epsilon", str(e)]), *(["--spc", "10"] if name == "psg" else [])],
+            name != "psg",
+        )
+        for name in GENERATORS
+        for e in (1, 10)
+    },
     **{f"dpsgd eps={e}": (["--victim", "dpsgd", "--epsilon", str(e)], False) for e in (1, 10)},
     "subset ipc=10": (["--victim", "subset", "--ipc", "10"], False),
 }
@@ -47,14 +53,18 @@ def row(label: str, s: dict, walls: list[float]) -> str:
     attacks = s["attacks"]
     scored = max(a["n_members"] + a["n_nonmembers"] for a in attacks.values())
     # the strongest among the attacks that scored every example (ganleak_pbb scores a few only)
-    strongest = max((a for a in attacks if attacks[a]["n_members"] + attacks[a]["n_nonmembers"] == scored),
-                    key=lambda a: (attacks[a]["tpr_at_fpr"]["0.001"], attacks[a]["auc"]))
+    strongest = max(
+        (a for a in attacks if attacks[a]["n_members"] + attacks[a]["n_nonmembers"] == scored),
+        key=lambda a: (attacks[a]["tpr_at_fpr"]["0.001"], attacks[a]["auc"]),
+    )
     top = attacks[strongest]
     bound, ceiling, verdict = verdict_cells(s)  # the verdict's paid-for bound, not a max over attacks
     formal = "-" if s["formal_epsilon"] is None else f"{s['formal_epsilon']:.2f}"
-    return (f"| {label} | {formal} | {s['utility']['test_accuracy']:.3f} ({s['utility']['test_accuracy_std']:.3f}) "
-            f"| {strongest} | {top['auc']:.3f} | {top['tpr_at_fpr']['0.001']:.4f} ({top['fp_at_fpr']['0.001']}) "
-            f"| {bound} | {ceiling} | {verdict} | {statistics.mean(walls):.1f} |")
+    return (
+        f"| {label} | {formal} | {s['utility']['test_accuracy']:.3f} ({s['utility']['test_accuracy_std']:.3f}) "
+        f"| {strongest} | {top['auc']:.3f} | {top['tpr_at_fpr']['0.001']:.4f} ({top['fp_at_fpr']['0.001']}) "
+        f"| {bound} | {ceiling} | {verdict} | {statistics.mean(walls):.1f} |"
+    )
 
 
 def main() -> None:
@@ -63,8 +73,10 @@ def main() -> None:
     p.add_argument("--runs-dir", type=Path, default=Path("runs/generators"))
     p.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS), metavar="ROW")
     args, extra = p.parse_known_args()
-    print("| victim | formal eps | test acc (sd over runs) | strongest attack at 0.1% FPR | its AUC "
-          "| its TPR@0.1% FPR (FP) | verdict's eps_lower (attack, rule) | its eps_ceiling | verdict | s per run |")
+    print(
+        "| victim | formal eps | test acc (sd over runs) | strongest attack at 0.1% FPR | its AUC "
+        "| its TPR@0.1% FPR (FP) | verdict's eps_lower (attack, rule) | its eps_ceiling | verdict | s per run |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for label in args.rows:
         flags, ganleak = ROWS[label]

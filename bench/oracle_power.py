@@ -38,12 +38,15 @@ def main() -> None:
             if not 1 <= guesses <= args.m:
                 continue
             for analysis in ("steinke", "fdp", "gaussian"):
-                value = bound_at(analysis, m=args.m, guesses=guesses, correct=correct, delta=args.delta,
-                                 alpha=1.0 - args.confidence)
+                value = bound_at(
+                    analysis, m=args.m, guesses=guesses, correct=correct, delta=args.delta, alpha=1.0 - args.confidence
+                )
                 if value > best.get(analysis, (0.0,))[0]:
                     best[analysis] = (value, float(t), guesses, correct)
-    print(f"Gaussian mechanism eps0 {args.epsilon:g} at delta {args.delta:g} (mu {mu:.4f}), m = {args.m:,}, "
-          f"{args.confidence:.0%}: the best expected-count bound over thresholds")
+    print(
+        f"Gaussian mechanism eps0 {args.epsilon:g} at delta {args.delta:g} (mu {mu:.4f}), m = {args.m:,}, "
+        f"{args.confidence:.0%}: the best expected-count bound over thresholds"
+    )
     for analysis, (value, t, guesses, correct) in best.items():
         extra = f" (eps {gaussian_dp_epsilon(value, args.delta):.3f} at delta)" if analysis == "gaussian" else ""
         print(f"  {analysis:<8} {value:.3f}{extra}  threshold {t:.3f}: {correct} of {guesses} guesses right")

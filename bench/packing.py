@@ -74,8 +74,9 @@ def memory(victims: list[str], packs: list[int], device: str) -> None:
     print("|---|---|---|---|")
     for name in victims:
         for k in packs:
-            out = subprocess.run([sys.executable, "-c", MEMORY_PROBE, name, str(k), device], capture_output=True,
-                                 text=True, check=True).stdout.split()
+            out = subprocess.run(
+                [sys.executable, "-c", MEMORY_PROBE, name, str(k), device], capture_output=True, text=True, check=True
+            ).stdout.split()
             cpu, gpu = float(out[0]), float(out[1])
             print(f"| {name} | {k} | {cpu / k:.1f} | {gpu / k:.1f} |", flush=True)
 
@@ -87,8 +88,10 @@ def step_layouts(packs: list[int], repeats: int, width: int, device: str) -> Non
 
     pool = load_pool("digits")
     shape, classes, batch = pool.image_shape, pool.n_classes, 64
-    print("| K | sequential ms/step | vmap ms/step | grouped ms/step | sequential / grouped | vmap / grouped "
-          "| max logit diff grouped |")
+    print(
+        "| K | sequential ms/step | vmap ms/step | grouped ms/step | sequential / grouped | vmap / grouped "
+        "| max logit diff grouped |"
+    )
     print("|---|---|---|---|---|---|---|")
     for k in packs:
         torch.manual_seed(0)
@@ -114,7 +117,9 @@ def step_layouts(packs: list[int], repeats: int, width: int, device: str) -> Non
         vmap_opt = torch.optim.SGD(params.values(), lr=0.01, momentum=0.9)
 
         def vmapped():
-            out = torch.func.vmap(lambda p, b, xb: torch.func.functional_call(skeleton, (p, b), (xb,)))(params, buffers, x)
+            out = torch.func.vmap(lambda p, b, xb: torch.func.functional_call(skeleton, (p, b), (xb,)))(
+                params, buffers, x
+            )
             loss = F.cross_entropy(out.flatten(0, 1), y.flatten(), reduction="none").view(k, batch).mean(1).sum()
             vmap_opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -137,8 +142,11 @@ def step_layouts(packs: list[int], repeats: int, width: int, device: str) -> Non
             for name, fn in layouts.items():
                 samples[name].append(seconds_per_run(fn, 1, 1)[0])
         times = {name: statistics.median(values) for name, values in samples.items()}
-        print(f"| {k} | {1e3 * times['sequential']:.1f} | {1e3 * times['vmap']:.1f} | {1e3 * times['grouped']:.1f} | "
-              f"{times['sequential'] / times['grouped']:.2f}x | {times['vmap'] / times['grouped']:.2f}x | {diff:.1e} |", flush=True)
+        print(
+            f"| {k} | {1e3 * times['sequential']:.1f} | {1e3 * times['vmap']:.1f} | {1e3 * times['grouped']:.1f} | "
+            f"{times['sequential'] / times['grouped']:.2f}x | {times['vmap'] / times['grouped']:.2f}x | {diff:.1e} |",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -159,8 +167,10 @@ def main() -> None:
         step_layouts(args.packs, args.repeats, args.width, args.device)
         return
     pool = load_pool("digits")
-    print("| victim | K | s/run unpacked | s/run packed | packed/unpacked throughput | max logit diff packed "
-          "| max logit diff 2 threads |")
+    print(
+        "| victim | K | s/run unpacked | s/run packed | packed/unpacked throughput | max logit diff packed "
+        "| max logit diff 2 threads |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name in args.victims:
         victim = get_victim(name)()
@@ -170,16 +180,21 @@ def main() -> None:
             victim.run(pool, keeps[0], seeds[0], device=args.device)  # warm-up
             single, alone = seconds_per_run(
                 lambda: [victim.run(pool, keep, seed, device=args.device) for keep, seed in zip(keeps, seeds)],
-                k, args.repeats)
-            packed, together = seconds_per_run(lambda: victim.run_packed(pool, keeps, seeds, device=args.device),
-                                               k, args.repeats)
+                k,
+                args.repeats,
+            )
+            packed, together = seconds_per_run(
+                lambda: victim.run_packed(pool, keeps, seeds, device=args.device), k, args.repeats
+            )
             diff = max(float(np.abs(a.logits - b.logits).max()) for a, b in zip(alone, together))
             torch.set_num_threads(2)
             two = victim.run(pool, keeps[0], seeds[0], device=args.device)
             torch.set_num_threads(1)
             threads = float(np.abs(two.logits - alone[0].logits).max())
-            print(f"| {name} | {k} | {single:.2f} | {packed:.2f} | {single / packed:.2f}x | {diff:.1e} | {threads:.1e} |",
-                  flush=True)
+            print(
+                f"| {name} | {k} | {single:.2f} | {packed:.2f} | {single / packed:.2f}x | {diff:.1e} | {threads:.1e} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

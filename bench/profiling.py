@@ -1,61 +1,61 @@
 """Where the time of a shadow run goes, on one torch thread (as in every Ray worker).
 
-    python bench/profiling.py modes [--width 128 --depth 3 --batch 256 --repeats 7]
-        Seconds per noisy batch of PSG (per-example gradients of the matched weights + clipping +
-        sum + noise) by every way of computing it: torch.func vmap(grad) (the earlier code),
-        opacus's GradSampleModule with hooks, with force_functorch, with expanded weights ("ew"),
-        opacus's ghost clipping ("ghost"; two backward passes), and `victims.privacy.clipped_gradient_sum`
-        (layer factors + ghost norms, what PSG uses). The variants alternate in one process; medians
-        over --repeats. Each is checked against vmap (largest relative error per parameter).
+python bench/profiling.py modes [--width 128 --depth 3 --batch 256 --repeats 7]
+    Seconds per noisy batch of PSG (per-example gradients of the matched weights + clipping +
+    sum + noise) by every way of computing it: torch.func vmap(grad) (the earlier code),
+    opacus's GradSampleModule with hooks, with force_functorch, with expanded weights ("ew"),
+    opacus's ghost clipping ("ghost"; two backward passes), and `victims.privacy.clipped_gradient_sum`
+    (layer factors + ghost norms, what PSG uses). The variants alternate in one process; medians
+    over --repeats. Each is checked against vmap (largest relative error per parameter).
 
-    python bench/profiling.py psg [--width 128 --depth 3 --members 900 --spc 10 --sigma 1.721
-                                 --max-grad-norm 0.1 --batch-size 256 --batches 10 --outer 10
-                                 --inner 50 --measure-outer 10 --per-example fast|vmap|both]
-        PSG's side of the comparison with the Private-Set reference code (the defaults are its
-        configuration, one restart): seconds per noisy batch, per synthetic-set step, inner epochs
-        per outer iteration, per outer iteration and per restart. `PSGVictim.generate` runs as is
-        with timers around `noisy_mean_gradient` and `SyntheticSet.step`; the inner epochs are the
-        rest of its time. With --measure-outer M < --outer, M outer iterations are timed and the
-        restart is extrapolated: T K (noisy batch + step) + (T - 1) x inner epochs of one outer
-        iteration (the reference takes no inner steps after the last). `--per-example vmap` times
-        the earlier torch.func path; `both` alternates the two (one restart each, repeated
-        --repeats times).
+python bench/profiling.py psg [--width 128 --depth 3 --members 900 --spc 10 --sigma 1.721
+                             --max-grad-norm 0.1 --batch-size 256 --batches 10 --outer 10
+                             --inner 50 --measure-outer 10 --per-example fast|vmap|both]
+    PSG's side of the comparison with the Private-Set reference code (the defaults are its
+    configuration, one restart): seconds per noisy batch, per synthetic-set step, inner epochs
+    per outer iteration, per outer iteration and per restart. `PSGVictim.generate` runs as is
+    with timers around `noisy_mean_gradient` and `SyntheticSet.step`; the inner epochs are the
+    rest of its time. With --measure-outer M < --outer, M outer iterations are timed and the
+    restart is extrapolated: T K (noisy batch + step) + (T - 1) x inner epochs of one outer
+    iteration (the reference takes no inner steps after the last). `--per-example vmap` times
+    the earlier torch.func path; `both` alternates the two (one restart each, repeated
+    --repeats times).
 
-    python bench/profiling.py dm [--width 128 --depth 3 --members 900 --ipc 10 --batch-real 64
-                                --lr-images 1 --iterations 30 --repeats 3]
-        DM's side of the comparison with the DatasetCondensation reference code (the defaults are
-        the configuration it was timed at: real init, DSA, one torch thread): seconds per image
-        update, median over --repeats timed runs of --iterations updates after a one-iteration warm-up, and
-        the split of one more run under cProfile by the torch operations that take the most time.
+python bench/profiling.py dm [--width 128 --depth 3 --members 900 --ipc 10 --batch-real 64
+                            --lr-images 1 --iterations 30 --repeats 3]
+    DM's side of the comparison with the DatasetCondensation reference code (the defaults are
+    the configuration it was timed at: real init, DSA, one torch thread): seconds per image
+    update, median over --repeats timed runs of --iterations updates after a one-iteration warm-up, and
+    the split of one more run under cProfile by the torch operations that take the most time.
 
-    python bench/profiling.py dsa [--width 128 --depth 3 --members 900 --ipc 10 --batch-real 256
-                                 --outer 10 --inner 50 --lr-images 0.1 --lr-net 0.01 --iterations 2
-                                 --repeats 3]
-        DSA's side of the comparison with the DatasetCondensation reference code (main.py --method
-        DSA; the defaults are its configuration at ipc 10: real init, DSA, one torch thread):
-        seconds per matching network (one outer x inner block, one iteration of the reference's
-        Iteration loop), median over --repeats timed runs of --iterations networks after a
-        warm-up network; seconds per image update from runs of the same networks with --inner 0
-        (the image updates and network draws alone), alternating with the full runs; and the
-        split of one more full run under cProfile.
+python bench/profiling.py dsa [--width 128 --depth 3 --members 900 --ipc 10 --batch-real 256
+                             --outer 10 --inner 50 --lr-images 0.1 --lr-net 0.01 --iterations 2
+                             --repeats 3]
+    DSA's side of the comparison with the DatasetCondensation reference code (main.py --method
+    DSA; the defaults are its configuration at ipc 10: real init, DSA, one torch thread):
+    seconds per matching network (one outer x inner block, one iteration of the reference's
+    Iteration loop), median over --repeats timed runs of --iterations networks after a
+    warm-up network; seconds per image update from runs of the same networks with --inner 0
+    (the image updates and network draws alone), alternating with the full runs; and the
+    split of one more full run under cProfile.
 
-    python bench/profiling.py kip [--members 900 --ipc 10 --depth 1 --lr 0.04 --batch-size 5000
-                                 --reg 1e-6 --iterations 200 --repeats 3]
-        KIP's side of the comparison with the KIP reference colab (google-research kip/KIP.ipynb:
-        FC NTK of depth 1, W_std sqrt(2), b_std 0.1, Adam lr 0.04, support 100, target batch
-        5,000 = every member on digits, reg 1e-6, float64, labels fixed, no augmentation; one
-        torch thread): seconds per KIP step (one Adam step of the support), median over
-        --repeats timed runs of --iterations steps after a one-step warm-up, and the split of one more
-        run under cProfile.
+python bench/profiling.py kip [--members 900 --ipc 10 --depth 1 --lr 0.04 --batch-size 5000
+                             --reg 1e-6 --iterations 200 --repeats 3]
+    KIP's side of the comparison with the KIP reference colab (google-research kip/KIP.ipynb:
+    FC NTK of depth 1, W_std sqrt(2), b_std 0.1, Adam lr 0.04, support 100, target batch
+    5,000 = every member on digits, reg 1e-6, float64, labels fixed, no augmentation; one
+    torch thread): seconds per KIP step (one Adam step of the support), median over
+    --repeats timed runs of --iterations steps after a one-step warm-up, and the split of one more
+    run under cProfile.
 
-    python bench/profiling.py run --victim psg|dm|dsa|kip|cgan|...
-        ONE shadow run of the victim at its defaults on digits (members: row 0 of
-        `membership_matrix(pool.y, n_runs=1, master_seed=0)`, seed 0): its wall time without the
-        profiler, then under cProfile the split into the victim's algorithm, the downstream
-        training (`victims.train.fit`), the observation (`victims.base.observe`; for generator
-        victims also the GAN-Leaks reconstruction losses, `victims.cgan.reconstruct`), and the top
-        functions by cumulative time. --repeats timed runs without the profiler come first (the
-        first of them cold: imports, kernel set-up), so the profiled run is a warm one.
+python bench/profiling.py run --victim psg|dm|dsa|kip|cgan|...
+    ONE shadow run of the victim at its defaults on digits (members: row 0 of
+    `membership_matrix(pool.y, n_runs=1, master_seed=0)`, seed 0): its wall time without the
+    profiler, then under cProfile the split into the victim's algorithm, the downstream
+    training (`victims.train.fit`), the observation (`victims.base.observe`; for generator
+    victims also the GAN-Leaks reconstruction losses, `victims.cgan.reconstruct`), and the top
+    functions by cumulative time. --repeats timed runs without the profiler come first (the
+    first of them cold: imports, kernel set-up), so the profiled run is a warm one.
 """
 
 from __future__ import annotations
@@ -139,6 +139,7 @@ def opacus_sums(mode):
                 _clean(net)
         clipped = clip_per_example(per_example, max_norm)
         return [clipped[name].sum(0) for name in params]
+
     return sums
 
 
@@ -184,12 +185,15 @@ def modes(args) -> None:
     x = to_model_space(pool.x[idx], mean=pool.mean, std=pool.std)
     y = torch.as_tensor(pool.y[idx])
     torch.manual_seed(0)
-    net = build_net(NetConfig(width=args.width, depth=args.depth), image_shape=pool.image_shape,
-                    n_classes=pool.n_classes)
+    net = build_net(
+        NetConfig(width=args.width, depth=args.depth), image_shape=pool.image_shape, n_classes=pool.n_classes
+    )
     params = {name: p for name, p in net.named_parameters() if p.ndim > 1}
     generator = torch.Generator().manual_seed(0)
-    print(f"digits, ConvNet width {args.width} depth {net_depth(net)}, batch {args.batch}, C {args.max_grad_norm}, "
-          f"one thread, {args.repeats} repeats (median, min-max)")
+    print(
+        f"digits, ConvNet width {args.width} depth {net_depth(net)}, batch {args.batch}, C {args.max_grad_norm}, "
+        f"one thread, {args.repeats} repeats (median, min-max)"
+    )
     reference = vmap_sums(net, params, x, y, args.max_grad_norm)
     errors = {}
     times = {name: [] for name in MODES}
@@ -202,11 +206,20 @@ def modes(args) -> None:
             for name, fn in MODES.items():
                 start = time.perf_counter()
                 sums = fn(net, params, x, y, args.max_grad_norm)
-                gaussian_mean(None, params, clipped_sum=sums, max_grad_norm=args.max_grad_norm,
-                              noise_multiplier=1.721, expected_batch_size=args.batch, generator=generator)
+                gaussian_mean(
+                    None,
+                    params,
+                    clipped_sum=sums,
+                    max_grad_norm=args.max_grad_norm,
+                    noise_multiplier=1.721,
+                    expected_batch_size=args.batch,
+                    generator=generator,
+                )
                 times[name].append(time.perf_counter() - start)
     for name, t in times.items():
-        print(f"{name:36s} {statistics.median(t):7.3f} s  ({min(t):.3f}-{max(t):.3f})  rel. error vs vmap {errors[name]:.1e}")
+        print(
+            f"{name:36s} {statistics.median(t):7.3f} s  ({min(t):.3f}-{max(t):.3f})  rel. error vs vmap {errors[name]:.1e}"
+        )
 
 
 def net_depth(net) -> int:
@@ -253,32 +266,51 @@ def psg_restart(args, per_example: str) -> dict:
     members = np.random.default_rng(0).choice(len(pool.y), size=args.members, replace=False)
     x = to_model_space(pool.x[members], mean=pool.mean, std=pool.std)
     y = torch.as_tensor(pool.y[members])
-    victim = PSGVictim(spc=args.spc, restarts=1, outer=args.measure_outer, inner=args.inner, batches=args.batches,
-                       batch_size=args.batch_size, max_grad_norm=args.max_grad_norm, lr_images=args.lr_images,
-                       lr_net=args.lr_net, net=NetConfig(width=args.width, depth=args.depth))
+    victim = PSGVictim(
+        spc=args.spc,
+        restarts=1,
+        outer=args.measure_outer,
+        inner=args.inner,
+        batches=args.batches,
+        batch_size=args.batch_size,
+        max_grad_norm=args.max_grad_norm,
+        lr_images=args.lr_images,
+        lr_net=args.lr_net,
+        net=NetConfig(width=args.width, depth=args.depth),
+    )
     timers = Timers()
     generator = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     with timers.installed(per_example):
         start = time.perf_counter()
-        victim.generate(x, y, pool=pool, sigma=args.sigma, sample_rate=args.batch_size / args.members,
-                        generator=generator)
+        victim.generate(
+            x, y, pool=pool, sigma=args.sigma, sample_rate=args.batch_size / args.members, generator=generator
+        )
         total = time.perf_counter() - start
     m, k, t = args.measure_outer, args.batches, args.outer
     inner = (total - sum(timers.noisy) - sum(timers.step)) / max(1, m - 1)  # m - 1 blocks of inner epochs
     noisy, step = statistics.median(timers.noisy), statistics.median(timers.step)
     restart = t * k * (statistics.mean(timers.noisy) + statistics.mean(timers.step)) + (t - 1) * inner
-    return dict(noisy=noisy, step=step, inner=inner, outer=k * (noisy + step) + inner, restart=restart,
-                measured=total, measured_outer=m)
+    return dict(
+        noisy=noisy,
+        step=step,
+        inner=inner,
+        outer=k * (noisy + step) + inner,
+        restart=restart,
+        measured=total,
+        measured_outer=m,
+    )
 
 
 def psg(args) -> None:
     if not 2 <= args.measure_outer <= args.outer:
         raise SystemExit("--measure-outer must be in [2, --outer] (one block of inner epochs at least)")
     variants = ["fast", "vmap"] if args.per_example == "both" else [args.per_example]
-    print(f"PSG, digits, {args.members} members, ConvNet width {args.width} depth {args.depth}, spc {args.spc}, "
-          f"sigma {args.sigma}, C {args.max_grad_norm}, B {args.batch_size}, K {args.batches}, T {args.outer}, "
-          f"J {args.inner}, one restart, one thread")
+    print(
+        f"PSG, digits, {args.members} members, ConvNet width {args.width} depth {args.depth}, spc {args.spc}, "
+        f"sigma {args.sigma}, C {args.max_grad_norm}, B {args.batch_size}, K {args.batches}, T {args.outer}, "
+        f"J {args.inner}, one restart, one thread"
+    )
     results = {v: [] for v in variants}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -287,23 +319,31 @@ def psg(args) -> None:
                 results[v].append(psg_restart(args, v))
     for v, rows in results.items():
         med = {key: statistics.median(r[key] for r in rows) for key in rows[0]}
-        how = ("measured" if args.measure_outer == args.outer
-               else f"extrapolated from {args.measure_outer} of {args.outer} outer iterations")
+        how = (
+            "measured"
+            if args.measure_outer == args.outer
+            else f"extrapolated from {args.measure_outer} of {args.outer} outer iterations"
+        )
         label = "vmap(grad) (before)" if v == "vmap" else "clipped_gradient_sum (now)"
         print(f"[{label}] medians over {len(rows)} restart(s):")
         print(f"  noisy batch (per-example grads + clip + noise) {med['noisy']:.3f} s")
         print(f"  synthetic-set step                             {med['step']:.3f} s")
         print(f"  inner epochs ({args.inner}) per outer iteration           {med['inner']:.2f} s")
         print(f"  outer iteration (K={args.batches} batches + steps + inner)  {med['outer']:.2f} s")
-        print(f"  restart                                        {med['restart']:.1f} s ({how}; "
-              f"{med['measured']:.1f} s timed)")
+        print(
+            f"  restart                                        {med['restart']:.1f} s ({how}; "
+            f"{med['measured']:.1f} s timed)"
+        )
 
 
 # -- run: one shadow run under cProfile ---------------------------------------------------------------
 def _cumulative(stats: pstats.Stats, filename_end: str, function: str) -> float:
     """Cumulative seconds of the function `function` defined in a file ending with `filename_end`."""
-    return sum(row[3] for (filename, _, name), row in stats.stats.items()
-               if name == function and filename.replace("\\", "/").endswith(filename_end))
+    return sum(
+        row[3]
+        for (filename, _, name), row in stats.stats.items()
+        if name == function and filename.replace("\\", "/").endswith(filename_end)
+    )
 
 
 def run(args) -> None:
@@ -329,12 +369,17 @@ def run(args) -> None:
     recon = _cumulative(stats, "victims/cgan.py", "reconstruct")  # generator victims: GAN-Leaks losses of the pool
     print(f"victim {args.victim} (defaults), digits, {int(keep.sum())} members, seed 0, one thread")
     if walls:
-        print(f"wall without the profiler: {', '.join(f'{w:.2f}' for w in walls)} s (first cold); "
-              f"{profiled:.2f} s under cProfile (after them)")
+        print(
+            f"wall without the profiler: {', '.join(f'{w:.2f}' for w in walls)} s (first cold); "
+            f"{profiled:.2f} s under cProfile (after them)"
+        )
     else:
         print(f"{profiled:.2f} s under cProfile (cold)")
-    split = [("victim algorithm", profiled - fit - obs - recon), ("downstream training (fit)", fit),
-             ("observation (observe)", obs)]
+    split = [
+        ("victim algorithm", profiled - fit - obs - recon),
+        ("downstream training (fit)", fit),
+        ("observation (observe)", obs),
+    ]
     if recon:
         split.append(("GAN-Leaks reconstruction", recon))
     for label, seconds in split:
@@ -342,7 +387,7 @@ def run(args) -> None:
     if args.top:
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(args.top)
-        table = out.getvalue()[out.getvalue().index("   ncalls"):].rstrip()
+        table = out.getvalue()[out.getvalue().index("   ncalls") :].rstrip()
         print(f"top {args.top} by cumulative time:")
         repo = str(Path(__file__).resolve().parent.parent) + "/"
         print(re.sub(r"\S*site-packages/|" + re.escape(repo), "", table))
@@ -398,13 +443,21 @@ def time_condensation(victims: list, n_members: int, repeats: int) -> tuple[list
 def dm(args) -> None:
     from victims.dm import DMVictim
 
-    victim = DMVictim(ipc=args.ipc, init="real", iterations=args.iterations, lr_images=args.lr_images,
-                      batch_real=args.batch_real, net=NetConfig(width=args.width, depth=args.depth))
+    victim = DMVictim(
+        ipc=args.ipc,
+        init="real",
+        iterations=args.iterations,
+        lr_images=args.lr_images,
+        batch_real=args.batch_real,
+        net=NetConfig(width=args.width, depth=args.depth),
+    )
     (seconds,), profiler = time_condensation([victim], args.members, args.repeats)
     times = [t / args.iterations for t in seconds]
-    print(f"DM, width {args.width} depth {args.depth}, {args.members} members, ipc {args.ipc}, {args.batch_real} real "
-          f"per class, image lr {args.lr_images}: {statistics.median(times):.3f} s per image update "
-          f"(median of {args.repeats}; {', '.join(f'{t:.3f}' for t in times)})")
+    print(
+        f"DM, width {args.width} depth {args.depth}, {args.members} members, ipc {args.ipc}, {args.batch_real} real "
+        f"per class, image lr {args.lr_images}: {statistics.median(times):.3f} s per image update "
+        f"(median of {args.repeats}; {', '.join(f'{t:.3f}' for t in times)})"
+    )
     print(profile_split(profiler))
 
 
@@ -413,34 +466,62 @@ def dsa(args) -> None:
 
     from victims.dsa import DSAVictim
 
-    victim = DSAVictim(ipc=args.ipc, init="real", iterations=args.iterations, outer=args.outer, inner=args.inner,
-                       lr_images=args.lr_images, lr_net=args.lr_net, momentum=0.5, batch_real=args.batch_real,
-                       dsa=True, net=NetConfig(width=args.width, depth=args.depth))
+    victim = DSAVictim(
+        ipc=args.ipc,
+        init="real",
+        iterations=args.iterations,
+        outer=args.outer,
+        inner=args.inner,
+        lr_images=args.lr_images,
+        lr_net=args.lr_net,
+        momentum=0.5,
+        batch_real=args.batch_real,
+        dsa=True,
+        net=NetConfig(width=args.width, depth=args.depth),
+    )
     updates_only = replace(victim, inner=0)  # the same image updates and network draws, no network steps
     (full, updates), profiler = time_condensation([victim, updates_only], args.members, args.repeats)
     per_network = [t / args.iterations for t in full]
     per_update = [t / (args.iterations * args.outer) for t in updates]
-    print(f"DSA, width {args.width} depth {args.depth}, {args.members} members, ipc {args.ipc}, {args.batch_real} real "
-          f"per class, (outer, inner) ({args.outer}, {args.inner}), image lr {args.lr_images}, net lr {args.lr_net}, "
-          f"{args.iterations} networks a run:")
-    print(f"  {statistics.median(per_network):.3f} s per matching network (median of {args.repeats}; "
-          f"{', '.join(f'{t:.3f}' for t in per_network)})")
-    print(f"  {statistics.median(per_update):.4f} s per image update (median of {args.repeats} runs with --inner 0; "
-          f"{', '.join(f'{t:.4f}' for t in per_update)})")
+    print(
+        f"DSA, width {args.width} depth {args.depth}, {args.members} members, ipc {args.ipc}, {args.batch_real} real "
+        f"per class, (outer, inner) ({args.outer}, {args.inner}), image lr {args.lr_images}, net lr {args.lr_net}, "
+        f"{args.iterations} networks a run:"
+    )
+    print(
+        f"  {statistics.median(per_network):.3f} s per matching network (median of {args.repeats}; "
+        f"{', '.join(f'{t:.3f}' for t in per_network)})"
+    )
+    print(
+        f"  {statistics.median(per_update):.4f} s per image update (median of {args.repeats} runs with --inner 0; "
+        f"{', '.join(f'{t:.4f}' for t in per_update)})"
+    )
     print(profile_split(profiler))
 
 
 def kip(args) -> None:
     from victims.kip import KIPVictim
 
-    victim = KIPVictim(ipc=args.ipc, init="real", iterations=args.iterations, lr=args.lr, batch_size=args.batch_size,
-                       depth=args.depth, reg=args.reg, zca=False, zca_reg=0.1, dsa=False)
+    victim = KIPVictim(
+        ipc=args.ipc,
+        init="real",
+        iterations=args.iterations,
+        lr=args.lr,
+        batch_size=args.batch_size,
+        depth=args.depth,
+        reg=args.reg,
+        zca=False,
+        zca_reg=0.1,
+        dsa=False,
+    )
     (seconds,), profiler = time_condensation([victim], args.members, args.repeats)
     times = [t / args.iterations for t in seconds]
-    print(f"KIP, FC NTK depth {args.depth}, {args.members} members, support {10 * args.ipc}, target batch "
-          f"{min(args.batch_size, args.members)}, Adam lr {args.lr}, reg {args.reg}: "
-          f"{1000 * statistics.median(times):.2f} ms per KIP step (median of {args.repeats}; "
-          f"{', '.join(f'{1000 * t:.2f}' for t in times)})")
+    print(
+        f"KIP, FC NTK depth {args.depth}, {args.members} members, support {10 * args.ipc}, target batch "
+        f"{min(args.batch_size, args.members)}, Adam lr {args.lr}, reg {args.reg}: "
+        f"{1000 * statistics.median(times):.2f} ms per KIP step (median of {args.repeats}; "
+        f"{', '.join(f'{1000 * t:.2f}' for t in times)})"
+    )
     print(profile_split(profiler))
 
 

@@ -54,8 +54,20 @@ METRICS = {  # label -> f(member scores, non-member scores)
 def train(label: str, runs_dir: Path, n_runs: int) -> RunStore:
     """The victim's store with at least `n_runs` runs (trained by the audit CLI itself)."""
     where = runs_dir / label
-    subprocess.run([sys.executable, "-m", "audit.lira", *VICTIMS[label], "--n-shadow", str(n_runs),
-                    "--runs-dir", str(where), "--quiet"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "audit.lira",
+            *VICTIMS[label],
+            "--n-shadow",
+            str(n_runs),
+            "--runs-dir",
+            str(where),
+            "--quiet",
+        ],
+        check=True,
+    )
     (root,) = [p for p in where.iterdir() if (p / "experiment.json").exists()]
     return RunStore(root)
 
@@ -86,17 +98,20 @@ def sweep(store: RunStore, *, n_targets: int, references: list[int], n_boot: int
             shadows[:, n_targets:] = True
             scores = score(runs.confidence[: n_targets + r], keep[: n_targets + r], targets, shadows)
             rng = np.random.default_rng([seed, r])
-            out.setdefault(attack, {})[r] = {name: point(metric, scores, member, n_boot=n_boot, rng=rng)
-                                              for name, metric in METRICS.items()}
+            out.setdefault(attack, {})[r] = {
+                name: point(metric, scores, member, n_boot=n_boot, rng=rng) for name, metric in METRICS.items()
+            }
     return out
 
 
 def table(results: dict, references: list[int]) -> str:
     lines = []
     for victim, by_attack in results.items():
-        lines += [f"\n**{victim}** (pooled over the target runs; 95% interval over target runs)\n",
-                  "| attack | metric | " + " | ".join(f"R={r}" for r in references) + " |",
-                  "|---|---|" + "---|" * len(references)]
+        lines += [
+            f"\n**{victim}** (pooled over the target runs; 95% interval over target runs)\n",
+            "| attack | metric | " + " | ".join(f"R={r}" for r in references) + " |",
+            "|---|---|" + "---|" * len(references),
+        ]
         for attack, by_r in by_attack.items():
             for metric in METRICS:
                 cells = [by_r[r][metric] for r in references]
@@ -111,14 +126,24 @@ def figure(results: dict, references: list[int], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(results), len(METRICS), figsize=(4.2 * len(METRICS), 3.4 * len(results)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(results), len(METRICS), figsize=(4.2 * len(METRICS), 3.4 * len(results)), squeeze=False
+    )
     for row, (victim, by_attack) in enumerate(results.items()):
         for col, metric in enumerate(METRICS):
             ax = axes[row, col]
             for attack, by_r in by_attack.items():
                 values = np.array([by_r[r][metric] for r in references])
-                ax.errorbar(references, values[:, 0], yerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]],
-                            marker="o", ms=3, lw=1.2, capsize=2, label=attack)
+                ax.errorbar(
+                    references,
+                    values[:, 0],
+                    yerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]],
+                    marker="o",
+                    ms=3,
+                    lw=1.2,
+                    capsize=2,
+                    label=attack,
+                )
             ax.set_xscale("log", base=2)
             ax.set(xlabel="reference runs R", ylabel=metric, title=f"{victim}: {metric}")
             ax.minorticks_off()
@@ -143,7 +168,9 @@ def main() -> None:
     results = {}
     for victim in args.victims:
         store = train(victim, args.runs_dir, args.targets + references[-1])
-        results[victim] = sweep(store, n_targets=args.targets, references=references, n_boot=args.n_boot, seed=args.seed)
+        results[victim] = sweep(
+            store, n_targets=args.targets, references=references, n_boot=args.n_boot, seed=args.seed
+        )
     text = table(results, references)
     print(text)
     (args.runs_dir / "shadows.md").write_text(text + "\n")

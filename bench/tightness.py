@@ -35,7 +35,9 @@ KINDS = ("natural", "mislabeled", "outlier", "duplicate")
 
 
 def audit(where: Path, flags: list[str], extra: list[str]) -> dict:
-    subprocess.run([sys.executable, "-m", "audit.lira", *flags, "--runs-dir", str(where), "--quiet", *extra], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "audit.lira", *flags, "--runs-dir", str(where), "--quiet", *extra], check=True
+    )
     return json.loads(next(where.glob("*/audit/summary.json")).read_text())
 
 
@@ -49,10 +51,12 @@ def row(label: str, kind: str, s: dict) -> str:
     found = s.get("verdict")
     ratio = "-" if formal is None or not found else f"{found['eps_lower'] / formal:.3f}"
     m = s["evaluation"]["n_canaries"]
-    return (f"| {label} | {kind} | {'-' if formal is None else f'{formal:.2f}'} "
-            f"| {s['utility']['test_accuracy']:.3f} ({s['utility']['test_accuracy_std']:.3f}) "
-            f"| {strongest} | {top['auc']:.3f} | {top['tpr_at_fpr']['0.001']:.4f} ({top['fp_at_fpr']['0.001']}) "
-            f"| {bound_text} | {ceiling_text} | {verdict} | {m if m is not None else '-'} | {ratio} |")
+    return (
+        f"| {label} | {kind} | {'-' if formal is None else f'{formal:.2f}'} "
+        f"| {s['utility']['test_accuracy']:.3f} ({s['utility']['test_accuracy_std']:.3f}) "
+        f"| {strongest} | {top['auc']:.3f} | {top['tpr_at_fpr']['0.001']:.4f} ({top['fp_at_fpr']['0.001']}) "
+        f"| {bound_text} | {ceiling_text} | {verdict} | {m if m is not None else '-'} | {ratio} |"
+    )
 
 
 def main() -> None:
@@ -63,8 +67,10 @@ def main() -> None:
     p.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
     p.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     args, extra = p.parse_known_args()
-    print("| victim | guesses | formal eps | test acc (sd) | strongest attack at 0.1% FPR | its AUC | its TPR@0.1% FPR (FP) "
-          "| verdict's eps_lower (attack, rule) | its eps_ceiling | verdict | m | eps_lower / eps |")
+    print(
+        "| victim | guesses | formal eps | test acc (sd) | strongest attack at 0.1% FPR | its AUC | its TPR@0.1% FPR (FP) "
+        "| verdict's eps_lower (attack, rule) | its eps_ceiling | verdict | m | eps_lower / eps |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for label in args.rows:
         for kind in args.kinds:

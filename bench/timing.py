@@ -33,6 +33,10 @@ def verdict_cells(summary: dict) -> tuple[str, str, str]:
     if not found:
         return "- (no ε bound)", "-", "-"
     verdict = summary_verdict(summary)
-    word = {"epsilon_violated": "violated", "epsilon_consistent": "consistent", "epsilon_not_testable": "not testable",
-            "no_epsilon_claim": "-"}[verdict.kind]
+    word = {
+        "epsilon_violated": "violated",
+        "epsilon_consistent": "consistent",
+        "epsilon_not_testable": "not testable",
+        "no_epsilon_claim": "-",
+    }[verdict.kind]
     return (f"{found['eps_lower']:.2f} ({found['attack']}, {found['rule']})", f"{found['eps_ceiling']:.2f}", word)

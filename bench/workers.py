@@ -36,17 +36,32 @@ def main() -> None:
     for _ in range(args.repeats):
         baseline = None
         for workers, k in combinations:
-            wall, runs, _ = timed_audit(["--victim", args.victim, "--n-shadow", str(args.n_shadow),
-                                         "--workers", str(workers), "--runs-per-task", str(k), *extra])
+            wall, runs, _ = timed_audit(
+                [
+                    "--victim",
+                    args.victim,
+                    "--n-shadow",
+                    str(args.n_shadow),
+                    "--workers",
+                    str(workers),
+                    "--runs-per-task",
+                    str(k),
+                    *extra,
+                ]
+            )
             per_run = sum(runs) / len(runs)
             baseline = baseline or wall
             speedups[workers, k].append(baseline / wall)
-            print(f"workers={workers} runs_per_task={k}: wall {wall:7.1f} s   {per_run:5.2f} s per shadow run (in "
-                  f"its task)   {3600 * args.n_shadow / wall:7.0f} runs per hour   speed-up x{baseline / wall:.2f}",
-                  flush=True)
+            print(
+                f"workers={workers} runs_per_task={k}: wall {wall:7.1f} s   {per_run:5.2f} s per shadow run (in "
+                f"its task)   {3600 * args.n_shadow / wall:7.0f} runs per hour   speed-up x{baseline / wall:.2f}",
+                flush=True,
+            )
     if args.repeats > 1:
-        print("median speed-up: " + ", ".join(f"workers={w} K={k} x{statistics.median(s):.2f}"
-                                              for (w, k), s in speedups.items()))
+        print(
+            "median speed-up: "
+            + ", ".join(f"workers={w} K={k} x{statistics.median(s):.2f}" for (w, k), s in speedups.items())
+        )
 
 
 if __name__ == "__main__":

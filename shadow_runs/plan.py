@@ -42,15 +42,22 @@ def check_inclusion_rate(rate: float) -> float:
     return float(rate)
 
 
-def membership_row(n_pool: int, *, master_seed: int, run: int, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> np.ndarray:
+def membership_row(
+    n_pool: int, *, master_seed: int, run: int, inclusion_rate: float = DEFAULT_INCLUSION_RATE
+) -> np.ndarray:
     """bool [n_pool]: run `run`'s coins, one independent Bernoulli(inclusion_rate) per example."""
     rng = np.random.default_rng(np.random.SeedSequence([master_seed, _PLAN_STREAM, run]))
     return rng.random(n_pool) < check_inclusion_rate(inclusion_rate)
 
 
-def membership_matrix(labels: np.ndarray, *, n_runs: int, master_seed: int,
-                      inclusion_rate: float = DEFAULT_INCLUSION_RATE,
-                      record_of_row: np.ndarray | None = None) -> np.ndarray:
+def membership_matrix(
+    labels: np.ndarray,
+    *,
+    n_runs: int,
+    master_seed: int,
+    inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    record_of_row: np.ndarray | None = None,
+) -> np.ndarray:
     """bool [n_runs, n_pool]: keep[r, i] is True when example (row) i is a member of run r.
 
     `labels` only fixes the pool size: the coins ignore the classes (a run's class counts vary).
@@ -62,8 +69,12 @@ def membership_matrix(labels: np.ndarray, *, n_runs: int, master_seed: int,
     n_pool = len(labels)
     record = None if record_of_row is None else _check_records(record_of_row, n_pool)
     n_records = n_pool if record is None else (int(record.max()) + 1 if record.size else 0)
-    coins = np.stack([membership_row(n_records, master_seed=master_seed, run=r, inclusion_rate=inclusion_rate)
-                      for r in range(n_runs)])
+    coins = np.stack(
+        [
+            membership_row(n_records, master_seed=master_seed, run=r, inclusion_rate=inclusion_rate)
+            for r in range(n_runs)
+        ]
+    )
     return coins if record is None else coins[:, record]
 
 
@@ -90,8 +101,10 @@ def default_targets(n_runs: int) -> int:
 def target_runs(n_runs: int, n_targets: int) -> np.ndarray:
     """The target runs 0 .. n_targets - 1; at least one run must stay a reference (a shadow)."""
     if not 1 <= n_targets <= n_runs - 1:
-        raise ValueError(f"--n-targets {n_targets} must be between 1 and {n_runs - 1} (--n-shadow {n_runs} "
-                         f"less at least one reference run)")
+        raise ValueError(
+            f"--n-targets {n_targets} must be between 1 and {n_runs - 1} (--n-shadow {n_runs} "
+            f"less at least one reference run)"
+        )
     return np.arange(n_targets)
 
 

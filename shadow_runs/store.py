@@ -22,7 +22,16 @@ from shadow_runs.files import atomic_write, write_json, write_npy
 from shadow_runs.plan import DEFAULT_INCLUSION_RATE
 
 #: experiment.json keys that identify the configuration; the others are provenance
-IDENTITY_KEYS = ("victim", "dataset", "dataset_fingerprint", "config", "n_pool", "master_seed", "plan", "inclusion_rate")
+IDENTITY_KEYS = (
+    "victim",
+    "dataset",
+    "dataset_fingerprint",
+    "config",
+    "n_pool",
+    "master_seed",
+    "plan",
+    "inclusion_rate",
+)
 #: identity keys that experiment.json holds only when they are not at their default (`_HASH_DEFAULTS`):
 #: `canaries` (victims.canaries), present only for an experiment with canaries
 #: `threat_model` (victims.whitebox), present only for a white-box experiment
@@ -41,8 +50,12 @@ class StoreError(ValueError):
 
 def experiment_id(experiment: dict) -> str:
     """`victim-dataset-<10 hex chars of the identity's hash>`."""
-    identity = {k: experiment.get(k) for k in _ALL_IDENTITY_KEYS
-                if k not in _UNHASHED and not (k in _HASH_DEFAULTS and experiment.get(k, _HASH_DEFAULTS[k]) == _HASH_DEFAULTS[k])}
+    identity = {
+        k: experiment.get(k)
+        for k in _ALL_IDENTITY_KEYS
+        if k not in _UNHASHED
+        and not (k in _HASH_DEFAULTS and experiment.get(k, _HASH_DEFAULTS[k]) == _HASH_DEFAULTS[k])
+    }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
     return f"{experiment['victim']}-{experiment['dataset']}-{digest}"
 
@@ -68,12 +81,20 @@ class RunStore:
                 stored = json.loads(meta_path.read_text())
             except json.JSONDecodeError as e:
                 raise StoreError(f"{meta_path} is not valid JSON ({e.msg}); refusing to use it") from None
-            differing = [k for k in _ALL_IDENTITY_KEYS if stored.get(k, _HASH_DEFAULTS.get(k)) != experiment.get(k, _HASH_DEFAULTS.get(k))]
+            differing = [
+                k
+                for k in _ALL_IDENTITY_KEYS
+                if stored.get(k, _HASH_DEFAULTS.get(k)) != experiment.get(k, _HASH_DEFAULTS.get(k))
+            ]
             if "plan" in differing:
-                raise StoreError(f"{store.root} was made with membership plan {stored.get('plan')!r}, not "
-                                 f"{experiment.get('plan')!r}; refusing to mix (use a new --runs-dir)")
+                raise StoreError(
+                    f"{store.root} was made with membership plan {stored.get('plan')!r}, not "
+                    f"{experiment.get('plan')!r}; refusing to mix (use a new --runs-dir)"
+                )
             if differing:
-                raise StoreError(f"{store.root} holds another configuration (differs in: {', '.join(differing)}); refusing to mix")
+                raise StoreError(
+                    f"{store.root} holds another configuration (differs in: {', '.join(differing)}); refusing to mix"
+                )
             labels_path = store.root / "pool_labels.npy"
             if not labels_path.exists() or not np.array_equal(np.load(labels_path), pool_labels):
                 raise StoreError(f"{labels_path} does not match the pool; refusing to mix")

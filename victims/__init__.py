@@ -5,6 +5,13 @@ from victims.base import Observations, Victim, get_victim, register_victim, vict
 from victims.data import DataError, Pool, load_pool
 
 __all__ = [
-    "DataError", "Observations", "Pool", "Victim", "get_victim", "load_pool",
-    "register_victim", "victim_config", "victim_names",
+    "DataError",
+    "Observations",
+    "Pool",
+    "Victim",
+    "get_victim",
+    "load_pool",
+    "register_victim",
+    "victim_config",
+    "victim_names",
 ]

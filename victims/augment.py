@@ -101,8 +101,9 @@ def rotate(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     """Rotate about the centre by an angle within ±ROTATE_DEGREES."""
     angle = (_uniform(x, g)[:, 0] - 0.5) * 2 * math.radians(ROTATE_DEGREES)
     cos, sin = torch.cos(angle), torch.sin(angle)
-    theta = torch.stack([torch.stack([cos, sin, torch.zeros_like(cos)], 1),
-                         torch.stack([-sin, cos, torch.zeros_like(cos)], 1)], 1)
+    theta = torch.stack(
+        [torch.stack([cos, sin, torch.zeros_like(cos)], 1), torch.stack([-sin, cos, torch.zeros_like(cos)], 1)], 1
+    )
     return _affine(x, theta)
 
 

@@ -39,13 +39,19 @@ class Observations:
 
     logits: np.ndarray  # float32 [n_pool, n_queries, n_classes]; query 0 is the image itself
     test_accuracy: float  # of the downstream model on the held-out split
-    init_idx: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # pool indices of real images in / behind the release
+    init_idx: np.ndarray = field(
+        default_factory=lambda: np.zeros(0, dtype=np.int64)
+    )  # pool indices of real images in / behind the release
     formal_epsilon: float | None = None  # the accountant's epsilon for the steps actually taken
     delta: float | None = None
-    recon_loss: dict[str, np.ndarray] | None = None  # generators only: GAN-Leaks kind ('fbb', 'pbb', 'wb') -> float32 [n_pool], NaN where not reconstructed
+    recon_loss: dict[str, np.ndarray] | None = (
+        None  # generators only: GAN-Leaks kind ('fbb', 'pbb', 'wb') -> float32 [n_pool], NaN where not reconstructed
+    )
     release_x: np.ndarray | None = None  # float32 [k, c, h, w] pixel scale: the released synthetic set, if any
     release_y: np.ndarray | None = None  # int64 [k]: its labels
-    whitebox: np.ndarray | None = None  # white-box runs only: float32 [steps, canaries], each canary's projection of each noisy release (victims.whitebox)
+    whitebox: np.ndarray | None = (
+        None  # white-box runs only: float32 [steps, canaries], each canary's projection of each noisy release (victims.whitebox)
+    )
     whitebox_mechanism: dict | None = None  # with `whitebox`: the mechanism's public noise_multiplier and sample_rate
 
     def __post_init__(self) -> None:
@@ -57,7 +63,9 @@ class Observations:
             recon = {kind: np.asarray(loss, dtype=np.float32) for kind, loss in self.recon_loss.items()}
             for kind, loss in recon.items():
                 if loss.shape != self.logits.shape[:1]:
-                    raise ValueError(f"recon_loss[{kind!r}] must be [n_pool] = {self.logits.shape[:1]}, got shape {loss.shape}")
+                    raise ValueError(
+                        f"recon_loss[{kind!r}] must be [n_pool] = {self.logits.shape[:1]}, got shape {loss.shape}"
+                    )
             object.__setattr__(self, "recon_loss", recon)
         if (self.release_x is None) != (self.release_y is None):
             raise ValueError("release_x and release_y come together")
@@ -65,7 +73,9 @@ class Observations:
             object.__setattr__(self, "release_x", np.asarray(self.release_x, dtype=np.float32))
             object.__setattr__(self, "release_y", np.asarray(self.release_y, dtype=np.int64))
             if self.release_x.ndim != 4 or self.release_y.shape != self.release_x.shape[:1]:
-                raise ValueError(f"release_x must be [k, c, h, w] with k labels, got {self.release_x.shape} and {self.release_y.shape}")
+                raise ValueError(
+                    f"release_x must be [k, c, h, w] with k labels, got {self.release_x.shape} and {self.release_y.shape}"
+                )
         if (self.whitebox is None) != (self.whitebox_mechanism is None):
             raise ValueError("whitebox and whitebox_mechanism come together")
         if self.whitebox is not None:
@@ -88,8 +98,13 @@ class Observations:
         if self.whitebox is not None:
             arrays["whitebox"] = self.whitebox
             extra["whitebox_mechanism"] = dict(self.whitebox_mechanism)
-        return arrays, {**(meta or {}), "formal_epsilon": self.formal_epsilon, "delta": self.delta,
-                        "test_accuracy": self.test_accuracy, **extra}
+        return arrays, {
+            **(meta or {}),
+            "formal_epsilon": self.formal_epsilon,
+            "delta": self.delta,
+            "test_accuracy": self.test_accuracy,
+            **extra,
+        }
 
 
 DEFAULT_INCLUSION_RATE = 0.5  # as shadow_runs.plan.DEFAULT_INCLUSION_RATE (victims do not import the plan)
@@ -112,8 +127,15 @@ def expected_class_members(pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION
 class Victim(Protocol):
     name: ClassVar[str]
 
-    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
-            inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
+    def run(
+        self,
+        pool: Pool,
+        keep: np.ndarray,
+        seed: int,
+        *,
+        device: str = "cpu",
+        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    ) -> Observations:
         """One run on the members `keep` (bool [n_pool]) with `seed`.
 
         `inclusion_rate` is the plan's public coin probability q (every example is a member with
@@ -170,8 +192,10 @@ def get_victim(name: str) -> type:
         try:
             cls = plugins[name].load()
         except Exception as e:  # a plugin's import can fail in any way; report it in one line
-            raise ValueError(f"--victim {name}: its entry point {plugins[name].value!r} does not load "
-                             f"({type(e).__name__}: {_first_line(e)})") from None
+            raise ValueError(
+                f"--victim {name}: its entry point {plugins[name].value!r} does not load "
+                f"({type(e).__name__}: {_first_line(e)})"
+            ) from None
         return check_victim_class(cls, label=name)
     if ":" in name:
         return check_victim_class(_import_class(name), label=name)
@@ -189,7 +213,9 @@ def _import_class(path: str) -> type:
     try:
         module = importlib.import_module(module_name)
     except Exception as e:  # ImportError, or whatever the module raises as it runs
-        raise ValueError(f"--victim {path}: cannot import {module_name!r} ({type(e).__name__}: {_first_line(e)})") from None
+        raise ValueError(
+            f"--victim {path}: cannot import {module_name!r} ({type(e).__name__}: {_first_line(e)})"
+        ) from None
     try:
         return getattr(module, attribute)
     except AttributeError:
@@ -200,8 +226,11 @@ def check_victim_class(cls: Any, *, label: str) -> type:
     """`cls` if it follows the victim protocol (a dataclass with a str `name` that no other victim
     has, `run(pool, keep, seed, *, device, inclusion_rate)` and `check(pool, *, inclusion_rate)`);
     else ValueError naming what breaks it."""
+
     def broken(why: str) -> ValueError:
-        return ValueError(f"--victim {label}: {getattr(cls, '__qualname__', cls)!s} does not follow the victim protocol: {why}")
+        return ValueError(
+            f"--victim {label}: {getattr(cls, '__qualname__', cls)!s} does not follow the victim protocol: {why}"
+        )
 
     if not isinstance(cls, type) or not dataclasses.is_dataclass(cls):
         raise broken("not a dataclass (its fields are the victim's flags)")
@@ -209,8 +238,10 @@ def check_victim_class(cls: Any, *, label: str) -> type:
         raise broken("no `name` class attribute (a str: the experiment directory's prefix)")
     if _VICTIMS.get(cls.name, cls) is not cls:
         raise broken(f"its name {cls.name!r} is a built-in victim's")
-    for method, call in (("run", "(pool, keep, seed, device='cpu', inclusion_rate=0.5)"),
-                         ("check", "(pool, inclusion_rate=0.5)")):
+    for method, call in (
+        ("run", "(pool, keep, seed, device='cpu', inclusion_rate=0.5)"),
+        ("check", "(pool, inclusion_rate=0.5)"),
+    ):
         function = getattr(cls, method, None)
         if not callable(function):
             raise broken(f"no `{method}` method")
@@ -276,8 +307,10 @@ def seeded(seed: int, device: str = "cpu") -> Iterator[torch.Generator]:
     the siamese augmentation) stay nondeterministic there (bench/gpu_condense_check.py)."""
     cuda = [torch.device(device).index or 0] if torch.device(device).type == "cuda" else []
     cudnn = torch.backends.cudnn
-    with torch.random.fork_rng(devices=cuda), cudnn.flags(enabled=cudnn.enabled, benchmark=False,
-                                                           deterministic=True, allow_tf32=cudnn.allow_tf32):
+    with (
+        torch.random.fork_rng(devices=cuda),
+        cudnn.flags(enabled=cudnn.enabled, benchmark=False, deterministic=True, allow_tf32=cudnn.allow_tf32),
+    ):
         torch.manual_seed(seed)
         yield torch.Generator(device=device).manual_seed(seed + 1)
 

@@ -68,8 +68,7 @@ class CanaryConfig:
                 raise ValueError(f"--canary-copies {copies!r} must be an integer >= 2")
             object.__setattr__(self, "copies", int(copies))
         elif self.copies is not None:
-            raise ValueError(f"--canary-copies {self.copies} applies to --canary-kind duplicate only, "
-                             f"not {self.kind}")
+            raise ValueError(f"--canary-copies {self.copies} applies to --canary-kind duplicate only, not {self.kind}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0:
             raise ValueError(f"canary seed {self.seed!r} must be an integer >= 0")
 
@@ -84,8 +83,14 @@ class CanaryConfig:
 
     def entry(self, n_natural: int) -> dict:
         """experiment.json's (and summary.json's evaluation) `canaries` entry."""
-        return {"n": self.n, "kind": self.kind, "copies": self.copies, "seed": self.seed,
-                "first_row": int(n_natural), "n_natural": int(n_natural)}
+        return {
+            "n": self.n,
+            "kind": self.kind,
+            "copies": self.copies,
+            "seed": self.seed,
+            "first_row": int(n_natural),
+            "n_natural": int(n_natural),
+        }
 
     @classmethod
     def from_entry(cls, entry: dict) -> CanaryConfig:
@@ -133,7 +138,14 @@ def add_canaries(pool: Pool, config: CanaryConfig | None) -> Pool:
     if config.n == 0:
         return pool
     x, y, _ = canary_arrays(pool, config)
-    with_canaries = make_pool(pool.name, np.concatenate([pool.x, x]), np.concatenate([pool.y, y.astype(np.int64)]),
-                              pool.x_test, pool.y_test, pool.classes, pool.flip_ok)
+    with_canaries = make_pool(
+        pool.name,
+        np.concatenate([pool.x, x]),
+        np.concatenate([pool.y, y.astype(np.int64)]),
+        pool.x_test,
+        pool.y_test,
+        pool.classes,
+        pool.flip_ok,
+    )
     # the natural pool's normalisation: canaries must not change how the natural examples are seen
     return dataclasses.replace(with_canaries, mean=pool.mean, std=pool.std)

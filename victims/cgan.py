@@ -51,15 +51,30 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from victims.base import (DEFAULT_INCLUSION_RATE, Observations, observe, register_victim, require_at_least,
-                          require_positive, seeded)
+from victims.base import (
+    DEFAULT_INCLUSION_RATE,
+    Observations,
+    observe,
+    register_victim,
+    require_at_least,
+    require_positive,
+    seeded,
+)
 from victims.condense import Members
 from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
 from victims.data import Pool
 from victims.latent_search import WB_OPTIMIZERS, gradient_reconstruct, nearest_samples, powell_reconstruct
 from victims.nets import ConditionalDiscriminator, ConditionalGenerator
-from victims.privacy import (accountant_field, epsilon_spent, gaussian_mean, noise_multiplier_for, poisson_rate,
-                             poisson_sample, require_accountant, require_privacy_target)
+from victims.privacy import (
+    accountant_field,
+    epsilon_spent,
+    gaussian_mean,
+    noise_multiplier_for,
+    poisson_rate,
+    poisson_sample,
+    require_accountant,
+    require_privacy_target,
+)
 from victims.train import TrainConfig, fit, small_set_training, to_model_space
 
 
@@ -69,14 +84,24 @@ class GanLeaksSearch:
     (`reconstruct`; the attacker's work, never fed back into the release). A generator victim
     inherits them, so they are the same flags for every generator."""
 
-    fbb_samples: int = field(default=1000, metadata={"help": "fbb: generated samples per class the nearest is searched in"})
-    pbb_examples: int = field(default=30, metadata={"help": "pbb: reconstruct only the first this many pool examples (Powell is slow)"})
-    pbb_starts: int = field(default=2, metadata={"help": "pbb: Powell searches per example, from its nearest generated samples"})
+    fbb_samples: int = field(
+        default=1000, metadata={"help": "fbb: generated samples per class the nearest is searched in"}
+    )
+    pbb_examples: int = field(
+        default=30, metadata={"help": "pbb: reconstruct only the first this many pool examples (Powell is slow)"}
+    )
+    pbb_starts: int = field(
+        default=2, metadata={"help": "pbb: Powell searches per example, from its nearest generated samples"}
+    )
     pbb_evaluations: int = field(default=60, metadata={"help": "pbb: generator calls per Powell search"})
     wb_steps: int = field(default=50, metadata={"help": "wb: optimiser steps on the latent codes"})
     wb_lr: float = field(default=0.1, metadata={"help": "wb: learning rate on the latent codes"})
-    wb_optimizer: str = field(default="adam", metadata={"help": "wb: optimiser of the latent codes", "choices": WB_OPTIMIZERS})
-    prior_weight: float = field(default=1e-3, metadata={"help": "pbb and wb: weight of the latent-norm prior (|z|^2/d - 1)^2"})
+    wb_optimizer: str = field(
+        default="adam", metadata={"help": "wb: optimiser of the latent codes", "choices": WB_OPTIMIZERS}
+    )
+    prior_weight: float = field(
+        default=1e-3, metadata={"help": "pbb and wb: weight of the latent-norm prior (|z|^2/d - 1)^2"}
+    )
 
     def __post_init__(self) -> None:
         require_at_least(self, {name: 1 for name in ("fbb_samples", "pbb_starts", "pbb_evaluations", "wb_steps")})
@@ -93,18 +118,24 @@ class GanLeaksSearch:
 class CGANVictim(GanLeaksSearch):
     """A conditional GAN trained on the members; the downstream ConvNet is trained on its samples."""
 
-    ipc: int = field(default=10, metadata={"help": "generated images per class in the release the downstream ConvNet trains on"})
+    ipc: int = field(
+        default=10, metadata={"help": "generated images per class in the release the downstream ConvNet trains on"}
+    )
     latent_dim: int = field(default=8, metadata={"help": "latent code size of the generator"})
     gen_width: int = field(default=8, metadata={"help": "channels of the generator's convolutions"})
     disc_width: int = field(default=8, metadata={"help": "channels of the critic's first convolution"})
     steps: int = field(default=400, metadata={"help": "GAN training steps (one critic and one generator update each)"})
-    batch_size: int = field(default=64, metadata={"help": "real examples per critic step (dpcgan: expected Poisson batch size)"})
+    batch_size: int = field(
+        default=64, metadata={"help": "real examples per critic step (dpcgan: expected Poisson batch size)"}
+    )
     lr: float = field(default=2e-3, metadata={"help": "Adam learning rate of both nets"})
     train: TrainConfig = field(default_factory=small_set_training)  # the downstream ConvNet on the release
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        require_at_least(self, {name: 1 for name in ("ipc", "latent_dim", "gen_width", "disc_width", "steps", "batch_size")})
+        require_at_least(
+            self, {name: 1 for name in ("ipc", "latent_dim", "gen_width", "disc_width", "steps", "batch_size")}
+        )
         require_positive(self, ("lr",))
 
     def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
@@ -113,18 +144,30 @@ class CGANVictim(GanLeaksSearch):
     def networks(self, pool: Pool) -> tuple[ConditionalGenerator, ConditionalDiscriminator]:
         """A fresh generator and critic (parameters from torch's global RNG)."""
         shape, classes = pool.image_shape, pool.n_classes
-        return (ConditionalGenerator(latent_dim=self.latent_dim, n_classes=classes, image_shape=shape, width=self.gen_width),
-                ConditionalDiscriminator(n_classes=classes, image_shape=shape, width=self.disc_width))
+        return (
+            ConditionalGenerator(
+                latent_dim=self.latent_dim, n_classes=classes, image_shape=shape, width=self.gen_width
+            ),
+            ConditionalDiscriminator(n_classes=classes, image_shape=shape, width=self.disc_width),
+        )
 
-    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
-            inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
+    def run(
+        self,
+        pool: Pool,
+        keep: np.ndarray,
+        seed: int,
+        *,
+        device: str = "cpu",
+        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    ) -> Observations:
         members = Members.of(pool, training_keep(pool, keep), device=device)
         probe = self.probe(pool, keep, seed, inclusion_rate)
         with seeded(seed, device) as generator:
             x, y = members.x, members.y
             gen, critic = (net.to(device) for net in self.networks(pool))
-            privacy = self.train_gan(gen, critic, x, y, pool=pool, generator=generator, inclusion_rate=inclusion_rate,
-                                     probe=probe)
+            privacy = self.train_gan(
+                gen, critic, x, y, pool=pool, generator=generator, inclusion_rate=inclusion_rate, probe=probe
+            )
             return observe_generator(self, gen, pool, generator=generator, device=device, **privacy)
 
     def probe(self, pool: Pool, keep: np.ndarray, seed: int, inclusion_rate: float) -> CanaryProbe | None:
@@ -134,9 +177,18 @@ class CGANVictim(GanLeaksSearch):
     def latents(self, n: int, *, generator: torch.Generator, device: str) -> torch.Tensor:
         return torch.randn(n, self.latent_dim, generator=generator, device=generator.device).to(device)
 
-    def train_gan(self, gen: nn.Module, critic: nn.Module, x: torch.Tensor, y: torch.Tensor, *, pool: Pool,
-                  generator: torch.Generator, inclusion_rate: float = DEFAULT_INCLUSION_RATE,
-                  probe: CanaryProbe | None = None) -> dict:
+    def train_gan(
+        self,
+        gen: nn.Module,
+        critic: nn.Module,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        pool: Pool,
+        generator: torch.Generator,
+        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+        probe: CanaryProbe | None = None,
+    ) -> dict:
         """Train both nets on (x, y) in model space; returns the Observations' privacy fields
         (`dpcgan`: calibrated to the plan's expected member count, `inclusion_rate` * n_pool;
         with a white-box `probe`, its observations too)."""
@@ -146,7 +198,9 @@ class CGANVictim(GanLeaksSearch):
         n_classes = pool.n_classes
         for _ in range(self.steps):
             if private is None:
-                batch = torch.randint(len(x), (self.batch_size,), generator=generator, device=generator.device).to(x.device)
+                batch = torch.randint(len(x), (self.batch_size,), generator=generator, device=generator.device).to(
+                    x.device
+                )
                 fake = self.fake(gen, y[batch], pool=pool, generator=generator).detach()
                 loss = F.softplus(-critic(x[batch], y[batch])).mean() + F.softplus(critic(fake, y[batch])).mean()
                 opt_critic.zero_grad(set_to_none=True)
@@ -154,7 +208,9 @@ class CGANVictim(GanLeaksSearch):
             else:
                 private(critic, gen, generator=generator)
             opt_critic.step()
-            labels = torch.randint(n_classes, (self.batch_size,), generator=generator, device=generator.device).to(x.device)
+            labels = torch.randint(n_classes, (self.batch_size,), generator=generator, device=generator.device).to(
+                x.device
+            )
             loss = F.softplus(-critic(self.fake(gen, labels, pool=pool, generator=generator), labels)).mean()
             opt_gen.zero_grad(set_to_none=True)
             loss.backward()
@@ -169,8 +225,15 @@ class CGANVictim(GanLeaksSearch):
         pixels = gen(self.latents(len(labels), generator=generator, device=labels.device), labels)
         return to_model_space(pixels, mean=pool.mean, std=pool.std, device=labels.device)
 
-    def private_critic_step(self, x: torch.Tensor, y: torch.Tensor, *, pool: Pool,
-                            inclusion_rate: float = DEFAULT_INCLUSION_RATE, probe: CanaryProbe | None = None):
+    def private_critic_step(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        pool: Pool,
+        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+        probe: CanaryProbe | None = None,
+    ):
         """None: the critic trains without privacy (`dpcgan` overrides this)."""
         return None
 
@@ -203,14 +266,16 @@ class DPCGANVictim(CGANVictim):
         count (public: never the run's actual count): sigma is opacus's, calibrated so that `steps`
         noisy critic updates at rate B/N spend the target epsilon."""
         rate = poisson_rate(self.batch_size, pool, inclusion_rate)
-        sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=rate, steps=self.steps,
-                                     accountant=self.accountant)
+        sigma = noise_multiplier_for(
+            epsilon=self.epsilon, delta=self.delta, sample_rate=rate, steps=self.steps, accountant=self.accountant
+        )
         return sigma, rate
 
     def privacy_spent(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> dict:
         sigma, rate = self.noise(pool, inclusion_rate)
-        spent = epsilon_spent(noise_multiplier=sigma, sample_rate=rate, steps=self.steps, delta=self.delta,
-                              accountant=self.accountant)
+        spent = epsilon_spent(
+            noise_multiplier=sigma, sample_rate=rate, steps=self.steps, delta=self.delta, accountant=self.accountant
+        )
         return {"formal_epsilon": spent, "delta": self.delta}
 
     def probe(self, pool: Pool, keep: np.ndarray, seed: int, inclusion_rate: float) -> CanaryProbe | None:
@@ -222,24 +287,40 @@ class DPCGANVictim(CGANVictim):
         """Coordinates of each noisy gradient sum: the critic's parameters."""
         return sum(p.numel() for p in self.networks(pool)[1].parameters())
 
-    def private_critic_step(self, x: torch.Tensor, y: torch.Tensor, *, pool: Pool,
-                            inclusion_rate: float = DEFAULT_INCLUSION_RATE, probe: CanaryProbe | None = None):
+    def private_critic_step(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        pool: Pool,
+        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+        probe: CanaryProbe | None = None,
+    ):
         sigma, rate = self.noise(pool, inclusion_rate)  # each member in each batch w.p. B / (q n_pool)
 
         def step(critic: nn.Module, gen: nn.Module, *, generator: torch.Generator) -> None:
             batch = poisson_sample(len(x), rate, generator=generator).to(x.device)
             fake = self.fake(gen, y[batch], pool=pool, generator=generator).detach()
-            noisy = noisy_pair_gradient(critic, x[batch], fake, y[batch], max_grad_norm=self.max_grad_norm,
-                                        noise_multiplier=sigma, expected_batch_size=self.batch_size,
-                                        generator=generator, probe=probe)
+            noisy = noisy_pair_gradient(
+                critic,
+                x[batch],
+                fake,
+                y[batch],
+                max_grad_norm=self.max_grad_norm,
+                noise_multiplier=sigma,
+                expected_batch_size=self.batch_size,
+                generator=generator,
+                probe=probe,
+            )
             for p, g in zip(critic.parameters(), noisy):
                 p.grad = g
 
         return step
 
 
-def observe_generator(victim, gen: nn.Module, pool: Pool, *, generator: torch.Generator, device: str,
-                      **privacy) -> Observations:
+def observe_generator(
+    victim, gen: nn.Module, pool: Pool, *, generator: torch.Generator, device: str, **privacy
+) -> Observations:
     """What a run of a generator victim (`cgan`, `dpcgan`, `dpkernel`, `datalens`) leaves, from its
     trained generator `gen`: `victim.ipc` generated images per class as the release, the downstream
     ConvNet trained on them and observed on the pool, and the GAN-Leaks reconstruction losses of
@@ -250,34 +331,70 @@ def observe_generator(victim, gen: nn.Module, pool: Pool, *, generator: torch.Ge
     with torch.no_grad():
         pixels = gen(victim.latents(len(labels), generator=generator, device=device), labels)
     images = to_model_space(pixels, mean=pool.mean, std=pool.std, device=device)
-    model = fit(images, labels, n_classes=pool.n_classes, config=victim.train, flip_ok=pool.flip_ok, generator=generator)
+    model = fit(
+        images, labels, n_classes=pool.n_classes, config=victim.train, flip_ok=pool.flip_ok, generator=generator
+    )
     recon = reconstruct(victim, gen, pool, generator=generator, device=device)
-    return observe(model, pool, device=device, release_x=pixels.cpu().numpy(), release_y=labels.cpu().numpy(),
-                   recon_loss=recon, **privacy)
+    return observe(
+        model,
+        pool,
+        device=device,
+        release_x=pixels.cpu().numpy(),
+        release_y=labels.cpu().numpy(),
+        recon_loss=recon,
+        **privacy,
+    )
 
 
-def reconstruct(victim, gen: nn.Module, pool: Pool, *, generator: torch.Generator, device: str) -> dict[str, np.ndarray]:
+def reconstruct(
+    victim, gen: nn.Module, pool: Pool, *, generator: torch.Generator, device: str
+) -> dict[str, np.ndarray]:
     """The three GAN-Leaks reconstruction losses of every pool example under `gen` (pixel scale),
     float32 [n_pool] each, with the search settings of `victim` (fbb_samples, latent_dim,
     pbb_starts, pbb_examples, pbb_evaluations, prior_weight, wb_steps, wb_lr, wb_optimizer); `pbb`
     is NaN beyond its first `pbb_examples` examples."""
     x = torch.tensor(pool.x, device=device)
     y = torch.tensor(pool.y, device=device)
-    fbb, codes = nearest_samples(gen, x, y, n_classes=pool.n_classes, samples_per_class=victim.fbb_samples,
-                                 latent_dim=victim.latent_dim, keep=min(victim.pbb_starts, victim.fbb_samples),
-                                 generator=generator)
+    fbb, codes = nearest_samples(
+        gen,
+        x,
+        y,
+        n_classes=pool.n_classes,
+        samples_per_class=victim.fbb_samples,
+        latent_dim=victim.latent_dim,
+        keep=min(victim.pbb_starts, victim.fbb_samples),
+        generator=generator,
+    )
     k = min(victim.pbb_examples, pool.n_pool)
     pbb = np.full(pool.n_pool, np.nan, dtype=np.float32)
-    pbb[:k] = powell_reconstruct(gen, x[:k], y[:k], codes[:k], max_evaluations=victim.pbb_evaluations,
-                                 prior_weight=victim.prior_weight).numpy()
-    wb = gradient_reconstruct(gen, x, y, codes[:, 0], steps=victim.wb_steps, lr=victim.wb_lr,
-                              prior_weight=victim.prior_weight, optimizer=victim.wb_optimizer)
+    pbb[:k] = powell_reconstruct(
+        gen, x[:k], y[:k], codes[:k], max_evaluations=victim.pbb_evaluations, prior_weight=victim.prior_weight
+    ).numpy()
+    wb = gradient_reconstruct(
+        gen,
+        x,
+        y,
+        codes[:, 0],
+        steps=victim.wb_steps,
+        lr=victim.wb_lr,
+        prior_weight=victim.prior_weight,
+        optimizer=victim.wb_optimizer,
+    )
     return {"fbb": fbb.cpu().numpy(), "pbb": pbb, "wb": wb.detach().cpu().numpy()}
 
 
-def noisy_pair_gradient(critic: nn.Module, real: torch.Tensor, fake: torch.Tensor, labels: torch.Tensor, *,
-                        max_grad_norm: float, noise_multiplier: float, expected_batch_size: int,
-                        generator: torch.Generator, probe: CanaryProbe | None = None) -> list[torch.Tensor]:
+def noisy_pair_gradient(
+    critic: nn.Module,
+    real: torch.Tensor,
+    fake: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    max_grad_norm: float,
+    noise_multiplier: float,
+    expected_batch_size: int,
+    generator: torch.Generator,
+    probe: CanaryProbe | None = None,
+) -> list[torch.Tensor]:
     """The Gaussian mechanism on a Poisson batch of real examples, each paired with one fake of
     its class: (sum over pairs of the critic-loss gradient softplus(-D(real)) + softplus(D(fake)),
     each pair's clipped to norm C, + N(0, sigma^2 C^2)) / B, one tensor per critic parameter.
@@ -295,5 +412,12 @@ def noisy_pair_gradient(critic: nn.Module, real: torch.Tensor, fake: torch.Tenso
         per_pair = vmap(grad(pair_loss), in_dims=(None, 0, 0, 0), randomness="error")(weights, real, fake, labels)
     else:
         per_pair = None
-    return gaussian_mean(per_pair, params, max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier,
-                         expected_batch_size=expected_batch_size, generator=generator, probe=probe)
+    return gaussian_mean(
+        per_pair,
+        params,
+        max_grad_norm=max_grad_norm,
+        noise_multiplier=noise_multiplier,
+        expected_batch_size=expected_batch_size,
+        generator=generator,
+        probe=probe,
+    )

@@ -64,7 +64,8 @@ def check_ipc(ipc: int, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RA
         raise ValueError(
             f"--ipc {ipc} exceeds the {assured} members per class a run can count on (class {c}: {size} images, "
             f"{inclusion_rate * size:g} members expected at inclusion rate {inclusion_rate:g}, "
-            f"less {IPC_MARGIN_SD:g} standard deviations)")
+            f"less {IPC_MARGIN_SD:g} standard deviations)"
+        )
 
 
 def require_members_per_class(ipc: int, pool: Pool, keep: np.ndarray) -> None:
@@ -74,8 +75,10 @@ def require_members_per_class(ipc: int, pool: Pool, keep: np.ndarray) -> None:
     short = np.flatnonzero(counts < ipc)
     if short.size:
         c = int(short[0])
-        raise ValueError(f"--ipc {ipc} exceeds the {counts[c]} members of class {c} in this run "
-                         f"(of {int(np.sum(pool.y == c))} images of the class in the pool): lower --ipc")
+        raise ValueError(
+            f"--ipc {ipc} exceeds the {counts[c]} members of class {c} in this run "
+            f"(of {int(np.sum(pool.y == c))} images of the class in the pool): lower --ipc"
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,8 +110,9 @@ class Members:
         return torch.cat(batches), labels.to(self.x.device)
 
 
-def initial_set(pool: Pool, keep: np.ndarray, members: Members, *, ipc: int, init: str,
-                generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+def initial_set(
+    pool: Pool, keep: np.ndarray, members: Members, *, ipc: int, init: str, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
     """(images [k, c, h, w] in model space, labels [k], init_idx): `ipc` images per class in class
     order, either distinct random members of the class (their pool indices are `init_idx`) or
     standard Gaussian noise in model space (`init_idx` empty). `init="real"` raises ValueError
@@ -142,12 +146,23 @@ class CondensationVictim:
     hyper-parameters and implement `condense`."""
 
     ipc: int = field(default=10, metadata={"help": "images per class in the released set"})
-    init: str = field(default="real", metadata={
-        "help": "initialise the synthetic images from real member images or Gaussian noise", "choices": INITS})
+    init: str = field(
+        default="real",
+        metadata={
+            "help": "initialise the synthetic images from real member images or Gaussian noise",
+            "choices": INITS,
+        },
+    )
     train: TrainConfig = field(default_factory=small_set_training)  # the downstream ConvNet on the release
-    preset: str = field(default="digits", metadata={
-        "help": "defaults of the condensation: digits (sized for one CPU thread) or paper (the reference code's "
-                "hyper-parameters: DatasetCondensation's for dm, dsa, dc; the KIP colab's for kip)", "choices": PRESETS, "omit_at_default": True})
+    preset: str = field(
+        default="digits",
+        metadata={
+            "help": "defaults of the condensation: digits (sized for one CPU thread) or paper (the reference code's "
+            "hyper-parameters: DatasetCondensation's for dm, dsa, dc; the KIP colab's for kip)",
+            "choices": PRESETS,
+            "omit_at_default": True,
+        },
+    )
 
     #: the presets this victim has (a subclass with a paper preset lists it and gives `preset_values`)
     OWN_PRESETS: ClassVar[tuple[str, ...]] = ("digits",)
@@ -158,8 +173,9 @@ class CondensationVictim:
 
     def __post_init__(self) -> None:
         if self.preset not in self.OWN_PRESETS:
-            raise ValueError(f"--preset {self.preset} is not available for {self.name} (choose from "
-                             f"{', '.join(self.OWN_PRESETS)})")
+            raise ValueError(
+                f"--preset {self.preset} is not available for {self.name} (choose from {', '.join(self.OWN_PRESETS)})"
+            )
         require_at_least(self, {"ipc": 1})
         for name, value in self.preset_values().items():
             if getattr(self, name) is None:
@@ -170,23 +186,44 @@ class CondensationVictim:
     def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
         check_ipc(self.ipc, pool, inclusion_rate)
 
-    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
-            inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
+    def run(
+        self,
+        pool: Pool,
+        keep: np.ndarray,
+        seed: int,
+        *,
+        device: str = "cpu",
+        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    ) -> Observations:
         """One run (`inclusion_rate` is unused: nothing here is calibrated to the member count).
         With `--init real`, a class with fewer than `ipc` members in this run raises ValueError."""
         with seeded(seed, device) as generator:
             images, labels, init_idx = self.release(pool, keep, device=device, generator=generator)
-            model = fit(images, labels, n_classes=pool.n_classes, config=self.train, flip_ok=pool.flip_ok,
-                        generator=generator)
+            model = fit(
+                images, labels, n_classes=pool.n_classes, config=self.train, flip_ok=pool.flip_ok, generator=generator
+            )
             return self.observe(model, pool, images, labels, init_idx, device=device)
 
-    def run_packed(self, pool: Pool, keeps: np.ndarray, seeds: list[int], *, device: str = "cpu",
-                   inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> list[Observations]:
+    def run_packed(
+        self,
+        pool: Pool,
+        keeps: np.ndarray,
+        seeds: list[int],
+        *,
+        device: str = "cpu",
+        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    ) -> list[Observations]:
         """`run` of each (keep, seed): each release condensed in turn, the K downstream ConvNets on
         them trained together (`victims.packed`)."""
-        packed = fit_releases_packed(lambda keep, generator: self.release(pool, keep, device=device, generator=generator),
-                                     keeps, seeds, n_classes=pool.n_classes, config=self.train, flip_ok=pool.flip_ok,
-                                     device=device)
+        packed = fit_releases_packed(
+            lambda keep, generator: self.release(pool, keep, device=device, generator=generator),
+            keeps,
+            seeds,
+            n_classes=pool.n_classes,
+            config=self.train,
+            flip_ok=pool.flip_ok,
+            device=device,
+        )
         return [self.observe(model, pool, *release, device=device) for model, release in packed]
 
     def release(self, pool: Pool, keep: np.ndarray, *, device: str, generator: torch.Generator):
@@ -196,14 +233,22 @@ class CondensationVictim:
         return self.condense(images, labels, members, pool=pool, generator=generator).detach(), labels, init_idx
 
     @staticmethod
-    def observe(model, pool: Pool, images: torch.Tensor, labels: torch.Tensor, init_idx: np.ndarray, *,
-                device: str) -> Observations:
+    def observe(
+        model, pool: Pool, images: torch.Tensor, labels: torch.Tensor, init_idx: np.ndarray, *, device: str
+    ) -> Observations:
         """A run's observations: the downstream model's, with the release."""
-        return observe(model, pool, device=device, init_idx=init_idx,
-                       release_x=to_pixel_space(images, mean=pool.mean, std=pool.std), release_y=labels.cpu().numpy())
+        return observe(
+            model,
+            pool,
+            device=device,
+            init_idx=init_idx,
+            release_x=to_pixel_space(images, mean=pool.mean, std=pool.std),
+            release_y=labels.cpu().numpy(),
+        )
 
-    def condense(self, images: torch.Tensor, labels: torch.Tensor, members: Members, *, pool: Pool,
-                 generator: torch.Generator) -> torch.Tensor:
+    def condense(
+        self, images: torch.Tensor, labels: torch.Tensor, members: Members, *, pool: Pool, generator: torch.Generator
+    ) -> torch.Tensor:
         """The learned synthetic images (model space) from the initial `images` with `labels`.
         Parameters of freshly drawn networks come from torch's global RNG (fixed by the caller);
         everything else from `generator`."""

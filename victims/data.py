@@ -38,8 +38,12 @@ class Pool:
     white_box: object | None = None
 
     def __post_init__(self):
-        for field, kind, dtype, ndim in (("x", "biuf", np.float32, 4), ("x_test", "biuf", np.float32, 4),
-                                          ("y", "iu", np.int64, 1), ("y_test", "iu", np.int64, 1)):
+        for field, kind, dtype, ndim in (
+            ("x", "biuf", np.float32, 4),
+            ("x_test", "biuf", np.float32, 4),
+            ("y", "iu", np.int64, 1),
+            ("y_test", "iu", np.int64, 1),
+        ):
             a = np.asarray(getattr(self, field))
             if a.dtype.kind not in kind or a.ndim != ndim:
                 raise DataError(f"{self.name}: {field} must be {ndim}-d {dtype.__name__}, got {a.ndim}-d {a.dtype}")
@@ -49,8 +53,9 @@ class Pool:
         object.__setattr__(self, "classes", tuple(self.classes))
         x, y, xt, yt = self.x, self.y, self.x_test, self.y_test
         if len(x) == 0 or len(x) != len(y) or len(xt) != len(yt):
-            raise DataError(f"{self.name}: lengths differ or pool empty: x {len(x)}, y {len(y)}, "
-                            f"x_test {len(xt)}, y_test {len(yt)}")
+            raise DataError(
+                f"{self.name}: lengths differ or pool empty: x {len(x)}, y {len(y)}, x_test {len(xt)}, y_test {len(yt)}"
+            )
         if xt.shape[1:] != x.shape[1:]:
             raise DataError(f"{self.name}: x_test images {xt.shape[1:]} differ from x images {x.shape[1:]}")
         bad = _count_nonfinite(x) + _count_nonfinite(xt)
@@ -58,11 +63,11 @@ class Pool:
             raise DataError(f"{self.name}: {bad} non-finite values in x/x_test")
         labels = np.concatenate([y, yt])
         if labels.min() < 0 or labels.max() >= len(self.classes):
-            raise DataError(f"{self.name}: labels span {labels.min()}..{labels.max()}, "
-                            f"expected 0..{len(self.classes) - 1}")
+            raise DataError(
+                f"{self.name}: labels span {labels.min()}..{labels.max()}, expected 0..{len(self.classes) - 1}"
+            )
         if not len(self.mean) == len(self.std) == x.shape[1]:
-            raise DataError(f"{self.name}: mean/std need {x.shape[1]} channels, "
-                            f"got {len(self.mean)}/{len(self.std)}")
+            raise DataError(f"{self.name}: mean/std need {x.shape[1]} channels, got {len(self.mean)}/{len(self.std)}")
         if len(self.fingerprint) != 16 or set(self.fingerprint) - set("0123456789abcdef"):
             raise DataError(f"{self.name}: fingerprint {self.fingerprint!r} is not 16 hex chars")
 
@@ -94,7 +99,6 @@ def load_pool(name: str, *, data_root: str | os.PathLike | None = None, download
     raise DataError(f"unknown dataset {name!r} (known: {', '.join(_LOADERS)}, or a path to a .npz file)")
 
 
-
 def write_class_balanced_subset(pool: Pool, per_class: int, path: str | os.PathLike) -> Path:
     """Write the first `per_class` pool images of each class (in pool order, which for the built-in
     datasets is a seeded stratified split; fewer where a class has fewer), with the pool's test
@@ -107,7 +111,9 @@ def write_class_balanced_subset(pool: Pool, per_class: int, path: str | os.PathL
     np.savez(path, x=pool.x[idx], y=pool.y[idx], x_test=pool.x_test, y_test=pool.y_test)
     return path
 
+
 # --- helpers -----------------------------------------------------------------------------------
+
 
 def _count_nonfinite(a: np.ndarray) -> int:
     return int(a.size - np.count_nonzero(np.isfinite(a)))
@@ -134,13 +140,22 @@ def make_pool(name, x, y, x_test, y_test, classes, flip_ok) -> Pool:
     x, x_test = _to_float(x), _to_float(x_test)
     y, y_test = (np.ascontiguousarray(a, dtype=np.int64) for a in (y, y_test))
     channels = range(x.shape[1]) if x.ndim == 4 else ()
-    return Pool(name=name, x=x, y=y, x_test=x_test, y_test=y_test, classes=tuple(classes),
-                mean=tuple(float(x[:, c].mean(dtype=np.float64)) for c in channels),
-                std=tuple(float(x[:, c].std(dtype=np.float64)) for c in channels),
-                flip_ok=flip_ok, fingerprint=_fingerprint(x, y, x_test, y_test))
+    return Pool(
+        name=name,
+        x=x,
+        y=y,
+        x_test=x_test,
+        y_test=y_test,
+        classes=tuple(classes),
+        mean=tuple(float(x[:, c].mean(dtype=np.float64)) for c in channels),
+        std=tuple(float(x[:, c].std(dtype=np.float64)) for c in channels),
+        flip_ok=flip_ok,
+        fingerprint=_fingerprint(x, y, x_test, y_test),
+    )
 
 
 # --- loaders -----------------------------------------------------------------------------------
+
 
 def _load_digits(*, data_root=None, download=False) -> Pool:
     """scikit-learn's 8x8 digits, embedded; fixed stratified 1,500 / 297 split."""
@@ -235,9 +250,11 @@ def _load_npz(path: str) -> Pool:
     return make_pool(path, x, y, x_test, y_test, [str(i) for i in range(n_classes)], flip_ok=False)
 
 
-_LOADERS = MappingProxyType({
-    "digits": _load_digits,
-    "mnist": partial(_load_torchvision, "mnist", "MNIST", False),
-    "fashion-mnist": partial(_load_torchvision, "fashion-mnist", "FashionMNIST", False),
-    "cifar10": partial(_load_torchvision, "cifar10", "CIFAR10", True),
-})
+_LOADERS = MappingProxyType(
+    {
+        "digits": _load_digits,
+        "mnist": partial(_load_torchvision, "mnist", "MNIST", False),
+        "fashion-mnist": partial(_load_torchvision, "fashion-mnist", "FashionMNIST", False),
+        "cifar10": partial(_load_torchvision, "cifar10", "CIFAR10", True),
+    }
+)

@@ -185,12 +185,14 @@ def k_level_quantise(x: torch.Tensor, *, levels: int, generator: torch.Generator
     return -1 + 2 * (lower + up) / (levels - 1)
 
 
-def sto_k_level(g: torch.Tensor, *, clip: float, levels: int, signs: torch.Tensor,
-                generator: torch.Generator) -> torch.Tensor:
+def sto_k_level(
+    g: torch.Tensor, *, clip: float, levels: int, signs: torch.Tensor, generator: torch.Generator
+) -> torch.Tensor:
     """StoKlevelGrad of every row of g [N, d] (Algorithm 5): clip to [-c, c], rotate, normalise by
     the infinity norm, quantise to `levels` levels; [N, d'] in the rotated coordinates."""
-    return k_level_quantise(normalised(rotate(g.clamp(-clip, clip), signs), math.inf), levels=levels,
-                            generator=generator)
+    return k_level_quantise(
+        normalised(rotate(g.clamp(-clip, clip), signs), math.inf), levels=levels, generator=generator
+    )
 
 
 def vote_threshold(noisy: torch.Tensor, beta: float, teachers: int) -> torch.Tensor:
@@ -248,14 +250,17 @@ class Aggregation:
             delta *= math.sqrt(self.sketch.rows * self.sketch.max_load)
         return delta
 
-    def compress(self, g: torch.Tensor, *, generator: torch.Generator, signs: torch.Tensor | None = None) -> torch.Tensor:
+    def compress(
+        self, g: torch.Tensor, *, generator: torch.Generator, signs: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Each teacher's compressed vector (rows of g [N, d])."""
         if self.compression == "d2pfed":
             return sto_k_level(g, clip=self.clip, levels=self.levels, signs=signs, generator=generator)
         return topk_stochastic_sign(g, top_k=self.top_k, clip=self.clip, generator=generator)
 
-    def noisy(self, votes: torch.Tensor, *, noise_std: float, generator: torch.Generator,
-              probe: CanaryProbe | None = None) -> torch.Tensor:
+    def noisy(
+        self, votes: torch.Tensor, *, noise_std: float, generator: torch.Generator, probe: CanaryProbe | None = None
+    ) -> torch.Tensor:
         """The Gaussian mechanism: the sum of the votes [N, D] (its sketch for fetchsgd) plus
         N(0, noise_std^2) in every coordinate (`victims.privacy.gaussian_release`, with the white-box
         `probe` if any)."""
@@ -275,13 +280,22 @@ class Aggregation:
         """Post-processing of the noisy statistic into the student's direction [d]."""
         if self.compression == "fetchsgd":
             estimate = self.sketch.unsketch(noisy)
-            keep = torch.zeros_like(estimate).scatter_(0, estimate.abs().topk(top_count(self.top_k, self.d)).indices, 1.0)
+            keep = torch.zeros_like(estimate).scatter_(
+                0, estimate.abs().topk(top_count(self.top_k, self.d)).indices, 1.0
+            )
             return vote_threshold(estimate * keep, self.beta, self.teachers)
         voted = vote_threshold(noisy, self.beta, self.teachers)
         return unrotate(voted, signs, self.d) if self.compression == "d2pfed" else voted
 
-    def step(self, g: torch.Tensor, *, noise_std: float, generator: torch.Generator, active: torch.Tensor,
-             probe: CanaryProbe | None = None) -> torch.Tensor:
+    def step(
+        self,
+        g: torch.Tensor,
+        *,
+        noise_std: float,
+        generator: torch.Generator,
+        active: torch.Tensor,
+        probe: CanaryProbe | None = None,
+    ) -> torch.Tensor:
         """g [N, d] -> the aggregated direction [d]; teachers not `active` (no member) vote 0."""
         signs = None
         if self.compression == "d2pfed":
@@ -294,7 +308,9 @@ class Teachers:
     """N conditional discriminators trained side by side (torch.func: stacked parameters, vmap),
     teacher i on its own partition of the members only."""
 
-    def __init__(self, nets: list[nn.Module], parts: list[torch.Tensor], labels: list[torch.Tensor], *, lr: float) -> None:
+    def __init__(
+        self, nets: list[nn.Module], parts: list[torch.Tensor], labels: list[torch.Tensor], *, lr: float
+    ) -> None:
         params, self.buffers = stack_module_state(nets)
         self.params = {name: p.detach().requires_grad_() for name, p in params.items()}
         self.base = nets[0]
@@ -309,7 +325,9 @@ class Teachers:
     def _call(self, params, buffers, x, y):
         return functional_call(self.base, {**params, **buffers}, (x, y))
 
-    def train_step(self, fake: torch.Tensor, fake_labels: torch.Tensor, *, batch: int, generator: torch.Generator) -> None:
+    def train_step(
+        self, fake: torch.Tensor, fake_labels: torch.Tensor, *, batch: int, generator: torch.Generator
+    ) -> None:
         """One Adam step of every teacher: `batch` of its members (with replacement) against the
         fakes (model space); a teacher without members does not move."""
         n = len(self.sizes)
@@ -343,20 +361,37 @@ class DataLensVictim(CGANVictim):
     steps: int = field(default=300, metadata={"help": "student generator steps, one noisy aggregation each"})
     batch_size: int = field(default=16, metadata={"help": "fakes per student step (d = batch x pixels)"})
     lr: float = field(default=2e-3, metadata={"help": "Adam learning rate of the student and the teachers"})
-    teachers: int = field(default=10, metadata={"help": "teacher discriminators N, each on its own partition of the members"})
+    teachers: int = field(
+        default=10, metadata={"help": "teacher discriminators N, each on its own partition of the members"}
+    )
     teacher_steps: int = field(default=1, metadata={"help": "Adam steps of every teacher per student step"})
-    teacher_batch: int = field(default=16, metadata={"help": "real examples per teacher step, from the teacher's partition"})
-    compression: str = field(default="topagg", metadata={"help": "gradient compression and aggregation", "choices": COMPRESSIONS})
-    vote_fraction: float = field(default=0.2, metadata={"help": "top-k fraction k in (0, 1] of the d coordinates a teacher votes on (topagg, fetchsgd)"})
-    clip: float = field(default=1e-2, metadata={"help": "per-coordinate clipping constant c of the teachers' gradients"})
+    teacher_batch: int = field(
+        default=16, metadata={"help": "real examples per teacher step, from the teacher's partition"}
+    )
+    compression: str = field(
+        default="topagg", metadata={"help": "gradient compression and aggregation", "choices": COMPRESSIONS}
+    )
+    vote_fraction: float = field(
+        default=0.2,
+        metadata={"help": "top-k fraction k in (0, 1] of the d coordinates a teacher votes on (topagg, fetchsgd)"},
+    )
+    clip: float = field(
+        default=1e-2, metadata={"help": "per-coordinate clipping constant c of the teachers' gradients"}
+    )
     levels: int = field(default=2, metadata={"help": "d2pfed: quantisation levels"})
     sketch_rows: int = field(default=5, metadata={"help": "fetchsgd: Count Sketch rows"})
     sketch_width: float = field(default=0.5, metadata={"help": "fetchsgd: Count Sketch columns as a fraction of d"})
-    beta: float = field(default=0.1, metadata={"help": "voting threshold: keep coordinates whose |noisy vote| >= beta x teachers"})
+    beta: float = field(
+        default=0.1, metadata={"help": "voting threshold: keep coordinates whose |noisy vote| >= beta x teachers"}
+    )
     epsilon: float = field(default=1.0, metadata={"help": "target epsilon (DP victims)"})
     delta: float = field(default=1e-5, metadata={"help": "target delta (DP victims)"})
-    noise: bool = field(default=True, metadata={
-        "help": "add the calibrated noise; --no-noise is the non-private version (sigma = 0, no epsilon recorded)"})
+    noise: bool = field(
+        default=True,
+        metadata={
+            "help": "add the calibrated noise; --no-noise is the non-private version (sigma = 0, no epsilon recorded)"
+        },
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -377,18 +412,33 @@ class DataLensVictim(CGANVictim):
         super().check(pool, inclusion_rate=inclusion_rate)
         members = expected_members(pool, inclusion_rate)
         if members / self.teachers < MIN_MEMBERS_PER_TEACHER:
-            raise ValueError(f"--teachers {self.teachers} leaves {members / self.teachers:g} expected members per teacher "
-                             f"({members:g} members expected at inclusion rate {inclusion_rate:g} of {pool.n_pool}); "
-                             f"each teacher needs >= {MIN_MEMBERS_PER_TEACHER}")
+            raise ValueError(
+                f"--teachers {self.teachers} leaves {members / self.teachers:g} expected members per teacher "
+                f"({members:g} members expected at inclusion rate {inclusion_rate:g} of {pool.n_pool}); "
+                f"each teacher needs >= {MIN_MEMBERS_PER_TEACHER}"
+            )
 
     def aggregation(self, pool: Pool, *, generator: torch.Generator, device: str = "cpu") -> Aggregation:
         d = self.batch_size * math.prod(pool.image_shape)
         sketch = None
         if self.compression == "fetchsgd":
-            sketch = CountSketch(d, rows=self.sketch_rows, columns=max(1, math.ceil(self.sketch_width * d)),
-                                 generator=generator, device=device)
-        return Aggregation(compression=self.compression, top_k=self.vote_fraction, clip=self.clip, levels=self.levels,
-                           beta=self.beta, teachers=self.teachers, d=d, sketch=sketch)
+            sketch = CountSketch(
+                d,
+                rows=self.sketch_rows,
+                columns=max(1, math.ceil(self.sketch_width * d)),
+                generator=generator,
+                device=device,
+            )
+        return Aggregation(
+            compression=self.compression,
+            top_k=self.vote_fraction,
+            clip=self.clip,
+            levels=self.levels,
+            beta=self.beta,
+            teachers=self.teachers,
+            d=d,
+            sketch=sketch,
+        )
 
     def noise_multiplier(self) -> float:
         """sigma: the noise std is sigma * Delta; `steps` Gaussian steps (RDP alpha / (2 sigma^2)
@@ -400,8 +450,9 @@ class DataLensVictim(CGANVictim):
     def privacy_spent(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> dict:
         if not self.noise:
             return {}
-        spent = epsilon_spent(noise_multiplier=self.noise_multiplier(), sample_rate=1.0, steps=self.steps,
-                              delta=self.delta)
+        spent = epsilon_spent(
+            noise_multiplier=self.noise_multiplier(), sample_rate=1.0, steps=self.steps, delta=self.delta
+        )
         return {"formal_epsilon": spent, "delta": self.delta}
 
     def teachers_for(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str) -> Teachers:
@@ -413,21 +464,38 @@ class DataLensVictim(CGANVictim):
             rows = np.flatnonzero(keep & (owner == i))
             parts.append(to_model_space(pool.x[rows], mean=pool.mean, std=pool.std, device=device))
             labels.append(torch.as_tensor(pool.y[rows], device=device))
-        nets = [ConditionalDiscriminator(n_classes=pool.n_classes, image_shape=pool.image_shape,
-                                         width=self.disc_width).to(device) for _ in range(self.teachers)]
+        nets = [
+            ConditionalDiscriminator(n_classes=pool.n_classes, image_shape=pool.image_shape, width=self.disc_width).to(
+                device
+            )
+            for _ in range(self.teachers)
+        ]
         return Teachers(nets, parts, labels, lr=self.lr)
 
-    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
-            inclusion_rate: float = DEFAULT_INCLUSION_RATE):
+    def run(
+        self,
+        pool: Pool,
+        keep: np.ndarray,
+        seed: int,
+        *,
+        device: str = "cpu",
+        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    ):
         probe = open_probe(pool, keep, run_seed=seed, sample_rate=1.0, sensitivity=self.sensitivity(pool))
         with seeded(seed, device) as generator:
             gen, _ = self.networks(pool)
             gen = gen.to(device)
             teachers = self.teachers_for(pool, training_keep(pool, keep), seed, device=device)
             self.train_student(gen, teachers, pool=pool, generator=generator, device=device, probe=probe)
-            return observe_generator(self, gen, pool, generator=generator, device=device,
-                                     **self.privacy_spent(pool, inclusion_rate),
-                                     **whitebox_fields(probe, noise_multiplier=self.noise_multiplier()))
+            return observe_generator(
+                self,
+                gen,
+                pool,
+                generator=generator,
+                device=device,
+                **self.privacy_spent(pool, inclusion_rate),
+                **whitebox_fields(probe, noise_multiplier=self.noise_multiplier()),
+            )
 
     def sensitivity(self, pool: Pool) -> float:
         """Delta of the vote sum (no random draw: the sketch's shape alone)."""
@@ -437,21 +505,31 @@ class DataLensVictim(CGANVictim):
         """Coordinates of each noisy vote sum: D."""
         return self.aggregation(pool, generator=torch.Generator().manual_seed(0)).released_coordinates
 
-    def train_student(self, gen: nn.Module, teachers: Teachers, *, pool: Pool, generator: torch.Generator,
-                      device: str = "cpu", probe: CanaryProbe | None = None) -> None:
+    def train_student(
+        self,
+        gen: nn.Module,
+        teachers: Teachers,
+        *,
+        pool: Pool,
+        generator: torch.Generator,
+        device: str = "cpu",
+        probe: CanaryProbe | None = None,
+    ) -> None:
         aggregation = self.aggregation(pool, generator=generator, device=device)
         noise_std = self.noise_multiplier() * aggregation.sensitivity
         opt = torch.optim.Adam(gen.parameters(), lr=self.lr, betas=(0.5, 0.999))
         for _ in range(self.steps):
-            labels = torch.randint(pool.n_classes, (self.batch_size,), generator=generator,
-                                   device=generator.device).to(device)
+            labels = torch.randint(pool.n_classes, (self.batch_size,), generator=generator, device=generator.device).to(
+                device
+            )
             pixels = gen(self.latents(self.batch_size, generator=generator, device=device), labels)
             fake = to_model_space(pixels.detach(), mean=pool.mean, std=pool.std, device=device)
             for _ in range(self.teacher_steps):
                 teachers.train_step(fake, labels, batch=self.teacher_batch, generator=generator)
             g = teachers.image_gradients(pixels, labels, pool=pool)
-            direction = aggregation.step(g, noise_std=noise_std, generator=generator, active=teachers.active,
-                                         probe=probe)
+            direction = aggregation.step(
+                g, noise_std=noise_std, generator=generator, active=teachers.active, probe=probe
+            )
             loss = (pixels.flatten() * direction).sum() / self.batch_size
             opt.zero_grad(set_to_none=True)
             loss.backward()

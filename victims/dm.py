@@ -34,13 +34,17 @@ class DMVictim(CondensationVictim):
     """Distribution matching with random embedding networks; the downstream ConvNet trains on
     the learned set. Defaults sized for digits on one CPU thread (bench/condense.py)."""
 
-    iterations: int | None = field(default=None, metadata={
-        "help": "image updates, each with a fresh random embedding net (default: from --preset)"})
-    lr_images: float | None = field(default=None, metadata={
-        "help": "SGD learning rate of the synthetic images (default: from --preset)"})
+    iterations: int | None = field(
+        default=None,
+        metadata={"help": "image updates, each with a fresh random embedding net (default: from --preset)"},
+    )
+    lr_images: float | None = field(
+        default=None, metadata={"help": "SGD learning rate of the synthetic images (default: from --preset)"}
+    )
     momentum: float = field(default=0.5, metadata={"help": "SGD momentum of the synthetic images"})
-    batch_real: int | None = field(default=None, metadata={
-        "help": "real member images per class per iteration (default: from --preset)"})
+    batch_real: int | None = field(
+        default=None, metadata={"help": "real member images per class per iteration (default: from --preset)"}
+    )
     dsa: bool = field(default=True, metadata={"help": "differentiable siamese augmentation of both sides"})
     net: NetConfig = field(default_factory=lambda: NetConfig(width=32))  # the random embedding network
 
@@ -61,8 +65,9 @@ class DMVictim(CondensationVictim):
         require_positive(self, ("lr_images",))
         require_momentum(self)
 
-    def condense(self, images: torch.Tensor, labels: torch.Tensor, members: Members, *, pool: Pool,
-                 generator: torch.Generator) -> torch.Tensor:
+    def condense(
+        self, images: torch.Tensor, labels: torch.Tensor, members: Members, *, pool: Pool, generator: torch.Generator
+    ) -> torch.Tensor:
         images, optimizer = image_sgd(images, lr=self.lr_images, momentum=self.momentum)
         ops = strategy(flip_ok=pool.flip_ok)
         for _ in range(self.iterations):

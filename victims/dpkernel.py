@@ -86,13 +86,27 @@ import numpy as np
 import torch
 from torch import nn
 
-from victims.base import (DEFAULT_INCLUSION_RATE, Observations, register_victim, require_at_least, require_positive,
-                          seeded)
+from victims.base import (
+    DEFAULT_INCLUSION_RATE,
+    Observations,
+    register_victim,
+    require_at_least,
+    require_positive,
+    seeded,
+)
 from victims.cgan import GanLeaksSearch, observe_generator
 from victims.data import Pool
 from victims.nets import ConditionalGenerator
-from victims.privacy import (gaussian_release, accountant_field, epsilon_spent, noise_multiplier_for, poisson_rate, poisson_sample,
-                             require_accountant, require_privacy_target)
+from victims.privacy import (
+    gaussian_release,
+    accountant_field,
+    epsilon_spent,
+    noise_multiplier_for,
+    poisson_rate,
+    poisson_sample,
+    require_accountant,
+    require_privacy_target,
+)
 from victims.train import TrainConfig, small_set_training
 from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
 
@@ -121,9 +135,16 @@ def class_embedding_sum(features: torch.Tensor, labels: torch.Tensor, *, n_class
     return out.index_add(0, labels, features)
 
 
-def noisy_embedding_sum(features: torch.Tensor, labels: torch.Tensor, *, n_classes: int, noise_multiplier: float,
-                        sensitivity: float = SENSITIVITY, generator: torch.Generator,
-                        probe: CanaryProbe | None = None) -> torch.Tensor:
+def noisy_embedding_sum(
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    n_classes: int,
+    noise_multiplier: float,
+    sensitivity: float = SENSITIVITY,
+    generator: torch.Generator,
+    probe: CanaryProbe | None = None,
+) -> torch.Tensor:
     """The Gaussian mechanism on the class-conditional kernel mean embedding: the per-class sum of
     `features` [n, f] (each row of norm <= `sensitivity`) + N(0, sigma^2 Delta^2) on every one of
     the n_classes * f coordinates, classes without a record included. An empty batch gives pure
@@ -132,13 +153,24 @@ def noisy_embedding_sum(features: torch.Tensor, labels: torch.Tensor, *, n_class
     return gaussian_release([total], std=noise_multiplier * sensitivity, generator=generator, probe=probe)[0]
 
 
-def noisy_mean_embedding(features: torch.Tensor, labels: torch.Tensor, *, n_classes: int, noise_multiplier: float,
-                         expected_batch_size: int, generator: torch.Generator,
-                         probe: CanaryProbe | None = None) -> torch.Tensor:
+def noisy_mean_embedding(
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    n_classes: int,
+    noise_multiplier: float,
+    expected_batch_size: int,
+    generator: torch.Generator,
+    probe: CanaryProbe | None = None,
+) -> torch.Tensor:
     """The release of one iteration: `noisy_embedding_sum` (sensitivity 1) divided by the public
     expected batch size B, [n_classes, f]."""
-    return noisy_embedding_sum(features, labels, n_classes=n_classes, noise_multiplier=noise_multiplier,
-                               generator=generator, probe=probe) / expected_batch_size
+    return (
+        noisy_embedding_sum(
+            features, labels, n_classes=n_classes, noise_multiplier=noise_multiplier, generator=generator, probe=probe
+        )
+        / expected_batch_size
+    )
 
 
 @register_victim("dpkernel")
@@ -148,15 +180,23 @@ class DPKernelVictim(GanLeaksSearch):
 
     epsilon: float = field(default=1.0, metadata={"help": "target epsilon (DP victims)"})
     delta: float = field(default=1e-5, metadata={"help": "target delta (DP victims)"})
-    noise: bool = field(default=True, metadata={
-        "help": "add the calibrated noise; --no-noise is the non-private version (sigma = 0, no epsilon recorded)"})
+    noise: bool = field(
+        default=True,
+        metadata={
+            "help": "add the calibrated noise; --no-noise is the non-private version (sigma = 0, no epsilon recorded)"
+        },
+    )
     batch_size: int = field(default=150, metadata={"help": "expected Poisson batch size B (rate B / (q n_pool))"})
     steps: int = field(default=400, metadata={"help": "noisy embedding releases, one generator step each"})
     features: int = field(default=400, metadata={"help": "random Fourier frequencies D (2D features per class)"})
-    bandwidth: float = field(default=2.0, metadata={"help": "Gaussian kernel bandwidth h on the flattened [0, 1] image"})
+    bandwidth: float = field(
+        default=2.0, metadata={"help": "Gaussian kernel bandwidth h on the flattened [0, 1] image"}
+    )
     lr: float = field(default=5e-3, metadata={"help": "Adam learning rate of the generator"})
     fake_per_class: int = field(default=20, metadata={"help": "generated samples per class in each step's embedding"})
-    ipc: int = field(default=10, metadata={"help": "generated images per class in the release the downstream ConvNet trains on"})
+    ipc: int = field(
+        default=10, metadata={"help": "generated images per class in the release the downstream ConvNet trains on"}
+    )
     latent_dim: int = field(default=8, metadata={"help": "latent code size of the generator"})
     gen_width: int = field(default=8, metadata={"help": "channels of the generator's convolutions"})
     accountant: str = accountant_field()
@@ -165,8 +205,13 @@ class DPKernelVictim(GanLeaksSearch):
     def __post_init__(self) -> None:
         super().__post_init__()
         require_privacy_target(self)
-        require_at_least(self, {name: 1 for name in ("batch_size", "steps", "features", "fake_per_class", "ipc",
-                                                      "latent_dim", "gen_width")})
+        require_at_least(
+            self,
+            {
+                name: 1
+                for name in ("batch_size", "steps", "features", "fake_per_class", "ipc", "latent_dim", "gen_width")
+            },
+        )
         require_positive(self, ("bandwidth", "lr"))
         require_accountant(self)
 
@@ -176,8 +221,9 @@ class DPKernelVictim(GanLeaksSearch):
 
     def network(self, pool: Pool) -> ConditionalGenerator:
         """A fresh generator (parameters from torch's global RNG)."""
-        return ConditionalGenerator(latent_dim=self.latent_dim, n_classes=pool.n_classes, image_shape=pool.image_shape,
-                                    width=self.gen_width)
+        return ConditionalGenerator(
+            latent_dim=self.latent_dim, n_classes=pool.n_classes, image_shape=pool.image_shape, width=self.gen_width
+        )
 
     def calibration(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> tuple[float, float]:
         """(noise multiplier sigma, Poisson rate B/N) for N = q * n_pool, the plan's expected member
@@ -185,8 +231,9 @@ class DPKernelVictim(GanLeaksSearch):
         rate = poisson_rate(self.batch_size, pool, inclusion_rate)
         if not self.noise:
             return 0.0, rate
-        sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=rate, steps=self.steps,
-                                     accountant=self.accountant)
+        sigma = noise_multiplier_for(
+            epsilon=self.epsilon, delta=self.delta, sample_rate=rate, steps=self.steps, accountant=self.accountant
+        )
         return sigma, rate
 
     def privacy_spent(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> dict:
@@ -194,15 +241,23 @@ class DPKernelVictim(GanLeaksSearch):
         if not self.noise:
             return {}
         sigma, rate = self.calibration(pool, inclusion_rate)
-        spent = epsilon_spent(noise_multiplier=sigma, sample_rate=rate, steps=self.steps, delta=self.delta,
-                              accountant=self.accountant)
+        spent = epsilon_spent(
+            noise_multiplier=sigma, sample_rate=rate, steps=self.steps, delta=self.delta, accountant=self.accountant
+        )
         return {"formal_epsilon": spent, "delta": self.delta}
 
     def latents(self, n: int, *, generator: torch.Generator, device: str) -> torch.Tensor:
         return torch.randn(n, self.latent_dim, generator=generator, device=generator.device).to(device)
 
-    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
-            inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
+    def run(
+        self,
+        pool: Pool,
+        keep: np.ndarray,
+        seed: int,
+        *,
+        device: str = "cpu",
+        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    ) -> Observations:
         sigma, rate = self.calibration(pool, inclusion_rate)
         idx = np.flatnonzero(training_keep(pool, keep))
         probe = open_probe(pool, keep, run_seed=seed, sample_rate=rate, sensitivity=SENSITIVITY)
@@ -210,21 +265,39 @@ class DPKernelVictim(GanLeaksSearch):
             x = torch.tensor(pool.x[idx], device=device)  # pixel scale, as the generator's output
             y = torch.as_tensor(pool.y[idx], device=device)
             gen = self.network(pool).to(device)
-            rff = RandomFourierFeatures(int(np.prod(pool.image_shape)), self.features, self.bandwidth,
-                                        generator=generator).to(device)
-            self.train_generator(gen, rff, x, y, n_classes=pool.n_classes, sigma=sigma, rate=rate, generator=generator,
-                                 probe=probe)
-            return observe_generator(self, gen, pool, generator=generator, device=device,
-                                     **self.privacy_spent(pool, inclusion_rate),
-                                     **whitebox_fields(probe, noise_multiplier=sigma))
+            rff = RandomFourierFeatures(
+                int(np.prod(pool.image_shape)), self.features, self.bandwidth, generator=generator
+            ).to(device)
+            self.train_generator(
+                gen, rff, x, y, n_classes=pool.n_classes, sigma=sigma, rate=rate, generator=generator, probe=probe
+            )
+            return observe_generator(
+                self,
+                gen,
+                pool,
+                generator=generator,
+                device=device,
+                **self.privacy_spent(pool, inclusion_rate),
+                **whitebox_fields(probe, noise_multiplier=sigma),
+            )
 
     def release_dimension(self, pool: Pool) -> int:
         """Coordinates of each noisy embedding sum: n_classes x 2 D."""
         return pool.n_classes * 2 * self.features
 
-    def train_generator(self, gen: nn.Module, rff: RandomFourierFeatures, x: torch.Tensor, y: torch.Tensor, *,
-                        n_classes: int, sigma: float, rate: float, generator: torch.Generator,
-                        probe: CanaryProbe | None = None) -> None:
+    def train_generator(
+        self,
+        gen: nn.Module,
+        rff: RandomFourierFeatures,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        n_classes: int,
+        sigma: float,
+        rate: float,
+        generator: torch.Generator,
+        probe: CanaryProbe | None = None,
+    ) -> None:
         """`steps` releases of the members' (x [m, c, h, w] pixel scale, y [m]) noisy mean embedding,
         each followed by one Adam step of `gen` on its squared distance to the generated embedding."""
         with torch.no_grad():
@@ -233,9 +306,15 @@ class DPKernelVictim(GanLeaksSearch):
         fake_labels = torch.arange(n_classes, device=x.device).repeat_interleave(self.fake_per_class)
         for _ in range(self.steps):
             batch = poisson_sample(len(x), rate, generator=generator).to(x.device)
-            released = noisy_mean_embedding(member_features[batch], y[batch], n_classes=n_classes,
-                                            noise_multiplier=sigma, expected_batch_size=self.batch_size,
-                                            generator=generator, probe=probe)
+            released = noisy_mean_embedding(
+                member_features[batch],
+                y[batch],
+                n_classes=n_classes,
+                noise_multiplier=sigma,
+                expected_batch_size=self.batch_size,
+                generator=generator,
+                probe=probe,
+            )
             fake = gen(self.latents(len(fake_labels), generator=generator, device=x.device), fake_labels)
             generated = class_embedding_sum(rff(fake), fake_labels, n_classes=n_classes) / len(fake_labels)
             loss = (released - generated).pow(2).sum()

@@ -35,8 +35,15 @@ from victims.augment import draw_seed
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, expected_members, observe, register_victim, seeded
 from victims.data import Pool
 from victims.nets import NetConfig, build_net
-from victims.privacy import (accountant_field, noise_multiplier_for, per_example_gradients, poisson_batches, poisson_rate,
-                             require_accountant, require_privacy_target)
+from victims.privacy import (
+    accountant_field,
+    noise_multiplier_for,
+    per_example_gradients,
+    poisson_batches,
+    poisson_rate,
+    require_accountant,
+    require_privacy_target,
+)
 from victims.train import to_model_space
 from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
 
@@ -62,8 +69,12 @@ class DPSGDVictim:
     delta: float = field(default=1e-5, metadata={"help": "target delta"})
     max_grad_norm: float = field(default=1.0, metadata={"help": "per-example clipping norm C"})
     batch_size: int = field(default=128, metadata={"help": "expected Poisson batch size B"})
-    epochs: int = field(default=30, metadata={"help": "passes over the expected members (round(q n_pool / B) steps each)"})
-    lr: float = field(default=0.25, metadata={"help": "SGD learning rate"})  # digits, epsilon 1: 0.25 -> 68-69% test accuracy, 0.5 -> 64%, 1.0 -> 38-50%
+    epochs: int = field(
+        default=30, metadata={"help": "passes over the expected members (round(q n_pool / B) steps each)"}
+    )
+    lr: float = field(
+        default=0.25, metadata={"help": "SGD learning rate"}
+    )  # digits, epsilon 1: 0.25 -> 68-69% test accuracy, 0.5 -> 64%, 1.0 -> 38-50%
     accountant: str = accountant_field()
     net: NetConfig = field(default_factory=NetConfig)
 
@@ -82,8 +93,9 @@ class DPSGDVictim:
         """Sample rate B/N, steps and sigma for N = q * n_pool, the plan's expected member count."""
         sample_rate = poisson_rate(self.batch_size, pool, inclusion_rate)
         steps = self.epochs * max(1, round(expected_members(pool, inclusion_rate) / self.batch_size))
-        sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=sample_rate, steps=steps,
-                                     accountant=self.accountant)
+        sigma = noise_multiplier_for(
+            epsilon=self.epsilon, delta=self.delta, sample_rate=sample_rate, steps=steps, accountant=self.accountant
+        )
         return DPSGDPrivacy(sample_rate=sample_rate, steps=steps, noise_multiplier=sigma)
 
     def release_dimension(self, pool: Pool) -> int:
@@ -92,8 +104,15 @@ class DPSGDVictim:
         net = build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes)
         return sum(p.numel() for p in net.parameters())
 
-    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
-            inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
+    def run(
+        self,
+        pool: Pool,
+        keep: np.ndarray,
+        seed: int,
+        *,
+        device: str = "cpu",
+        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    ) -> Observations:
         from opacus import GradSampleModule  # imported here: see victims.privacy
         from opacus.accountants import create_accountant
 
@@ -106,8 +125,14 @@ class DPSGDVictim:
             record_gradients = _canary_gradients(net, pool, device)  # before opacus hooks the net
             # per-example gradients of the summed loss; DPOptimizer's "mean" divides the noisy sum by B
             model = GradSampleModule(net, loss_reduction="sum")
-            probe = open_probe(pool, keep, run_seed=seed, sample_rate=plan.sample_rate, sensitivity=self.max_grad_norm,
-                               record_gradients=record_gradients)
+            probe = open_probe(
+                pool,
+                keep,
+                run_seed=seed,
+                sample_rate=plan.sample_rate,
+                sensitivity=self.max_grad_norm,
+                record_gradients=record_gradients,
+            )
             optimizer = self.optimizer(model, plan, generator=generator, probe=probe)
             accountant = create_accountant(mechanism=self.accountant)
             optimizer.attach_step_hook(accountant.get_optimizer_hook_fn(sample_rate=plan.sample_rate))
@@ -125,8 +150,14 @@ class DPSGDVictim:
                     optimizer.step()
                 epsilon = accountant.get_epsilon(delta=self.delta)
             model.remove_hooks()
-            return observe(net, pool, device=device, formal_epsilon=float(epsilon), delta=self.delta,
-                           **whitebox_fields(probe, noise_multiplier=plan.noise_multiplier))
+            return observe(
+                net,
+                pool,
+                device=device,
+                formal_epsilon=float(epsilon),
+                delta=self.delta,
+                **whitebox_fields(probe, noise_multiplier=plan.noise_multiplier),
+            )
 
     def optimizer(self, model, plan: DPSGDPrivacy, *, generator: torch.Generator, probe: CanaryProbe | None):
         """opacus's DPOptimizer over `model`'s parameters: clip to C, sum, add N(0, sigma^2 C^2),
@@ -136,8 +167,11 @@ class DPSGDVictim:
 
         optimizer = DPOptimizer(
             torch.optim.SGD(model.parameters(), lr=self.lr, momentum=0.0),
-            noise_multiplier=plan.noise_multiplier, max_grad_norm=self.max_grad_norm,
-            expected_batch_size=self.batch_size, loss_reduction="mean", generator=generator,
+            noise_multiplier=plan.noise_multiplier,
+            max_grad_norm=self.max_grad_norm,
+            expected_batch_size=self.batch_size,
+            loss_reduction="mean",
+            generator=generator,
         )
         if probe is not None:
             add_noise = optimizer.add_noise

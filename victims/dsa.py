@@ -35,16 +35,21 @@ class DSAVictim(CondensationVictim):
     """Gradient matching with siamese augmentation; the downstream ConvNet trains on the set."""
 
     iterations: int | None = field(default=None, metadata={"help": "fresh matching networks (default: from --preset)"})
-    outer: int | None = field(default=None, metadata={
-        "help": "image updates per matching network (default: from --preset)"})
-    inner: int | None = field(default=None, metadata={
-        "help": "network steps on the synthetic set between image updates (default: from --preset)"})
-    lr_images: float | None = field(default=None, metadata={
-        "help": "SGD learning rate of the synthetic images (default: from --preset)"})
+    outer: int | None = field(
+        default=None, metadata={"help": "image updates per matching network (default: from --preset)"}
+    )
+    inner: int | None = field(
+        default=None,
+        metadata={"help": "network steps on the synthetic set between image updates (default: from --preset)"},
+    )
+    lr_images: float | None = field(
+        default=None, metadata={"help": "SGD learning rate of the synthetic images (default: from --preset)"}
+    )
     lr_net: float = field(default=0.01, metadata={"help": "SGD learning rate of the matching network"})
     momentum: float = field(default=0.5, metadata={"help": "SGD momentum of the synthetic images"})
-    batch_real: int | None = field(default=None, metadata={
-        "help": "real member images per class per gradient (default: from --preset)"})
+    batch_real: int | None = field(
+        default=None, metadata={"help": "real member images per class per gradient (default: from --preset)"}
+    )
     dsa: bool = field(default=True, metadata={"help": "differentiable siamese augmentation of both sides"})
     net: NetConfig = field(default_factory=lambda: NetConfig(width=32))  # the matching network
 
@@ -67,8 +72,9 @@ class DSAVictim(CondensationVictim):
         require_positive(self, ("lr_images", "lr_net"))
         require_momentum(self)
 
-    def condense(self, images: torch.Tensor, labels: torch.Tensor, members: Members, *, pool: Pool,
-                 generator: torch.Generator) -> torch.Tensor:
+    def condense(
+        self, images: torch.Tensor, labels: torch.Tensor, members: Members, *, pool: Pool, generator: torch.Generator
+    ) -> torch.Tensor:
         images, optimizer = image_sgd(images, lr=self.lr_images, momentum=self.momentum)
         ops = strategy(flip_ok=pool.flip_ok)
 
@@ -86,9 +92,12 @@ class DSAVictim(CondensationVictim):
                     real = augmented(members.batch(c, self.batch_real, generator=generator), seed)
                     synthetic = augmented(images[labels == c], seed)
                     target = torch.full((len(real),), c, device=real.device)
-                    real_gradient = [g.detach() for g in torch.autograd.grad(F.cross_entropy(net(real), target), matched)]
+                    real_gradient = [
+                        g.detach() for g in torch.autograd.grad(F.cross_entropy(net(real), target), matched)
+                    ]
                     synthetic_gradient = torch.autograd.grad(
-                        F.cross_entropy(net(synthetic), labels[labels == c]), matched, create_graph=True)
+                        F.cross_entropy(net(synthetic), labels[labels == c]), matched, create_graph=True
+                    )
                     loss = loss + gradient_distance(synthetic_gradient, real_gradient)
                 optimizer.zero_grad(set_to_none=True)
                 (image_gradient,) = torch.autograd.grad(loss, [images])

@@ -58,8 +58,7 @@ class _ArcCosine(torch.autograd.Function):
         return grad_j1 * j0 + grad_j0 / (2 * math.pi * sin.clamp(min=SIN_FLOOR))
 
 
-def ntk(x1: torch.Tensor, x2: torch.Tensor, *, depth: int, w_var: float = W_VAR,
-        b_var: float = B_VAR) -> torch.Tensor:
+def ntk(x1: torch.Tensor, x2: torch.Tensor, *, depth: int, w_var: float = W_VAR, b_var: float = B_VAR) -> torch.Tensor:
     """The closed-form NTK [n1, n2] of an infinitely wide ReLU network with `depth` hidden layers
     on the flattened inputs x1 [n1, ...] and x2 [n2, ...]: neural_tangents'
     `stax.serial(*[Dense(W_std, b_std), Relu()] * depth, Dense(W_std, b_std))` in the NTK
@@ -123,14 +122,21 @@ class Whitening:
         return (x.flatten(1).double() - self.mean) @ self.matrix
 
 
-def kip_loss(support: torch.Tensor, support_y: torch.Tensor, target: torch.Tensor, target_y: torch.Tensor,
-             *, depth: int, reg: float) -> torch.Tensor:
+def kip_loss(
+    support: torch.Tensor,
+    support_y: torch.Tensor,
+    target: torch.Tensor,
+    target_y: torch.Tensor,
+    *,
+    depth: int,
+    reg: float,
+) -> torch.Tensor:
     """KIP's eq. (3) with its trace-scaled ridge: 0.5 * mean over entries of
     (K_ts (K_ss + reg tr(K_ss)/k I)^-1 y_s - y_t)^2. Inputs are flattened (whitened if so
     configured) images and float regression targets [n, C]; computed in float64."""
     s = support.double()
     kernel = ntk(torch.cat([target.double(), s]), s, depth=depth)  # one pass: [K_ts; K_ss]
-    k_ts, k_ss = kernel[: len(target)], kernel[len(target):]
+    k_ts, k_ss = kernel[: len(target)], kernel[len(target) :]
     k = k_ss.shape[0]
     ridge = reg * torch.trace(k_ss) / k * torch.eye(k, dtype=k_ss.dtype, device=k_ss.device)
     prediction = k_ts @ torch.linalg.solve(k_ss + ridge, support_y.double())
@@ -163,17 +169,29 @@ class KIPVictim(CondensationVictim):
     run (4.5 ms an iteration) on a loaded 2-core machine; bench/condense.py times whole runs.
     """
 
-    iterations: int | None = field(default=None, metadata={
-        "help": "Adam steps of the synthetic images, one target batch each (default: from --preset)"})
-    lr: float | None = field(default=None, metadata={
-        "help": "Adam learning rate of the synthetic images (default: from --preset)"})
-    batch_size: int | None = field(default=None, metadata={
-        "help": "target batch: random members regressed on per step, all of them when fewer (default: from --preset)"})
-    depth: int | None = field(default=None, metadata={
-        "help": "hidden ReLU layers of the fully-connected NTK (default: from --preset)"})
+    iterations: int | None = field(
+        default=None,
+        metadata={"help": "Adam steps of the synthetic images, one target batch each (default: from --preset)"},
+    )
+    lr: float | None = field(
+        default=None, metadata={"help": "Adam learning rate of the synthetic images (default: from --preset)"}
+    )
+    batch_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "target batch: random members regressed on per step, all of them when fewer (default: from --preset)"
+        },
+    )
+    depth: int | None = field(
+        default=None, metadata={"help": "hidden ReLU layers of the fully-connected NTK (default: from --preset)"}
+    )
     reg: float = field(default=1e-6, metadata={"help": "ridge lambda, relative to the mean diagonal of K_ss"})
-    zca: bool = field(default=False, metadata={"help": "compute the kernel on ZCA-whitened inputs (fitted on the members)"})
-    zca_reg: float = field(default=0.1, metadata={"help": "ZCA regulariser, relative to the mean eigenvalue of the members' covariance"})
+    zca: bool = field(
+        default=False, metadata={"help": "compute the kernel on ZCA-whitened inputs (fitted on the members)"}
+    )
+    zca_reg: float = field(
+        default=0.1, metadata={"help": "ZCA regulariser, relative to the mean eigenvalue of the members' covariance"}
+    )
     dsa: bool = field(default=False, metadata={"help": "differentiable siamese augmentation of both sides"})
 
     OWN_PRESETS = ("digits", "paper")
@@ -199,8 +217,9 @@ class KIPVictim(CondensationVictim):
         if not (self.zca_reg > 0 and math.isfinite(self.zca_reg)):  # images have blank pixels: 0 cannot whiten them
             raise ValueError(f"--zca-reg must be a positive number, got {self.zca_reg}")
 
-    def condense(self, images: torch.Tensor, labels: torch.Tensor, members: Members, *, pool: Pool,
-                 generator: torch.Generator) -> torch.Tensor:
+    def condense(
+        self, images: torch.Tensor, labels: torch.Tensor, members: Members, *, pool: Pool, generator: torch.Generator
+    ) -> torch.Tensor:
         whiten = Whitening.fit(members.x, zca_reg=self.zca_reg) if self.zca else None
         inputs = whiten if whiten is not None else (lambda x: x.flatten(1).double())
         target_y = centered_one_hot(members.y, pool.n_classes)

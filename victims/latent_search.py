@@ -43,9 +43,17 @@ def latent_prior(z: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def nearest_samples(generator_net: nn.Module, x: torch.Tensor, y: torch.Tensor, *, n_classes: int,
-                    samples_per_class: int, latent_dim: int, keep: int,
-                    generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def nearest_samples(
+    generator_net: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    n_classes: int,
+    samples_per_class: int,
+    latent_dim: int,
+    keep: int,
+    generator: torch.Generator,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Full black-box reconstruction. For each class, `samples_per_class` codes z ~ N(0, I) are
     drawn from `generator` (class by class, the same draws whatever the images) and generated;
     each image x [n, c, h, w] (pixel scale) with label y [n] gets the squared error to its nearest
@@ -66,8 +74,15 @@ def nearest_samples(generator_net: nn.Module, x: torch.Tensor, y: torch.Tensor, 
     return loss, codes
 
 
-def powell_reconstruct(generator_net: nn.Module, x: torch.Tensor, y: torch.Tensor, starts: torch.Tensor, *,
-                       max_evaluations: int, prior_weight: float) -> torch.Tensor:
+def powell_reconstruct(
+    generator_net: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    starts: torch.Tensor,
+    *,
+    max_evaluations: int,
+    prior_weight: float,
+) -> torch.Tensor:
     """Partial black-box reconstruction: for each image x[i] (label y[i]) and each start code
     starts[i, s], scipy's Powell minimises the GAN-Leaks objective over z with at most
     `max_evaluations` generator calls; the smallest squared error found (the starts' own
@@ -86,17 +101,30 @@ def powell_reconstruct(generator_net: nn.Module, x: torch.Tensor, y: torch.Tenso
 
             found = []
             for start in starts[i]:
-                result = minimize(objective, start.cpu().double().numpy(), method="Powell",
-                                  options={"maxfev": max_evaluations, "xtol": 1e-3, "ftol": 1e-6})
+                result = minimize(
+                    objective,
+                    start.cpu().double().numpy(),
+                    method="Powell",
+                    options={"maxfev": max_evaluations, "xtol": 1e-3, "ftol": 1e-6},
+                )
                 codes = torch.stack([start, torch.as_tensor(result.x, dtype=torch.float32, device=device)])
                 found.append(squared_error(generator_net(codes, label.expand(2)), target.expand(2, -1, -1, -1)).min())
             best[i] = torch.stack(found).min().cpu()
     return best
 
 
-def gradient_reconstruct(generator_net: nn.Module, x: torch.Tensor, y: torch.Tensor, start: torch.Tensor, *,
-                         steps: int, lr: float, prior_weight: float, optimizer: str = "adam",
-                         batch_size: int = 2048) -> torch.Tensor:
+def gradient_reconstruct(
+    generator_net: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    start: torch.Tensor,
+    *,
+    steps: int,
+    lr: float,
+    prior_weight: float,
+    optimizer: str = "adam",
+    batch_size: int = 2048,
+) -> torch.Tensor:
     """White-box reconstruction: the codes of a batch of images, from start [n, d], optimised
     together on the sum over the batch of the GAN-Leaks objective (squared error + prior) for
     `steps` steps of Adam (learning rate `lr`) or of L-BFGS (one `steps`-iteration call, strong

@@ -16,8 +16,12 @@ class NetConfig:
 
     arch: str = field(default="convnet", metadata={"help": "classifier", "choices": ("convnet", "mlp")})
     width: int = field(default=64, metadata={"help": "channels per conv block, or hidden units per MLP layer"})
-    depth: int | None = field(default=None, metadata={
-        "help": "conv blocks (default: 3 for images of 32 px and more, fewer for smaller ones) or MLP layers (2)"})
+    depth: int | None = field(
+        default=None,
+        metadata={
+            "help": "conv blocks (default: 3 for images of 32 px and more, fewer for smaller ones) or MLP layers (2)"
+        },
+    )
     norm: str = field(default="instance", metadata={"help": "normalisation", "choices": ("instance", "none")})
     pooling: str = field(default="avg", metadata={"help": "pooling after each block", "choices": ("avg", "max")})
 
@@ -114,11 +118,14 @@ class ConditionalGenerator(nn.Module):
         self.start = (2 * width, height // 4, side // 4)
         self.project = nn.Linear(latent_dim + n_classes, 2 * width * (height // 4) * (side // 4))
         self.body = nn.Sequential(
-            nn.GroupNorm(2 * width, 2 * width), nn.ReLU(),
+            nn.GroupNorm(2 * width, 2 * width),
+            nn.ReLU(),
             nn.ConvTranspose2d(2 * width, width, kernel_size=4, stride=2, padding=1),
-            nn.GroupNorm(width, width), nn.ReLU(),
+            nn.GroupNorm(width, width),
+            nn.ReLU(),
             nn.ConvTranspose2d(width, width, kernel_size=4, stride=2, padding=1),
-            nn.GroupNorm(width, width), nn.ReLU(),
+            nn.GroupNorm(width, width),
+            nn.ReLU(),
             nn.Conv2d(width, channels, kernel_size=3, padding=1),
         )
 
@@ -145,9 +152,11 @@ class ConditionalDiscriminator(nn.Module):
             raise ValueError(f"the discriminator needs image sides divisible by 4, got {height}x{side}")
         self.n_classes = n_classes
         self.body = nn.Sequential(
-            nn.Conv2d(channels + n_classes, width, kernel_size=4, stride=2, padding=1), nn.LeakyReLU(0.2),
+            nn.Conv2d(channels + n_classes, width, kernel_size=4, stride=2, padding=1),
+            nn.LeakyReLU(0.2),
             nn.Conv2d(width, 2 * width, kernel_size=4, stride=2, padding=1),
-            nn.GroupNorm(2 * width, 2 * width), nn.LeakyReLU(0.2),
+            nn.GroupNorm(2 * width, 2 * width),
+            nn.LeakyReLU(0.2),
             nn.Flatten(),
             nn.Linear(2 * width * (height // 4) * (side // 4), 1),
         )

@@ -28,7 +28,6 @@ def flag_name(path: tuple[str, ...]) -> str:
     return "--" + "-".join(path).replace("_", "-")
 
 
-
 def build_victim(name: str, overrides: Mapping[str, Any]):
     """The victim `name` with `overrides` (field path -> value, as `victim_overrides` reads them)
     in place of its defaults; raises ValueError on a field it lacks or a bad value."""

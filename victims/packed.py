@@ -33,16 +33,31 @@ from victims.nets import build_net
 from victims.train import Batches, TrainConfig, train
 
 
-def fit_packed(sets: Sequence[tuple[torch.Tensor, torch.Tensor]], *, seeds: Sequence[int], n_classes: int,
-               config: TrainConfig, flip_ok: bool, device: str) -> list[nn.Module]:
+def fit_packed(
+    sets: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    *,
+    seeds: Sequence[int],
+    n_classes: int,
+    config: TrainConfig,
+    flip_ok: bool,
+    device: str,
+) -> list[nn.Module]:
     """`fit` on each (x, y) of `sets` under `seeded(seeds[k])` (as `victims.real` fits), trained together."""
-    packed = fit_releases_packed(lambda training_set, generator: training_set, sets, seeds, n_classes=n_classes,
-                                 config=config, flip_ok=flip_ok, device=device)
+    packed = fit_releases_packed(
+        lambda training_set, generator: training_set,
+        sets,
+        seeds,
+        n_classes=n_classes,
+        config=config,
+        flip_ok=flip_ok,
+        device=device,
+    )
     return [model for model, _ in packed]
 
 
-def fit_releases_packed(make_release, keeps, seeds: Sequence[int], *, n_classes: int, config: TrainConfig,
-                        flip_ok: bool, device: str) -> list[tuple[nn.Module, tuple]]:
+def fit_releases_packed(
+    make_release, keeps, seeds: Sequence[int], *, n_classes: int, config: TrainConfig, flip_ok: bool, device: str
+) -> list[tuple[nn.Module, tuple]]:
     """For victims that release a set and train the downstream net on it: each run's release made
     in turn under `seeded(seed)` by `make_release(keep, generator)` -> (images, labels, ...), its
     downstream net drawn right after it (where `fit` draws it in the unpacked run), then the K nets
@@ -54,21 +69,33 @@ def fit_releases_packed(make_release, keeps, seeds: Sequence[int], *, n_classes:
         with seeded(seed, device) as generator:
             releases.append(make_release(keep, generator))
             images = releases[-1][0]
-            models.append(build_net(config.net, image_shape=tuple(images.shape[1:]), n_classes=n_classes).to(images.device))
+            models.append(
+                build_net(config.net, image_shape=tuple(images.shape[1:]), n_classes=n_classes).to(images.device)
+            )
         generators.append(generator)
     trained = train_packed(models, [release[:2] for release in releases], generators, config=config, flip_ok=flip_ok)
     return list(zip(trained, releases))
 
 
-def train_packed(models: Sequence[nn.Module], sets: Sequence[tuple[torch.Tensor, torch.Tensor]],
-                 generators: Sequence[torch.Generator], *, config: TrainConfig, flip_ok: bool) -> list[nn.Module]:
+def train_packed(
+    models: Sequence[nn.Module],
+    sets: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    generators: Sequence[torch.Generator],
+    *,
+    config: TrainConfig,
+    flip_ok: bool,
+) -> list[nn.Module]:
     """`victims.train.train` of each initialised model on its (x, y) with its generator, trained together."""
     if len({min(config.batch_size, x.shape[0]) for x, _ in sets}) > 1:  # no common step shape
-        return [train(m, x, y, config=config, flip_ok=flip_ok, generator=g)
-                for m, (x, y), g in zip(models, sets, generators)]
+        return [
+            train(m, x, y, config=config, flip_ok=flip_ok, generator=g)
+            for m, (x, y), g in zip(models, sets, generators)
+        ]
     batches = [Batches(x, y, config=config, flip_ok=flip_ok, generator=g) for (x, y), g in zip(sets, generators)]
     grouped = GroupedNets(models).train()
-    opt = torch.optim.SGD(grouped.parameters(), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
+    opt = torch.optim.SGD(
+        grouped.parameters(), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
+    )
     for _ in range(config.steps):
         xb, yb = map(torch.stack, zip(*(b.next() for b in batches)))  # [K, B, ...], [K, B]
         out = grouped(xb)  # [K, B, classes]
@@ -103,8 +130,15 @@ def _grouped_conv(convs: Sequence[nn.Conv2d]) -> nn.Conv2d:
     c = convs[0]
     if c.groups != 1 or c.bias is None:
         raise ValueError("packing needs ungrouped convolutions with a bias")
-    grouped = nn.Conv2d(len(convs) * c.in_channels, len(convs) * c.out_channels, c.kernel_size, stride=c.stride,
-                        padding=c.padding, dilation=c.dilation, groups=len(convs)).to(c.weight.device)
+    grouped = nn.Conv2d(
+        len(convs) * c.in_channels,
+        len(convs) * c.out_channels,
+        c.kernel_size,
+        stride=c.stride,
+        padding=c.padding,
+        dilation=c.dilation,
+        groups=len(convs),
+    ).to(c.weight.device)
     grouped.weight.data.copy_(torch.cat([conv.weight.detach() for conv in convs]))
     grouped.bias.data.copy_(torch.cat([conv.bias.detach() for conv in convs]))
     return grouped

@@ -87,7 +87,9 @@ def _check(*, epsilon: float | None = None, delta: float, sample_rate: float, st
 
 
 @functools.lru_cache(maxsize=64)
-def noise_multiplier_for(*, epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str = "rdp") -> float:
+def noise_multiplier_for(
+    *, epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str = "rdp"
+) -> float:
     """The noise multiplier sigma with which `steps` Poisson-subsampled Gaussian steps at
     `sample_rate` spend (epsilon, delta) under `accountant` (opacus's search, tolerance 0.01).
 
@@ -97,12 +99,16 @@ def noise_multiplier_for(*, epsilon: float, delta: float, sample_rate: float, st
 
     _check(epsilon=epsilon, delta=delta, sample_rate=sample_rate, steps=steps, accountant=accountant)
     with _quiet_orders():
-        return float(get_noise_multiplier(
-            target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate, steps=steps, accountant=accountant
-        ))
+        return float(
+            get_noise_multiplier(
+                target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate, steps=steps, accountant=accountant
+            )
+        )
 
 
-def epsilon_spent(*, noise_multiplier: float, sample_rate: float, steps: int, delta: float, accountant: str = "rdp") -> float:
+def epsilon_spent(
+    *, noise_multiplier: float, sample_rate: float, steps: int, delta: float, accountant: str = "rdp"
+) -> float:
     """The accountant's epsilon at `delta` after `steps` subsampled Gaussian steps."""
     from opacus.accountants import create_accountant
 
@@ -140,8 +146,10 @@ def poisson_rate(batch_size: int, pool: Pool, inclusion_rate: float = DEFAULT_IN
     the public expected member count; ValueError when B exceeds that count."""
     members = expected_members(pool, inclusion_rate)
     if batch_size > members:
-        raise ValueError(f"--batch-size {batch_size} exceeds the {members:g} members a run has on average "
-                         f"(inclusion rate {inclusion_rate:g} of {pool.n_pool})")
+        raise ValueError(
+            f"--batch-size {batch_size} exceeds the {members:g} members a run has on average "
+            f"(inclusion rate {inclusion_rate:g} of {pool.n_pool})"
+        )
     return batch_size / members
 
 
@@ -159,14 +167,16 @@ def poisson_batches(n: int, sample_rate: float, steps: int, *, generator: torch.
         for _ in range(steps):
             yield torch.zeros(0, dtype=torch.int64)
         return
-    for indices in UniformWithReplacementSampler(num_samples=n, sample_rate=sample_rate, generator=generator,
-                                                  steps=steps):
+    for indices in UniformWithReplacementSampler(
+        num_samples=n, sample_rate=sample_rate, generator=generator, steps=steps
+    ):
         yield torch.as_tensor(indices, dtype=torch.int64)
 
 
 # -- clipped per-example gradients (sensitivity C) ----------------------------------------------
-def per_example_gradients(net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor,
-                          y: torch.Tensor) -> dict[str, torch.Tensor]:
+def per_example_gradients(
+    net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor
+) -> dict[str, torch.Tensor]:
     """Gradients of each example's cross-entropy w.r.t. `params`: [batch, *shape] per parameter,
     by torch.func (vmap over grad), never a loop over examples. The reference that
     `clipped_gradient_sum` is tested against, and its fallback for layers it does not cover."""
@@ -226,8 +236,9 @@ def _patches(x: torch.Tensor, conv: nn.Conv2d) -> torch.Tensor:
     return windows.permute(0, 2, 3, 1, 4, 5).reshape(n, rows * cols, c * kh * kw)
 
 
-def _layer_factors(net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor,
-                   y: torch.Tensor) -> dict[str, _LayerFactors] | None:
+def _layer_factors(
+    net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor
+) -> dict[str, _LayerFactors] | None:
     """One forward pass (forward hooks on the layers owning `params`, removed before it returns)
     and one backward pass to the layers' outputs: their inputs and output gradients. Only data
     gradients are computed; no parameter's `.grad` is touched. None where some parameter is not
@@ -244,8 +255,13 @@ def _layer_factors(net: nn.Module, params: dict[str, torch.Tensor], x: torch.Ten
         module, kind = owner[0]
         supported = kind == "weight" and (
             type(module) is nn.Linear
-            or (type(module) is nn.Conv2d and module.groups == 1 and module.padding_mode == "zeros"
-                and not isinstance(module.padding, str)))
+            or (
+                type(module) is nn.Conv2d
+                and module.groups == 1
+                and module.padding_mode == "zeros"
+                and not isinstance(module.padding, str)
+            )
+        )
         if not supported or module in layers:
             return None
         layers[module] = name
@@ -280,8 +296,9 @@ def _layer_factors(net: nn.Module, params: dict[str, torch.Tensor], x: torch.Ten
     return factors
 
 
-def clipped_gradient_sum(net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, *,
-                         max_norm: float) -> list[torch.Tensor]:
+def clipped_gradient_sum(
+    net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, *, max_norm: float
+) -> list[torch.Tensor]:
     """sum_i clip(gradient of example i's cross-entropy w.r.t. `params`, `max_norm`), one tensor
     per parameter: the same numbers as `clip_per_example(per_example_gradients(...))` summed over
     the batch, from each layer's inputs and output gradients (`_layer_factors`), with ghost norms
@@ -318,8 +335,9 @@ def clip_per_example(grads: dict[str, torch.Tensor], max_norm: float) -> dict[st
 
 
 # -- the Gaussian mechanism ---------------------------------------------------------------------
-def gaussian_release(sums: list[torch.Tensor], *, std: float, generator: torch.Generator,
-                     probe: CanaryProbe | None = None) -> list[torch.Tensor]:
+def gaussian_release(
+    sums: list[torch.Tensor], *, std: float, generator: torch.Generator, probe: CanaryProbe | None = None
+) -> list[torch.Tensor]:
     """The Gaussian mechanism on clean sums: each + N(0, std^2) in every coordinate (no draw at
     std 0). Every DP victim's noise goes through here (`dpsgd`'s through opacus, with the same
     probe): with a white-box `probe` (`victims.whitebox`), its gradient canaries are added to the
@@ -334,10 +352,17 @@ def gaussian_release(sums: list[torch.Tensor], *, std: float, generator: torch.G
     return sums
 
 
-def gaussian_mean(per_example: dict[str, torch.Tensor] | None, params: dict[str, torch.Tensor], *,
-                  max_grad_norm: float, noise_multiplier: float, expected_batch_size: int,
-                  generator: torch.Generator, clipped_sum: list[torch.Tensor] | None = None,
-                  probe: CanaryProbe | None = None) -> list[torch.Tensor]:
+def gaussian_mean(
+    per_example: dict[str, torch.Tensor] | None,
+    params: dict[str, torch.Tensor],
+    *,
+    max_grad_norm: float,
+    noise_multiplier: float,
+    expected_batch_size: int,
+    generator: torch.Generator,
+    clipped_sum: list[torch.Tensor] | None = None,
+    probe: CanaryProbe | None = None,
+) -> list[torch.Tensor]:
     """(sum of the per-example gradients, each clipped to norm C, + N(0, sigma^2 C^2)) / B, one
     tensor per parameter of `params`. The sum is that of `per_example` ([batch, *shape] per
     parameter, clipped here) or, given instead, `clipped_sum` (one tensor per parameter, already

@@ -42,15 +42,31 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from victims.base import (DEFAULT_INCLUSION_RATE, Observations, observe, register_victim, require_at_least,
-                          require_momentum, require_positive, seeded)
+from victims.base import (
+    DEFAULT_INCLUSION_RATE,
+    Observations,
+    observe,
+    register_victim,
+    require_at_least,
+    require_momentum,
+    require_positive,
+    seeded,
+)
 from victims.data import Pool
 from victims.matching import gradient_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net
 from victims.packed import fit_releases_packed
-from victims.privacy import (accountant_field, clipped_gradient_sum, epsilon_spent, gaussian_mean,
-                             noise_multiplier_for, poisson_rate, poisson_sample, require_accountant,
-                             require_privacy_target)
+from victims.privacy import (
+    accountant_field,
+    clipped_gradient_sum,
+    epsilon_spent,
+    gaussian_mean,
+    noise_multiplier_for,
+    poisson_rate,
+    poisson_sample,
+    require_accountant,
+    require_privacy_target,
+)
 from victims.real import training_set
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
 from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
@@ -65,9 +81,18 @@ def paper_values(*, epsilon: float, spc: int) -> dict:
     """The supplement's hyper-parameters (C.3). It gives R for epsilon 1 and 10 and (T, J) for
     spc 1, 10, 20 and 50; other values take the setting of the next smaller one listed."""
     loops = PAPER_LOOPS[max([s for s in PAPER_LOOPS if s <= spc])]
-    return dict(restarts=1000 if epsilon >= 10 else 200, outer=loops[0], inner=loops[1], batches=10,
-                batch_size=256, max_grad_norm=0.1, lr_images=0.1, lr_net=0.01, lr_generator=0.01,
-                momentum=0.5)
+    return dict(
+        restarts=1000 if epsilon >= 10 else 200,
+        outer=loops[0],
+        inner=loops[1],
+        batches=10,
+        batch_size=256,
+        max_grad_norm=0.1,
+        lr_images=0.1,
+        lr_net=0.01,
+        lr_generator=0.01,
+        momentum=0.5,
+    )
 
 
 def digits_values(*, epsilon: float, spc: int) -> dict:
@@ -77,8 +102,18 @@ def digits_values(*, epsilon: float, spc: int) -> dict:
     test accuracy against 62% at 30 and 49% at 1 (2 seeds each); batch 256 beat 128 (62%) and
     64 (41-49%); width 16 beat 32 and 64. Five restarts instead of four gave 69.5% against 65.8%
     (8 runs each) for 29% more time per run."""
-    return dict(restarts=4, outer=4, inner=5, batches=2, batch_size=256, max_grad_norm=0.1,
-                lr_images=10.0, lr_net=0.01, lr_generator=0.01, momentum=0.5)
+    return dict(
+        restarts=4,
+        outer=4,
+        inner=5,
+        batches=2,
+        batch_size=256,
+        max_grad_norm=0.1,
+        lr_images=10.0,
+        lr_net=0.01,
+        lr_generator=0.01,
+        momentum=0.5,
+    )
 
 
 def faithful_values(*, epsilon: float, spc: int) -> dict:
@@ -104,20 +139,30 @@ class PSGVictim:
     epsilon: float = field(default=10.0, metadata={"help": "target epsilon (DP victims)"})
     delta: float = field(default=1e-5, metadata={"help": "target delta (DP victims)"})
     spc: int = field(default=10, metadata={"help": "synthetic samples per class"})
-    preset: str = field(default="digits", metadata={
-        "help": "defaults of the generation loop: digits (sized for 2 CPU cores), faithful (digits run until more "
-                "noisy steps stop helping: 64 restarts) or paper (PSG supplement C.3)",
-        "choices": PRESETS})
-    prior: bool = field(default=False, metadata={"help": "generator-prior variant (optimise a generator on fixed latent codes)"})
+    preset: str = field(
+        default="digits",
+        metadata={
+            "help": "defaults of the generation loop: digits (sized for 2 CPU cores), faithful (digits run until more "
+            "noisy steps stop helping: 64 restarts) or paper (PSG supplement C.3)",
+            "choices": PRESETS,
+        },
+    )
+    prior: bool = field(
+        default=False, metadata={"help": "generator-prior variant (optimise a generator on fixed latent codes)"}
+    )
     restarts: int | None = field(default=None, metadata=_from_preset("R: fresh classifiers"))
     outer: int | None = field(default=None, metadata=_from_preset("T: outer iterations per restart"))
-    inner: int | None = field(default=None, metadata=_from_preset("J: classifier epochs on the synthetic set per outer iteration"))
+    inner: int | None = field(
+        default=None, metadata=_from_preset("J: classifier epochs on the synthetic set per outer iteration")
+    )
     batches: int | None = field(default=None, metadata=_from_preset("K: noisy real batches per outer iteration"))
     batch_size: int | None = field(default=None, metadata=_from_preset("expected Poisson batch size"))
     max_grad_norm: float | None = field(default=None, metadata=_from_preset("per-example clipping norm C"))
     lr_images: float | None = field(default=None, metadata=_from_preset("learning rate of the synthetic images"))
     lr_net: float | None = field(default=None, metadata=_from_preset("learning rate of the classifier's inner steps"))
-    lr_generator: float | None = field(default=None, metadata=_from_preset("Adam learning rate of the generator (--prior)"))
+    lr_generator: float | None = field(
+        default=None, metadata=_from_preset("Adam learning rate of the generator (--prior)")
+    )
     momentum: float | None = field(default=None, metadata=_from_preset("SGD momentum of the synthetic images"))
     latent_dim: int = field(default=32, metadata={"help": "latent code size of the generator (--prior)"})
     accountant: str = accountant_field()
@@ -154,57 +199,118 @@ class PSGVictim:
         for N = q * n_pool, the plan's expected member count (public: never the run's actual
         count); sigma is opacus's, calibrated to spend the target epsilon."""
         sample_rate = poisson_rate(self.batch_size, pool, inclusion_rate)
-        sigma = noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=sample_rate,
-                                     steps=self.noisy_steps, accountant=self.accountant)
-        spent = epsilon_spent(noise_multiplier=sigma, sample_rate=sample_rate, steps=self.noisy_steps,
-                              delta=self.delta, accountant=self.accountant)
+        sigma = noise_multiplier_for(
+            epsilon=self.epsilon,
+            delta=self.delta,
+            sample_rate=sample_rate,
+            steps=self.noisy_steps,
+            accountant=self.accountant,
+        )
+        spent = epsilon_spent(
+            noise_multiplier=sigma,
+            sample_rate=sample_rate,
+            steps=self.noisy_steps,
+            delta=self.delta,
+            accountant=self.accountant,
+        )
         return sigma, sample_rate, spent
 
-    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
-            inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
+    def run(
+        self,
+        pool: Pool,
+        keep: np.ndarray,
+        seed: int,
+        *,
+        device: str = "cpu",
+        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    ) -> Observations:
         x, y = training_set(pool, np.flatnonzero(training_keep(pool, keep)), device=device)
         sigma, sample_rate, spent = self.privacy(pool, inclusion_rate)
         probe = open_probe(pool, keep, run_seed=seed, sample_rate=sample_rate, sensitivity=self.max_grad_norm)
         with seeded(seed, device) as generator:
-            images, labels = self.generate(x, y, pool=pool, sigma=sigma, sample_rate=sample_rate, generator=generator,
-                                           probe=probe)
-            model = fit(images, labels, n_classes=pool.n_classes, config=self.train, flip_ok=pool.flip_ok,
-                        generator=generator)
-            return self.observe(model, pool, images, labels, formal_epsilon=spent, device=device,
-                                **whitebox_fields(probe, noise_multiplier=sigma))
+            images, labels = self.generate(
+                x, y, pool=pool, sigma=sigma, sample_rate=sample_rate, generator=generator, probe=probe
+            )
+            model = fit(
+                images, labels, n_classes=pool.n_classes, config=self.train, flip_ok=pool.flip_ok, generator=generator
+            )
+            return self.observe(
+                model,
+                pool,
+                images,
+                labels,
+                formal_epsilon=spent,
+                device=device,
+                **whitebox_fields(probe, noise_multiplier=sigma),
+            )
 
     def release_dimension(self, pool: Pool) -> int:
         """Coordinates of each noisy gradient: the matched (non-bias) parameters of the ConvNet."""
         net = build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes)
         return sum(p.numel() for p in net.parameters() if p.ndim > 1)
 
-    def run_packed(self, pool: Pool, keeps: np.ndarray, seeds: list[int], *, device: str = "cpu",
-                   inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> list[Observations]:
+    def run_packed(
+        self,
+        pool: Pool,
+        keeps: np.ndarray,
+        seeds: list[int],
+        *,
+        device: str = "cpu",
+        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    ) -> list[Observations]:
         """`run` of each (keep, seed): each release generated in turn, the K downstream ConvNets on
         them trained together (`victims.packed`). A white-box run is not packed (`run` each)."""
         if pool.white_box is not None:
-            return [self.run(pool, keep, seed, device=device, inclusion_rate=inclusion_rate)
-                    for keep, seed in zip(keeps, seeds)]
+            return [
+                self.run(pool, keep, seed, device=device, inclusion_rate=inclusion_rate)
+                for keep, seed in zip(keeps, seeds)
+            ]
         sigma, sample_rate, spent = self.privacy(pool, inclusion_rate)
 
         def release(keep: np.ndarray, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
             x, y = training_set(pool, np.flatnonzero(keep), device=device)
             return self.generate(x, y, pool=pool, sigma=sigma, sample_rate=sample_rate, generator=generator)
 
-        packed = fit_releases_packed(release, keeps, seeds, n_classes=pool.n_classes, config=self.train,
-                                     flip_ok=pool.flip_ok, device=device)
+        packed = fit_releases_packed(
+            release, keeps, seeds, n_classes=pool.n_classes, config=self.train, flip_ok=pool.flip_ok, device=device
+        )
         return [self.observe(model, pool, *made, formal_epsilon=spent, device=device) for model, made in packed]
 
-    def observe(self, model, pool: Pool, images: torch.Tensor, labels: torch.Tensor, *, formal_epsilon: float,
-                device: str, **whitebox) -> Observations:
+    def observe(
+        self,
+        model,
+        pool: Pool,
+        images: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        formal_epsilon: float,
+        device: str,
+        **whitebox,
+    ) -> Observations:
         """A run's observations: the downstream model's, with the release and the accountant's ε
         (and a white-box run's `whitebox` fields)."""
-        return observe(model, pool, device=device, formal_epsilon=formal_epsilon, delta=self.delta,
-                       release_x=to_pixel_space(images, mean=pool.mean, std=pool.std), release_y=labels.cpu().numpy(),
-                       **whitebox)
+        return observe(
+            model,
+            pool,
+            device=device,
+            formal_epsilon=formal_epsilon,
+            delta=self.delta,
+            release_x=to_pixel_space(images, mean=pool.mean, std=pool.std),
+            release_y=labels.cpu().numpy(),
+            **whitebox,
+        )
 
-    def generate(self, x: torch.Tensor, y: torch.Tensor, *, pool: Pool, sigma: float, sample_rate: float,
-                 generator: torch.Generator, probe: CanaryProbe | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def generate(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        pool: Pool,
+        sigma: float,
+        sample_rate: float,
+        generator: torch.Generator,
+        probe: CanaryProbe | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Algorithm 1 (or 2 with `prior`) on the members (x, y) in model space -> the synthetic set.
         Every noisy step samples each member with probability `sample_rate` (the public B / (q n_pool))
         and divides its noisy sum by `batch_size` B."""
@@ -219,15 +325,23 @@ class PSGVictim:
                 for _ in range(self.batches):
                     batch = poisson_sample(len(x), sample_rate, generator=generator)
                     real = noisy_mean_gradient(
-                        net, matched, x[batch], y[batch], max_grad_norm=self.max_grad_norm,
-                        noise_multiplier=sigma, expected_batch_size=self.batch_size, generator=generator,
+                        net,
+                        matched,
+                        x[batch],
+                        y[batch],
+                        max_grad_norm=self.max_grad_norm,
+                        noise_multiplier=sigma,
+                        expected_batch_size=self.batch_size,
+                        generator=generator,
                         probe=probe,
                     )
                     synthetic.step(net, list(matched.values()), real)
                 if outer < self.outer - 1:  # as in the reference: no inner steps after the last one
                     images = synthetic.images().detach()
                     for _ in range(self.inner):
-                        for chunk in torch.randperm(len(labels), generator=generator, device=generator.device).split(self.batch_size):
+                        for chunk in torch.randperm(len(labels), generator=generator, device=generator.device).split(
+                            self.batch_size
+                        ):
                             net_optimizer.zero_grad(set_to_none=True)
                             F.cross_entropy(net(images[chunk]), labels[chunk]).backward()
                             net_optimizer.step()
@@ -253,11 +367,17 @@ class SyntheticSet:
             pixels.requires_grad_(True)
             optimizer = torch.optim.SGD([pixels], lr=config.lr_images, momentum=config.momentum)
             return cls(labels=labels, optimizer=optimizer, pixels=pixels)
-        net = ConditionalGenerator(latent_dim=config.latent_dim, n_classes=pool.n_classes,
-                                   image_shape=pool.image_shape).to(device)
+        net = ConditionalGenerator(
+            latent_dim=config.latent_dim, n_classes=pool.n_classes, image_shape=pool.image_shape
+        ).to(device)
         latents = torch.randn((len(labels), config.latent_dim), generator=generator, device=device)
-        return cls(labels=labels, optimizer=torch.optim.Adam(net.parameters(), lr=config.lr_generator),
-                   generator_net=net, latents=latents, pool=pool)
+        return cls(
+            labels=labels,
+            optimizer=torch.optim.Adam(net.parameters(), lr=config.lr_generator),
+            generator_net=net,
+            latents=latents,
+            pool=pool,
+        )
 
     def images(self) -> torch.Tensor:
         """The synthetic images in model space."""
@@ -278,12 +398,29 @@ class SyntheticSet:
         self.optimizer.step()
 
 
-def noisy_mean_gradient(net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, *,
-                        max_grad_norm: float, noise_multiplier: float, expected_batch_size: int,
-                        generator: torch.Generator, probe: CanaryProbe | None = None) -> list[torch.Tensor]:
+def noisy_mean_gradient(
+    net: nn.Module,
+    params: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    max_grad_norm: float,
+    noise_multiplier: float,
+    expected_batch_size: int,
+    generator: torch.Generator,
+    probe: CanaryProbe | None = None,
+) -> list[torch.Tensor]:
     """PSG's noisy real gradient, the Gaussian mechanism on a Poisson batch: (sum of clipped
     per-example gradients + N(0, sigma^2 C^2)) / B, one tensor per parameter of `params`, from
     `victims.privacy`'s `clipped_gradient_sum` and `gaussian_mean`. An empty batch gives pure noise."""
     sums = clipped_gradient_sum(net, params, x, y, max_norm=max_grad_norm) if len(x) else None
-    return gaussian_mean(None, params, clipped_sum=sums, max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier,
-                         expected_batch_size=expected_batch_size, generator=generator, probe=probe)
+    return gaussian_mean(
+        None,
+        params,
+        clipped_sum=sums,
+        max_grad_norm=max_grad_norm,
+        noise_multiplier=noise_multiplier,
+        expected_batch_size=expected_batch_size,
+        generator=generator,
+        probe=probe,
+    )

@@ -38,28 +38,49 @@ class SubsetVictim:
     def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
         check_ipc(self.ipc, pool, inclusion_rate)
 
-    def run(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str = "cpu",
-            inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> Observations:
+    def run(
+        self,
+        pool: Pool,
+        keep: np.ndarray,
+        seed: int,
+        *,
+        device: str = "cpu",
+        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    ) -> Observations:
         """One run (`inclusion_rate` is unused); a class with fewer than `ipc` members raises ValueError."""
         chosen = self.choose(pool, keep, seed)
         with seeded(seed, device) as generator:
             model = fit_on_pool(pool, chosen, config=self.train, generator=generator, device=device)
-            return observe(model, pool, device=device, init_idx=chosen,
-                           release_x=pool.x[chosen], release_y=pool.y[chosen])
+            return observe(
+                model, pool, device=device, init_idx=chosen, release_x=pool.x[chosen], release_y=pool.y[chosen]
+            )
 
-    def run_packed(self, pool: Pool, keeps: np.ndarray, seeds: list[int], *, device: str = "cpu",
-                   inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> list[Observations]:
+    def run_packed(
+        self,
+        pool: Pool,
+        keeps: np.ndarray,
+        seeds: list[int],
+        *,
+        device: str = "cpu",
+        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    ) -> list[Observations]:
         """`run` of each (keep, seed), the K downstream ConvNets trained together (`victims.packed`)."""
         chosen = [self.choose(pool, keep, seed) for keep, seed in zip(keeps, seeds)]
         models = fit_packed_on_pool(pool, chosen, list(seeds), config=self.train, device=device)
-        return [observe(model, pool, device=device, init_idx=c, release_x=pool.x[c], release_y=pool.y[c])
-                for model, c in zip(models, chosen)]
+        return [
+            observe(model, pool, device=device, init_idx=c, release_x=pool.x[c], release_y=pool.y[c])
+            for model, c in zip(models, chosen)
+        ]
 
     def choose(self, pool: Pool, keep: np.ndarray, seed: int) -> np.ndarray:
         """The released subset of one run: `ipc` members of each class, drawn from `seed`."""
         require_members_per_class(self.ipc, pool, keep)
         rng = np.random.default_rng(seed)
-        return np.sort(np.concatenate([
-            rng.choice(np.flatnonzero(keep & (pool.y == c)), size=self.ipc, replace=False)
-            for c in range(pool.n_classes)
-        ]))
+        return np.sort(
+            np.concatenate(
+                [
+                    rng.choice(np.flatnonzero(keep & (pool.y == c)), size=self.ipc, replace=False)
+                    for c in range(pool.n_classes)
+                ]
+            )
+        )

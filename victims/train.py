@@ -29,8 +29,9 @@ class TrainConfig:
     # On digits, one-pixel shifts with weight decay 5e-4 gave 97.4% test accuracy and LiRA AUC
     # 0.55 (24 runs); without the shifts 98.1% and 0.58; without either 98.3% and 0.61 (64 runs).
     weight_decay: float = field(default=0.0, metadata={"help": "L2 penalty"})
-    augment: bool = field(default=False, metadata={
-        "help": "train on random one-pixel shifts (and flips where they keep the label)"})
+    augment: bool = field(
+        default=False, metadata={"help": "train on random one-pixel shifts (and flips where they keep the label)"}
+    )
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -119,8 +120,15 @@ def fit(
     return train(model, x, y, config=config, flip_ok=flip_ok, generator=generator)
 
 
-def train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, config: TrainConfig, flip_ok: bool,
-          generator: torch.Generator) -> nn.Module:
+def train(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    config: TrainConfig,
+    flip_ok: bool,
+    generator: torch.Generator,
+) -> nn.Module:
     """`fit`'s training of an initialised `model` (SGD on minibatches from `generator`), in eval mode after."""
     opt = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
     batches = Batches(x, y, config=config, flip_ok=flip_ok, generator=generator)
@@ -138,8 +146,9 @@ class Batches:
     """The minibatches `fit` trains on: `min(batch_size, n)` examples per step without replacement
     within an epoch, reshuffled from `generator` each epoch, augmented from it when asked."""
 
-    def __init__(self, x: torch.Tensor, y: torch.Tensor, *, config: TrainConfig, flip_ok: bool,
-                 generator: torch.Generator) -> None:
+    def __init__(
+        self, x: torch.Tensor, y: torch.Tensor, *, config: TrainConfig, flip_ok: bool, generator: torch.Generator
+    ) -> None:
         self.x, self.y, self.config, self.flip_ok, self.generator = x, y, config, flip_ok, generator
         self.size = min(config.batch_size, x.shape[0])
         self.order, self.cursor = torch.randperm(x.shape[0], generator=generator, device=generator.device), 0

@@ -89,8 +89,10 @@ def check_dimension(spec: WhiteBoxSpec | None, dimension: int, *, victim: str) -
     """ValueError (one line) when gradient canaries outnumber the release's coordinates: each needs
     a coordinate of its own."""
     if spec is not None and spec.gradient and spec.n > dimension:
-        raise ValueError(f"--canaries {spec.n}: {victim}'s release has {dimension} coordinates, and each gradient "
-                         f"canary needs its own (at most {dimension})")
+        raise ValueError(
+            f"--canaries {spec.n}: {victim}'s release has {dimension} coordinates, and each gradient "
+            f"canary needs its own (at most {dimension})"
+        )
 
 
 def directions(spec: WhiteBoxSpec, dimension: int) -> tuple[np.ndarray, np.ndarray]:
@@ -110,8 +112,16 @@ class CanaryProbe:
     `record_gradients` (record canaries only) returns the canaries' gradients [n, dim] at the
     parameters of the step being released, flattened in the order of the sums."""
 
-    def __init__(self, spec: WhiteBoxSpec, keep: np.ndarray, *, run_seed: int, sample_rate: float, sensitivity: float,
-                 record_gradients: Callable[[], torch.Tensor] | None = None) -> None:
+    def __init__(
+        self,
+        spec: WhiteBoxSpec,
+        keep: np.ndarray,
+        *,
+        run_seed: int,
+        sample_rate: float,
+        sensitivity: float,
+        record_gradients: Callable[[], torch.Tensor] | None = None,
+    ) -> None:
         if not spec.gradient and record_gradients is None:
             raise ValueError(f"record canaries ({spec.kind}) need the victim's per-example gradients")
         self.spec = spec
@@ -164,13 +174,26 @@ class CanaryProbe:
         return np.stack(self._steps).astype(np.float32)
 
 
-def open_probe(pool: Pool, keep: np.ndarray, *, run_seed: int, sample_rate: float, sensitivity: float,
-               record_gradients: Callable[[], torch.Tensor] | None = None) -> CanaryProbe | None:
+def open_probe(
+    pool: Pool,
+    keep: np.ndarray,
+    *,
+    run_seed: int,
+    sample_rate: float,
+    sensitivity: float,
+    record_gradients: Callable[[], torch.Tensor] | None = None,
+) -> CanaryProbe | None:
     """The run's probe when `pool` carries white-box canaries, else None (a black-box run)."""
     if pool.white_box is None:
         return None
-    return CanaryProbe(pool.white_box, keep, run_seed=run_seed, sample_rate=sample_rate, sensitivity=sensitivity,
-                       record_gradients=record_gradients)
+    return CanaryProbe(
+        pool.white_box,
+        keep,
+        run_seed=run_seed,
+        sample_rate=sample_rate,
+        sensitivity=sensitivity,
+        record_gradients=record_gradients,
+    )
 
 
 def whitebox_fields(probe: CanaryProbe | None, *, noise_multiplier: float) -> dict:
@@ -178,8 +201,10 @@ def whitebox_fields(probe: CanaryProbe | None, *, noise_multiplier: float) -> di
     the mechanism's public sigma and rate, which the likelihood-ratio attack is derived under."""
     if probe is None:
         return {}
-    return {"whitebox": probe.observations(),
-            "whitebox_mechanism": {"noise_multiplier": float(noise_multiplier), "sample_rate": probe.sample_rate}}
+    return {
+        "whitebox": probe.observations(),
+        "whitebox_mechanism": {"noise_multiplier": float(noise_multiplier), "sample_rate": probe.sample_rate},
+    }
 
 
 def supports_white_box(victim) -> bool:
@@ -199,20 +224,26 @@ def with_white_box(pool: Pool, victim, canaries, *, threat_model: str, n_natural
     kind = canaries.kind if canaries else None
     if threat_model == "black-box":
         if kind == GRADIENT:
-            raise ValueError("--canary-kind gradient needs --threat-model white-box (a black-box auditor cannot see "
-                             "the noisy sums they are added to)")
+            raise ValueError(
+                "--canary-kind gradient needs --threat-model white-box (a black-box auditor cannot see "
+                "the noisy sums they are added to)"
+            )
         return pool
     name = getattr(victim, "name", type(victim).__name__)
     if not supports_white_box(victim):
-        raise ValueError(f"--threat-model white-box: victim {name} has no Gaussian mechanism to observe "
-                         "(white-box audits: dpsgd, psg, dpcgan, dpkernel, datalens)")
+        raise ValueError(
+            f"--threat-model white-box: victim {name} has no Gaussian mechanism to observe "
+            "(white-box audits: dpsgd, psg, dpcgan, dpkernel, datalens)"
+        )
     if canaries is None:
         raise ValueError("--threat-model white-box needs --canaries N (the white-box attacks score canaries only)")
     if kind == "duplicate":
         raise ValueError("--threat-model white-box takes --canary-kind gradient, mislabeled or outlier, not duplicate")
     if kind != GRADIENT and not getattr(victim, "white_box_record_canaries", False):
-        raise ValueError(f"--canary-kind {kind}: victim {name} observes gradient canaries only under white-box "
-                         "(record canaries: dpsgd)")
+        raise ValueError(
+            f"--canary-kind {kind}: victim {name} observes gradient canaries only under white-box "
+            "(record canaries: dpsgd)"
+        )
     spec = WhiteBoxSpec(first_row=n_natural, n=canaries.n, kind=kind, seed=canaries.seed)
     check_dimension(spec, victim.release_dimension(pool), victim=name)
     return dataclasses.replace(pool, white_box=spec)

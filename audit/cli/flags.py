@@ -23,16 +23,29 @@ from victims.whitebox import THREAT_MODELS
 GPU_RUNS_PER_TASK = 8
 
 
-def build_parser(prog: str, description: str, *, victims: tuple[str, ...] | None = None,
-                 argv: list[str] | None = None) -> ArgumentParser:
+def build_parser(
+    prog: str, description: str, *, victims: tuple[str, ...] | None = None, argv: list[str] | None = None
+) -> ArgumentParser:
     """The audit's parser; `argv` (None: sys.argv) is read ahead for a module:Class victim's flags."""
     p = ArgumentParser(prog=prog, description=description)
-    p.add_argument("--victim", required=True, type=victim_argument(victims), metavar="VICTIM",
-                   help=f"the pipeline under audit: {', '.join(victims or victim_names())}, or module:Class "
-                        "(your own pipeline; README, 'Audit your own pipeline')")
+    p.add_argument(
+        "--victim",
+        required=True,
+        type=victim_argument(victims),
+        metavar="VICTIM",
+        help=f"the pipeline under audit: {', '.join(victims or victim_names())}, or module:Class "
+        "(your own pipeline; README, 'Audit your own pipeline')",
+    )
     add_n_shadow(p)
-    p.add_argument("--n-targets", type=int_at_least(1), default=None, help="target runs (the first runs; their coins are the canaries of the epsilon bound), each attacked with the other, reference runs as shadows (default: min(R/2, 16))")
-    p.add_argument("--dataset", default="digits", help="digits (embedded), mnist, fashion-mnist, cifar10, or a .npz file")
+    p.add_argument(
+        "--n-targets",
+        type=int_at_least(1),
+        default=None,
+        help="target runs (the first runs; their coins are the canaries of the epsilon bound), each attacked with the other, reference runs as shadows (default: min(R/2, 16))",
+    )
+    p.add_argument(
+        "--dataset", default="digits", help="digits (embedded), mnist, fashion-mnist, cifar10, or a .npz file"
+    )
     p.add_argument("--data-root", default=None, help="where torchvision datasets live")
     p.add_argument("--download", action="store_true", help="let torchvision download the dataset")
     add_run_flags(p)
@@ -45,27 +58,47 @@ def add_n_shadow(p: argparse.ArgumentParser) -> None:
     """--n-shadow R, the one definition: the shadow runs to train, each example in each by an
     independent coin (--inclusion-rate). An audit of shadow runs takes its targets among them
     (--n-targets); a release audit's target is the release itself, so all R are reference runs."""
-    p.add_argument("--n-shadow", type=int_at_least(2), required=True,
-                   help="shadow runs to train, each example in each by an independent coin (audit.lira/loss/ganleak: "
-                        "the targets and the reference runs; audit.release: the reference runs beside the release)")
+    p.add_argument(
+        "--n-shadow",
+        type=int_at_least(2),
+        required=True,
+        help="shadow runs to train, each example in each by an independent coin (audit.lira/loss/ganleak: "
+        "the targets and the reference runs; audit.release: the reference runs beside the release)",
+    )
 
 
 def add_canary_flags(p: argparse.ArgumentParser) -> None:
     """--canaries, --canary-kind, --canary-copies (victims.canaries). Not among the run flags that
     `audit.release` shares: a release audit has no canaries, and there these flags are unknown (exit 2)."""
-    p.add_argument("--canaries", type=int_at_least(0), default=0,
-                   help="add this many canary records to the pool before the plan is drawn, each with its own coin "
-                        "per run; they are the guesses of the epsilon bound, the natural examples are reported beside them")
-    p.add_argument("--canary-kind", choices=CANARY_KINDS, default="mislabeled",
-                   help="mislabeled: pool images with a wrong label; outlier: uniform noise images; duplicate: pool "
-                        "images repeated --canary-copies times as one record (no epsilon bound for them); gradient: "
-                        "a vector of norm exactly the sensitivity added to the noisy sums (--threat-model white-box)")
-    p.add_argument("--canary-copies", type=int_at_least(2), default=None,
-                   help=f"rows per duplicate canary, one coin for all (default {DEFAULT_COPIES}; --canary-kind duplicate only)")
-    p.add_argument("--threat-model", choices=THREAT_MODELS, default="black-box",
-                   help="black-box: the attacks see what the victim releases; white-box: they also see every noisy sum "
-                        "of a DP victim's Gaussian mechanism, through the canaries' projections (needs --canaries; "
-                        "gradient canaries test the noise and accounting, record canaries clipping too)")
+    p.add_argument(
+        "--canaries",
+        type=int_at_least(0),
+        default=0,
+        help="add this many canary records to the pool before the plan is drawn, each with its own coin "
+        "per run; they are the guesses of the epsilon bound, the natural examples are reported beside them",
+    )
+    p.add_argument(
+        "--canary-kind",
+        choices=CANARY_KINDS,
+        default="mislabeled",
+        help="mislabeled: pool images with a wrong label; outlier: uniform noise images; duplicate: pool "
+        "images repeated --canary-copies times as one record (no epsilon bound for them); gradient: "
+        "a vector of norm exactly the sensitivity added to the noisy sums (--threat-model white-box)",
+    )
+    p.add_argument(
+        "--canary-copies",
+        type=int_at_least(2),
+        default=None,
+        help=f"rows per duplicate canary, one coin for all (default {DEFAULT_COPIES}; --canary-kind duplicate only)",
+    )
+    p.add_argument(
+        "--threat-model",
+        choices=THREAT_MODELS,
+        default="black-box",
+        help="black-box: the attacks see what the victim releases; white-box: they also see every noisy sum "
+        "of a DP victim's Gaussian mechanism, through the canaries' projections (needs --canaries; "
+        "gradient canaries test the noise and accounting, record canaries clipping too)",
+    )
 
 
 def canary_config(args: argparse.Namespace) -> CanaryConfig | None:
@@ -77,36 +110,60 @@ def canary_config(args: argparse.Namespace) -> CanaryConfig | None:
 def evaluation_settings(args: argparse.Namespace) -> EvaluationSettings:
     """The settings summary.json records, from the run and evaluation flags (and a release audit's
     claim flags, where the parser has them)."""
-    return EvaluationSettings(seed=args.seed, confidence=args.confidence, inclusion_rate=args.inclusion_rate,
-                              lira_variance_flag=args.lira_variance,
-                              claimed_epsilon=getattr(args, "claimed_epsilon", None),
-                              claimed_delta=getattr(args, "claimed_delta", None))
+    return EvaluationSettings(
+        seed=args.seed,
+        confidence=args.confidence,
+        inclusion_rate=args.inclusion_rate,
+        lira_variance_flag=args.lira_variance,
+        claimed_epsilon=getattr(args, "claimed_epsilon", None),
+        claimed_delta=getattr(args, "claimed_delta", None),
+    )
 
 
 def executor_config(args: argparse.Namespace) -> ExecutorConfig:
     """Where and how the runs train, from the run flags; ValueError on a bad value."""
     gpu = args.gpus_per_run > 0 or args.device == "cuda"
     runs_per_task = args.runs_per_task or (GPU_RUNS_PER_TASK if gpu else 1)
-    return ExecutorConfig(kind=args.executor, workers=args.workers, address=args.address,
-                          gpus_per_run=args.gpus_per_run, device=args.device, runs_per_task=runs_per_task)
+    return ExecutorConfig(
+        kind=args.executor,
+        workers=args.workers,
+        address=args.address,
+        gpus_per_run=args.gpus_per_run,
+        device=args.device,
+        runs_per_task=runs_per_task,
+    )
 
 
 def add_run_flags(p: argparse.ArgumentParser) -> None:
     """The flags of the shadow runs and their evaluation, shared with `audit.release`."""
     p.add_argument("--seed", type=int_at_least(0), default=0, help="master seed: plan, run seeds, evaluation splits")
-    p.add_argument("--inclusion-rate", type=probability, default=DEFAULT_INCLUSION_RATE,
-                   help="probability of each example's independent membership coin in each run (the epsilon bound needs 0.5)")
+    p.add_argument(
+        "--inclusion-rate",
+        type=probability,
+        default=DEFAULT_INCLUSION_RATE,
+        help="probability of each example's independent membership coin in each run (the epsilon bound needs 0.5)",
+    )
     p.add_argument("--runs-dir", default="runs", help="parent of the experiment directories")
     p.add_argument("--executor", choices=EXECUTORS, default="ray")
     p.add_argument("--address", default=None, help="an existing Ray cluster to join (default: start one here)")
-    p.add_argument("--workers", type=int_at_least(1), default=None, help="concurrent runs on a local Ray (default: all cores)")
+    p.add_argument(
+        "--workers", type=int_at_least(1), default=None, help="concurrent runs on a local Ray (default: all cores)"
+    )
     p.add_argument("--gpus-per-run", type=float, default=0.0, help="GPU share per task, e.g. 0.25")
-    p.add_argument("--runs-per-task", type=int_at_least(1), default=None,
-                   help="runs per task, trained together where the victim packs them (real, subset, dm, dsa, dc, kip, psg); "
-                        f"default: 1 on a CPU, {GPU_RUNS_PER_TASK} on a GPU")
+    p.add_argument(
+        "--runs-per-task",
+        type=int_at_least(1),
+        default=None,
+        help="runs per task, trained together where the victim packs them (real, subset, dm, dsa, dc, kip, psg); "
+        f"default: 1 on a CPU, {GPU_RUNS_PER_TASK} on a GPU",
+    )
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--confidence", type=probability, default=0.95, help="confidence level of eps_lower")
-    p.add_argument("--lira-variance", choices=("auto", *VARIANCES), default="auto",
-                   help="variance of LiRA's Gaussians: per-example, global (pooled within-example), fixed (LiRA's "
-                        f"public code: of all observations); auto: fixed below {PER_EXAMPLE_FROM} reference runs, else per-example")
+    p.add_argument(
+        "--lira-variance",
+        choices=("auto", *VARIANCES),
+        default="auto",
+        help="variance of LiRA's Gaussians: per-example, global (pooled within-example), fixed (LiRA's "
+        f"public code: of all observations); auto: fixed below {PER_EXAMPLE_FROM} reference runs, else per-example",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")

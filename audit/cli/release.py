@@ -29,16 +29,27 @@ from victims import DataError, victim_names
 
 
 def build_parser(argv: list[str] | None = None) -> ArgumentParser:
-    p = ArgumentParser(prog="python -m audit.release",
-                       description="Audit a data release made with one of the victim pipelines: shadow runs of the "
-                                   "same pipeline on the same pool, attacks on the actual release, a report.")
+    p = ArgumentParser(
+        prog="python -m audit.release",
+        description="Audit a data release made with one of the victim pipelines: shadow runs of the "
+        "same pipeline on the same pool, attacks on the actual release, a report.",
+    )
     p.add_argument("--pool", required=True, type=Path, help="POOL.npz: x, y, and member (bool) or member_idx (int)")
     p.add_argument("--release", required=True, type=Path, help="RELEASE.npz: x, y (and optional init_idx)")
-    p.add_argument("--victim", required=True, type=victim_argument(), metavar="VICTIM",
-                   help=f"the pipeline that made the release: {', '.join(victim_names())}, or module:Class")
+    p.add_argument(
+        "--victim",
+        required=True,
+        type=victim_argument(),
+        metavar="VICTIM",
+        help=f"the pipeline that made the release: {', '.join(victim_names())}, or module:Class",
+    )
     add_n_shadow(p)
-    p.add_argument("--out", type=Path, default=None,
-                   help="the audit directory (default: <runs-dir>/release-<sha256 of the release, 10 hex>)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="the audit directory (default: <runs-dir>/release-<sha256 of the release, 10 hex>)",
+    )
     add_run_flags(p)
     add_claim_flags(p)
     add_report_flags(p, seed=False)  # --seed is the run flags' master seed
@@ -51,11 +62,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         request = ReleaseRequest(
-            pool_file=args.pool, release_file=args.release, victim=args.victim, n_shadow=args.n_shadow,
-            evaluation=evaluation_settings(args), executor=executor_config(args), report=settings_from(args),
-            runs_dir=Path(args.runs_dir), out=args.out, overrides=victim_overrides(args),
-            lira_variance=args.lira_variance, device=args.device, quiet=args.quiet,
-            command=["python", "-m", "audit.release", *(sys.argv[1:] if argv is None else argv)])
+            pool_file=args.pool,
+            release_file=args.release,
+            victim=args.victim,
+            n_shadow=args.n_shadow,
+            evaluation=evaluation_settings(args),
+            executor=executor_config(args),
+            report=settings_from(args),
+            runs_dir=Path(args.runs_dir),
+            out=args.out,
+            overrides=victim_overrides(args),
+            lira_variance=args.lira_variance,
+            device=args.device,
+            quiet=args.quiet,
+            command=["python", "-m", "audit.release", *(sys.argv[1:] if argv is None else argv)],
+        )
         prepared = prepare(request)
     except (DataError, StoreError, ValueError) as e:  # ReleaseError included
         parser.error(str(e))

@@ -25,37 +25,61 @@ from audit.stats.bootstrap import N_BOOT, N_BOOT_EPS
 
 
 def add_claim_flags(parser) -> None:
-    parser.add_argument("--claimed-epsilon", type=positive_number, default=None,
-                        help="the ε the release claims (default: the victim's formal ε, if any)")
-    parser.add_argument("--claimed-delta", type=delta_in_unit, default=None,
-                        help="the δ of that claim (default: the victim's δ, or 0)")
+    parser.add_argument(
+        "--claimed-epsilon",
+        type=positive_number,
+        default=None,
+        help="the ε the release claims (default: the victim's formal ε, if any)",
+    )
+    parser.add_argument(
+        "--claimed-delta", type=delta_in_unit, default=None, help="the δ of that claim (default: the victim's δ, or 0)"
+    )
 
 
 def add_report_flags(parser, *, seed: bool = True) -> None:
     if seed:
-        parser.add_argument("--seed", type=int_at_least(0), default=0, help="seed of the bounds' splits and the bootstrap")
+        parser.add_argument(
+            "--seed", type=int_at_least(0), default=0, help="seed of the bounds' splits and the bootstrap"
+        )
     parser.add_argument("--n-boot", type=int_at_least(1), default=N_BOOT, help="bootstrap replicates (AUC, TPR)")
-    parser.add_argument("--n-boot-eps", type=int_at_least(0), default=N_BOOT_EPS,
-                        help="bootstrap replicates of eps_lower in the comparison with the subset (default 0: "
-                             "not resampled nor tested; each replicate costs 0.1-2 s per attack)")
+    parser.add_argument(
+        "--n-boot-eps",
+        type=int_at_least(0),
+        default=N_BOOT_EPS,
+        help="bootstrap replicates of eps_lower in the comparison with the subset (default 0: "
+        "not resampled nor tested; each replicate costs 0.1-2 s per attack)",
+    )
     parser.add_argument("--alpha", type=probability, default=0.05, help="significance level after Holm's adjustment")
     parser.add_argument("--top-k", type=int_at_least(1), default=16, help="examples at highest risk to show")
     parser.add_argument("--data-root", default=None, help="where torchvision datasets live (for the thumbnails)")
 
 
 def settings_from(args) -> Settings:
-    return Settings(claimed_epsilon=args.claimed_epsilon, claimed_delta=args.claimed_delta, alpha=args.alpha,
-                    seed=args.seed, n_boot=args.n_boot, n_boot_eps=args.n_boot_eps, top_k=args.top_k)
+    return Settings(
+        claimed_epsilon=args.claimed_epsilon,
+        claimed_delta=args.claimed_delta,
+        alpha=args.alpha,
+        seed=args.seed,
+        n_boot=args.n_boot,
+        n_boot_eps=args.n_boot_eps,
+        top_k=args.top_k,
+    )
 
 
 def build_parser() -> ArgumentParser:
-    p = ArgumentParser(prog="python -m audit.report",
-                       description="Write report.html (self-contained) and report.json for audited experiments.")
+    p = ArgumentParser(
+        prog="python -m audit.report",
+        description="Write report.html (self-contained) and report.json for audited experiments.",
+    )
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="audited experiment directories (or folders of them)")
     p.add_argument("--baseline", default=None, metavar="RUN_DIR", help="a `subset` experiment to compare with")
-    p.add_argument("--out", type=Path, default=None,
-                   help="directory for report.html and report.json (default: RUN_DIR/audit for one experiment, "
-                        "else the current directory)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="directory for report.html and report.json (default: RUN_DIR/audit for one experiment, "
+        "else the current directory)",
+    )
     add_claim_flags(p)
     add_report_flags(p)
     return p
@@ -70,8 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out or (experiments[0].path / "audit" if len(experiments) == 1 else Path("."))
         if not out.is_dir():
             raise ValueError(f"--out {out}: no such directory")
-        report = build_report(experiments, baseline=baseline, settings=settings_from(args), data_root=args.data_root,
-                              command=["python", "-m", "audit.report", *(sys.argv[1:] if argv is None else argv)])
+        report = build_report(
+            experiments,
+            baseline=baseline,
+            settings=settings_from(args),
+            data_root=args.data_root,
+            command=["python", "-m", "audit.report", *(sys.argv[1:] if argv is None else argv)],
+        )
     except ValueError as e:  # ExperimentError included
         parser.error(str(e))
     html_path, json_path = write_report(report, out)

@@ -9,22 +9,44 @@ import time
 from audit.cli.arguments import ArgumentParser, int_at_least, probability
 from audit.stats import guesses
 from audit.stats.guesses import ANALYSES, RULES, BoundCache
-from audit.stats.selftest import (CONFIDENCE, HEADER, QUICK_REPETITIONS, REPETITIONS, bounds, design_line, designs,
-                                  power_line, table_lines)
+from audit.stats.selftest import (
+    CONFIDENCE,
+    HEADER,
+    QUICK_REPETITIONS,
+    REPETITIONS,
+    bounds,
+    design_line,
+    designs,
+    power_line,
+    table_lines,
+)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = ArgumentParser(
         prog="python -m audit.selftest",
         description="Audit mechanisms of known epsilon through the suite's plan and one-run bounds (tuned and "
-                    "grid guess rules; Steinke, f-DP and Gaussian analyses); print each one's false-alarm rate "
-                    "(bound > true epsilon, or mu) and median bound.")
-    parser.add_argument("--repetitions", type=int_at_least(1), default=None,
-                        help=f"repetitions per row (default {REPETITIONS}, or {QUICK_REPETITIONS} with --quick)")
-    parser.add_argument("--seed", type=int_at_least(0), default=0,
-                        help="repetition k uses master seed SEED + k for its plan and noise (default 0)")
-    parser.add_argument("--confidence", type=probability, default=CONFIDENCE,
-                        help=f"confidence of the bound (default {CONFIDENCE}); false-alarm rate <= 1 - confidence")
+        "grid guess rules; Steinke, f-DP and Gaussian analyses); print each one's false-alarm rate "
+        "(bound > true epsilon, or mu) and median bound.",
+    )
+    parser.add_argument(
+        "--repetitions",
+        type=int_at_least(1),
+        default=None,
+        help=f"repetitions per row (default {REPETITIONS}, or {QUICK_REPETITIONS} with --quick)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int_at_least(0),
+        default=0,
+        help="repetition k uses master seed SEED + k for its plan and noise (default 0)",
+    )
+    parser.add_argument(
+        "--confidence",
+        type=probability,
+        default=CONFIDENCE,
+        help=f"confidence of the bound (default {CONFIDENCE}); false-alarm rate <= 1 - confidence",
+    )
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_REPETITIONS} repetitions per row")
     args = parser.parse_args(argv)
     if args.repetitions is None:
@@ -34,33 +56,41 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    print(f"self-test: {args.repetitions} repetitions per design (master seeds {args.seed}.."
-          f"{args.seed + args.repetitions - 1}), confidence {args.confidence}; alarm = bound > true eps0 "
-          f"(mu-GDP: mu_lower > true mu; null: > 0)")
+    print(
+        f"self-test: {args.repetitions} repetitions per design (master seeds {args.seed}.."
+        f"{args.seed + args.repetitions - 1}), confidence {args.confidence}; alarm = bound > true eps0 "
+        f"(mu-GDP: mu_lower > true mu; null: > 0)"
+    )
     print(HEADER)
     started = time.perf_counter()
     power, cache = None, BoundCache()
     for design in designs():
         found = bounds(design, repetitions=args.repetitions, seed=args.seed, confidence=args.confidence, cache=cache)
         level = 1.0 - (1.0 - args.confidence) / design.attacks
-        ceilings = {(rule, analysis): guesses.ceiling(design.m, analysis=analysis, rule=rule, delta=design.delta,
-                                                      confidence=level, cache=cache)
-                    for rule in RULES for analysis in ANALYSES}
+        ceilings = {
+            (rule, analysis): guesses.ceiling(
+                design.m, analysis=analysis, rule=rule, delta=design.delta, confidence=level, cache=cache
+            )
+            for rule in RULES
+            for analysis in ANALYSES
+        }
         print(design_line(design, args.repetitions))
         print("\n".join(table_lines(design, found, ceilings)), flush=True)
         if design.power_row:
             power = power_line(found, design)
     if power is not None:
         print(power)
-    print(f"Under the independent plan the theorems allow an alarm rate of at most {1 - args.confidence:.2f} for\n"
-          f"every rule and analysis (tuned: counts chosen on the reference runs, applied once at full\n"
-          f"confidence; grid: the fixed grid with Bonferroni). mu-GDP is judged only on mechanisms that are\n"
-          f"exactly mu-GDP (Gaussian, null); on Laplace and randomised response its mu and eps@delta are\n"
-          f"descriptive, not alarms: those are not mu-GDP at the matching mu (RR with a published coin is not\n"
-          f"mu-GDP for any mu). eps@delta is '-' at delta 0 (mu-GDP implies no pure eps). ceiling: what a\n"
-          f"perfect attack certifies under the rule.\n"
-          f"OLD pairs: the plan the suite used before (complementary runs, each with half of every class), for\n"
-          f"comparison only. There IN versus OUT replaces a record by another of its class, worth up to 2 eps0 to\n"
-          f"the Laplace class sum; the rule that ranks atypical records first exposes it. It was removed for this.\n"
-          f"({time.perf_counter() - started:.0f} s)")
+    print(
+        f"Under the independent plan the theorems allow an alarm rate of at most {1 - args.confidence:.2f} for\n"
+        f"every rule and analysis (tuned: counts chosen on the reference runs, applied once at full\n"
+        f"confidence; grid: the fixed grid with Bonferroni). mu-GDP is judged only on mechanisms that are\n"
+        f"exactly mu-GDP (Gaussian, null); on Laplace and randomised response its mu and eps@delta are\n"
+        f"descriptive, not alarms: those are not mu-GDP at the matching mu (RR with a published coin is not\n"
+        f"mu-GDP for any mu). eps@delta is '-' at delta 0 (mu-GDP implies no pure eps). ceiling: what a\n"
+        f"perfect attack certifies under the rule.\n"
+        f"OLD pairs: the plan the suite used before (complementary runs, each with half of every class), for\n"
+        f"comparison only. There IN versus OUT replaces a record by another of its class, worth up to 2 eps0 to\n"
+        f"the Laplace class sum; the rule that ranks atypical records first exposes it. It was removed for this.\n"
+        f"({time.perf_counter() - started:.0f} s)"
+    )
     return 0

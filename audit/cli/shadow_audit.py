@@ -29,8 +29,14 @@ from victims.canaries import add_canaries
 from victims.whitebox import with_white_box
 
 
-def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], description: str,
-         victims: tuple[str, ...] | None = None) -> int:
+def main(
+    argv: list[str] | None,
+    *,
+    prog: str,
+    attacks: tuple[str, ...],
+    description: str,
+    victims: tuple[str, ...] | None = None,
+) -> int:
     """Run the audit; `victims` restricts `--victim` (default: every registered victim)."""
     parser = build_parser(prog, description, victims=victims, argv=argv)
     args = parser.parse_args(argv)
@@ -50,11 +56,22 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
         if args.n_shadow < needed:
             raise ValueError(f"--n-shadow {args.n_shadow} is too few for {', '.join(attacks)} (needs >= {needed})")
         targets = target_runs(args.n_shadow, args.n_targets or default_targets(args.n_shadow))
-        experiment = experiment_record(victim, pool, dataset=args.dataset, seed=args.seed, inclusion_rate=args.inclusion_rate,
-                                       canaries=config.entry(n_natural) if config else None,
-                                       threat_model=args.threat_model)
-        keep = membership_matrix(pool.y, n_runs=args.n_shadow, master_seed=args.seed, inclusion_rate=args.inclusion_rate,
-                                 record_of_row=canaries.record if canaries else None)
+        experiment = experiment_record(
+            victim,
+            pool,
+            dataset=args.dataset,
+            seed=args.seed,
+            inclusion_rate=args.inclusion_rate,
+            canaries=config.entry(n_natural) if config else None,
+            threat_model=args.threat_model,
+        )
+        keep = membership_matrix(
+            pool.y,
+            n_runs=args.n_shadow,
+            master_seed=args.seed,
+            inclusion_rate=args.inclusion_rate,
+            record_of_row=canaries.record if canaries else None,
+        )
         if canaries:
             check_canary_coins(keep[targets], canaries)
         store = RunStore.open(args.runs_dir, experiment=experiment, pool_labels=pool.y)
@@ -62,23 +79,52 @@ def main(argv: list[str] | None, *, prog: str, attacks: tuple[str, ...], descrip
     except (DataError, StoreError, ValueError) as e:
         parser.error(str(e))
 
-    train_missing_runs(store, victim=victim, pool=pool, keep=keep, seed=args.seed, inclusion_rate=args.inclusion_rate,
-                       executor=executor, quiet=args.quiet)
+    train_missing_runs(
+        store,
+        victim=victim,
+        pool=pool,
+        keep=keep,
+        seed=args.seed,
+        inclusion_rate=args.inclusion_rate,
+        executor=executor,
+        quiet=args.quiet,
+    )
 
     runs = StoredRuns.load(store, keep=keep, images=pool.x, labels=pool.y)
     variance = variance_for(args.lira_variance, n_reference=args.n_shadow - len(targets))
-    scores, choices = score_attacks(runs, attacks, targets, variance=variance,
-                                    columns=canaries.scored if canaries else slice(None), delta=run_delta(runs) or 0.0,
-                                    confidence=args.confidence, bounded=top_level_bounded(args.inclusion_rate, canaries))
-    summary = summarise(runs, scores, targets, experiment=experiment, variance=variance, canaries=canaries, settings=evaluation_settings(args),
-                        choices=choices)
+    scores, choices = score_attacks(
+        runs,
+        attacks,
+        targets,
+        variance=variance,
+        columns=canaries.scored if canaries else slice(None),
+        delta=run_delta(runs) or 0.0,
+        confidence=args.confidence,
+        bounded=top_level_bounded(args.inclusion_rate, canaries),
+    )
+    summary = summarise(
+        runs,
+        scores,
+        targets,
+        experiment=experiment,
+        variance=variance,
+        canaries=canaries,
+        settings=evaluation_settings(args),
+        choices=choices,
+    )
     # scores.npz and the ROC plot take attacks that scored every example the bound is over (a white-box
     # attack scores the canaries only, NaN on the natural examples); one that scored a subset of those
     # (ganleak_pbb, NaN elsewhere) is reported in summary.json only
     bound_columns = canaries.scored if canaries else slice(None)
     complete = {attack: s for attack, s in scores.items() if not np.isnan(s[:, bound_columns]).any()}
-    path = outputs.write_audit(store.audit_dir, summary=summary, scores=complete, membership=runs.keep[targets],
-                               init_mask=runs.init_mask[targets], canaries=canaries)
+    path = outputs.write_audit(
+        store.audit_dir,
+        summary=summary,
+        scores=complete,
+        membership=runs.keep[targets],
+        init_mask=runs.init_mask[targets],
+        canaries=canaries,
+    )
     if not args.quiet:
         print(outputs.describe(summary, path))
     return 0

@@ -47,14 +47,16 @@ def victim_classes(argv: list[str] | None = None) -> dict[str, type]:
 def victim_argument(allowed: tuple[str, ...] | None = None):
     """An argument type for --victim: a built-in or installed victim (of `allowed`, if given) or a
     module:Class path to a class that follows the victim protocol; the message names the value."""
+
     def parse(text: str) -> str:
         try:
             get_victim(text)
         except ValueError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
         if allowed is not None and text in victim_names() and text not in allowed:
-            raise argparse.ArgumentTypeError(f"{text!r} is not audited by this command (choose from {', '.join(allowed)}, "
-                                             "or a module:Class path)")
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not audited by this command (choose from {', '.join(allowed)}, or a module:Class path)"
+            )
         return text
 
     parse.__name__ = "victim"  # how the flag table (tests/snapshots/flags.txt) names this type
@@ -76,10 +78,16 @@ def add_victim_flags(parser: argparse.ArgumentParser, argv: list[str] | None = N
             choices.setdefault(_dest(path), {}).update(dict.fromkeys(f.metadata.get("choices", ())))
     for dest, (path, kind, f) in flags.items():
         texts = helps[dest]
-        help_text = next(iter(texts)) if len(texts) == 1 else "; ".join(
-            f"{', '.join(names)}: {text}" for text, names in texts.items() if text)
-        kwargs = {"dest": dest, "default": argparse.SUPPRESS,
-                  "help": help_text.replace("%", "%%") or None}  # argparse formats help with %
+        help_text = (
+            next(iter(texts))
+            if len(texts) == 1
+            else "; ".join(f"{', '.join(names)}: {text}" for text, names in texts.items() if text)
+        )
+        kwargs = {
+            "dest": dest,
+            "default": argparse.SUPPRESS,
+            "help": help_text.replace("%", "%%") or None,
+        }  # argparse formats help with %
         if kind is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
         else:
@@ -93,4 +101,4 @@ def add_victim_flags(parser: argparse.ArgumentParser, argv: list[str] | None = N
 
 def victim_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The victim flags given on the command line: field path ("train__steps") -> value."""
-    return {k[len("victim__"):]: v for k, v in vars(args).items() if k.startswith("victim__")}
+    return {k[len("victim__") :]: v for k, v in vars(args).items() if k.startswith("victim__")}

@@ -74,36 +74,59 @@ def prepare(request: ReleaseRequest) -> PreparedRelease:
     settings = request.evaluation
     inputs = read_inputs(request.pool_file, request.release_file)
     if inputs.coins is not None and inputs.coins.seed == settings.seed:
-        raise ReleaseError(f"--seed {settings.seed} is the pool's membership_seed: the shadow runs' coins would repeat "
-                           "the release's own; choose another --seed")
+        raise ReleaseError(
+            f"--seed {settings.seed} is the pool's membership_seed: the shadow runs' coins would repeat "
+            "the release's own; choose another --seed"
+        )
     victim = victim_for(request.victim, request.overrides, inputs)
     victim.check(inputs.pool, inclusion_rate=settings.inclusion_rate)  # the shadow runs, at the plan's rate
-    experiment = experiment_record(victim, inputs.pool, dataset=str(request.pool_file), seed=settings.seed,
-                                   inclusion_rate=settings.inclusion_rate)
+    experiment = experiment_record(
+        victim, inputs.pool, dataset=str(request.pool_file), seed=settings.seed, inclusion_rate=settings.inclusion_rate
+    )
     digest = release_id(request.release_file)
     out = request.out or Path(request.runs_dir) / f"release-{digest[:10]}"
-    record = {**experiment, "n_shadow": request.n_shadow, "pool_file": str(Path(request.pool_file).resolve()),
-              "release_file": str(Path(request.release_file).resolve()), "release_sha256": digest,
-              "membership_sha256": hashlib.sha256(np.packbits(inputs.member).tobytes()).hexdigest(),
-              "membership_rate": None if inputs.coins is None else inputs.coins.rate,
-              "membership_seed": None if inputs.coins is None else inputs.coins.seed}
+    record = {
+        **experiment,
+        "n_shadow": request.n_shadow,
+        "pool_file": str(Path(request.pool_file).resolve()),
+        "release_file": str(Path(request.release_file).resolve()),
+        "release_sha256": digest,
+        "membership_sha256": hashlib.sha256(np.packbits(inputs.member).tobytes()).hexdigest(),
+        "membership_rate": None if inputs.coins is None else inputs.coins.rate,
+        "membership_seed": None if inputs.coins is None else inputs.coins.seed,
+    }
     check_out_dir(out, record)
     store = RunStore.open(request.runs_dir, experiment=experiment, pool_labels=inputs.pool.y)
-    keep = membership_matrix(inputs.pool.y, n_runs=request.n_shadow, master_seed=settings.seed,
-                             inclusion_rate=settings.inclusion_rate)
+    keep = membership_matrix(
+        inputs.pool.y, n_runs=request.n_shadow, master_seed=settings.seed, inclusion_rate=settings.inclusion_rate
+    )
     store.extend_plan(keep)
-    return PreparedRelease(request=request, inputs=inputs, victim=victim, experiment=experiment,
-                           record={**record, "shadow_store": str(store.root.resolve())}, out=out, store=store,
-                           keep=keep)
+    return PreparedRelease(
+        request=request,
+        inputs=inputs,
+        victim=victim,
+        experiment=experiment,
+        record={**record, "shadow_store": str(store.root.resolve())},
+        out=out,
+        store=store,
+        keep=keep,
+    )
 
 
 def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Path]:
     """Train the missing shadow runs, attack the release, write the audit directory and its
     report; returns (summary.json's content, the report, report.html's path, report.json's path)."""
     request, inputs, settings = prepared.request, prepared.inputs, prepared.request.evaluation
-    train_missing_runs(prepared.store, victim=prepared.victim, pool=inputs.pool, keep=prepared.keep,
-                       seed=settings.seed, inclusion_rate=settings.inclusion_rate, executor=request.executor,
-                       quiet=request.quiet)
+    train_missing_runs(
+        prepared.store,
+        victim=prepared.victim,
+        pool=inputs.pool,
+        keep=prepared.keep,
+        seed=settings.seed,
+        inclusion_rate=settings.inclusion_rate,
+        executor=request.executor,
+        quiet=request.quiet,
+    )
     shadows = StoredRuns.load(prepared.store, keep=prepared.keep, images=inputs.pool.x, labels=inputs.pool.y)
     obs, meta = target_run(prepared.victim, inputs, seed=settings.seed, device=request.device)
     runs = with_target(shadows, obs, inputs, meta)
@@ -112,10 +135,26 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Pa
     variance = variance_for(request.lira_variance, n_reference=request.n_shadow)
     bounded = inputs.coins is not None and inputs.coins.fair
     delta = settings.claimed_delta if settings.claimed_delta is not None else (run_delta(shadows) or 0.0)
-    scores, choices = score_attacks(runs, attack_names(), targets, variance=variance, columns=slice(None), delta=delta,
-                                    confidence=settings.confidence, bounded=bounded)
-    summary = release_summary(scores, inputs, shadows, obs, experiment=prepared.experiment, variance=variance,
-                              settings=settings, choices=choices)
+    scores, choices = score_attacks(
+        runs,
+        attack_names(),
+        targets,
+        variance=variance,
+        columns=slice(None),
+        delta=delta,
+        confidence=settings.confidence,
+        bounded=bounded,
+    )
+    summary = release_summary(
+        scores,
+        inputs,
+        shadows,
+        obs,
+        experiment=prepared.experiment,
+        variance=variance,
+        settings=settings,
+        choices=choices,
+    )
 
     out = prepared.out
     out.mkdir(parents=True, exist_ok=True)
@@ -123,10 +162,12 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Pa
     write_npy(out / "pool_labels.npy", inputs.pool.y)
     RunStore(out).write_run(0, *obs.to_store(meta))
     write_npy(out / "audit" / "pool_index.npy", inputs.pool_index)
-    outputs.write_audit(out / "audit", summary=summary, scores=scores, membership=inputs.member[None],
-                        init_mask=runs.init_mask[targets])
+    outputs.write_audit(
+        out / "audit", summary=summary, scores=scores, membership=inputs.member[None], init_mask=runs.init_mask[targets]
+    )
     audited = load_audited(out)
-    built = build_report([audited], settings=request.report, images={str(audited.path): inputs.pool.x},
-                         command=list(request.command))
+    built = build_report(
+        [audited], settings=request.report, images={str(audited.path): inputs.pool.x}, command=list(request.command)
+    )
     html_path, json_path = write_report(built, out / "audit")
     return summary, built, html_path, json_path

@@ -94,8 +94,10 @@ def _labels(y: np.ndarray, n: int, where: str) -> np.ndarray:
 def _membership(arrays: dict, n: int, path: Path) -> np.ndarray:
     given = [k for k in ("member", "member_idx") if k in arrays]
     if len(given) != 1:
-        raise ReleaseError(f"--pool {path} needs exactly one of 'member' (bool [n]) or 'member_idx' (int [m]), "
-                           f"got {given or 'neither'}")
+        raise ReleaseError(
+            f"--pool {path} needs exactly one of 'member' (bool [n]) or 'member_idx' (int [m]), "
+            f"got {given or 'neither'}"
+        )
     if given[0] == "member":
         member = arrays["member"]
         if member.shape != (n,):
@@ -125,20 +127,27 @@ def _coins(arrays: dict, member: np.ndarray, path: Path) -> Coins | None:
         return None
     if len(given) == 1:
         other = next(k for k in keys if k not in given)
-        raise ReleaseError(f"--pool {path} has {given[0]!r} without {other!r}: record both (the coins' rate and seed) "
-                           "or neither")
+        raise ReleaseError(
+            f"--pool {path} has {given[0]!r} without {other!r}: record both (the coins' rate and seed) or neither"
+        )
     rate, seed = arrays["membership_rate"], arrays["membership_seed"]
     if rate.shape != () or rate.dtype.kind not in "iuf" or not 0 < float(rate) < 1:
-        raise ReleaseError(f"--pool {path}: 'membership_rate' must be one number strictly between 0 and 1, got "
-                           f"{rate.dtype} {rate.tolist()!r}")
+        raise ReleaseError(
+            f"--pool {path}: 'membership_rate' must be one number strictly between 0 and 1, got "
+            f"{rate.dtype} {rate.tolist()!r}"
+        )
     if seed.shape != () or seed.dtype.kind not in "iu" or int(seed) < 0:
-        raise ReleaseError(f"--pool {path}: 'membership_seed' must be one integer >= 0, got {seed.dtype} {seed.tolist()!r}")
+        raise ReleaseError(
+            f"--pool {path}: 'membership_seed' must be one integer >= 0, got {seed.dtype} {seed.tolist()!r}"
+        )
     coins = Coins(rate=float(rate), seed=int(seed))
     differ = int(np.sum(draw_membership(len(member), seed=coins.seed, rate=coins.rate) != member))
     if differ:
-        raise ReleaseError(f"--pool {path}: the members are not the coins of membership_seed {coins.seed} and "
-                           f"membership_rate {coins.rate:g} ({differ} of {len(member)} rows differ); record the seed "
-                           "and rate they were drawn with (audit.releases.inputs.draw_membership), or neither")
+        raise ReleaseError(
+            f"--pool {path}: the members are not the coins of membership_seed {coins.seed} and "
+            f"membership_rate {coins.rate:g} ({differ} of {len(member)} rows differ); record the seed "
+            "and rate they were drawn with (audit.releases.inputs.draw_membership), or neither"
+        )
     return coins
 
 
@@ -152,7 +161,9 @@ def read_inputs(pool_path: str | os.PathLike, release_path: str | os.PathLike) -
     arrays = _npz(pool_path, "pool")
     for key in ("x", "y"):
         if key not in arrays:
-            raise ReleaseError(f"--pool {pool_path} has no {key!r} array (needs 'x', 'y', and 'member' or 'member_idx')")
+            raise ReleaseError(
+                f"--pool {pool_path} has no {key!r} array (needs 'x', 'y', and 'member' or 'member_idx')"
+            )
     x = _images(arrays["x"], f"--pool {pool_path}: 'x'")
     y = _labels(arrays["y"], len(x), f"--pool {pool_path}: 'y'")
     if y.size and y.min() < 0:
@@ -160,11 +171,15 @@ def read_inputs(pool_path: str | os.PathLike, release_path: str | os.PathLike) -
     member = _membership(arrays, len(x), pool_path)
     coins = _coins(arrays, member, pool_path)
     if member.all() or not member.any():
-        raise ReleaseError(f"--pool {pool_path}: the membership must have members and non-members, "
-                           f"got {int(member.sum())} members of {len(member)}")
+        raise ReleaseError(
+            f"--pool {pool_path}: the membership must have members and non-members, "
+            f"got {int(member.sum())} members of {len(member)}"
+        )
     n_classes = int(y.max()) + 1
     if missing := sorted(set(range(n_classes)) - set(np.unique(y).tolist())):
-        raise ReleaseError(f"--pool {pool_path}: labels in 'y' must be consecutive 0..{n_classes - 1}; missing {missing[:10]}")
+        raise ReleaseError(
+            f"--pool {pool_path}: labels in 'y' must be consecutive 0..{n_classes - 1}; missing {missing[:10]}"
+        )
     if ("x_test" in arrays) != ("y_test" in arrays):
         raise ReleaseError(f"--pool {pool_path}: 'x_test' and 'y_test' must be given together")
     index = np.arange(len(x))
@@ -172,7 +187,9 @@ def read_inputs(pool_path: str | os.PathLike, release_path: str | os.PathLike) -
         x_test = _images(arrays["x_test"], f"--pool {pool_path}: 'x_test'")
         y_test = _labels(arrays["y_test"], len(x_test), f"--pool {pool_path}: 'y_test'")
         if x_test.shape[1:] != x.shape[1:]:
-            raise ReleaseError(f"--pool {pool_path}: 'x_test' images {x_test.shape[1:]} differ from 'x' images {x.shape[1:]}")
+            raise ReleaseError(
+                f"--pool {pool_path}: 'x_test' images {x_test.shape[1:]} differ from 'x' images {x.shape[1:]}"
+            )
     elif coins is not None:
         # Rows drawn without looking at the coins: their non-members are the test split, their
         # members leave the audit, so which coins stay canaries does not depend on the coins.
@@ -183,18 +200,24 @@ def read_inputs(pool_path: str | os.PathLike, release_path: str | os.PathLike) -
             kept, held_rows = train_test_split(rows, test_size=0.2, random_state=0)
         held = np.sort(held_rows[~member[held_rows]])
         if len(held) < 2:
-            raise ReleaseError(f"--pool {pool_path}: {len(held)} non-member(s) in the held-out rows, too few for a "
-                               "test split (give 'x_test', 'y_test')")
+            raise ReleaseError(
+                f"--pool {pool_path}: {len(held)} non-member(s) in the held-out rows, too few for a "
+                "test split (give 'x_test', 'y_test')"
+            )
         index = np.sort(kept)
         if member[index].all() or not member[index].any():
-            raise ReleaseError(f"--pool {pool_path}: the audit pool left after the test split needs members and "
-                               "non-members (give 'x_test', 'y_test')")
+            raise ReleaseError(
+                f"--pool {pool_path}: the audit pool left after the test split needs members and "
+                "non-members (give 'x_test', 'y_test')"
+            )
         x_test, y_test = x[held], y[held]
     else:
         outside = np.flatnonzero(~member)
         if len(outside) < 2:
-            raise ReleaseError(f"--pool {pool_path}: {len(outside)} non-member(s), too few to hold out a test split "
-                               "(give 'x_test', 'y_test')")
+            raise ReleaseError(
+                f"--pool {pool_path}: {len(outside)} non-member(s), too few to hold out a test split "
+                "(give 'x_test', 'y_test')"
+            )
         try:
             index, held = train_test_split(outside, test_size=0.2, stratify=y[outside], random_state=0)
         except ValueError:  # a class too small to stratify
@@ -202,8 +225,15 @@ def read_inputs(pool_path: str | os.PathLike, release_path: str | os.PathLike) -
         index = np.sort(np.concatenate([np.flatnonzero(member), index]))
         x_test, y_test = x[np.sort(held)], y[np.sort(held)]
     try:
-        pool = make_pool(str(pool_path), x[index], y[index], x_test, y_test,
-                          [str(c) for c in range(max(n_classes, int(y_test.max(initial=0)) + 1))], flip_ok=False)
+        pool = make_pool(
+            str(pool_path),
+            x[index],
+            y[index],
+            x_test,
+            y_test,
+            [str(c) for c in range(max(n_classes, int(y_test.max(initial=0)) + 1))],
+            flip_ok=False,
+        )
     except DataError as e:
         raise ReleaseError(f"--pool {pool_path}: {e}") from None
     release = _npz(release_path, "release")
@@ -211,12 +241,16 @@ def read_inputs(pool_path: str | os.PathLike, release_path: str | os.PathLike) -
         if key not in release:
             raise ReleaseError(f"--release {release_path} has no {key!r} array (needs 'x', 'y'; optional 'init_idx')")
     if (release["x"].dtype == np.uint8) != (arrays["x"].dtype == np.uint8):
-        raise ReleaseError(f"--release {release_path}: 'x' is {release['x'].dtype} but the pool's 'x' is "
-                           f"{arrays['x'].dtype}; give both at the same pixel scale")
+        raise ReleaseError(
+            f"--release {release_path}: 'x' is {release['x'].dtype} but the pool's 'x' is "
+            f"{arrays['x'].dtype}; give both at the same pixel scale"
+        )
     release_x = _images(release["x"], f"--release {release_path}: 'x'")
     release_y = _labels(release["y"], len(release_x), f"--release {release_path}: 'y'")
     if release_x.shape[1:] != pool.image_shape:
-        raise ReleaseError(f"--release {release_path}: images {release_x.shape[1:]} differ from the pool's {pool.image_shape}")
+        raise ReleaseError(
+            f"--release {release_path}: images {release_x.shape[1:]} differ from the pool's {pool.image_shape}"
+        )
     if len(release_x) == 0:
         raise ReleaseError(f"--release {release_path} is empty")
     if len(release_x) > len(x):
@@ -228,16 +262,27 @@ def read_inputs(pool_path: str | os.PathLike, release_path: str | os.PathLike) -
     if "init_idx" in release:
         file_rows = release["init_idx"]
         if file_rows.ndim != 1 or file_rows.dtype.kind not in "iu":
-            raise ReleaseError(f"--release {release_path}: 'init_idx' must be 1-d integers, got {file_rows.dtype} {file_rows.shape}")
+            raise ReleaseError(
+                f"--release {release_path}: 'init_idx' must be 1-d integers, got {file_rows.dtype} {file_rows.shape}"
+            )
         not_members = file_rows[(file_rows < 0) | (file_rows >= len(x))]
         if not_members.size == 0:
             not_members = file_rows[~member[file_rows]]
         if not_members.size:
-            raise ReleaseError(f"--release {release_path}: 'init_idx' holds {int(not_members[0])}, not a member of the pool")
+            raise ReleaseError(
+                f"--release {release_path}: 'init_idx' holds {int(not_members[0])}, not a member of the pool"
+            )
         file_rows = file_rows[np.isin(file_rows, index)]  # a member held out with the test split leaves the sub-group
         init_idx = np.searchsorted(index, file_rows).astype(np.int64)
-    return ReleaseInputs(pool=pool, member=member[index], pool_index=index.astype(np.int64), release_x=release_x,
-                         release_y=release_y, init_idx=init_idx, coins=coins)
+    return ReleaseInputs(
+        pool=pool,
+        member=member[index],
+        pool_index=index.astype(np.int64),
+        release_x=release_x,
+        release_y=release_y,
+        init_idx=init_idx,
+        coins=coins,
+    )
 
 
 def read_pool_images(pool_file: Path, pool_index_file: Path) -> np.ndarray:

@@ -40,8 +40,10 @@ def victim_for(name: str, overrides: Mapping[str, Any], inputs: ReleaseInputs):
     if key is not None:
         counts = inputs.per_class
         if len(set(counts.tolist())) != 1:
-            raise ReleaseError(f"the release holds {counts.tolist()} images per class; --victim {name} "
-                               f"releases the same number of every class")
+            raise ReleaseError(
+                f"the release holds {counts.tolist()} images per class; --victim {name} "
+                f"releases the same number of every class"
+            )
         given = overrides.get(key)
         if given is not None and given != counts[0]:
             raise ReleaseError(f"--{key} {given} does not match the release's {counts[0]} images per class")
@@ -65,10 +67,17 @@ def target_run(victim, inputs: ReleaseInputs, *, seed: int, device: str):
         x = to_model_space(inputs.release_x, mean=pool.mean, std=pool.std, device=device)
         y = torch.as_tensor(inputs.release_y, device=device)
         model = fit(x, y, n_classes=pool.n_classes, config=victim.train, flip_ok=pool.flip_ok, generator=generator)
-        obs = observe(model, pool, device=device, init_idx=inputs.init_idx, release_x=inputs.release_x,
-                      release_y=inputs.release_y)
-    meta = {"run": 0, "seed": run_seed, "wall_s": round(time.perf_counter() - start, 3), "host": socket.gethostname(),
-            "device": device, "target": TARGET}
+        obs = observe(
+            model, pool, device=device, init_idx=inputs.init_idx, release_x=inputs.release_x, release_y=inputs.release_y
+        )
+    meta = {
+        "run": 0,
+        "seed": run_seed,
+        "wall_s": round(time.perf_counter() - start, 3),
+        "host": socket.gethostname(),
+        "device": device,
+        "target": TARGET,
+    }
     return obs, meta
 
 
@@ -82,10 +91,14 @@ def with_target(shadows: StoredRuns, obs, inputs: ReleaseInputs, meta: dict) -> 
     dcr = None
     if shadows.dcr is not None:
         dcr = np.vstack([shadows.dcr, dcr_scores(pool.x, pool.y, inputs.release_x, inputs.release_y)[None]])
-    return StoredRuns(keep=np.vstack([shadows.keep, inputs.member[None]]),
-                      confidence=np.concatenate([shadows.confidence, logit_confidence(obs.logits, pool.y)[None]]),
-                      loss=np.vstack([shadows.loss, cross_entropy(obs.logits[:, 0, :], pool.y)[None]]),
-                      init_mask=np.vstack([shadows.init_mask, init[None]]), meta=(*shadows.meta, meta), dcr=dcr)
+    return StoredRuns(
+        keep=np.vstack([shadows.keep, inputs.member[None]]),
+        confidence=np.concatenate([shadows.confidence, logit_confidence(obs.logits, pool.y)[None]]),
+        loss=np.vstack([shadows.loss, cross_entropy(obs.logits[:, 0, :], pool.y)[None]]),
+        init_mask=np.vstack([shadows.init_mask, init[None]]),
+        meta=(*shadows.meta, meta),
+        dcr=dcr,
+    )
 
 
 def release_id(path: Path) -> str:
@@ -102,11 +115,24 @@ def check_out_dir(out: Path, record: dict) -> None:
             stored = json.loads(meta_path.read_text())
         except (OSError, json.JSONDecodeError):
             raise ReleaseError(f"{meta_path} is not valid JSON; refusing to overwrite it") from None
-        keys = ("victim", "config", "dataset_fingerprint", "release_sha256", "master_seed", "n_shadow", "membership_sha256",
-                "plan", "inclusion_rate", "membership_rate", "membership_seed")
+        keys = (
+            "victim",
+            "config",
+            "dataset_fingerprint",
+            "release_sha256",
+            "master_seed",
+            "n_shadow",
+            "membership_sha256",
+            "plan",
+            "inclusion_rate",
+            "membership_rate",
+            "membership_seed",
+        )
         differing = [k for k in keys if stored.get(k) != record.get(k)]
         if differing:
-            raise ReleaseError(f"--out {out} holds another release audit (differs in: {', '.join(differing)}); "
-                               "refusing to overwrite it")
+            raise ReleaseError(
+                f"--out {out} holds another release audit (differs in: {', '.join(differing)}); "
+                "refusing to overwrite it"
+            )
     elif out.is_dir() and any(out.iterdir()):
         raise ReleaseError(f"--out {out} is a non-empty directory that is no release audit; refusing to write there")

@@ -16,10 +16,27 @@ from attacks.registry import HEADLINE_ATTACK
 from audit.provenance import provenance
 from audit.reporting import figures
 from audit.reporting.comparison_tables import to_json as comparison_json
-from audit.reporting.evidence import (Claim, claim_of, fair_coins, find_subset, highest_risk, verdict_evidence,
-                                      no_epsilon_reason, protocol, run_provenance, utility)
-from audit.reporting.verdict import (NO_FAIR_COINS, Verdict, duplicate_canaries_verdict, epsilon_verdict,
-                                     no_fair_coins_verdict, no_subset_verdict, subset_verdict)
+from audit.reporting.evidence import (
+    Claim,
+    claim_of,
+    fair_coins,
+    find_subset,
+    highest_risk,
+    verdict_evidence,
+    no_epsilon_reason,
+    protocol,
+    run_provenance,
+    utility,
+)
+from audit.reporting.verdict import (
+    NO_FAIR_COINS,
+    Verdict,
+    duplicate_canaries_verdict,
+    epsilon_verdict,
+    no_fair_coins_verdict,
+    no_subset_verdict,
+    subset_verdict,
+)
 from audit.results import Audited, pool_images
 from audit.stats import bootstrap
 from audit.stats.epsilon import bound_applies
@@ -63,9 +80,15 @@ class Report:
     risks: Mapping[str, bytes] = field(default_factory=dict)  # experiment path -> thumbnails
 
 
-def build_report(experiments: Sequence[Audited], *, baseline: Audited | None = None, settings: Settings = Settings(),
-                 images: Mapping[str, np.ndarray] | None = None, data_root: str | None = None,
-                 command: Sequence[str] = ()) -> Report:
+def build_report(
+    experiments: Sequence[Audited],
+    *,
+    baseline: Audited | None = None,
+    settings: Settings = Settings(),
+    images: Mapping[str, np.ndarray] | None = None,
+    data_root: str | None = None,
+    command: Sequence[str] = (),
+) -> Report:
     """Everything the report shows. `images` maps an experiment path to its pool images (else
     `pool_images` finds them). ValueError on a claim that cannot be checked."""
     images = dict(images or {})
@@ -78,16 +101,25 @@ def build_report(experiments: Sequence[Audited], *, baseline: Audited | None = N
         if comparison is not None:
             comparisons.append(comparison_json(comparison))
         key = str(audited.path)
-        curves = ({a: audited.scores(a) for a in audited.attacks} if not audited.canaries else
-                  {f"{a} ({g})": pair for a in audited.attacks for g in ("canaries", "natural")
-                   for pair in [audited.group_scores(a, g)] if min(len(pair[0]), len(pair[1])) > 0})
+        curves = (
+            {a: audited.scores(a) for a in audited.attacks}
+            if not audited.canaries
+            else {
+                f"{a} ({g})": pair
+                for a in audited.attacks
+                for g in ("canaries", "natural")
+                for pair in [audited.group_scores(a, g)]
+                if min(len(pair[0]), len(pair[1])) > 0
+            }
+        )
         roc[key] = figures.roc_png(curves, title=audited.label)
         release = audited.release()
         if release is not None:
             run, x, y = release
             entry["release"] = {"run": run, "n_images": int(len(x)), "shape": list(x.shape)}
-            releases[key] = figures.image_grid_png(x, [str(int(c)) for c in y], columns=min(20, max(10, len(x) // 10)),
-                                                   size=0.6)
+            releases[key] = figures.image_grid_png(
+                x, [str(int(c)) for c in y], columns=min(20, max(10, len(x) // 10)), size=0.6
+            )
         pool_x = images.get(key)
         if pool_x is None:
             pool_x = pool_images(audited, data_root=data_root)
@@ -95,39 +127,74 @@ def build_report(experiments: Sequence[Audited], *, baseline: Audited | None = N
         if pool_x is not None and risky:
             risks[key] = figures.image_grid_png(
                 pool_x[[e["index"] for e in risky]],
-                [f"#{e['index']} ({e['label']})\n{e['nonmember_percentile']:.1%}" for e in risky], columns=8, size=1.0)
-    shared = [a for a in experiments[0].attacks if all(a in e.attacks for e in experiments)] if len(experiments) > 1 else []
+                [f"#{e['index']} ({e['label']})\n{e['nonmember_percentile']:.1%}" for e in risky],
+                columns=8,
+                size=1.0,
+            )
+    shared = (
+        [a for a in experiments[0].attacks if all(a in e.attacks for e in experiments)] if len(experiments) > 1 else []
+    )
     overlays = {a: figures.roc_png({e.label: e.scores(a) for e in experiments}, title=a) for a in shared}
     data = {
-        "settings": {"claimed_epsilon": settings.claimed_epsilon, "claimed_delta": settings.claimed_delta,
-                     "alpha": settings.alpha, "seed": settings.seed, "n_boot": settings.n_boot,
-                     "n_boot_eps": settings.n_boot_eps, "top_k": settings.top_k},
-        "generated": {"command": list(command), "utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
-            timespec="seconds"), **provenance()},
+        "settings": {
+            "claimed_epsilon": settings.claimed_epsilon,
+            "claimed_delta": settings.claimed_delta,
+            "alpha": settings.alpha,
+            "seed": settings.seed,
+            "n_boot": settings.n_boot,
+            "n_boot_eps": settings.n_boot_eps,
+            "top_k": settings.top_k,
+        },
+        "generated": {
+            "command": list(command),
+            "utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            **provenance(),
+        },
         "experiments": entries,
         "comparisons": comparisons,
     }
-    return Report(data=_finite(data), experiments=tuple(experiments), roc=roc, overlays=overlays, releases=releases,
-                  risks=risks)
+    return Report(
+        data=_finite(data), experiments=tuple(experiments), roc=roc, overlays=overlays, releases=releases, risks=risks
+    )
 
 
 def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settings: Settings, seed: int):
     summary = audited.summary
     confidence = audited.experiment.confidence
     claim = claim_of(audited, epsilon=settings.claimed_epsilon, delta=settings.claimed_delta)
-    claim_json = None if claim is None else {"epsilon": claim.epsilon, "delta": claim.delta, "source": claim.source,
-                                             "confidence": confidence, "joint_confidence": None, "bounds": None,
-                                             "ceilings": None, "n_canaries": None}
+    claim_json = (
+        None
+        if claim is None
+        else {
+            "epsilon": claim.epsilon,
+            "delta": claim.delta,
+            "source": claim.source,
+            "confidence": confidence,
+            "joint_confidence": None,
+            "bounds": None,
+            "ceilings": None,
+            "n_canaries": None,
+        }
+    )
     attacks = {a: summary["attacks"][a] for a in audited.attacks if a in summary.get("attacks", {})}
     canaries = audited.canaries
     if not fair_coins(audited):
-        duplicates = (canaries and canaries.get("kind") == "duplicate"
-                      and bound_applies((summary.get("evaluation") or {}).get("inclusion_rate")))
+        duplicates = (
+            canaries
+            and canaries.get("kind") == "duplicate"
+            and bound_applies((summary.get("evaluation") or {}).get("inclusion_rate"))
+        )
         eps = (duplicate_canaries_verdict if duplicates else no_fair_coins_verdict)(no_epsilon_reason(audited))
     elif claim is None:
         found = verdict_evidence(audited, delta=summary.get("delta") or 0.0, confidence=confidence, seed=seed)
-        eps = epsilon_verdict(found["bounds"], ceiling=found["ceilings"], claimed_epsilon=None, delta=found["delta"],
-                              confidence=confidence, rule=found["rule"])
+        eps = epsilon_verdict(
+            found["bounds"],
+            ceiling=found["ceilings"],
+            claimed_epsilon=None,
+            delta=found["delta"],
+            confidence=confidence,
+            rule=found["rule"],
+        )
     else:
         found = verdict_evidence(audited, delta=claim.delta, confidence=confidence, seed=seed)
         bounds, ceilings = found["bounds"], found["ceilings"]
@@ -135,49 +202,93 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
         n_canaries, per_target = int(membership.size), int(membership.shape[1])
         if canaries:  # the bound is on the inserted canaries alone
             n_canaries, per_target = len(summary.get("target_runs", [])) * int(canaries["n"]), int(canaries["n"])
-        eps = epsilon_verdict(bounds, ceiling=ceilings, claimed_epsilon=claim.epsilon, delta=claim.delta,
-                              confidence=confidence, source=claim.source, n_canaries=n_canaries,
-                              per_target=per_target, rule=found["rule"])
-        claim_json.update({"joint_confidence": found["per_attack_confidence"], "bounds": bounds,
-                           "ceilings": ceilings, "n_canaries": n_canaries, "rule": found["rule"],
-                           "analysis": found["analysis"], "guesses": found["guesses"]})
+        eps = epsilon_verdict(
+            bounds,
+            ceiling=ceilings,
+            claimed_epsilon=claim.epsilon,
+            delta=claim.delta,
+            confidence=confidence,
+            source=claim.source,
+            n_canaries=n_canaries,
+            per_target=per_target,
+            rule=found["rule"],
+        )
+        claim_json.update(
+            {
+                "joint_confidence": found["per_attack_confidence"],
+                "bounds": bounds,
+                "ceilings": ceilings,
+                "n_canaries": n_canaries,
+                "rule": found["rule"],
+                "analysis": found["analysis"],
+                "guesses": found["guesses"],
+            }
+        )
     if canaries and eps.kind != NO_FAIR_COINS:
-        eps = replace(eps, reason=eps.reason + (
-            f". The ε bounds are on the {canaries['n']:,} inserted {canaries['kind']} canaries per target run "
-            "(designated before any training), not on the natural examples, which are reported beside them"))
+        eps = replace(
+            eps,
+            reason=eps.reason
+            + (
+                f". The ε bounds are on the {canaries['n']:,} inserted {canaries['kind']} canaries per target run "
+                "(designated before any training), not on the natural examples, which are reported beside them"
+            ),
+        )
     verdicts: list[Verdict] = [eps]
     comparison = None
     if audited.victim != "subset":
         subset = find_subset(audited, candidates)
         if audited.experiment.n_targets < 2:
-            verdicts.append(no_subset_verdict(
-                "one target (a single release): the comparison with a random real subset resamples target runs, so "
-                "it needs an audit of the pipeline (python -m audit.lira for it and for subset, then audit.report)"))
+            verdicts.append(
+                no_subset_verdict(
+                    "one target (a single release): the comparison with a random real subset resamples target runs, so "
+                    "it needs an audit of the pipeline (python -m audit.lira for it and for subset, then audit.report)"
+                )
+            )
         elif subset is None:
             size = "no released set of a fixed size" if audited.size is None else f"{audited.size} per class"
-            verdicts.append(no_subset_verdict(f"no `subset` experiment of the same dataset and size ({size}) was "
-                                              "given (add one as a RUN_DIR or --baseline)"))
+            verdicts.append(
+                no_subset_verdict(
+                    f"no `subset` experiment of the same dataset and size ({size}) was "
+                    "given (add one as a RUN_DIR or --baseline)"
+                )
+            )
         else:
             try:
-                result = compare_experiments([audited.experiment], subset.experiment, groups=("all",),
-                                                     confidence=confidence, alpha=settings.alpha, n_boot=settings.n_boot,
-                                                     n_boot_eps=settings.n_boot_eps, seed=seed)
+                result = compare_experiments(
+                    [audited.experiment],
+                    subset.experiment,
+                    groups=("all",),
+                    confidence=confidence,
+                    alpha=settings.alpha,
+                    n_boot=settings.n_boot,
+                    n_boot_eps=settings.n_boot_eps,
+                    seed=seed,
+                )
             except ValueError as e:
                 verdicts.append(no_subset_verdict(f"the comparison with {subset.label} is not possible: {e}"))
             else:
                 comparison = result
-                verdicts.append(subset_verdict(result.comparisons[0].tests, baseline_label=subset.label,
-                                               alpha=settings.alpha))
+                verdicts.append(
+                    subset_verdict(result.comparisons[0].tests, baseline_label=subset.label, alpha=settings.alpha)
+                )
     attack = HEADLINE_ATTACK if HEADLINE_ATTACK in audited.attacks else audited.attacks[0]
     entry = {
-        "path": str(audited.path), "label": audited.label, "victim": audited.victim,
-        "dataset": audited.experiment.dataset, "n_shadow": summary.get("n_shadow"),
-        "target_runs": list(summary.get("target_runs", [])), "formal_epsilon": summary.get("formal_epsilon"),
-        "delta": summary.get("delta"), "protocol": protocol(audited), "claim": claim_json,
-        "verdicts": [v.to_json() for v in verdicts], "attacks": attacks,
+        "path": str(audited.path),
+        "label": audited.label,
+        "victim": audited.victim,
+        "dataset": audited.experiment.dataset,
+        "n_shadow": summary.get("n_shadow"),
+        "target_runs": list(summary.get("target_runs", [])),
+        "formal_epsilon": summary.get("formal_epsilon"),
+        "delta": summary.get("delta"),
+        "protocol": protocol(audited),
+        "claim": claim_json,
+        "verdicts": [v.to_json() for v in verdicts],
+        "attacks": attacks,
         "utility": utility(audited),
         "highest_risk": {"attack": attack, "examples": highest_risk(audited, attack=attack, top_k=settings.top_k)},
-        "release": None, "provenance": run_provenance(audited),
+        "release": None,
+        "provenance": run_provenance(audited),
     }
     return entry, comparison
 

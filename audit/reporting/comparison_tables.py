@@ -10,25 +10,49 @@ from audit.stats.significance import Comparison, MetricComparison, Report
 
 
 _DIGITS = {"auc": 3, "tpr_at_fpr_0.01": 3, "tpr_at_fpr_0.001": 4, "eps_lower": 2, "test_accuracy": 3}
-_TITLES = {"test_accuracy": "test acc", "auc": "AUC", "tpr_at_fpr_0.01": "TPR@1% FPR",
-           "tpr_at_fpr_0.001": "TPR@0.1% FPR", "eps_lower": "eps_lower"}
+_TITLES = {
+    "test_accuracy": "test acc",
+    "auc": "AUC",
+    "tpr_at_fpr_0.01": "TPR@1% FPR",
+    "tpr_at_fpr_0.001": "TPR@0.1% FPR",
+    "eps_lower": "eps_lower",
+}
 
 
 def markdown_table(report: Report) -> str:
     """Two markdown tables (estimates with the ΔAUC against the baseline; every difference
     with its Holm-adjusted p) and a legend of the protocol."""
     baseline = report.baseline
-    head = ["experiment", "attack", "group", *(_TITLES[m] for m in ("test_accuracy", *METRICS)), "eps_ceiling",
-            f"vs {baseline.label}"]
+    head = [
+        "experiment",
+        "attack",
+        "group",
+        *(_TITLES[m] for m in ("test_accuracy", *METRICS)),
+        "eps_ceiling",
+        f"vs {baseline.label}",
+    ]
     lines = [_row(head), _row(["---"] * len(head))]
     for summary, comparison in [(baseline, None), *zip(report.experiments, report.comparisons)]:
         for (attack, group), estimate in summary.estimates.items():
             versus = "baseline" if comparison is None else _versus(comparison, attack, group)
-            lines.append(_row([summary.label, attack, group, _estimate_cell(summary.test_accuracy, "test_accuracy"),
-                               *(_estimate_cell(estimate.metrics.get(m), m) for m in METRICS),
-                               "-" if estimate.eps_ceiling is None else f"{estimate.eps_ceiling:.2f}", versus]))
-    lines += ["", _row(["experiment", "attack", "group", *(f"Δ{_TITLES[m]}" for m in ("test_accuracy", *METRICS))]),
-              _row(["---"] * (4 + len(METRICS)))]
+            lines.append(
+                _row(
+                    [
+                        summary.label,
+                        attack,
+                        group,
+                        _estimate_cell(summary.test_accuracy, "test_accuracy"),
+                        *(_estimate_cell(estimate.metrics.get(m), m) for m in METRICS),
+                        "-" if estimate.eps_ceiling is None else f"{estimate.eps_ceiling:.2f}",
+                        versus,
+                    ]
+                )
+            )
+    lines += [
+        "",
+        _row(["experiment", "attack", "group", *(f"Δ{_TITLES[m]}" for m in ("test_accuracy", *METRICS))]),
+        _row(["---"] * (4 + len(METRICS))),
+    ]
     for summary, comparison in zip(report.experiments, report.comparisons):
         accuracy = _difference_cell(comparison.get("test_accuracy"))
         for attack, group in summary.estimates:
@@ -56,14 +80,19 @@ def _legend(report: Report) -> str:
     s = report.baseline
     sizes = [len(c.tests) for c in report.comparisons]
     family = f"the {sizes[0]} tests" if sizes and len(set(sizes)) == 1 else "all tests"
-    eps = (f"eps_lower {s.n_boot_eps}" if s.n_boot_eps else "eps_lower: summary.json's point, not resampled "
-           "(--n-boot-eps) nor tested")
-    return (f"Intervals: {s.confidence:.0%} percentile, cluster bootstrap over target runs ({s.n_boot} replicates; "
-            f"{eps}); test accuracy: t-interval over runs, Δ by Welch's t-test. eps_lower: one-run lower bound on "
-            f"the pooled targets' canaries (group all, fair coins only; sub-groups have none), eps_ceiling: what a "
-            f"perfect attack would certify with that design. "
-            f"Δ = experiment - baseline; p: two-sided Wald test with the bootstrap standard error, Holm-adjusted "
-            f"over {family} of each comparison; * adjusted p < {report.alpha:g}. Seed {report.seed}.")
+    eps = (
+        f"eps_lower {s.n_boot_eps}"
+        if s.n_boot_eps
+        else "eps_lower: summary.json's point, not resampled (--n-boot-eps) nor tested"
+    )
+    return (
+        f"Intervals: {s.confidence:.0%} percentile, cluster bootstrap over target runs ({s.n_boot} replicates; "
+        f"{eps}); test accuracy: t-interval over runs, Δ by Welch's t-test. eps_lower: one-run lower bound on "
+        f"the pooled targets' canaries (group all, fair coins only; sub-groups have none), eps_ceiling: what a "
+        f"perfect attack would certify with that design. "
+        f"Δ = experiment - baseline; p: two-sided Wald test with the bootstrap standard error, Holm-adjusted "
+        f"over {family} of each comparison; * adjusted p < {report.alpha:g}. Seed {report.seed}."
+    )
 
 
 def _row(cells: Sequence[str]) -> str:
@@ -86,7 +115,8 @@ def _difference_cell(test: MetricComparison | None) -> str:
     iv = test.difference
     p = "p<0.001" if test.p_adjusted < 0.001 else f"p={test.p_adjusted:.3f}"
     return f"{_bound(iv.point, d, sign=True)} [{_bound(iv.low, d, sign=True)}, {_bound(iv.high, d, sign=True)}] {p}" + (
-        " *" if test.significant else "")
+        " *" if test.significant else ""
+    )
 
 
 def _bound(value: float, digits: int, *, sign: bool = False) -> str:
@@ -100,13 +130,22 @@ def to_json(report: Report) -> dict:
     """The report as JSON-able data (NaN as null)."""
     first = report.baseline
     return {
-        "seed": report.seed, "alpha": report.alpha, "confidence": first.confidence,
-        "n_boot": first.n_boot, "n_boot_eps": first.n_boot_eps,
+        "seed": report.seed,
+        "alpha": report.alpha,
+        "confidence": first.confidence,
+        "n_boot": first.n_boot,
+        "n_boot_eps": first.n_boot_eps,
         "baseline": _summary_json(first),
         "experiments": [_summary_json(s) for s in report.experiments],
-        "comparisons": [{"experiment": str(c.victim.experiment.path), "baseline": str(c.baseline.experiment.path),
-                         "n_tests": len(c.tests), "tests": [t.to_json() for t in c.tests]}
-                        for c in report.comparisons],
+        "comparisons": [
+            {
+                "experiment": str(c.victim.experiment.path),
+                "baseline": str(c.baseline.experiment.path),
+                "n_tests": len(c.tests),
+                "tests": [t.to_json() for t in c.tests],
+            }
+            for c in report.comparisons
+        ],
     }
 
 
@@ -116,7 +155,19 @@ def _summary_json(summary: ExperimentSummary) -> dict:
     for (attack, group), estimate in summary.estimates.items():
         attacks.setdefault(attack, {})[group] = {
             **{m: estimate.metrics[m].to_json() if m in estimate.metrics else None for m in METRICS},
-            "eps_ceiling": estimate.eps_ceiling, "n_members": estimate.n_members, "n_nonmembers": estimate.n_nonmembers}
-    return {"path": str(exp.path), "label": summary.label, "victim": exp.victim, "dataset": exp.dataset,
-            "n_targets": exp.n_targets, "n_runs": int(exp.test_accuracy.size), "delta": exp.delta,
-            "eps_confidence": exp.confidence, "test_accuracy": summary.test_accuracy.to_json(), "attacks": attacks}
+            "eps_ceiling": estimate.eps_ceiling,
+            "n_members": estimate.n_members,
+            "n_nonmembers": estimate.n_nonmembers,
+        }
+    return {
+        "path": str(exp.path),
+        "label": summary.label,
+        "victim": exp.victim,
+        "dataset": exp.dataset,
+        "n_targets": exp.n_targets,
+        "n_runs": int(exp.test_accuracy.size),
+        "delta": exp.delta,
+        "eps_confidence": exp.confidence,
+        "test_accuracy": summary.test_accuracy.to_json(),
+        "attacks": attacks,
+    }

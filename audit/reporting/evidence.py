@@ -35,14 +35,19 @@ class Claim:
 def claim_of(audited: Audited, *, epsilon: float | None = None, delta: float | None = None) -> Claim | None:
     """The claim to check: the given one, else summary.json's claimed ε, else the formal ε."""
     summary = audited.summary
-    own_delta = summary.get("claimed_delta") if summary.get("claimed_delta") is not None else (summary.get("delta") or 0.0)
+    own_delta = (
+        summary.get("claimed_delta") if summary.get("claimed_delta") is not None else (summary.get("delta") or 0.0)
+    )
     if epsilon is not None:
         return Claim(epsilon=epsilon, delta=own_delta if delta is None else delta, source="claimed")
     if summary.get("claimed_epsilon") is not None:
         return Claim(epsilon=summary["claimed_epsilon"], delta=own_delta if delta is None else delta, source="claimed")
     if summary.get("formal_epsilon") is not None:
-        return Claim(epsilon=summary["formal_epsilon"], delta=(summary.get("delta") or 0.0) if delta is None else delta,
-                     source="formal")
+        return Claim(
+            epsilon=summary["formal_epsilon"],
+            delta=(summary.get("delta") or 0.0) if delta is None else delta,
+            source="formal",
+        )
     return None
 
 
@@ -62,8 +67,14 @@ def verdict_evidence(audited: Audited, *, delta: float, confidence: float, seed:
         guesses = Guesses(int(recorded["guesses"]["k_in"]), int(recorded["guesses"]["k_out"]))
     master = (audited.summary.get("evaluation") or {}).get("master_seed")
     master = seed if master is None else int(master)
-    return verdict_bound(groups, chosen=chosen, guesses=guesses, delta=delta, confidence=confidence,
-                         rng_of=lambda a: np.random.default_rng([master, zlib.crc32(a.encode())]))
+    return verdict_bound(
+        groups,
+        chosen=chosen,
+        guesses=guesses,
+        delta=delta,
+        confidence=confidence,
+        rng_of=lambda a: np.random.default_rng([master, zlib.crc32(a.encode())]),
+    )
 
 
 def fair_coins(audited: Audited) -> bool:
@@ -91,30 +102,39 @@ def protocol(audited: Audited) -> str:
     n_runs = int(summary.get("n_shadow") or len(targets))
     n_pool = int(audited.experiment.membership.shape[1])
     if evaluation.get("membership"):
-        text = (f"One target, the user's release; its members: {evaluation['membership']}. The "
-                f"{n_runs} shadow runs of the same pipeline on the same pool, each example in each by an "
-                f"independent coin of probability {evaluation.get('inclusion_rate', DEFAULT_INCLUSION_RATE):g}, are reference runs, "
-                "the attacks' only shadows.")
+        text = (
+            f"One target, the user's release; its members: {evaluation['membership']}. The "
+            f"{n_runs} shadow runs of the same pipeline on the same pool, each example in each by an "
+            f"independent coin of probability {evaluation.get('inclusion_rate', DEFAULT_INCLUSION_RATE):g}, are reference runs, "
+            "the attacks' only shadows."
+        )
     else:
         rate = evaluation.get("inclusion_rate", DEFAULT_INCLUSION_RATE)
         what = "pool examples"
         if audited.canaries:  # one coin per record: a duplicate canary's rows share one
-            n_pool, what = int(audited.canaries["n_natural"]) + int(audited.canaries["n"]), "records (examples and canaries)"
-        text = (f"Each of the {n_pool:,} {what} is in each of the {n_runs} runs by an independent coin of "
-                f"probability {rate:g} (plan {evaluation.get('plan', 'independent-coins-v1')}). The first "
-                f"{len(targets)} runs are the targets, whose {len(targets) * n_pool:,} coins "
-                f"{'are the canaries' if fair_coins(audited) and not audited.canaries else 'the attacks guess'}; the "
-                f"other {n_runs - len(targets)} runs are reference runs, the attacks' only shadows, so no guess "
-                "depends on a target's coins.")
+            n_pool, what = (
+                int(audited.canaries["n_natural"]) + int(audited.canaries["n"]),
+                "records (examples and canaries)",
+            )
+        text = (
+            f"Each of the {n_pool:,} {what} is in each of the {n_runs} runs by an independent coin of "
+            f"probability {rate:g} (plan {evaluation.get('plan', 'independent-coins-v1')}). The first "
+            f"{len(targets)} runs are the targets, whose {len(targets) * n_pool:,} coins "
+            f"{'are the canaries' if fair_coins(audited) and not audited.canaries else 'the attacks guess'}; the "
+            f"other {n_runs - len(targets)} runs are reference runs, the attacks' only shadows, so no guess "
+            "depends on a target's coins."
+        )
     if audited.canaries:
         text += " " + canary_protocol(audited)
     if fair_coins(audited):
-        text += (" Each attack's ε lower is the one-run bound (Steinke, Nasr & Jagielski 2023) on all the canaries, "
-                 "at the stated confidence on its own; the verdict uses the f-DP test of the claim's curve f_{ε,δ} "
-                 "(Mahloujifar, Melis & Chaudhuri 2025) with the attack, query views and guess count chosen on the "
-                 "reference runs, whose coins are public, before any target was judged (or, with too few reference "
-                 "runs, every attack at a confidence split across them). ε ceiling is what a perfect attack would "
-                 "certify with this design, so a claim at or above it cannot be tested.")
+        text += (
+            " Each attack's ε lower is the one-run bound (Steinke, Nasr & Jagielski 2023) on all the canaries, "
+            "at the stated confidence on its own; the verdict uses the f-DP test of the claim's curve f_{ε,δ} "
+            "(Mahloujifar, Melis & Chaudhuri 2025) with the attack, query views and guess count chosen on the "
+            "reference runs, whose coins are public, before any target was judged (or, with too few reference "
+            "runs, every attack at a confidence split across them). ε ceiling is what a perfect attack would "
+            "certify with this design, so a claim at or above it cannot be tested."
+        )
     else:
         text += " No ε bound: " + no_epsilon_reason(audited) + "."
     return text
@@ -124,21 +144,28 @@ def canary_protocol(audited: Audited) -> str:
     """What the inserted canaries are, and per attack a "canaries vs natural examples" line."""
     entry, targets = audited.canaries, audited.summary.get("target_runs", [])
     copies = f" of {entry['copies']} identical rows sharing one coin" if entry.get("copies") else ""
-    text = (f"The audit inserted {entry['n']:,} {entry['kind']} canaries{copies} (pool rows from {entry['first_row']:,} "
-            f"on, after the {entry['n_natural']:,} natural examples) before the plan was drawn, each a record with its "
-            f"own coin per run: the top-level numbers (and any ε verdict) are over the {len(targets) * entry['n']:,} "
-            "canary coins of the target runs, designated before any training; the natural examples are reported "
-            "beside them, descriptively.")
+    text = (
+        f"The audit inserted {entry['n']:,} {entry['kind']} canaries{copies} (pool rows from {entry['first_row']:,} "
+        f"on, after the {entry['n_natural']:,} natural examples) before the plan was drawn, each a record with its "
+        f"own coin per run: the top-level numbers (and any ε verdict) are over the {len(targets) * entry['n']:,} "
+        "canary coins of the target runs, designated before any training; the natural examples are reported "
+        "beside them, descriptively."
+    )
     lines = []
     for attack in audited.attacks:
         m = (audited.summary.get("attacks") or {}).get(attack) or {}
         n = m.get("natural")
         if not n:
             continue
-        eps = ("" if m.get("eps_lower") is None and n.get("eps_lower") is None else
-               f", ε lower {_eps_text(m.get('eps_lower'))} vs {_eps_text(n.get('eps_lower'))}")
-        lines.append(f"{attack}: AUC {m['auc']:.3f} vs {n['auc']:.3f}, TPR at 1% FPR {m['tpr_at_fpr']['0.01']:.4f} vs "
-                     f"{n['tpr_at_fpr']['0.01']:.4f}{eps}")
+        eps = (
+            ""
+            if m.get("eps_lower") is None and n.get("eps_lower") is None
+            else f", ε lower {_eps_text(m.get('eps_lower'))} vs {_eps_text(n.get('eps_lower'))}"
+        )
+        lines.append(
+            f"{attack}: AUC {m['auc']:.3f} vs {n['auc']:.3f}, TPR at 1% FPR {m['tpr_at_fpr']['0.01']:.4f} vs "
+            f"{n['tpr_at_fpr']['0.01']:.4f}{eps}"
+        )
     if lines:
         text += " Canaries vs natural examples: " + "; ".join(lines) + "."
     return text
@@ -161,8 +188,16 @@ def highest_risk(audited: Audited, *, attack: str, top_k: int) -> list[dict]:
     mean_percentile = (percentile * membership).sum(0) / np.maximum(counts, 1)
     order = [int(i) for i in np.argsort(-mean, kind="stable") if counts[i] > 0][:top_k]
     labels = _pool_labels(audited)
-    return [{"index": i, "label": None if labels is None else int(labels[i]), "mean_score": float(mean[i]),
-             "nonmember_percentile": float(mean_percentile[i]), "member_targets": int(counts[i])} for i in order]
+    return [
+        {
+            "index": i,
+            "label": None if labels is None else int(labels[i]),
+            "mean_score": float(mean[i]),
+            "nonmember_percentile": float(mean_percentile[i]),
+            "member_targets": int(counts[i]),
+        }
+        for i in order
+    ]
 
 
 def _pool_labels(audited: Audited) -> np.ndarray | None:
@@ -172,24 +207,39 @@ def _pool_labels(audited: Audited) -> np.ndarray | None:
 
 def utility(audited: Audited) -> dict:
     accuracy = audited.experiment.test_accuracy
-    return {"test_accuracy_mean": float(accuracy.mean()), "test_accuracy_std": float(accuracy.std()),
-            "n_runs": int(accuracy.size)}
+    return {
+        "test_accuracy_mean": float(accuracy.mean()),
+        "test_accuracy_std": float(accuracy.std()),
+        "n_runs": int(accuracy.size),
+    }
 
 
 def run_provenance(audited: Audited) -> dict:
     meta, runs = audited.meta, audited.runs
     walls = [r["wall_s"] for r in runs if isinstance(r.get("wall_s"), (int, float))]
-    return {"config": audited.experiment.config, "master_seed": meta.get("master_seed"),
-            "evaluation": audited.summary.get("evaluation"), "versions": meta.get("versions"),
-            "git_commit": meta.get("git_commit"), "python": meta.get("python"),
-            "run_seeds": [r.get("seed") for r in runs], "wall_s_total": float(sum(walls)),
-            "wall_s_mean": float(np.mean(walls)) if walls else None,
-            "hosts": sorted({str(r.get("host")) for r in runs if r.get("host") is not None})}
+    return {
+        "config": audited.experiment.config,
+        "master_seed": meta.get("master_seed"),
+        "evaluation": audited.summary.get("evaluation"),
+        "versions": meta.get("versions"),
+        "git_commit": meta.get("git_commit"),
+        "python": meta.get("python"),
+        "run_seeds": [r.get("seed") for r in runs],
+        "wall_s_total": float(sum(walls)),
+        "wall_s_mean": float(np.mean(walls)) if walls else None,
+        "hosts": sorted({str(r.get("host")) for r in runs if r.get("host") is not None}),
+    }
 
 
 def find_subset(audited: Audited, candidates: Sequence[Audited]) -> Audited | None:
     """A `subset` experiment of the same dataset and images per class, if one is among `candidates`."""
     if audited.victim == "subset" or audited.size is None:
         return None
-    return next((c for c in candidates if c.victim == "subset" and c.size == audited.size
-                 and c.experiment.dataset == audited.experiment.dataset), None)
+    return next(
+        (
+            c
+            for c in candidates
+            if c.victim == "subset" and c.size == audited.size and c.experiment.dataset == audited.experiment.dataset
+        ),
+        None,
+    )

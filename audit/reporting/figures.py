@@ -35,8 +35,9 @@ def plot_roc(ax, curves: Mapping[str, tuple[np.ndarray, np.ndarray]], *, scale: 
     floor = 1 / max(max((len(n) for _, n in curves.values()), default=1), 1) if scale == "log" else 0.0
     for label, (member, nonmember) in curves.items():
         fpr, tpr = roc(member, nonmember)
-        ax.plot(np.maximum(fpr, floor), np.maximum(tpr, floor), lw=1.4,
-                label=f"{label} (AUC {auc(member, nonmember):.3f})")
+        ax.plot(
+            np.maximum(fpr, floor), np.maximum(tpr, floor), lw=1.4, label=f"{label} (AUC {auc(member, nonmember):.3f})"
+        )
     low = floor if scale == "log" else 0.0
     ax.plot([low, 1], [low, 1], "k--", lw=0.8, label="chance")
     if scale == "log":
@@ -70,8 +71,9 @@ def to_display(images: np.ndarray) -> np.ndarray:
     return np.clip(images, 0, 1)
 
 
-def image_grid_png(images: np.ndarray, captions: Sequence[str], *, columns: int = 10, size: float = 0.9,
-                   title: str = "") -> bytes:
+def image_grid_png(
+    images: np.ndarray, captions: Sequence[str], *, columns: int = 10, size: float = 0.9, title: str = ""
+) -> bytes:
     """A grid of images (pixel scale, clipped to [0, 1] for display), each with its caption."""
     shown = to_display(images)
     if len(shown) != len(captions):

@@ -37,41 +37,61 @@ window.addEventListener("load", function () {
 });
 """
 
-_CARD = {"epsilon_violated": "alarm", "epsilon_consistent": "", "epsilon_not_testable": "warn",
-         "no_fair_coins": "warn", "gain_over_subset": "", "no_gain_over_subset": "warn", "no_epsilon_claim": "neutral",
-         "no_subset_baseline": "neutral"}
-SUBGROUP_NOTE = ("No ε columns here: the mechanism itself picked these images among the members (to copy or start "
-                 "its release from), and conditioning on its choice can raise TPR/FPR by up to 1/P(choice), so a "
-                 "sub-group's rates describe leakage but bound no ε.")
+_CARD = {
+    "epsilon_violated": "alarm",
+    "epsilon_consistent": "",
+    "epsilon_not_testable": "warn",
+    "no_fair_coins": "warn",
+    "gain_over_subset": "",
+    "no_gain_over_subset": "warn",
+    "no_epsilon_claim": "neutral",
+    "no_subset_baseline": "neutral",
+}
+SUBGROUP_NOTE = (
+    "No ε columns here: the mechanism itself picked these images among the members (to copy or start "
+    "its release from), and conditioning on its choice can raise TPR/FPR by up to 1/P(choice), so a "
+    "sub-group's rates describe leakage but bound no ε."
+)
 
 
 def render(report) -> str:
     data = report.data
     entries = data["experiments"]
-    parts = ["<h1>Membership-inference audit report</h1>",
-             f'<p class="sub">{len(entries)} experiment{"s" * (len(entries) != 1)} · generated '
-             f'{escape(data["generated"]["utc"])} · membership-audit {escape(str(data["generated"].get("package_version")))}'
-             f' · commit {escape(str(data["generated"].get("git_commit"))[:10])}</p>',
-             '<p id="image-warning" hidden></p>',
-             "<h2>Verdicts</h2>", *(_verdict_card(e) for e in entries)]
+    parts = [
+        "<h1>Membership-inference audit report</h1>",
+        f'<p class="sub">{len(entries)} experiment{"s" * (len(entries) != 1)} · generated '
+        f"{escape(data['generated']['utc'])} · membership-audit {escape(str(data['generated'].get('package_version')))}"
+        f" · commit {escape(str(data['generated'].get('git_commit'))[:10])}</p>",
+        '<p id="image-warning" hidden></p>',
+        "<h2>Verdicts</h2>",
+        *(_verdict_card(e) for e in entries),
+    ]
     if len(entries) > 1:
         parts += _comparison(report)
     for audited, entry in zip(report.experiments, entries):
         parts += _experiment(report, str(audited.path), entry)
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>Audit report</title><style>{CSS}</style></head>\n<body>\n"
-            + "\n".join(parts) + f"\n<script>{SCRIPT}</script>\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>Audit report</title><style>{CSS}</style></head>\n<body>\n"
+        + "\n".join(parts)
+        + f"\n<script>{SCRIPT}</script>\n</body></html>\n"
+    )
 
 
 def _verdict_card(entry: dict) -> str:
     kinds = {_CARD[v["kind"]] for v in entry["verdicts"]}
     worst = next((k for k in ("alarm", "warn") if k in kinds), "neutral" if kinds == {"neutral"} else "")
-    items = "".join(f'<li><span class="verdict">{escape(v["text"])}</span><br>'
-                    f'<span class="reason">{escape(v["reason"])}</span></li>' for v in entry["verdicts"])
-    return (f'<div class="card {worst}"><h3>{escape(entry["label"])}</h3><ul>{items}</ul>'
-            f'<span class="note">{escape(entry["victim"])} on {escape(str(entry["dataset"]))}, '
-            f'{entry["n_shadow"]} runs, {len(entry["target_runs"])} targets</span></div>')
+    items = "".join(
+        f'<li><span class="verdict">{escape(v["text"])}</span><br>'
+        f'<span class="reason">{escape(v["reason"])}</span></li>'
+        for v in entry["verdicts"]
+    )
+    return (
+        f'<div class="card {worst}"><h3>{escape(entry["label"])}</h3><ul>{items}</ul>'
+        f'<span class="note">{escape(entry["victim"])} on {escape(str(entry["dataset"]))}, '
+        f"{entry['n_shadow']} runs, {len(entry['target_runs'])} targets</span></div>"
+    )
 
 
 def _img(png: bytes, alt: str, cls: str = "") -> str:
@@ -86,22 +106,34 @@ def _comparison(report) -> list[str]:
         for i, e in enumerate(entries):
             m, u = e["attacks"].get(attack), e["utility"]
             first = f'<td rowspan="{len(entries)}">{escape(attack)}</td>' if i == 0 else ""
-            cells = "<td>-</td>" * 5 if m is None else (
-                f"<td>{m['auc']:.3f}</td><td>{m['tpr_at_fpr']['0.01']:.3f} ({m['fp_at_fpr']['0.01']})</td>"
-                f"<td>{m['tpr_at_fpr']['0.001']:.4f} ({m['fp_at_fpr']['0.001']})</td>"
-                f"<td>{_eps(m.get('eps_lower'))}</td><td>{_eps(m.get('eps_ceiling'))}</td>")
-            rows.append(f"<tr>{first}<td>{escape(e['label'])}</td>"
-                        f"<td>{u['test_accuracy_mean']:.3f} ± {u['test_accuracy_std']:.3f}</td>{cells}</tr>")
-    parts = ["<h2>Comparison</h2>",
-             "<table><tr><th>attack</th><th>experiment</th><th>test accuracy</th><th>AUC</th><th>TPR@1% FPR (FP)</th>"
-             f"<th>TPR@0.1% FPR (FP)</th><th>ε lower</th><th>ε ceiling</th></tr>{''.join(rows)}</table>",
-             '<p class="note">Pooled over each experiment\'s targets; FP: the false positives behind each TPR; ε lower: '
-             "the audit's one-run lower confidence bound of each attack on its own (summary.json); ε ceiling: what a perfect attack would "
-             "certify with that experiment's design (- where the coins were not fair). Test accuracy: mean ± sd over "
-             "runs.</p>"]
+            cells = (
+                "<td>-</td>" * 5
+                if m is None
+                else (
+                    f"<td>{m['auc']:.3f}</td><td>{m['tpr_at_fpr']['0.01']:.3f} ({m['fp_at_fpr']['0.01']})</td>"
+                    f"<td>{m['tpr_at_fpr']['0.001']:.4f} ({m['fp_at_fpr']['0.001']})</td>"
+                    f"<td>{_eps(m.get('eps_lower'))}</td><td>{_eps(m.get('eps_ceiling'))}</td>"
+                )
+            )
+            rows.append(
+                f"<tr>{first}<td>{escape(e['label'])}</td>"
+                f"<td>{u['test_accuracy_mean']:.3f} ± {u['test_accuracy_std']:.3f}</td>{cells}</tr>"
+            )
+    parts = [
+        "<h2>Comparison</h2>",
+        "<table><tr><th>attack</th><th>experiment</th><th>test accuracy</th><th>AUC</th><th>TPR@1% FPR (FP)</th>"
+        f"<th>TPR@0.1% FPR (FP)</th><th>ε lower</th><th>ε ceiling</th></tr>{''.join(rows)}</table>",
+        '<p class="note">Pooled over each experiment\'s targets; FP: the false positives behind each TPR; ε lower: '
+        "the audit's one-run lower confidence bound of each attack on its own (summary.json); ε ceiling: what a perfect attack would "
+        "certify with that experiment's design (- where the coins were not fair). Test accuracy: mean ± sd over "
+        "runs.</p>",
+    ]
     if report.overlays:
-        parts.append('<div class="row figs">' + "".join(_img(png, f"ROC of {a}, all experiments")
-                                                      for a, png in report.overlays.items()) + "</div>")
+        parts.append(
+            '<div class="row figs">'
+            + "".join(_img(png, f"ROC of {a}, all experiments") for a, png in report.overlays.items())
+            + "</div>"
+        )
     for comparison in report.data["comparisons"]:
         parts.append(_difference_table(comparison))
     return parts
@@ -114,45 +146,60 @@ def _difference_table(comparison: dict) -> str:
     for t in comparison["comparisons"][0]["tests"]:
         d = t["difference"]
         interval = "-" if d["low"] is None else f"[{d['low']:+.3f}, {d['high']:+.3f}]"
-        rows.append(f"<tr><td>{escape(str(t['attack'] or ''))}</td><td>{escape(t['metric'])}</td>"
-                    f"<td>{d['point']:+.4f}</td><td>{interval}</td><td>{t['p_adjusted']:.3g}</td>"
-                    f"<td>{'yes' if t['significant'] else 'no'}</td></tr>")
-    return (f"<h3>{escape(victim)} − {escape(baseline)}</h3><table><tr><th>attack</th><th>metric</th><th>difference</th>"
-            "<th>95% interval</th><th>Holm-adjusted p</th><th>significant</th></tr>" + "".join(rows) + "</table>"
-            '<p class="note">Cluster bootstrap over target runs (audit.compare); test accuracy by Welch\'s t-test; '
-            "eps_lower is tested only when resampled (--n-boot-eps).</p>")
+        rows.append(
+            f"<tr><td>{escape(str(t['attack'] or ''))}</td><td>{escape(t['metric'])}</td>"
+            f"<td>{d['point']:+.4f}</td><td>{interval}</td><td>{t['p_adjusted']:.3g}</td>"
+            f"<td>{'yes' if t['significant'] else 'no'}</td></tr>"
+        )
+    return (
+        f"<h3>{escape(victim)} − {escape(baseline)}</h3><table><tr><th>attack</th><th>metric</th><th>difference</th>"
+        "<th>95% interval</th><th>Holm-adjusted p</th><th>significant</th></tr>" + "".join(rows) + "</table>"
+        '<p class="note">Cluster bootstrap over target runs (audit.compare); test accuracy by Welch\'s t-test; '
+        "eps_lower is tested only when resampled (--n-boot-eps).</p>"
+    )
 
 
 def _experiment(report, key: str, entry: dict) -> list[str]:
     u = entry["utility"]
     claim = entry["claim"]
-    parts = [f'<h2>{escape(entry["label"])}</h2>',
-             f'<p class="sub">{escape(entry["path"])} · {entry["n_shadow"]} runs, targets {entry["target_runs"]} · '
-             f'formal ε {entry["formal_epsilon"] if entry["formal_epsilon"] is not None else "none"}'
-             + (f' · checked against {claim["source"]} ε = {claim["epsilon"]:g}, δ = {claim["delta"]:g}' if claim else "")
-             + "</p>",
-             f'<p class="note"><b>Protocol</b>: {escape(entry["protocol"])}</p>',
-             f'<div class="row"><div>{_img(report.roc[key], "ROC curves, log-log", "roc")}</div>'
-             f"<div>{_metrics_table(entry)}"
-             f'<p><b>Utility</b>: downstream test accuracy {u["test_accuracy_mean"]:.3f} ± {u["test_accuracy_std"]:.3f} '
-             f'(mean ± sd over {u["n_runs"]} runs)</p></div></div>']
+    parts = [
+        f"<h2>{escape(entry['label'])}</h2>",
+        f'<p class="sub">{escape(entry["path"])} · {entry["n_shadow"]} runs, targets {entry["target_runs"]} · '
+        f"formal ε {entry['formal_epsilon'] if entry['formal_epsilon'] is not None else 'none'}"
+        + (f" · checked against {claim['source']} ε = {claim['epsilon']:g}, δ = {claim['delta']:g}" if claim else "")
+        + "</p>",
+        f'<p class="note"><b>Protocol</b>: {escape(entry["protocol"])}</p>',
+        f'<div class="row"><div>{_img(report.roc[key], "ROC curves, log-log", "roc")}</div>'
+        f"<div>{_metrics_table(entry)}"
+        f"<p><b>Utility</b>: downstream test accuracy {u['test_accuracy_mean']:.3f} ± {u['test_accuracy_std']:.3f} "
+        f"(mean ± sd over {u['n_runs']} runs)</p></div></div>",
+    ]
     subgroups = _subgroup_table(entry)
     if subgroups:
         parts += ["<h3>Sub-groups: real images behind the release vs the other members</h3>", subgroups]
     if key in report.releases:
         r = entry["release"]
-        parts += [f"<h3>The released set of run {r['run']} ({r['n_images']} images, shown clipped to [0, 1])</h3>",
-                  _img(report.releases[key], "released synthetic images")]
+        parts += [
+            f"<h3>The released set of run {r['run']} ({r['n_images']} images, shown clipped to [0, 1])</h3>",
+            _img(report.releases[key], "released synthetic images"),
+        ]
     risk = entry["highest_risk"]
     parts.append(f"<h3>Examples at highest risk ({escape(risk['attack'])})</h3>")
     if key in report.risks:
         parts.append(_img(report.risks[key], "examples at highest risk"))
-    rows = "".join(f"<tr><td>{e['index']}</td><td>{e['label']}</td><td>{e['mean_score']:.3g}</td>"
-                   f"<td>{e['nonmember_percentile']:.1%}</td><td>{e['member_targets']}</td></tr>" for e in risk["examples"])
-    parts.append("<table><tr><th>pool index</th><th>label</th><th>mean score as member</th>"
-                 "<th>non-members scoring lower</th><th>targets holding it</th></tr>" + rows + "</table>")
-    parts += ["<details><summary>Provenance: configuration, versions, seeds, wall time</summary>",
-              f"<pre>{escape(json.dumps(entry['provenance'], indent=1))}</pre></details>"]
+    rows = "".join(
+        f"<tr><td>{e['index']}</td><td>{e['label']}</td><td>{e['mean_score']:.3g}</td>"
+        f"<td>{e['nonmember_percentile']:.1%}</td><td>{e['member_targets']}</td></tr>"
+        for e in risk["examples"]
+    )
+    parts.append(
+        "<table><tr><th>pool index</th><th>label</th><th>mean score as member</th>"
+        "<th>non-members scoring lower</th><th>targets holding it</th></tr>" + rows + "</table>"
+    )
+    parts += [
+        "<details><summary>Provenance: configuration, versions, seeds, wall time</summary>",
+        f"<pre>{escape(json.dumps(entry['provenance'], indent=1))}</pre></details>",
+    ]
     return parts
 
 
@@ -167,34 +214,42 @@ def _metrics_table(entry: dict) -> str:
     for attack, m in entry["attacks"].items():
         rates = "".join(f"<td>{m['tpr_at_fpr'][k]:.4f} ({m['fp_at_fpr'][k]})</td>" for k in LEVELS)
         extra = f"<td>{bounds[attack]:.2f}</td><td>{ceilings[attack]:.2f}</td>" if attack in bounds else ""
-        rows.append(f"<tr><td>{escape(attack)}</td><td>{m['auc']:.3f}</td>{rates}<td>{m['advantage']:.3f}</td>"
-                    f"<td>{m['eps_hat']:.2f}</td><td>{_eps(m.get('eps_lower'))}</td><td>{_eps(m.get('eps_ceiling'))}</td>"
-                    f"{extra}</tr>")
+        rows.append(
+            f"<tr><td>{escape(attack)}</td><td>{m['auc']:.3f}</td>{rates}<td>{m['advantage']:.3f}</td>"
+            f"<td>{m['eps_hat']:.2f}</td><td>{_eps(m.get('eps_lower'))}</td><td>{_eps(m.get('eps_ceiling'))}</td>"
+            f"{extra}</tr>"
+        )
     first = next(iter(entry["attacks"].values()), {"confidence": 0.95, "delta": 0.0})
-    head = (f"<th>verdict's ε lower (f-DP, {joint:.2%} each)</th><th>its ε ceiling</th>" if joint is not None else "")
-    return ("<table><tr><th>attack</th><th>AUC</th><th>TPR@10% FPR (FP)</th><th>TPR@1% FPR (FP)</th>"
-            f"<th>TPR@0.1% FPR (FP)</th><th>advantage</th><th>ε̂</th><th>ε lower ({first['confidence']:.0%}, "
-            f"δ={first['delta']:g})</th><th>ε ceiling</th>{head}</tr>" + "".join(rows) + "</table>"
-            '<p class="note">FP: false positives behind each TPR. ε̂ = max ln(TPR/FPR), a point estimate, not a bound. '
-            "ε lower: each attack's one-run bound on all the targets' canaries, at its confidence on its own (their "
-            "maximum is not a statement at that confidence); ε ceiling: what a perfect attack would certify with this "
-            "design. The verdict's columns: the bound the ε verdict rests on, paid for (one attack chosen on the "
-            "reference runs at the full confidence, or every attack at a split confidence)."
-            + (" The joint columns hold for all attacks together and decide the ε verdict." if joint is not None else "")
-            + "</p>")
+    head = f"<th>verdict's ε lower (f-DP, {joint:.2%} each)</th><th>its ε ceiling</th>" if joint is not None else ""
+    return (
+        "<table><tr><th>attack</th><th>AUC</th><th>TPR@10% FPR (FP)</th><th>TPR@1% FPR (FP)</th>"
+        f"<th>TPR@0.1% FPR (FP)</th><th>advantage</th><th>ε̂</th><th>ε lower ({first['confidence']:.0%}, "
+        f"δ={first['delta']:g})</th><th>ε ceiling</th>{head}</tr>" + "".join(rows) + "</table>"
+        '<p class="note">FP: false positives behind each TPR. ε̂ = max ln(TPR/FPR), a point estimate, not a bound. '
+        "ε lower: each attack's one-run bound on all the targets' canaries, at its confidence on its own (their "
+        "maximum is not a statement at that confidence); ε ceiling: what a perfect attack would certify with this "
+        "design. The verdict's columns: the bound the ε verdict rests on, paid for (one attack chosen on the "
+        "reference runs at the full confidence, or every attack at a split confidence)."
+        + (" The joint columns hold for all attacks together and decide the ε verdict." if joint is not None else "")
+        + "</p>"
+    )
 
 
 def _subgroup_table(entry: dict) -> str:
     rows = []
     for attack, m in entry["attacks"].items():
         for group, g in (m.get("subgroups") or {}).items():
-            rows.append(f"<tr><td>{escape(attack)}</td><td>{escape(group)}</td><td>{g['n_members']}</td>"
-                        f"<td>{g['auc']:.3f}</td><td>{g['tpr_at_fpr']['0.01']:.4f} ({g['fp_at_fpr']['0.01']})</td>"
-                        f"<td>{g['tpr_at_fpr']['0.001']:.4f} ({g['fp_at_fpr']['0.001']})</td>"
-                        f"<td>{g['advantage']:.3f}</td></tr>")
+            rows.append(
+                f"<tr><td>{escape(attack)}</td><td>{escape(group)}</td><td>{g['n_members']}</td>"
+                f"<td>{g['auc']:.3f}</td><td>{g['tpr_at_fpr']['0.01']:.4f} ({g['fp_at_fpr']['0.01']})</td>"
+                f"<td>{g['tpr_at_fpr']['0.001']:.4f} ({g['fp_at_fpr']['0.001']})</td>"
+                f"<td>{g['advantage']:.3f}</td></tr>"
+            )
     if not rows:
         return ""
-    return ("<table><tr><th>attack</th><th>group</th><th>members</th><th>AUC</th><th>TPR@1% FPR (FP)</th>"
-            "<th>TPR@0.1% FPR (FP)</th><th>advantage</th></tr>" + "".join(rows) + "</table>"
-            '<p class="note">Each group against all non-members. init: the real images the release contains or '
-            f"started from. {escape(SUBGROUP_NOTE)}</p>")
+    return (
+        "<table><tr><th>attack</th><th>group</th><th>members</th><th>AUC</th><th>TPR@1% FPR (FP)</th>"
+        "<th>TPR@0.1% FPR (FP)</th><th>advantage</th></tr>" + "".join(rows) + "</table>"
+        '<p class="note">Each group against all non-members. init: the real images the release contains or '
+        f"started from. {escape(SUBGROUP_NOTE)}</p>"
+    )

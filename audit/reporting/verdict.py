@@ -48,8 +48,16 @@ NO_FAIR_COINS = "no_fair_coins"
 NO_GAIN_OVER_SUBSET = "no_gain_over_subset"
 GAIN_OVER_SUBSET = "gain_over_subset"
 NO_SUBSET_BASELINE = "no_subset_baseline"
-KINDS = (EPSILON_VIOLATED, EPSILON_CONSISTENT, EPSILON_NOT_TESTABLE, NO_EPSILON_CLAIM, NO_FAIR_COINS,
-         NO_GAIN_OVER_SUBSET, GAIN_OVER_SUBSET, NO_SUBSET_BASELINE)
+KINDS = (
+    EPSILON_VIOLATED,
+    EPSILON_CONSISTENT,
+    EPSILON_NOT_TESTABLE,
+    NO_EPSILON_CLAIM,
+    NO_FAIR_COINS,
+    NO_GAIN_OVER_SUBSET,
+    GAIN_OVER_SUBSET,
+    NO_SUBSET_BASELINE,
+)
 #: the metrics where "lower" means "less leakage" (every attack metric audit.compare tests)
 PRIVACY_METRICS = ("auc", "tpr_at_fpr_0.01", "tpr_at_fpr_0.001", "eps_lower")
 
@@ -76,9 +84,18 @@ class Verdict:
         return {"kind": self.kind, "text": self.text, "reason": self.reason, "evidence": list(self.evidence)}
 
 
-def epsilon_verdict(bounds: Mapping[str, float], *, ceiling: float | Mapping[str, float],
-                    claimed_epsilon: float | None, delta: float, confidence: float, source: str = "claimed",
-                    n_canaries: int | None = None, per_target: int | None = None, rule: str = "grid") -> Verdict:
+def epsilon_verdict(
+    bounds: Mapping[str, float],
+    *,
+    ceiling: float | Mapping[str, float],
+    claimed_epsilon: float | None,
+    delta: float,
+    confidence: float,
+    source: str = "claimed",
+    n_canaries: int | None = None,
+    per_target: int | None = None,
+    rule: str = "grid",
+) -> Verdict:
     """The ε verdict from per-attack lower bounds that hold jointly at `confidence`.
 
     `ceiling` is the design's ceiling (`audit.stats.epsilon.epsilon_ceiling`) at the bounds' own
@@ -95,10 +112,15 @@ def epsilon_verdict(bounds: Mapping[str, float], *, ceiling: float | Mapping[str
         best = _best(bounds)
         tail = ""
         if best:
-            tail = (f"; the ε lower bound found is {best[1]:.2f} ({best[0]}; {_paid(rule, len(bounds), confidence)}), "
-                    f"where a perfect attack would reach ε ≈ {ceilings[best[0]]:.2f} with this design")
-        return Verdict(NO_EPSILON_CLAIM, "no ε claim was checked",
-                       f"the victim has no formal ε and none was claimed with --claimed-epsilon{tail}")
+            tail = (
+                f"; the ε lower bound found is {best[1]:.2f} ({best[0]}; {_paid(rule, len(bounds), confidence)}), "
+                f"where a perfect attack would reach ε ≈ {ceilings[best[0]]:.2f} with this design"
+            )
+        return Verdict(
+            NO_EPSILON_CLAIM,
+            "no ε claim was checked",
+            f"the victim has no formal ε and none was claimed with --claimed-epsilon{tail}",
+        )
     if not (isinstance(claimed_epsilon, (int, float)) and claimed_epsilon >= 0 and not math.isnan(claimed_epsilon)):
         raise ValueError(f"claimed_epsilon must be a number >= 0, got {claimed_epsilon!r}")
     if not bounds:
@@ -110,28 +132,40 @@ def epsilon_verdict(bounds: Mapping[str, float], *, ceiling: float | Mapping[str
     if violated:
         worst = sorted(violated.items(), key=lambda item: -item[1])
         details = "; ".join(f"{a}: ε ≥ {b:.2f}" for a, b in worst)
-        return Verdict(EPSILON_VIOLATED, f"claimed ε violated at {level} confidence",
-                       f"{details} exceeds the {claim}; {_paid(rule, len(bounds), confidence)}",
-                       evidence=tuple(a for a, _ in worst))
+        return Verdict(
+            EPSILON_VIOLATED,
+            f"claimed ε violated at {level} confidence",
+            f"{details} exceeds the {claim}; {_paid(rule, len(bounds), confidence)}",
+            evidence=tuple(a for a, _ in worst),
+        )
     attack, best = _best(bounds)
     top = max(ceilings.values())
-    design = (f"{n_canaries:,} canaries; " if n_canaries else "") + f"{_paid(rule, len(bounds), confidence)}; δ = {delta:g}"
+    design = (
+        f"{n_canaries:,} canaries; " if n_canaries else ""
+    ) + f"{_paid(rule, len(bounds), confidence)}; δ = {delta:g}"
     if claimed_epsilon >= top:
-        return Verdict(EPSILON_NOT_TESTABLE, "not testable with this design",
-                       f"the {claim} is at or above ε ≈ {top:.2f}, the most that even a perfect attack could "
-                       f"certify with this design ({design}), so no attack could have shown a violation (the "
-                       f"largest bound found is ε ≥ {best:.2f}, {attack}). "
-                       + _what_would_test(claimed_epsilon, delta=delta, confidence=each, n_canaries=n_canaries,
-                                          per_target=per_target, rule=rule))
+        return Verdict(
+            EPSILON_NOT_TESTABLE,
+            "not testable with this design",
+            f"the {claim} is at or above ε ≈ {top:.2f}, the most that even a perfect attack could "
+            f"certify with this design ({design}), so no attack could have shown a violation (the "
+            f"largest bound found is ε ≥ {best:.2f}, {attack}). "
+            + _what_would_test(
+                claimed_epsilon, delta=delta, confidence=each, n_canaries=n_canaries, per_target=per_target, rule=rule
+            ),
+        )
     blind = sorted(a for a, c in ceilings.items() if c <= claimed_epsilon)
-    note = (f"; {', '.join(blind)} scored too few canaries to exceed the claim even if perfect" if blind else "")
-    return Verdict(EPSILON_CONSISTENT, "leakage consistent with the claimed ε",
-                   f"every ε lower bound ({_paid(rule, len(bounds), confidence)}) is at most the "
-                   f"{claim}; the largest is ε ≥ {best:.2f} ({attack}), where a perfect attack would have "
-                   f"reached ε ≈ {top:.2f} with this design ({_design(n_canaries, delta)}){note}. A lower bound below "
-                   "the claim "
-                   f"means these attacks found no violation; it does not prove the claim",
-                   evidence=tuple(a for a in bounds if a not in blind))
+    note = f"; {', '.join(blind)} scored too few canaries to exceed the claim even if perfect" if blind else ""
+    return Verdict(
+        EPSILON_CONSISTENT,
+        "leakage consistent with the claimed ε",
+        f"every ε lower bound ({_paid(rule, len(bounds), confidence)}) is at most the "
+        f"{claim}; the largest is ε ≥ {best:.2f} ({attack}), where a perfect attack would have "
+        f"reached ε ≈ {top:.2f} with this design ({_design(n_canaries, delta)}){note}. A lower bound below "
+        "the claim "
+        f"means these attacks found no violation; it does not prove the claim",
+        evidence=tuple(a for a in bounds if a not in blind),
+    )
 
 
 def no_fair_coins_verdict(why: str) -> Verdict:
@@ -153,25 +187,37 @@ def _design(n_canaries: int | None, delta: float) -> str:
 def _paid(rule: str, k: int, confidence: float) -> str:
     """How the verdict's bounds hold at `confidence`, in words."""
     if rule == "tuned":
-        return (f"the attack, its query views and its guess count were chosen on the reference runs before any "
-                f"target was judged, so its one bound holds at {confidence:.0%}")
+        return (
+            f"the attack, its query views and its guess count were chosen on the reference runs before any "
+            f"target was judged, so its one bound holds at {confidence:.0%}"
+        )
     each = 1 - (1 - confidence) / k
     return f"{each:.2%} per attack, {confidence:.0%} jointly over {k} attack{'s' if k > 1 else ''} (Bonferroni)"
 
 
-def _what_would_test(claimed: float, *, delta: float, confidence: float, n_canaries: int | None,
-                     per_target: int | None, rule: str = "grid") -> str:
-    needed = canaries_needed(claimed, analysis="fdp", rule=rule, delta=delta, confidence=confidence,
-                             most=MOST_CANARIES)
+def _what_would_test(
+    claimed: float,
+    *,
+    delta: float,
+    confidence: float,
+    n_canaries: int | None,
+    per_target: int | None,
+    rule: str = "grid",
+) -> str:
+    needed = canaries_needed(claimed, analysis="fdp", rule=rule, delta=delta, confidence=confidence, most=MOST_CANARIES)
     if needed is None:
         if delta > 0:
-            return (f"One-run auditing cannot certify more than ε ≈ "
-                    f"{most_certifiable(analysis='fdp', rule=rule, delta=delta, confidence=confidence):.2f} at "
-                    f"δ = {delta:g} with up to {MOST_CANARIES:,} canaries, so this claim cannot be tested this way.")
+            return (
+                f"One-run auditing cannot certify more than ε ≈ "
+                f"{most_certifiable(analysis='fdp', rule=rule, delta=delta, confidence=confidence):.2f} at "
+                f"δ = {delta:g} with up to {MOST_CANARIES:,} canaries, so this claim cannot be tested this way."
+            )
         return f"More than {MOST_CANARIES:,} canaries would be needed to test it."
     if delta > 0 and n_canaries is not None and needed < n_canaries:
-        return (f"About {needed:,} canaries (the first power of 2 that suffices) would make it testable: at "
-                f"δ = {delta:g} the bound's 2mδ term grows with the m = {n_canaries:,} canaries, so fewer test more.")
+        return (
+            f"About {needed:,} canaries (the first power of 2 that suffices) would make it testable: at "
+            f"δ = {delta:g} the bound's 2mδ term grows with the m = {n_canaries:,} canaries, so fewer test more."
+        )
     runs = f", i.e. {math.ceil(needed / per_target)} target runs of {per_target:,} examples," if per_target else ""
     return f"About {needed:,} canaries (the first power of 2 that suffices){runs} would make it testable."
 
@@ -207,15 +253,21 @@ def subset_verdict(tests: Sequence[MetricComparison], *, baseline_label: str, al
     accuracy = next((t for t in tests if t.metric == "test_accuracy"), None)
     family = f"{len(tests)} Holm-adjusted tests at α = {alpha:g}"
     if gains:
-        return Verdict(GAIN_OVER_SUBSET, "measurably less leakage than a random real subset of the same size",
-                       f"significantly lower than {baseline_label} on {_list(gains)} ({family})"
-                       + _accuracy_note(accuracy), evidence=tuple(_key(t) for t in gains))
-    reason = (f"none of the {len(privacy)} attack metrics is significantly lower than {baseline_label}'s "
-              f"({family})")
+        return Verdict(
+            GAIN_OVER_SUBSET,
+            "measurably less leakage than a random real subset of the same size",
+            f"significantly lower than {baseline_label} on {_list(gains)} ({family})" + _accuracy_note(accuracy),
+            evidence=tuple(_key(t) for t in gains),
+        )
+    reason = f"none of the {len(privacy)} attack metrics is significantly lower than {baseline_label}'s ({family})"
     if losses:
         reason += f"; it leaks significantly more on {_list(losses)}"
-    return Verdict(NO_GAIN_OVER_SUBSET, "no measurable advantage over publishing a random real subset of the same size",
-                   reason + _accuracy_note(accuracy), evidence=tuple(_key(t) for t in losses))
+    return Verdict(
+        NO_GAIN_OVER_SUBSET,
+        "no measurable advantage over publishing a random real subset of the same size",
+        reason + _accuracy_note(accuracy),
+        evidence=tuple(_key(t) for t in losses),
+    )
 
 
 def no_subset_verdict(why: str) -> Verdict:
@@ -228,13 +280,17 @@ def _key(test: MetricComparison) -> str:
 
 
 def _list(tests: Sequence[MetricComparison]) -> str:
-    return ", ".join(f"{t.attack} {t.metric} ({t.difference.point:+.3g}, adjusted p = {t.p_adjusted:.3g})"
-                     for t in tests)
+    return ", ".join(
+        f"{t.attack} {t.metric} ({t.difference.point:+.3g}, adjusted p = {t.p_adjusted:.3g})" for t in tests
+    )
 
 
 def _accuracy_note(test: MetricComparison | None) -> str:
     if test is None:
         return ""
-    change = "no significant difference" if not test.significant else (
-        "significantly higher" if test.difference.point > 0 else "significantly lower")
+    change = (
+        "no significant difference"
+        if not test.significant
+        else ("significantly higher" if test.difference.point > 0 else "significantly lower")
+    )
     return f". Test accuracy {test.difference.point:+.3f} against the subset ({change})"

@@ -108,15 +108,29 @@ def summarise_experiment(
     eps_seed = int(generator.integers(2**63))
     masks = exp.group_masks()
     estimates = {
-        (attack, group): _estimate(exp, attack, group, masks[group], weights=weights, picks=picks[:n_boot_eps],
-                                   confidence=confidence, eps_rng=_child(eps_seed, attack, group))
+        (attack, group): _estimate(
+            exp,
+            attack,
+            group,
+            masks[group],
+            weights=weights,
+            picks=picks[:n_boot_eps],
+            confidence=confidence,
+            eps_rng=_child(eps_seed, attack, group),
+        )
         for attack in attacks
         for group in GROUPS
         if group in groups and group in masks
     }
-    return ExperimentSummary(experiment=exp, label=label or experiment_labels([exp])[0],
-                             test_accuracy=t_interval(exp.test_accuracy, confidence=confidence),
-                             estimates=estimates, confidence=confidence, n_boot=n_boot, n_boot_eps=n_boot_eps)
+    return ExperimentSummary(
+        experiment=exp,
+        label=label or experiment_labels([exp])[0],
+        test_accuracy=t_interval(exp.test_accuracy, confidence=confidence),
+        estimates=estimates,
+        confidence=confidence,
+        n_boot=n_boot,
+        n_boot_eps=n_boot_eps,
+    )
 
 
 def _child(seed: int, attack: str, group: str) -> np.random.Generator:
@@ -124,12 +138,23 @@ def _child(seed: int, attack: str, group: str) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(f"{attack}/{group}".encode())])
 
 
-def _estimate(exp: Experiment, attack: str, group: str, member_mask: np.ndarray, *, weights: np.ndarray,
-              picks: np.ndarray, confidence: float, eps_rng: np.random.Generator) -> GroupEstimate:
+def _estimate(
+    exp: Experiment,
+    attack: str,
+    group: str,
+    member_mask: np.ndarray,
+    *,
+    weights: np.ndarray,
+    picks: np.ndarray,
+    confidence: float,
+    eps_rng: np.random.Generator,
+) -> GroupEstimate:
     scores, nonmember_mask = exp.scores[attack], ~exp.membership
     member, nonmember = scores[member_mask], scores[nonmember_mask]  # pooled over targets, row-major
-    points = {"auc": auc(member, nonmember),
-              **{key: tpr_at_fpr(member, nonmember, fpr)[0] for key, fpr in TPR_LEVELS.items()}}
+    points = {
+        "auc": auc(member, nonmember),
+        **{key: tpr_at_fpr(member, nonmember, fpr)[0] for key, fpr in TPR_LEVELS.items()},
+    }
     replicates = resampled_metrics(scores, member_mask, nonmember_mask, weights)
     ceiling = None
     if group == "all" and exp.epsilon_applies(attack):
@@ -137,10 +162,20 @@ def _estimate(exp: Experiment, attack: str, group: str, member_mask: np.ndarray,
         ceiling = _eps_ceiling(exp, attack, member.size + nonmember.size)
         if len(picks):
             replicates["eps_lower"] = _eps_replicates(exp, scores, member_mask, nonmember_mask, picks, rng=eps_rng)
-    metrics = {key: percentile_interval(points[key], replicates.get(key, ()), confidence=confidence)
-               for key in METRICS if key in points}
-    return GroupEstimate(attack=attack, group=group, n_members=member.size, n_nonmembers=nonmember.size,
-                         metrics=metrics, replicates=replicates, eps_ceiling=ceiling)
+    metrics = {
+        key: percentile_interval(points[key], replicates.get(key, ()), confidence=confidence)
+        for key in METRICS
+        if key in points
+    }
+    return GroupEstimate(
+        attack=attack,
+        group=group,
+        n_members=member.size,
+        n_nonmembers=nonmember.size,
+        metrics=metrics,
+        replicates=replicates,
+        eps_ceiling=ceiling,
+    )
 
 
 def _eps_point(exp: Experiment, attack: str, member, nonmember, *, rng) -> float:
@@ -180,8 +215,9 @@ def target_weights(picks: np.ndarray, n_targets: int) -> np.ndarray:
     return flat.reshape(picks.shape[0], n_targets).astype(float)
 
 
-def resampled_metrics(scores: np.ndarray, member_mask: np.ndarray, nonmember_mask: np.ndarray,
-                      weights: np.ndarray) -> dict[str, np.ndarray]:
+def resampled_metrics(
+    scores: np.ndarray, member_mask: np.ndarray, nonmember_mask: np.ndarray, weights: np.ndarray
+) -> dict[str, np.ndarray]:
     """AUC and TPR at 1% and 0.1% FPR of bootstrap replicates, without building them.
 
     Replicate b is the pool of `weights[b, t]` copies of each target t's scores [T, n]

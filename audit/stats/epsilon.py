@@ -41,11 +41,11 @@ from scipy import special, stats
 #: the coin probability the theorem is proven for (`bound_applies`)
 FAIR_COIN_RATE = 0.5
 #: fraction of the m canaries guessed on, for each grid point (fixed before any data is seen)
-GUESS_FRACTIONS = tuple(2.0 ** -k for k in range(12))
+GUESS_FRACTIONS = tuple(2.0**-k for k in range(12))
 #: share of the guesses that are IN guesses (1: only the top scores; 0.5: as many from the bottom)
 IN_SHARES = (1.0, 0.5)
 #: the most canaries `audit.stats.guesses.canaries_needed` and `most_certifiable` consider
-MOST_CANARIES = 2 ** 24
+MOST_CANARIES = 2**24
 _SEARCH_STEPS = 40
 
 
@@ -72,8 +72,10 @@ def bound_applies(inclusion_rate: float) -> bool:
 
 def unfair_coins_reason(inclusion_rate: float) -> str:
     """Why a plan or release with coins of another rate gets no ε bound (a clause, no final stop)."""
-    return (f"the members were drawn by independent coins of rate {inclusion_rate:g}, and the one-run ε bound "
-            f"holds for fair coins (rate {FAIR_COIN_RATE:g}) only, so these numbers describe leakage and bound no ε")
+    return (
+        f"the members were drawn by independent coins of rate {inclusion_rate:g}, and the one-run ε bound "
+        f"holds for fair coins (rate {FAIR_COIN_RATE:g}) only, so these numbers describe leakage and bound no ε"
+    )
 
 
 def _check_delta(delta: float) -> None:
@@ -103,7 +105,9 @@ def one_run_p_value(*, m: int, guesses: int, correct: int, epsilon: float, delta
     if correct == 0:
         return 1.0
     p = 1.0 / (1.0 + math.exp(-epsilon))
-    tail = float(special.bdtrc(correct - 1, guesses, p))  # P[B > v - 1]: binom.sf without its argument checks (10x faster)
+    tail = float(
+        special.bdtrc(correct - 1, guesses, p)
+    )  # P[B > v - 1]: binom.sf without its argument checks (10x faster)
     if delta == 0.0:
         return min(1.0, tail)
     return min(1.0, tail + 2.0 * m * delta * _delta_ratio(guesses, correct, p))
@@ -183,8 +187,10 @@ class Guesses:
 
     def scaled(self, m_from: int, m_to: int) -> Guesses:
         """The same fractions of m at another m (each count kept >= 1 if it was)."""
+
         def scale(k: int) -> int:
             return 0 if k == 0 else max(1, int(round(k * m_to / m_from)))
+
         return Guesses(scale(self.k_in), scale(self.k_out))
 
 
@@ -231,8 +237,14 @@ class OneRunBound:
     grid_size: int  # |grid|: the Bonferroni factor
 
 
-def one_run_audit(member_scores, nonmember_scores, *, delta: float = 0.0, confidence: float = 0.95,
-                  rng: np.random.Generator | int | None = None) -> OneRunBound:
+def one_run_audit(
+    member_scores,
+    nonmember_scores,
+    *,
+    delta: float = 0.0,
+    confidence: float = 0.95,
+    rng: np.random.Generator | int | None = None,
+) -> OneRunBound:
     """The one-run bound of the module docstring on scores whose labels are the canaries' coins.
 
     `member_scores` are the scores of canaries whose coin put them IN, `nonmember_scores` of those
@@ -253,8 +265,14 @@ def one_run_audit(member_scores, nonmember_scores, *, delta: float = 0.0, confid
     return best
 
 
-def epsilon_lower_bound(member_scores, nonmember_scores, *, delta: float = 0.0, confidence: float = 0.95,
-                        rng: np.random.Generator | int | None = None) -> float:
+def epsilon_lower_bound(
+    member_scores,
+    nonmember_scores,
+    *,
+    delta: float = 0.0,
+    confidence: float = 0.95,
+    rng: np.random.Generator | int | None = None,
+) -> float:
     """ε that holds with probability >= `confidence` by the one-run theorem (module docstring).
 
     The scores must be those of canaries drawn by independent fair coins (members: coin IN),

@@ -90,8 +90,7 @@ def gaussian_blow_up_inverse(mu: float) -> Callable[[float], float]:
     return inverse
 
 
-def fdp_rejects(blow_up_inverse: Callable[[float], float], *, m: int, guesses: int, correct: int,
-                alpha: float) -> bool:
+def fdp_rejects(blow_up_inverse: Callable[[float], float], *, m: int, guesses: int, correct: int, alpha: float) -> bool:
     """Whether `correct` right guesses out of `guesses` among `m` canaries reject "f-DP" at level
     `alpha` (the recursion of the module docstring, f given by its inverse blow-up)."""
     if not 0 <= correct <= guesses <= m or m < 1:
@@ -127,14 +126,17 @@ def _largest_rejected(rejected: Callable[[float], bool], *, smallest: float = 0.
     return low
 
 
-def fdp_one_run_epsilon(*, m: int, guesses: int, correct: int, delta: float, alpha: float,
-                        at_least: float = 0.0) -> float:
+def fdp_one_run_epsilon(
+    *, m: int, guesses: int, correct: int, delta: float, alpha: float, at_least: float = 0.0
+) -> float:
     """The largest ε whose f_{ε,δ} the guesses reject at level `alpha`; 0 if ε = 0 is not
     rejected. With `at_least`, any ε below it is reported as 0 without a search (a caller that
     only wants to know whether a count beats a bound it already has)."""
+
     def rejected(epsilon: float) -> bool:
-        return fdp_rejects(eps_delta_blow_up_inverse(epsilon, delta), m=m, guesses=guesses, correct=correct,
-                           alpha=alpha)
+        return fdp_rejects(
+            eps_delta_blow_up_inverse(epsilon, delta), m=m, guesses=guesses, correct=correct, alpha=alpha
+        )
 
     if at_least > 0.0 and not rejected(at_least):
         return 0.0
@@ -143,6 +145,7 @@ def fdp_one_run_epsilon(*, m: int, guesses: int, correct: int, delta: float, alp
 
 def gaussian_one_run_mu(*, m: int, guesses: int, correct: int, alpha: float, at_least: float = 0.0) -> float:
     """The largest μ whose μ-GDP the guesses reject at level `alpha`; 0 if none is."""
+
     def rejected(mu: float) -> bool:
         return fdp_rejects(gaussian_blow_up_inverse(mu), m=m, guesses=guesses, correct=correct, alpha=alpha)
 

@@ -50,19 +50,24 @@ def check_analysis(analysis: str) -> str:
     return analysis
 
 
-def bound_at(analysis: str, *, m: int, guesses: int, correct: int, delta: float, alpha: float,
-             at_least: float = 0.0) -> float:
+def bound_at(
+    analysis: str, *, m: int, guesses: int, correct: int, delta: float, alpha: float, at_least: float = 0.0
+) -> float:
     """One count's bound at level `alpha`: ε for "steinke" and "fdp" (f_{ε,δ}), μ for "gaussian".
     With `at_least` > 0 a count that cannot beat it returns 0 after a single test."""
     check_analysis(analysis)
     if analysis == "steinke":
-        if at_least > 0.0 and not steinke.one_run_p_value(m=m, guesses=guesses, correct=correct, epsilon=at_least,
-                                                          delta=delta) < alpha:
+        if (
+            at_least > 0.0
+            and not steinke.one_run_p_value(m=m, guesses=guesses, correct=correct, epsilon=at_least, delta=delta)
+            < alpha
+        ):
             return 0.0
         return steinke.one_run_epsilon(m=m, guesses=guesses, correct=correct, delta=delta, alpha=alpha)
     if analysis == "fdp":
-        return fdp.fdp_one_run_epsilon(m=m, guesses=guesses, correct=correct, delta=delta, alpha=alpha,
-                                       at_least=at_least)
+        return fdp.fdp_one_run_epsilon(
+            m=m, guesses=guesses, correct=correct, delta=delta, alpha=alpha, at_least=at_least
+        )
     return fdp.gaussian_one_run_mu(m=m, guesses=guesses, correct=correct, alpha=alpha, at_least=at_least)
 
 
@@ -80,8 +85,9 @@ class BoundCache:
         self.exact: dict[tuple, float] = {}
         self.below: dict[tuple, float] = {}
 
-    def bound(self, analysis: str, *, m: int, guesses: int, correct: int, delta: float, alpha: float,
-              at_least: float = 0.0) -> float:
+    def bound(
+        self, analysis: str, *, m: int, guesses: int, correct: int, delta: float, alpha: float, at_least: float = 0.0
+    ) -> float:
         key = (analysis, m, guesses, correct, delta, alpha)
         if key in self.exact:
             value = self.exact[key]
@@ -106,14 +112,23 @@ def grid_counts(m: int, confidence: float) -> tuple[tuple[Guesses, ...], float]:
     return grid, (1.0 - confidence) / len(grid)
 
 
-def best_count(ranked: RankedGuesses, counts, *, analysis: str, delta: float, alpha: float,
-               cache: BoundCache | None = None) -> tuple[float, Guesses, int]:
+def best_count(
+    ranked: RankedGuesses, counts, *, analysis: str, delta: float, alpha: float, cache: BoundCache | None = None
+) -> tuple[float, Guesses, int]:
     """(bound, count, correct guesses) of the count among `counts` whose bound at level `alpha` is
     largest; the first count (bound 0) if none rejects anything."""
     value, chosen = 0.0, counts[0]
     for count in counts:
-        found = _bound(cache, analysis, m=ranked.m, guesses=count.total, correct=ranked.correct(count), delta=delta,
-                       alpha=alpha, at_least=value)
+        found = _bound(
+            cache,
+            analysis,
+            m=ranked.m,
+            guesses=count.total,
+            correct=ranked.correct(count),
+            delta=delta,
+            alpha=alpha,
+            at_least=value,
+        )
         if found > value:
             value, chosen = found, count
     return value, chosen, ranked.correct(chosen)
@@ -160,8 +175,9 @@ def cautious_precision(hits: int, total: int, *, level: float = TUNING_PRECISION
     return float(stats.beta.ppf(1.0 - level, hits, total - hits + 1))
 
 
-def tune(pseudo: RankedGuesses, *, m: int, analysis: str, delta: float, confidence: float,
-         cache: BoundCache | None = None) -> TunedChoice:
+def tune(
+    pseudo: RankedGuesses, *, m: int, analysis: str, delta: float, confidence: float, cache: BoundCache | None = None
+) -> TunedChoice:
     """The candidate count (`tuned_candidates(m)`) whose bound at the real m, predicted from the
     pseudo-targets' precision at the same fractions of their own m (its `cautious_precision`, so
     that a few lucky reference guesses do not pick a tiny count), is largest; ties (all 0, say) go
@@ -181,8 +197,9 @@ def tune(pseudo: RankedGuesses, *, m: int, analysis: str, delta: float, confiden
         correct = min(candidate.total, int(math.floor(precision * candidate.total)))
         z = (hits / small.total - 0.5) * math.sqrt(small.total) / 0.5
         at_least = best.predicted if best is not None else 0.0
-        value = _bound(cache, analysis, m=m, guesses=candidate.total, correct=correct, delta=delta, alpha=alpha,
-                       at_least=at_least)
+        value = _bound(
+            cache, analysis, m=m, guesses=candidate.total, correct=correct, delta=delta, alpha=alpha, at_least=at_least
+        )
         if best is None or value > best.predicted or (value == best.predicted and z > best.z):
             best = TunedChoice(candidate, value, z)
     if best is None:
@@ -190,8 +207,9 @@ def tune(pseudo: RankedGuesses, *, m: int, analysis: str, delta: float, confiden
     return best
 
 
-def ceiling(m: int, *, analysis: str, rule: str, delta: float, confidence: float,
-            cache: BoundCache | None = None) -> float:
+def ceiling(
+    m: int, *, analysis: str, rule: str, delta: float, confidence: float, cache: BoundCache | None = None
+) -> float:
     """What a perfect attack (every guess right) certifies under `rule`: for "grid", the best grid
     count at level (1 - confidence)/|grid|; for "tuned", the best candidate count at 1 - confidence
     (a perfect attack's pseudo-targets would choose it). ε, or μ for "gaussian"."""
@@ -210,8 +228,16 @@ def ceiling(m: int, *, analysis: str, rule: str, delta: float, confidence: float
     return best
 
 
-def bounds_of(member_scores, nonmember_scores, *, delta: float, confidence: float, rng=None,
-              tuned: dict[str, Guesses] | None = None, cache: BoundCache | None = None) -> dict:
+def bounds_of(
+    member_scores,
+    nonmember_scores,
+    *,
+    delta: float,
+    confidence: float,
+    rng=None,
+    tuned: dict[str, Guesses] | None = None,
+    cache: BoundCache | None = None,
+) -> dict:
     """Every bound of one group of canaries (member = coin IN) under one rule: "tuned" with the
     count chosen for each analysis in `tuned`, else "grid". The summary.json keys of a group:
     guess_rule, eps_lower / eps_ceiling (Steinke et al.), eps_lower_fdp / eps_ceiling_fdp (f_{ε,δ}),
@@ -253,8 +279,16 @@ def _gaussian_epsilon(mu: float, delta: float) -> float | None:
     return float(gaussian_dp_epsilon(mu, delta))
 
 
-def fdp_epsilon_lower_bound(member_scores, nonmember_scores, *, delta: float = 0.0, confidence: float = 0.95,
-                            tradeoff: str = "eps-delta", rng=None, guesses: Guesses | None = None) -> float:
+def fdp_epsilon_lower_bound(
+    member_scores,
+    nonmember_scores,
+    *,
+    delta: float = 0.0,
+    confidence: float = 0.95,
+    tradeoff: str = "eps-delta",
+    rng=None,
+    guesses: Guesses | None = None,
+) -> float:
     """The largest ε that the f-DP one-run test (`audit.stats.fdp`) rejects at `confidence`.
 
     `tradeoff` "eps-delta": the (ε, δ) claims' own curve f_{ε,δ}; the result is the largest ε whose
@@ -269,8 +303,9 @@ def fdp_epsilon_lower_bound(member_scores, nonmember_scores, *, delta: float = 0
     steinke._check_confidence(confidence)
     fdp.check_tradeoff(tradeoff)
     if tradeoff == "gaussian" and delta == 0.0:
-        raise ValueError(f"the gaussian trade-off needs delta > 0, got {delta} (mu-GDP with mu > 0 implies no pure "
-                         "epsilon)")
+        raise ValueError(
+            f"the gaussian trade-off needs delta > 0, got {delta} (mu-GDP with mu > 0 implies no pure epsilon)"
+        )
     analysis = "fdp" if tradeoff == "eps-delta" else "gaussian"
     ranked = RankedGuesses.of(member_scores, nonmember_scores, rng=rng)
     counts, alpha = ((guesses,), 1.0 - confidence) if guesses is not None else grid_counts(ranked.m, confidence)
@@ -282,8 +317,9 @@ def fdp_epsilon_lower_bound(member_scores, nonmember_scores, *, delta: float = 0
 VERDICT_ANALYSIS = "f-DP test of f_{eps,delta} (Mahloujifar, Melis & Chaudhuri 2025)"
 
 
-def verdict_bound(groups: dict, *, chosen: str | None, guesses: Guesses | None, delta: float, confidence: float,
-                  rng_of) -> dict:
+def verdict_bound(
+    groups: dict, *, chosen: str | None, guesses: Guesses | None, delta: float, confidence: float, rng_of
+) -> dict:
     """The one ε lower bound a verdict rests on, paid for: `groups` maps each attack to its
     (member scores, non-member scores) of the canaries, `rng_of(attack)` gives its tie-breaking.
 
@@ -310,15 +346,25 @@ def verdict_bound(groups: dict, *, chosen: str | None, guesses: Guesses | None, 
         each, rule, used = 1.0 - (1.0 - confidence) / len(groups), "grid", None
         bounds, ceilings = {}, {}
         for attack, (member, nonmember) in groups.items():
-            bounds[attack] = float(fdp_epsilon_lower_bound(member, nonmember, delta=delta, confidence=each,
-                                                           rng=rng_of(attack)))
+            bounds[attack] = float(
+                fdp_epsilon_lower_bound(member, nonmember, delta=delta, confidence=each, rng=rng_of(attack))
+            )
             m = len(member) + len(nonmember)
             ceilings[attack] = float(ceiling(m, analysis="fdp", rule="grid", delta=delta, confidence=each))
     best = max(bounds, key=lambda a: bounds[a])
-    return {"analysis": VERDICT_ANALYSIS, "rule": rule, "attack": chosen if chosen is not None else best,
-            "eps_lower": bounds[best], "eps_ceiling": max(ceilings.values()), "confidence": float(confidence),
-            "per_attack_confidence": float(each), "delta": float(delta), "guesses": used, "bounds": bounds,
-            "ceilings": ceilings}
+    return {
+        "analysis": VERDICT_ANALYSIS,
+        "rule": rule,
+        "attack": chosen if chosen is not None else best,
+        "eps_lower": bounds[best],
+        "eps_ceiling": max(ceilings.values()),
+        "confidence": float(confidence),
+        "per_attack_confidence": float(each),
+        "delta": float(delta),
+        "guesses": used,
+        "bounds": bounds,
+        "ceilings": ceilings,
+    }
 
 
 def _rising_ceilings(*, analysis: str, rule: str, delta: float, confidence: float, most: int):
@@ -333,16 +379,34 @@ def _rising_ceilings(*, analysis: str, rule: str, delta: float, confidence: floa
         m, previous = 2 * m, value
 
 
-def canaries_needed(claimed_epsilon: float, *, analysis: str = "fdp", rule: str = "tuned", delta: float = 0.0,
-                    confidence: float = 0.95, most: int = steinke.MOST_CANARIES) -> int | None:
+def canaries_needed(
+    claimed_epsilon: float,
+    *,
+    analysis: str = "fdp",
+    rule: str = "tuned",
+    delta: float = 0.0,
+    confidence: float = 0.95,
+    most: int = steinke.MOST_CANARIES,
+) -> int | None:
     """The fewest canaries (a power of 2) whose ceiling under `analysis` and `rule` exceeds
     `claimed_epsilon`; None if none up to `most`, or up to the ceiling's peak, does."""
-    return next((m for m, value in _rising_ceilings(analysis=analysis, rule=rule, delta=delta, confidence=confidence,
-                                                     most=most) if value > claimed_epsilon), None)
+    return next(
+        (
+            m
+            for m, value in _rising_ceilings(
+                analysis=analysis, rule=rule, delta=delta, confidence=confidence, most=most
+            )
+            if value > claimed_epsilon
+        ),
+        None,
+    )
 
 
-def most_certifiable(*, analysis: str = "fdp", rule: str = "tuned", delta: float, confidence: float,
-                     most: int = steinke.MOST_CANARIES) -> float:
+def most_certifiable(
+    *, analysis: str = "fdp", rule: str = "tuned", delta: float, confidence: float, most: int = steinke.MOST_CANARIES
+) -> float:
     """The largest ceiling over m = 1, 2, 4, ... canaries (up to its peak or `most`)."""
-    return max(value for _, value in _rising_ceilings(analysis=analysis, rule=rule, delta=delta, confidence=confidence,
-                                                       most=most))
+    return max(
+        value
+        for _, value in _rising_ceilings(analysis=analysis, rule=rule, delta=delta, confidence=confidence, most=most)
+    )

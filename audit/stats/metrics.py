@@ -103,8 +103,7 @@ def advantage(member_scores, nonmember_scores, *, rng: np.random.Generator | int
     member, nonmember = _scores(member_scores, nonmember_scores)
     if member.size < 2 or nonmember.size < 2:
         raise ValueError(
-            f"advantage needs at least 2 scores per group, got {member.size} members "
-            f"and {nonmember.size} non-members"
+            f"advantage needs at least 2 scores per group, got {member.size} members and {nonmember.size} non-members"
         )
     generator = np.random.default_rng(rng)
     member_a, member_b = _halves(member, generator)
@@ -206,12 +205,19 @@ class MembershipScores:
         }
         if epsilon:
             m = self.member.size + self.nonmember.size
-            summary.update({
-                "eps_hat": float(self.eps_hat()),
-                **bounds_of(self.member, self.nonmember, delta=delta, confidence=confidence,
-                            rng=epsilon_rng if tie_rng is None else tie_rng,
-                            tuned=tuned),
-                "confidence": float(confidence),
-                "delta": float(delta),
-            })
+            summary.update(
+                {
+                    "eps_hat": float(self.eps_hat()),
+                    **bounds_of(
+                        self.member,
+                        self.nonmember,
+                        delta=delta,
+                        confidence=confidence,
+                        rng=epsilon_rng if tie_rng is None else tie_rng,
+                        tuned=tuned,
+                    ),
+                    "confidence": float(confidence),
+                    "delta": float(delta),
+                }
+            )
         return summary

@@ -135,8 +135,9 @@ def randomised_response(keep: np.ndarray, epsilon: float, rng: np.random.Generat
 PUBLISHED_IN, TOLD_IN, TOLD_OUT, PUBLISHED_OUT = 2.0, 1.0, 0.0, -1.0
 
 
-def published_coin_response(keep: np.ndarray, epsilon: float, rng: np.random.Generator, *,
-                            delta: float = APPROX_DELTA) -> np.ndarray:
+def published_coin_response(
+    keep: np.ndarray, epsilon: float, rng: np.random.Generator, *, delta: float = APPROX_DELTA
+) -> np.ndarray:
     """Per canary: with probability δ its coin published as it is, otherwise `randomised_response`
     at ε0 = `epsilon`.
 
@@ -168,8 +169,9 @@ def gaussian_mu(epsilon: float, delta: float = APPROX_DELTA) -> float:
     return float(optimize.brentq(lambda mu: gaussian_dp_epsilon(mu, delta) - epsilon, 1e-6, 100.0, xtol=1e-14))
 
 
-def gaussian_mechanism(keep: np.ndarray, epsilon: float, rng: np.random.Generator, *,
-                       delta: float = APPROX_DELTA) -> np.ndarray:
+def gaussian_mechanism(
+    keep: np.ndarray, epsilon: float, rng: np.random.Generator, *, delta: float = APPROX_DELTA
+) -> np.ndarray:
     """Per canary the output coin·μ + N(0, 1), μ = `gaussian_mu`(ε0, δ); the score is the output.
 
     Why it is exactly μ-GDP, and exactly (ε0, δ)-DP: adding or removing canary i changes only
@@ -188,16 +190,18 @@ def whitebox_sigma(claimed_epsilon: float) -> float:
     `WHITEBOX_STEPS` steps at rate `WHITEBOX_RATE` (as a DP victim does)."""
     from victims.privacy import noise_multiplier_for
 
-    return noise_multiplier_for(epsilon=claimed_epsilon, delta=APPROX_DELTA, sample_rate=WHITEBOX_RATE,
-                                steps=WHITEBOX_STEPS)
+    return noise_multiplier_for(
+        epsilon=claimed_epsilon, delta=APPROX_DELTA, sample_rate=WHITEBOX_RATE, steps=WHITEBOX_STEPS
+    )
 
 
 def whitebox_true_epsilon(sigma: float) -> float:
     """The PRV accountant's ε at δ = 1e-5 of the white-box design at noise multiplier `sigma`."""
     from victims.privacy import epsilon_spent
 
-    return epsilon_spent(noise_multiplier=sigma, sample_rate=WHITEBOX_RATE, steps=WHITEBOX_STEPS, delta=APPROX_DELTA,
-                         accountant="prv")
+    return epsilon_spent(
+        noise_multiplier=sigma, sample_rate=WHITEBOX_RATE, steps=WHITEBOX_STEPS, delta=APPROX_DELTA, accountant="prv"
+    )
 
 
 def whitebox_gaussian(keep: np.ndarray, epsilon: float, rng: np.random.Generator, *, sigma: float) -> np.ndarray:
@@ -212,8 +216,9 @@ def whitebox_gaussian(keep: np.ndarray, epsilon: float, rng: np.random.Generator
 
     sampled = rng.random((WHITEBOX_STEPS, *keep.shape)) < WHITEBOX_RATE
     observations = (sampled & keep).astype(np.float64) + sigma * rng.standard_normal((WHITEBOX_STEPS, *keep.shape))
-    return likelihood_ratio(observations.reshape(WHITEBOX_STEPS, -1), noise_multiplier=sigma,
-                            sample_rate=WHITEBOX_RATE).reshape(keep.shape)
+    return likelihood_ratio(
+        observations.reshape(WHITEBOX_STEPS, -1), noise_multiplier=sigma, sample_rate=WHITEBOX_RATE
+    ).reshape(keep.shape)
 
 
 def null_scores(keep: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
@@ -230,8 +235,9 @@ def class_pool(n_classes: int = N_CLASSES, class_size: int = CLASS_SIZE) -> tupl
     return labels, values
 
 
-def laplace_class_sum(keep: np.ndarray, epsilon: float, rng: np.random.Generator, *, labels: np.ndarray,
-                      values: np.ndarray) -> np.ndarray:
+def laplace_class_sum(
+    keep: np.ndarray, epsilon: float, rng: np.random.Generator, *, labels: np.ndarray, values: np.ndarray
+) -> np.ndarray:
     """Outputs [R, C]: per run and class, the sum of the values of the run's members of that
     class plus Laplace(1 / ε) noise.
 
@@ -250,8 +256,9 @@ def laplace_class_sum(keep: np.ndarray, epsilon: float, rng: np.random.Generator
     return sums + rng.laplace(scale=1.0 / epsilon, size=sums.shape)
 
 
-def laplace_scores(outputs: np.ndarray, *, labels: np.ndarray, values: np.ndarray,
-                   atypical_first: bool = False) -> np.ndarray:
+def laplace_scores(
+    outputs: np.ndarray, *, labels: np.ndarray, values: np.ndarray, atypical_first: bool = False
+) -> np.ndarray:
     """Scores [R, n] from the class outputs [R, C]: a typical record scores its class's output (its
     membership raises the sum), an atypical one minus it (its membership lowers the sum).
 
@@ -269,8 +276,9 @@ def laplace_scores(outputs: np.ndarray, *, labels: np.ndarray, values: np.ndarra
     return scores
 
 
-def laplace_mechanism(keep: np.ndarray, epsilon: float, rng: np.random.Generator, *,
-                      atypical_first: bool = False) -> np.ndarray:
+def laplace_mechanism(
+    keep: np.ndarray, epsilon: float, rng: np.random.Generator, *, atypical_first: bool = False
+) -> np.ndarray:
     """`laplace_class_sum` on the `class_pool`, scored by `laplace_scores`."""
     labels, values = class_pool()
     outputs = laplace_class_sum(keep, epsilon, rng, labels=labels, values=values)
@@ -352,8 +360,17 @@ class Design:
         return self.n_targets + (self.n_targets if self.n_references is None else self.n_references)
 
 
-def attack_bounds(scores: np.ndarray, keep: np.ndarray, reference_scores: np.ndarray, reference_keep: np.ndarray,
-                  *, delta: float, confidence: float, rngs, cache: BoundCache | None = None) -> np.ndarray:
+def attack_bounds(
+    scores: np.ndarray,
+    keep: np.ndarray,
+    reference_scores: np.ndarray,
+    reference_keep: np.ndarray,
+    *,
+    delta: float,
+    confidence: float,
+    rngs,
+    cache: BoundCache | None = None,
+) -> np.ndarray:
     """[rule, key] (`RULES` x `KEYS`; eps_gaussian NaN where undefined, at δ = 0) of one attack's
     scores: the targets' scores [T, n] pooled against their coins, the reference runs' scores
     ranked against theirs (pseudo-targets) to tune each analysis' count for the targets' m.
@@ -363,11 +380,16 @@ def attack_bounds(scores: np.ndarray, keep: np.ndarray, reference_scores: np.nda
     grid_rng, reference_rng, tuned_rng = rngs
     member, nonmember = scores[keep], scores[~keep]
     pseudo = RankedGuesses.of(reference_scores[reference_keep], reference_scores[~reference_keep], rng=reference_rng)
-    chosen = {a: tune(pseudo, m=keep.size, analysis=a, delta=delta, confidence=confidence, cache=cache).guesses
-              for a in ANALYSES}
-    found = {"tuned": bounds_of(member, nonmember, delta=delta, confidence=confidence, rng=tuned_rng, tuned=chosen,
-                                cache=cache),
-             "grid": bounds_of(member, nonmember, delta=delta, confidence=confidence, rng=grid_rng, cache=cache)}
+    chosen = {
+        a: tune(pseudo, m=keep.size, analysis=a, delta=delta, confidence=confidence, cache=cache).guesses
+        for a in ANALYSES
+    }
+    found = {
+        "tuned": bounds_of(
+            member, nonmember, delta=delta, confidence=confidence, rng=tuned_rng, tuned=chosen, cache=cache
+        ),
+        "grid": bounds_of(member, nonmember, delta=delta, confidence=confidence, rng=grid_rng, cache=cache),
+    }
 
     def value(rule: str, key: str) -> float:
         if key == "eps_gaussian" and (delta == 0.0 or found[rule][key] is None):
@@ -377,8 +399,9 @@ def attack_bounds(scores: np.ndarray, keep: np.ndarray, reference_scores: np.nda
     return np.array([[value(rule, key) for key in KEYS] for rule in RULES])
 
 
-def repetition_bounds(design: Design, master_seed: int, *, confidence: float = CONFIDENCE,
-                      cache: BoundCache | None = None) -> np.ndarray:
+def repetition_bounds(
+    design: Design, master_seed: int, *, confidence: float = CONFIDENCE, cache: BoundCache | None = None
+) -> np.ndarray:
     """[rule, key] of one repetition, from `master_seed` alone: the plan's coins for the design's
     target and reference runs, the mechanism's noise per attack (targets and references apart), and
     with several attacks the maximum over them, each bounded at 1 - (1 - confidence) / attacks."""
@@ -388,26 +411,40 @@ def repetition_bounds(design: Design, master_seed: int, *, confidence: float = C
     is_reference[targets] = False
     target_keep, reference_keep = keep[targets], keep[is_reference]
     streams = np.random.default_rng(np.random.SeedSequence([master_seed, _NOISE_STREAM])).spawn(
-        _STREAMS_PER_ATTACK * design.attacks)
+        _STREAMS_PER_ATTACK * design.attacks
+    )
     each = 1.0 - (1.0 - confidence) / design.attacks
     found = []
     for a in range(design.attacks):
-        noise, grid_rng, reference_noise, reference_rng, tuned_rng = streams[_STREAMS_PER_ATTACK * a:
-                                                                             _STREAMS_PER_ATTACK * (a + 1)]
+        noise, grid_rng, reference_noise, reference_rng, tuned_rng = streams[
+            _STREAMS_PER_ATTACK * a : _STREAMS_PER_ATTACK * (a + 1)
+        ]
         scores = design.mechanism(target_keep, design.epsilon, noise)
         reference_scores = design.mechanism(reference_keep, design.epsilon, reference_noise)
-        found.append(attack_bounds(scores, target_keep, reference_scores, reference_keep, delta=design.delta,
-                                   confidence=each, rngs=(grid_rng, reference_rng, tuned_rng), cache=cache))
+        found.append(
+            attack_bounds(
+                scores,
+                target_keep,
+                reference_scores,
+                reference_keep,
+                delta=design.delta,
+                confidence=each,
+                rngs=(grid_rng, reference_rng, tuned_rng),
+                cache=cache,
+            )
+        )
     return np.max(np.stack(found), axis=0)
 
 
-def bounds(design: Design, *, repetitions: int, seed: int, confidence: float = CONFIDENCE,
-           cache: BoundCache | None = None) -> np.ndarray:
+def bounds(
+    design: Design, *, repetitions: int, seed: int, confidence: float = CONFIDENCE, cache: BoundCache | None = None
+) -> np.ndarray:
     """[repetition, rule, key] of repetitions 0 .. repetitions-1, repetition k with master seed `seed` + k;
     the repetitions share `cache` (a new one if None)."""
     cache = BoundCache() if cache is None else cache
-    return np.stack([repetition_bounds(design, seed + k, confidence=confidence, cache=cache)
-                     for k in range(repetitions)])
+    return np.stack(
+        [repetition_bounds(design, seed + k, confidence=confidence, cache=cache) for k in range(repetitions)]
+    )
 
 
 def values_of(found: np.ndarray, rule: str, analysis: str) -> np.ndarray:
@@ -446,13 +483,28 @@ def approx_labels() -> np.ndarray:
 
 def gaussian_design(epsilon: float, n_targets: int) -> Design:
     mu = gaussian_mu(epsilon, APPROX_DELTA)
-    return Design("gaussian mechanism", "independent", epsilon, gaussian_mechanism, approx_labels(), n_targets,
-                  delta=APPROX_DELTA, mu=mu)
+    return Design(
+        "gaussian mechanism",
+        "independent",
+        epsilon,
+        gaussian_mechanism,
+        approx_labels(),
+        n_targets,
+        delta=APPROX_DELTA,
+        mu=mu,
+    )
 
 
 def published_coin_design(epsilon: float, n_targets: int) -> Design:
-    return Design("RR, coin published w.p. delta", "independent", epsilon, published_coin_response, approx_labels(),
-                  n_targets, delta=APPROX_DELTA)
+    return Design(
+        "RR, coin published w.p. delta",
+        "independent",
+        epsilon,
+        published_coin_response,
+        approx_labels(),
+        n_targets,
+        delta=APPROX_DELTA,
+    )
 
 
 def power_design() -> Design:
@@ -466,33 +518,62 @@ def whitebox_designs() -> list[Design]:
     rows = []
     for claim, n_targets in WHITEBOX_CLAIMS.items():
         sigma = whitebox_sigma(claim)
-        rows.append(Design(f"white-box subsampled gaussian (claim {claim:g}, sigma {sigma:.4g})", "independent",
-                           whitebox_true_epsilon(sigma), partial(whitebox_gaussian, sigma=sigma),
-                           np.zeros(WHITEBOX_CANARIES, dtype=np.int64), n_targets, delta=APPROX_DELTA))
+        rows.append(
+            Design(
+                f"white-box subsampled gaussian (claim {claim:g}, sigma {sigma:.4g})",
+                "independent",
+                whitebox_true_epsilon(sigma),
+                partial(whitebox_gaussian, sigma=sigma),
+                np.zeros(WHITEBOX_CANARIES, dtype=np.int64),
+                n_targets,
+                delta=APPROX_DELTA,
+            )
+        )
     return rows
 
 
 def designs() -> list[Design]:
     """The self-test's blocks, in the order printed."""
     laplace_labels, _ = class_pool()
-    rows = [Design("randomised response", "independent", eps, randomised_response, rr_labels(), RR_TARGETS)
-            for eps in RR_EPSILONS]
+    rows = [
+        Design("randomised response", "independent", eps, randomised_response, rr_labels(), RR_TARGETS)
+        for eps in RR_EPSILONS
+    ]
     rows += [published_coin_design(eps, APPROX_TARGETS) for eps in APPROX_EPSILONS]
-    rows += [power_design() if eps == POWER_EPSILON else gaussian_design(eps, APPROX_TARGETS)
-             for eps in APPROX_EPSILONS]
-    rows += [Design("laplace class sum", "independent", eps, laplace_mechanism, laplace_labels, LAPLACE_TARGETS)
-             for eps in LAPLACE_EPSILONS]
+    rows += [
+        power_design() if eps == POWER_EPSILON else gaussian_design(eps, APPROX_TARGETS) for eps in APPROX_EPSILONS
+    ]
+    rows += [
+        Design("laplace class sum", "independent", eps, laplace_mechanism, laplace_labels, LAPLACE_TARGETS)
+        for eps in LAPLACE_EPSILONS
+    ]
     first = partial(laplace_mechanism, atypical_first=True)
     rows += [
         Design("laplace, atypical first", "independent", OLD_PLAN_EPSILON, first, laplace_labels, LAPLACE_TARGETS),
         Design("null (gaussian scores)", "independent", 0.0, null_scores, rr_labels(), RR_TARGETS, mu=0.0),
-        Design(f"null, max of {NULL_ATTACKS} attacks", "independent", 0.0, null_scores, rr_labels(), RR_TARGETS,
-               mu=0.0, attacks=NULL_ATTACKS),
+        Design(
+            f"null, max of {NULL_ATTACKS} attacks",
+            "independent",
+            0.0,
+            null_scores,
+            rr_labels(),
+            RR_TARGETS,
+            mu=0.0,
+            attacks=NULL_ATTACKS,
+        ),
         *whitebox_designs(),
-        Design("laplace class sum", "OLD pairs", OLD_PLAN_EPSILON, laplace_mechanism, laplace_labels,
-               LAPLACE_TARGETS, old_plan),
-        Design("laplace, atypical first", "OLD pairs", OLD_PLAN_EPSILON, first, laplace_labels, LAPLACE_TARGETS,
-               old_plan),
+        Design(
+            "laplace class sum",
+            "OLD pairs",
+            OLD_PLAN_EPSILON,
+            laplace_mechanism,
+            laplace_labels,
+            LAPLACE_TARGETS,
+            old_plan,
+        ),
+        Design(
+            "laplace, atypical first", "OLD pairs", OLD_PLAN_EPSILON, first, laplace_labels, LAPLACE_TARGETS, old_plan
+        ),
     ]
     return rows
 
@@ -502,8 +583,10 @@ def designs() -> list[Design]:
 
 _ANALYSIS_LABEL = {"steinke": "steinke", "fdp": "f-DP", "gaussian": "mu-GDP"}
 
-HEADER = (f"  {'rule':<5} {'analysis':<8} {'alarms':>6} {'rate':>6} {'95% CP interval':>16} {'median':>7} "
-          f"{'truth':>6} {'med/truth':>9} {'ceiling':>7} {'eps@delta':>9}")
+HEADER = (
+    f"  {'rule':<5} {'analysis':<8} {'alarms':>6} {'rate':>6} {'95% CP interval':>16} {'median':>7} "
+    f"{'truth':>6} {'med/truth':>9} {'ceiling':>7} {'eps@delta':>9}"
+)
 
 
 def design_line(design: Design, repetitions: int) -> str:
@@ -512,8 +595,10 @@ def design_line(design: Design, repetitions: int) -> str:
     if design.mu is not None:
         truths += f", mu {design.mu:.4g}"
     attacks = f", max of {design.attacks} attacks at {design.attacks}-way Bonferroni" if design.attacks > 1 else ""
-    return (f"{design.name} [{design.plan_name} plan] {truths}; m = {design.n_targets} x {design.labels.size} = "
-            f"{design.m} (+ {design.n_runs - design.n_targets} reference runs){attacks}; {repetitions} reps")
+    return (
+        f"{design.name} [{design.plan_name} plan] {truths}; m = {design.n_targets} x {design.labels.size} = "
+        f"{design.m} (+ {design.n_runs - design.n_targets} reference runs){attacks}; {repetitions} reps"
+    )
 
 
 def table_lines(design: Design, found: np.ndarray, ceilings: dict) -> list[str]:
@@ -540,15 +625,22 @@ def table_lines(design: Design, found: np.ndarray, ceilings: dict) -> list[str]:
                 eps_g = found[:, RULES.index(rule), KEYS.index("eps_gaussian")]
                 if not np.isnan(eps_g).any():
                     eps_at_delta = f"{float(np.median(eps_g)):>9.3f}"
-            lines.append(f"  {rule:<5} {_ANALYSIS_LABEL[analysis]:<8} {counts} {median:>7.3f} {shown_truth} {ratio} "
-                         f"{ceilings[rule, analysis]:>7.3f} {eps_at_delta}")
+            lines.append(
+                f"  {rule:<5} {_ANALYSIS_LABEL[analysis]:<8} {counts} {median:>7.3f} {shown_truth} {ratio} "
+                f"{ceilings[rule, analysis]:>7.3f} {eps_at_delta}"
+            )
     return lines
 
 
 def power_line(found: np.ndarray, design: Design) -> str:
     """The power row's medians: certified ε under each rule and ε analysis, and μ against the true μ."""
-    eps = ", ".join(f"{rule}+{analysis} {np.median(values_of(found, rule, analysis)):.3f}"
-                    for rule in RULES for analysis in ("fdp", "steinke"))
+    eps = ", ".join(
+        f"{rule}+{analysis} {np.median(values_of(found, rule, analysis)):.3f}"
+        for rule in RULES
+        for analysis in ("fdp", "steinke")
+    )
     mu = ", ".join(f"{rule} {np.median(values_of(found, rule, 'gaussian')):.3f}" for rule in RULES)
-    return (f"power ({design.name}, eps0 {design.epsilon:g}, delta {design.delta:g}, m = {design.m}): median "
-            f"certified eps {eps}; median mu_lower {mu} (true mu {design.mu:.3f})")
+    return (
+        f"power ({design.name}, eps0 {design.epsilon:g}, delta {design.delta:g}, m = {design.m}): median "
+        f"certified eps {eps}; median mu_lower {mu} (true mu {design.mu:.3f})"
+    )

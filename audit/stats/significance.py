@@ -16,8 +16,17 @@ import numpy as np
 from scipy import stats
 
 from audit.results import Experiment, experiment_labels
-from audit.stats.bootstrap import (METRICS, N_BOOT, N_BOOT_EPS, ExperimentSummary, Interval, _check_level, _json_float,
-                                   percentile_interval, summarise_experiment)
+from audit.stats.bootstrap import (
+    METRICS,
+    N_BOOT,
+    N_BOOT_EPS,
+    ExperimentSummary,
+    Interval,
+    _check_level,
+    _json_float,
+    percentile_interval,
+    summarise_experiment,
+)
 
 
 @dataclass(frozen=True)
@@ -33,9 +42,15 @@ class MetricComparison:
     significant: bool
 
     def to_json(self) -> dict:
-        return {"attack": self.attack, "group": self.group, "metric": self.metric,
-                "difference": self.difference.to_json(), "p_value": _json_float(self.p_value),
-                "p_adjusted": _json_float(self.p_adjusted), "significant": self.significant}
+        return {
+            "attack": self.attack,
+            "group": self.group,
+            "metric": self.metric,
+            "difference": self.difference.to_json(),
+            "p_value": _json_float(self.p_value),
+            "p_adjusted": _json_float(self.p_adjusted),
+            "significant": self.significant,
+        }
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,11 +91,14 @@ def compare(victim: ExperimentSummary, baseline: ExperimentSummary, *, alpha: fl
     _check_level("alpha", alpha)
     for side in (victim, baseline):
         if side.experiment.n_targets < 2:
-            raise ValueError(f"{side.experiment.path}: {side.experiment.n_targets} target run; "
-                             "a comparison needs at least 2 per side")
+            raise ValueError(
+                f"{side.experiment.path}: {side.experiment.n_targets} target run; "
+                "a comparison needs at least 2 per side"
+            )
     confidence = victim.confidence
-    accuracy, accuracy_p = welch_test(victim.experiment.test_accuracy, baseline.experiment.test_accuracy,
-                                      confidence=confidence)
+    accuracy, accuracy_p = welch_test(
+        victim.experiment.test_accuracy, baseline.experiment.test_accuracy, confidence=confidence
+    )
     raw = [(None, None, "test_accuracy", accuracy, accuracy_p)]
     for key, estimate in victim.estimates.items():
         other = baseline.estimates.get(key)
@@ -89,19 +107,27 @@ def compare(victim: ExperimentSummary, baseline: ExperimentSummary, *, alpha: fl
         for metric in METRICS:
             if metric not in estimate.replicates or metric not in other.replicates:
                 continue  # eps_lower: not resampled (--n-boot-eps 0), a sub-group, or coins not fair
-            difference, p = bootstrap_difference(estimate.metrics[metric].point, estimate.replicates[metric],
-                                                 other.metrics[metric].point, other.replicates[metric],
-                                                 confidence=confidence)
+            difference, p = bootstrap_difference(
+                estimate.metrics[metric].point,
+                estimate.replicates[metric],
+                other.metrics[metric].point,
+                other.replicates[metric],
+                confidence=confidence,
+            )
             raw.append((*key, metric, difference, p))
     adjusted = holm([p for *_, p in raw])
-    tests = tuple(MetricComparison(attack=a, group=g, metric=m, difference=d, p_value=p, p_adjusted=float(q),
-                                   significant=bool(q < alpha))
-                  for (a, g, m, d, p), q in zip(raw, adjusted))
+    tests = tuple(
+        MetricComparison(
+            attack=a, group=g, metric=m, difference=d, p_value=p, p_adjusted=float(q), significant=bool(q < alpha)
+        )
+        for (a, g, m, d, p), q in zip(raw, adjusted)
+    )
     return Comparison(victim=victim, baseline=baseline, alpha=alpha, tests=tests)
 
 
-def bootstrap_difference(victim_point: float, victim_replicates, baseline_point: float, baseline_replicates, *,
-                         confidence: float = 0.95) -> tuple[Interval, float]:
+def bootstrap_difference(
+    victim_point: float, victim_replicates, baseline_point: float, baseline_replicates, *, confidence: float = 0.95
+) -> tuple[Interval, float]:
     """victim - baseline with a percentile interval and a two-sided Wald p-value whose standard
     error is the bootstrap's.
 
@@ -189,9 +215,20 @@ def compare_experiments(
             raise ValueError(f"{exp.path}: {exp.n_targets} target run; a comparison needs at least 2")
     labels = experiment_labels(everything)
     streams = np.random.default_rng(seed).spawn(len(everything))
-    summaries = [summarise_experiment(exp, attacks=attacks, groups=groups, confidence=confidence, n_boot=n_boot,
-                                      n_boot_eps=n_boot_eps, rng=stream, label=label)
-                 for exp, stream, label in zip(everything, streams, labels)]
+    summaries = [
+        summarise_experiment(
+            exp,
+            attacks=attacks,
+            groups=groups,
+            confidence=confidence,
+            n_boot=n_boot,
+            n_boot_eps=n_boot_eps,
+            rng=stream,
+            label=label,
+        )
+        for exp, stream, label in zip(everything, streams, labels)
+    ]
     comparisons = tuple(compare(s, summaries[0], alpha=alpha) for s in summaries[1:])
-    return Report(baseline=summaries[0], experiments=tuple(summaries[1:]), comparisons=comparisons, seed=seed,
-                  alpha=alpha)
+    return Report(
+        baseline=summaries[0], experiments=tuple(summaries[1:]), comparisons=comparisons, seed=seed, alpha=alpha
+    )

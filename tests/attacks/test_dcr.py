@@ -58,8 +58,14 @@ def test_calibrated_dcr_beats_the_raw_distance_when_examples_differ_in_difficult
     # and typical images do); membership brings it 0.5 closer, with run-to-run noise of sd 0.2.
     base = rng.normal(-5, 2, size=n)
     dcr = base + 0.5 * keep + rng.normal(0, 0.2, size=(runs, n))
-    stored = StoredRuns(keep=keep, confidence=np.zeros((runs, n, 1)), loss=np.zeros((runs, n)),
-                        init_mask=np.zeros((runs, n), dtype=bool), meta=({},) * runs, dcr=dcr)
+    stored = StoredRuns(
+        keep=keep,
+        confidence=np.zeros((runs, n, 1)),
+        loss=np.zeros((runs, n)),
+        init_mask=np.zeros((runs, n), dtype=bool),
+        meta=({},) * runs,
+        dcr=dcr,
+    )
     targets = np.arange(0, runs, 2)
     member = keep[targets]
     raw = attack_scores(stored, "dcr", targets, variance="per-example")

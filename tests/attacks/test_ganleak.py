@@ -20,8 +20,19 @@ from victims.data import write_class_balanced_subset
 from victims.latent_search import gradient_reconstruct, latent_prior, nearest_samples, powell_reconstruct, squared_error
 from victims.nets import ConditionalDiscriminator
 
-TINY_GAN = {"ipc": 2, "latent_dim": 4, "gen_width": 4, "disc_width": 4, "steps": 5, "batch_size": 16,
-            "fbb_samples": 20, "pbb_examples": 3, "pbb_starts": 1, "pbb_evaluations": 10, "wb_steps": 3}
+TINY_GAN = {
+    "ipc": 2,
+    "latent_dim": 4,
+    "gen_width": 4,
+    "disc_width": 4,
+    "steps": 5,
+    "batch_size": 16,
+    "fbb_samples": 20,
+    "pbb_examples": 3,
+    "pbb_starts": 1,
+    "pbb_evaluations": 10,
+    "wb_steps": 3,
+}
 
 
 class LinearGenerator(nn.Module):
@@ -78,10 +89,13 @@ def test_log_loss_statistic():
 # -- reconstruction searches -----------------------------------------------------------------------
 def test_full_black_box_is_the_nearest_of_the_samples_of_the_class():
     gen = LinearGenerator()
-    x = torch.rand(6, 1, 2, 2, generator=torch.Generator().manual_seed(1)) + torch.tensor([0, 0, 1, 1, 2, 2.0]).view(-1, 1, 1, 1)
+    x = torch.rand(6, 1, 2, 2, generator=torch.Generator().manual_seed(1)) + torch.tensor([0, 0, 1, 1, 2, 2.0]).view(
+        -1, 1, 1, 1
+    )
     y = torch.tensor([0, 0, 1, 1, 2, 2])
-    loss, codes = nearest_samples(gen, x, y, n_classes=3, samples_per_class=50, latent_dim=4, keep=2,
-                                  generator=torch.Generator().manual_seed(0))
+    loss, codes = nearest_samples(
+        gen, x, y, n_classes=3, samples_per_class=50, latent_dim=4, keep=2, generator=torch.Generator().manual_seed(0)
+    )
     # Brute force with the same draws: 50 codes per class, class by class.
     draws = torch.Generator().manual_seed(0)
     for c in range(3):
@@ -144,8 +158,14 @@ def test_the_discriminator_gives_one_logit_per_image_and_runs_under_vmap():
 def stored(keep, wb, *, fbb=None, pbb=None):
     runs, n = keep.shape
     recon = {"wb": wb, "fbb": wb if fbb is None else fbb, "pbb": wb if pbb is None else pbb}
-    return StoredRuns(keep=keep, confidence=np.zeros((runs, n, 1)), loss=np.zeros((runs, n)),
-                      init_mask=np.zeros((runs, n), dtype=bool), meta=({},) * runs, recon=recon)
+    return StoredRuns(
+        keep=keep,
+        confidence=np.zeros((runs, n, 1)),
+        loss=np.zeros((runs, n)),
+        init_mask=np.zeros((runs, n), dtype=bool),
+        meta=({},) * runs,
+        recon=recon,
+    )
 
 
 def test_calibration_and_lira_beat_the_raw_loss_when_examples_differ_in_difficulty():
@@ -158,7 +178,10 @@ def test_calibration_and_lira_beat_the_raw_loss_when_examples_differ_in_difficul
     runs_ = stored(keep, np.exp(log_loss))
     targets = np.arange(8)  # 16 reference runs
     member = keep[targets]
-    values = {a: attack_scores(runs_, a, targets, variance="per-example") for a in ("ganleak_wb", "ganleak_cal", "ganleak_lira")}
+    values = {
+        a: attack_scores(runs_, a, targets, variance="per-example")
+        for a in ("ganleak_wb", "ganleak_cal", "ganleak_lira")
+    }
     aucs = {a: auc(s[member], s[~member]) for a, s in values.items()}
     # Raw: a 0.3 shift under a spread of 1 -> AUC ~ Phi(0.3 / sqrt 2) ~ 0.58. Calibrated on the ~8
     # OUT shadows of each example: a shift of 3 noise sd -> AUC ~ Phi(3 / sqrt(1 + 1/8) / sqrt 2) ~ 0.98
@@ -182,8 +205,13 @@ def test_an_attack_that_scored_a_subset_is_evaluated_on_that_subset():
 
 def test_runs_without_reconstruction_losses_offer_no_ganleak_attack():
     keep = membership_matrix(np.zeros(4, dtype=np.int64), n_runs=4, master_seed=0)
-    plain = StoredRuns(keep=keep, confidence=np.zeros((4, 4, 1)), loss=np.zeros((4, 4)),
-                       init_mask=np.zeros((4, 4), dtype=bool), meta=({},) * 4)
+    plain = StoredRuns(
+        keep=keep,
+        confidence=np.zeros((4, 4, 1)),
+        loss=np.zeros((4, 4)),
+        init_mask=np.zeros((4, 4), dtype=bool),
+        meta=({},) * 4,
+    )
     assert plain.available(("loss", "ganleak_wb", "ganleak_lira")) == ("loss",)
     with pytest.raises(ValueError, match="ganleak_wb needs the wb reconstruction losses"):
         attack_scores(plain, "ganleak_wb", np.array([0]), variance="per-example")
@@ -219,14 +247,17 @@ def test_dpcgan_records_the_accountants_epsilon(pool, keep):
     assert obs.delta == 1e-5 and 0.99 <= obs.formal_epsilon <= 1.0
 
 
-@pytest.mark.parametrize("name,kwargs,message", [
-    ("cgan", {"pbb_starts": 0}, "--pbb-starts must be >= 1, got 0"),
-    ("cgan", {"pbb_examples": -1}, "--pbb-examples must be >= 0, got -1"),
-    ("cgan", {"wb_optimizer": "sgd"}, "--wb-optimizer must be one of"),
-    ("cgan", {"wb_lr": 0.0}, "--wb-lr must be > 0, got 0.0"),
-    ("dpcgan", {"epsilon": 0.0}, "--epsilon must be a positive number, got 0.0"),
-    ("dpcgan", {"max_grad_norm": 0.0}, "--max-grad-norm must be > 0, got 0.0"),
-])
+@pytest.mark.parametrize(
+    "name,kwargs,message",
+    [
+        ("cgan", {"pbb_starts": 0}, "--pbb-starts must be >= 1, got 0"),
+        ("cgan", {"pbb_examples": -1}, "--pbb-examples must be >= 0, got -1"),
+        ("cgan", {"wb_optimizer": "sgd"}, "--wb-optimizer must be one of"),
+        ("cgan", {"wb_lr": 0.0}, "--wb-lr must be > 0, got 0.0"),
+        ("dpcgan", {"epsilon": 0.0}, "--epsilon must be a positive number, got 0.0"),
+        ("dpcgan", {"max_grad_norm": 0.0}, "--max-grad-norm must be > 0, got 0.0"),
+    ],
+)
 def test_bad_configurations_name_the_value(name, kwargs, message):
     with pytest.raises(ValueError, match=message):
         get_victim(name)(**kwargs)
@@ -240,13 +271,34 @@ def test_check_refuses_what_a_run_cannot_have(pool):
 
 
 # -- the command line ------------------------------------------------------------------------------
-FLAGS = ["--latent-dim", "4", "--gen-width", "4", "--disc-width", "4", "--steps", "5", "--fbb-samples", "20",
-         "--pbb-examples", "5", "--pbb-starts", "1", "--pbb-evaluations", "10", "--wb-steps", "3", "--ipc", "2"]
+FLAGS = [
+    "--latent-dim",
+    "4",
+    "--gen-width",
+    "4",
+    "--disc-width",
+    "4",
+    "--steps",
+    "5",
+    "--fbb-samples",
+    "20",
+    "--pbb-examples",
+    "5",
+    "--pbb-starts",
+    "1",
+    "--pbb-evaluations",
+    "10",
+    "--wb-steps",
+    "3",
+    "--ipc",
+    "2",
+]
 
 
 def run_ganleak(tmp_path, *flags):
-    return subprocess.run([sys.executable, "-m", "audit.ganleak", "--runs-dir", str(tmp_path), *flags],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "audit.ganleak", "--runs-dir", str(tmp_path), *flags], capture_output=True, text=True
+    )
 
 
 def test_the_command_writes_every_ganleak_attack(tmp_path, tiny_flags):
@@ -254,8 +306,18 @@ def test_the_command_writes_every_ganleak_attack(tmp_path, tiny_flags):
     assert done.returncode == 0, done.stderr
     (root,) = tmp_path.iterdir()
     summary = json.loads((root / "audit" / "summary.json").read_text())
-    assert set(summary["attacks"]) == {"loss", "lira_online", "lira_offline", "rmia", "rmia_offline", "ganleak_fbb", "ganleak_pbb",
-                                       "ganleak_wb", "ganleak_cal", "ganleak_lira"}
+    assert set(summary["attacks"]) == {
+        "loss",
+        "lira_online",
+        "lira_offline",
+        "rmia",
+        "rmia_offline",
+        "ganleak_fbb",
+        "ganleak_pbb",
+        "ganleak_wb",
+        "ganleak_cal",
+        "ganleak_lira",
+    }
     # 2 target runs; pbb scored the first 5 examples of each, the others all 1,500.
     assert summary["attacks"]["ganleak_wb"]["n_members"] + summary["attacks"]["ganleak_wb"]["n_nonmembers"] == 2 * 1500
     pbb = summary["attacks"]["ganleak_pbb"]
@@ -266,11 +328,14 @@ def test_the_command_writes_every_ganleak_attack(tmp_path, tiny_flags):
         assert {"recon_loss_fbb", "recon_loss_pbb", "recon_loss_wb"} <= set(z.files)
 
 
-@pytest.mark.parametrize("flags,message", [
-    (["--victim", "real"], "argument --victim: 'real' is not audited by this command"),
-    (["--victim", "cgan", "--pbb-starts", "0"], "--pbb-starts must be >= 1, got 0"),
-    (["--victim", "dpcgan", "--epsilon", "-1"], "--epsilon must be a positive number, got -1.0"),
-])
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--victim", "real"], "argument --victim: 'real' is not audited by this command"),
+        (["--victim", "cgan", "--pbb-starts", "0"], "--pbb-starts must be >= 1, got 0"),
+        (["--victim", "dpcgan", "--epsilon", "-1"], "--epsilon must be a positive number, got -1.0"),
+    ],
+)
 def test_bad_input_exits_2_naming_the_value(tmp_path, flags, message):
     done = run_ganleak(tmp_path, *flags, "--n-shadow", "4", "--executor", "inline", "--quiet")
     assert done.returncode == 2
@@ -282,8 +347,22 @@ def test_bad_input_exits_2_naming_the_value(tmp_path, flags, message):
 def audit_small_digits(tmp_path, pool, *flags):
     data = write_class_balanced_subset(pool, 10, tmp_path / "digits-10.npz")
     runs_dir = tmp_path / "runs"
-    subprocess.run([sys.executable, "-m", "audit.ganleak", "--dataset", str(data), "--runs-dir", str(runs_dir),
-                    "--quiet", "--workers", "2", *flags], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "audit.ganleak",
+            "--dataset",
+            str(data),
+            "--runs-dir",
+            str(runs_dir),
+            "--quiet",
+            "--workers",
+            "2",
+            *flags,
+        ],
+        check=True,
+    )
     (summary,) = runs_dir.glob("*/audit/summary.json")
     return json.loads(summary.read_text())
 
@@ -310,8 +389,9 @@ def test_dpcgan_at_epsilon_one_stays_below_its_formal_epsilon_where_the_same_gan
     # 6 runs of dpcgan at epsilon 1 on the same 100 digits, batches of 16 of the 50 members
     # (~1 min on 2 shared cores). Measured with 16 runs: eps_lower 0 for every attack.
     (tmp_path / "dp").mkdir()
-    summary = audit_small_digits(tmp_path / "dp", pool, "--victim", "dpcgan", "--epsilon", "1", "--batch-size", "16",
-                                 "--n-shadow", "6")
+    summary = audit_small_digits(
+        tmp_path / "dp", pool, "--victim", "dpcgan", "--epsilon", "1", "--batch-size", "16", "--n-shadow", "6"
+    )
     assert summary["delta"] == 1e-5 and 0.99 <= summary["formal_epsilon"] <= 1.0
     for name, attack in summary["attacks"].items():
         assert attack["eps_lower"] <= 1.0 and attack["eps_lower_fdp"] <= 1.0, name
@@ -330,12 +410,16 @@ def test_dpcgan_at_epsilon_one_stays_below_its_formal_epsilon_where_the_same_gan
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("victim, flags, least_auc", [
-    ("dpkernel", ["--batch-size", "16"], 0.6),  # 50 members: an expected batch of 16
-    ("datalens", ["--teachers", "4"], 0.55),  # 50 members: 12.5 per teacher (at least 10)
-])
-def test_the_private_generators_leak_without_noise_and_stay_below_epsilon_with_it(tmp_path, pool, victim, flags,
-                                                                                   least_auc):
+@pytest.mark.parametrize(
+    "victim, flags, least_auc",
+    [
+        ("dpkernel", ["--batch-size", "16"], 0.6),  # 50 members: an expected batch of 16
+        ("datalens", ["--teachers", "4"], 0.55),  # 50 members: 12.5 per teacher (at least 10)
+    ],
+)
+def test_the_private_generators_leak_without_noise_and_stay_below_epsilon_with_it(
+    tmp_path, pool, victim, flags, least_auc
+):
     # 6 runs each on the same 100 digits (3 targets x 100 examples, 3 reference runs). Measured
     # --no-noise with 16 runs: dpkernel AUC 0.759 (ganleak_fbb), 0.734 (ganleak_wb); datalens 0.616
     # and 0.610. With 150 members and 150 non-members an AUC's standard error is ~0.033.
@@ -345,8 +429,9 @@ def test_the_private_generators_leak_without_noise_and_stay_below_epsilon_with_i
     assert plain["formal_epsilon"] is None
     print({a: round(plain["attacks"][a]["auc"], 3) for a in ("ganleak_fbb", "ganleak_wb")})
     assert max(plain["attacks"][a]["auc"] for a in ("ganleak_fbb", "ganleak_wb")) > least_auc
-    private = audit_small_digits(tmp_path / "private", pool, "--victim", victim, "--epsilon", "1", *flags,
-                                 "--n-shadow", "6")
+    private = audit_small_digits(
+        tmp_path / "private", pool, "--victim", victim, "--epsilon", "1", *flags, "--n-shadow", "6"
+    )
     assert 0.99 <= private["formal_epsilon"] <= 1.0
     for name, attack in private["attacks"].items():
         assert attack["eps_lower"] <= private["formal_epsilon"], name

@@ -41,8 +41,9 @@ def test_offline_by_hand():
     np.testing.assert_allclose(rmia_offline(stats, keep, [0], shadows=shadows, a=0.5), expected, atol=1e-15)
     np.testing.assert_allclose(rmia_offline(stats, keep, [0], shadows=shadows), expected, atol=1e-15)  # fitted a = 1/2
     # gamma = 2: 2r = (3.27, 1.263, 2.341); x0: 1.636 > 1.263 -> 1/3; x1, x2: none.
-    np.testing.assert_allclose(rmia_offline(stats, keep, [0], shadows=shadows, a=0.5, gamma=2.0), [[1 / 3, 0, 0]],
-                               atol=1e-15)
+    np.testing.assert_allclose(
+        rmia_offline(stats, keep, [0], shadows=shadows, a=0.5, gamma=2.0), [[1 / 3, 0, 0]], atol=1e-15
+    )
     # a = 1: Pr = P_out = (0.4, 0.3, 0.35); r = (2.25, 1.0, 1.714): x0 2/3, x1 0, x2 1/3.
     np.testing.assert_allclose(rmia_offline(stats, keep, [0], shadows=shadows, a=1.0), expected, atol=1e-15)
 
@@ -99,13 +100,15 @@ def test_matches_the_naive_loops(gamma):
     targets = [0, 3]
     shadows = shadow_mask(len(stats), targets)
     online = rmia_online(stats, keep, targets, shadows=shadows, gamma=gamma)
-    np.testing.assert_allclose(online, naive_rmia(stats, keep, targets, shadows, gamma=gamma, offline=False),
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        online, naive_rmia(stats, keep, targets, shadows, gamma=gamma, offline=False), rtol=0, atol=1e-12
+    )
     a = fit_offline_a(stats, keep, shadows)
     np.testing.assert_allclose(a, naive_a(stats, keep, shadows), rtol=0, atol=1e-12)
     offline = rmia_offline(stats, keep, targets, shadows=shadows, gamma=gamma)
-    np.testing.assert_allclose(offline, naive_rmia(stats, keep, targets, shadows, gamma=gamma, offline=True, a=a),
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        offline, naive_rmia(stats, keep, targets, shadows, gamma=gamma, offline=True, a=a), rtol=0, atol=1e-12
+    )
 
 
 def test_offline_fills_examples_without_out_shadows_like_the_naive_loops():
@@ -114,8 +117,9 @@ def test_offline_fills_examples_without_out_shadows_like_the_naive_loops():
     shadows = shadow_mask(3, targets)
     assert (keep[1:].all(0)).any()  # some example is IN in both references
     offline = rmia_offline(stats, keep, targets, shadows=shadows, a=0.7)
-    np.testing.assert_allclose(offline, naive_rmia(stats, keep, targets, shadows, gamma=1.0, offline=True, a=[0.7]),
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        offline, naive_rmia(stats, keep, targets, shadows, gamma=1.0, offline=True, a=[0.7]), rtol=0, atol=1e-12
+    )
 
 
 def test_the_target_coins_do_not_enter_the_scores():
@@ -125,8 +129,9 @@ def test_the_target_coins_do_not_enter_the_scores():
     flipped = keep.copy()
     flipped[targets] = ~flipped[targets]
     for attack in (rmia_online, rmia_offline):
-        np.testing.assert_array_equal(attack(stats, keep, targets, shadows=shadows),
-                                      attack(stats, flipped, targets, shadows=shadows))
+        np.testing.assert_array_equal(
+            attack(stats, keep, targets, shadows=shadows), attack(stats, flipped, targets, shadows=shadows)
+        )
 
 
 def test_rmia_finds_members_with_higher_confidence():

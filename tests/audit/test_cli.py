@@ -14,11 +14,40 @@ from audit.stats.guesses import ceiling
 from shadow_runs.plan import membership_matrix
 from victims import load_pool
 
-SUMMARY_KEYS = {"victim", "dataset", "config", "n_shadow", "target_runs", "formal_epsilon", "delta", "utility",
-                "evaluation", "attacks", "verdict"}
-METRIC_KEYS = {"auc", "advantage", "tpr_at_fpr", "fp_at_fpr", "eps_hat", "eps_lower", "eps_ceiling", "confidence",
-               "delta", "n_members", "n_nonmembers", "guess_rule", "eps_lower_fdp", "eps_ceiling_fdp", "mu_lower",
-               "mu_ceiling", "eps_gaussian", "guesses", "reference_choice"}
+SUMMARY_KEYS = {
+    "victim",
+    "dataset",
+    "config",
+    "n_shadow",
+    "target_runs",
+    "formal_epsilon",
+    "delta",
+    "utility",
+    "evaluation",
+    "attacks",
+    "verdict",
+}
+METRIC_KEYS = {
+    "auc",
+    "advantage",
+    "tpr_at_fpr",
+    "fp_at_fpr",
+    "eps_hat",
+    "eps_lower",
+    "eps_ceiling",
+    "confidence",
+    "delta",
+    "n_members",
+    "n_nonmembers",
+    "guess_rule",
+    "eps_lower_fdp",
+    "eps_ceiling_fdp",
+    "mu_lower",
+    "mu_ceiling",
+    "eps_gaussian",
+    "guesses",
+    "reference_choice",
+}
 SUBGROUP_KEYS = {"auc", "advantage", "tpr_at_fpr", "fp_at_fpr", "n_members", "n_nonmembers"}  # no epsilon
 
 
@@ -42,7 +71,9 @@ def test_subset_audit_writes_the_contract_files(tmp_path, tiny_flags):
     experiment = json.loads((root / "experiment.json").read_text())
     assert experiment["victim"] == "subset" and experiment["config"]["ipc"] == 2 and experiment["n_pool"] == 1500
     keep = np.load(root / "keep.npy")
-    assert keep.shape == (4, 1500) and experiment["plan"] == "independent-coins-v1" and experiment["inclusion_rate"] == 0.5
+    assert (
+        keep.shape == (4, 1500) and experiment["plan"] == "independent-coins-v1" and experiment["inclusion_rate"] == 0.5
+    )
     assert np.array_equal(keep, membership_matrix(np.zeros(1500), n_runs=4, master_seed=0))  # independent coins
     assert np.load(root / "pool_labels.npy").shape == (1500,)
     with np.load(root / "runs" / "00003.npz") as z:
@@ -59,8 +90,15 @@ def test_subset_audit_writes_the_contract_files(tmp_path, tiny_flags):
     assert set(summary) == SUMMARY_KEYS
     assert summary["n_shadow"] == 4 and summary["target_runs"] == [0, 1] and summary["formal_epsilon"] is None
     assert summary["evaluation"]["n_canaries"] == 2 * 1500 and summary["evaluation"]["inclusion_rate"] == 0.5
-    assert set(summary["attacks"]) == {"loss", "lira_online", "lira_offline", "rmia", "rmia_offline",
-                                       "dcr", "dcr_lira"}  # dcr*: it has a release
+    assert set(summary["attacks"]) == {
+        "loss",
+        "lira_online",
+        "lira_offline",
+        "rmia",
+        "rmia_offline",
+        "dcr",
+        "dcr_lira",
+    }  # dcr*: it has a release
     for name, metrics in summary["attacks"].items():
         assert METRIC_KEYS | {"subgroups"} == set(metrics)
         # 2 targets (runs 0 and 1); their 3,000 coins are the canaries
@@ -76,8 +114,9 @@ def test_subset_audit_writes_the_contract_files(tmp_path, tiny_flags):
         assert metrics["guess_rule"] == ("tuned" if tuned else "grid")
         assert (metrics["reference_choice"] is not None) == tuned
         rule = metrics["guess_rule"]
-        assert metrics["eps_ceiling"] == pytest.approx(ceiling(3000, analysis="steinke", rule=rule, delta=0.0,
-                                                               confidence=0.95), abs=1e-9)
+        assert metrics["eps_ceiling"] == pytest.approx(
+            ceiling(3000, analysis="steinke", rule=rule, delta=0.0, confidence=0.95), abs=1e-9
+        )
         if not tuned:
             assert metrics["eps_ceiling"] == pytest.approx(epsilon_ceiling(3000), abs=1e-9)
     assert summary["verdict"]["rule"] == "tuned" and summary["verdict"]["confidence"] == 0.95
@@ -108,7 +147,12 @@ def test_rerun_rescoring_more_shadows_and_determinism(tmp_path, tiny_flags):
     assert audit(lira.main, tmp_path / "a", *[f if f != "4" else "6" for f in flags]) == 0
     after = snapshot(root / "runs")
     assert {p: after[p] for p in runs_before} == runs_before
-    assert sorted(p.name for p in set(after) - set(runs_before)) == ["00004.json", "00004.npz", "00005.json", "00005.npz"]
+    assert sorted(p.name for p in set(after) - set(runs_before)) == [
+        "00004.json",
+        "00004.npz",
+        "00005.json",
+        "00005.npz",
+    ]
 
 
 def test_loss_and_lira_summaries_share_the_directory(tmp_path, tiny_flags):
@@ -118,32 +162,44 @@ def test_loss_and_lira_summaries_share_the_directory(tmp_path, tiny_flags):
     assert set(json.loads(path.read_text())["attacks"]) == {"loss"}
     assert audit(lira.main, tmp_path, *flags) == 0
     assert audit(loss.main, tmp_path, *flags) == 0  # keeps LiRA's results computed on the same runs
-    assert set(json.loads(path.read_text())["attacks"]) == {"loss", "lira_online", "lira_offline", "rmia", "rmia_offline"}
+    assert set(json.loads(path.read_text())["attacks"]) == {
+        "loss",
+        "lira_online",
+        "lira_offline",
+        "rmia",
+        "rmia_offline",
+    }
 
 
-@pytest.mark.parametrize("flags,named", [
-    (["--victim", "nope", "--n-shadow", "4"], "'nope'"),
-    (["--victim", "real", "--n-shadow", "4", "--dataset", "imagenet"], "'imagenet'"),
-    (["--victim", "real", "--n-shadow", "1"], "'1'"),
-    (["--victim", "real", "--n-shadow", "many"], "'many'"),
-    (["--victim", "real", "--n-shadow", "2"], "--n-shadow 2"),  # LiRA needs a shadow pair
-    (["--victim", "dpsgd", "--n-shadow", "4", "--epsilon", "0"], "got 0.0"),
-    (["--victim", "dpsgd", "--n-shadow", "4", "--epsilon", "-2"], "got -2.0"),
-    (["--victim", "dpsgd", "--n-shadow", "4", "--epsilon", "one"], "'one'"),
-    (["--victim", "dpsgd", "--n-shadow", "4", "--epsilon", "inf"], "got inf"),
-    (["--victim", "dpsgd", "--n-shadow", "4", "--delta", "0"], "got 0.0"),
-    (["--victim", "dpsgd", "--n-shadow", "4", "--delta", "1.5"], "got 1.5"),
-    (["--victim", "real", "--n-shadow", "4", "--ipc", "10"], "--ipc does not apply to victim 'real'"),
-    (["--victim", "subset", "--n-shadow", "4", "--ipc", "400"], "--ipc 400"),
-    (["--victim", "real", "--n-shadow", "4", "--confidence", "1"], "'1'"),
-    (["--victim", "real", "--n-shadow", "4", "--workers", "0"], "'0'"),
-    (["--victim", "real", "--n-shadow", "4", "--n-targets", "4"], "--n-targets 4"),
-    (["--victim", "real", "--n-shadow", "4", "--inclusion-rate", "1"], "--inclusion-rate: must be a number in (0, 1), got '1'"),
-    (["--victim", "real", "--n-shadow", "4", "--runs-per-task", "0"], "--runs-per-task: must be an integer >= 1"),
-    (["--victim", "dm", "--n-shadow", "4", "--preset", "faithful"], "--preset faithful is not available for dm"),
-    (["--victim", "kip", "--n-shadow", "4", "--preset", "faithful"], "--preset faithful is not available for kip"),
-    (["--victim", "psg", "--n-shadow", "4", "--preset", "fast"], "'fast'"),
-])
+@pytest.mark.parametrize(
+    "flags,named",
+    [
+        (["--victim", "nope", "--n-shadow", "4"], "'nope'"),
+        (["--victim", "real", "--n-shadow", "4", "--dataset", "imagenet"], "'imagenet'"),
+        (["--victim", "real", "--n-shadow", "1"], "'1'"),
+        (["--victim", "real", "--n-shadow", "many"], "'many'"),
+        (["--victim", "real", "--n-shadow", "2"], "--n-shadow 2"),  # LiRA needs a shadow pair
+        (["--victim", "dpsgd", "--n-shadow", "4", "--epsilon", "0"], "got 0.0"),
+        (["--victim", "dpsgd", "--n-shadow", "4", "--epsilon", "-2"], "got -2.0"),
+        (["--victim", "dpsgd", "--n-shadow", "4", "--epsilon", "one"], "'one'"),
+        (["--victim", "dpsgd", "--n-shadow", "4", "--epsilon", "inf"], "got inf"),
+        (["--victim", "dpsgd", "--n-shadow", "4", "--delta", "0"], "got 0.0"),
+        (["--victim", "dpsgd", "--n-shadow", "4", "--delta", "1.5"], "got 1.5"),
+        (["--victim", "real", "--n-shadow", "4", "--ipc", "10"], "--ipc does not apply to victim 'real'"),
+        (["--victim", "subset", "--n-shadow", "4", "--ipc", "400"], "--ipc 400"),
+        (["--victim", "real", "--n-shadow", "4", "--confidence", "1"], "'1'"),
+        (["--victim", "real", "--n-shadow", "4", "--workers", "0"], "'0'"),
+        (["--victim", "real", "--n-shadow", "4", "--n-targets", "4"], "--n-targets 4"),
+        (
+            ["--victim", "real", "--n-shadow", "4", "--inclusion-rate", "1"],
+            "--inclusion-rate: must be a number in (0, 1), got '1'",
+        ),
+        (["--victim", "real", "--n-shadow", "4", "--runs-per-task", "0"], "--runs-per-task: must be an integer >= 1"),
+        (["--victim", "dm", "--n-shadow", "4", "--preset", "faithful"], "--preset faithful is not available for dm"),
+        (["--victim", "kip", "--n-shadow", "4", "--preset", "faithful"], "--preset faithful is not available for kip"),
+        (["--victim", "psg", "--n-shadow", "4", "--preset", "fast"], "'fast'"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line_naming_the_value(tmp_path, capsys, flags, named):
     with pytest.raises(SystemExit) as exit_info:
         audit(lira.main, tmp_path / "runs", *flags)
@@ -156,7 +212,8 @@ def test_bad_input_exits_2_with_one_line_naming_the_value(tmp_path, capsys, flag
 def test_npz_inputs_are_checked_before_anything_is_written(tmp_path, capsys):
     no_y, nan_x = tmp_path / "no_y.npz", tmp_path / "nan.npz"
     np.savez(no_y, x=np.zeros((10, 4, 4)))
-    x = np.zeros((10, 4, 4)); x[3, 1, 1] = np.nan
+    x = np.zeros((10, 4, 4))
+    x[3, 1, 1] = np.nan
     np.savez(nan_x, x=x, y=np.arange(10) % 2)
     for path, named in [(no_y, "'y'"), (nan_x, "non-finite"), (tmp_path / "missing.npz", "missing.npz")]:
         with pytest.raises(SystemExit) as exit_info:
@@ -190,8 +247,18 @@ def test_help_lists_the_generated_victim_flags(capsys):
         lira.main(["--help"])
     out = capsys.readouterr().out
     assert exit_info.value.code == 0
-    for flag in ("--victim", "--ipc", "--epsilon", "--delta", "--train-steps", "--train-net-width", "--no-train-augment",
-                 "--init", "--zca", "--no-dsa"):
+    for flag in (
+        "--victim",
+        "--ipc",
+        "--epsilon",
+        "--delta",
+        "--train-steps",
+        "--train-net-width",
+        "--no-train-augment",
+        "--init",
+        "--zca",
+        "--no-dsa",
+    ):
         assert flag in out
     # A flag several victims share with different meanings shows each victim's text.
     flat = " ".join(out.split())
@@ -199,11 +266,27 @@ def test_help_lists_the_generated_victim_flags(capsys):
 
 
 def test_the_module_entry_point_exits_2_without_a_traceback(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "audit.lira", "--victim", "dpsgd", "--n-shadow", "4",
-                             "--epsilon", "-1", "--runs-dir", str(tmp_path / "r")], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "audit.lira",
+            "--victim",
+            "dpsgd",
+            "--n-shadow",
+            "4",
+            "--epsilon",
+            "-1",
+            "--runs-dir",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "python -m audit.lira: error: --epsilon must be a positive number, got -1.0"]
+        "python -m audit.lira: error: --epsilon must be a positive number, got -1.0"
+    ]
     assert not (tmp_path / "r").exists()
 
 
@@ -245,8 +328,25 @@ def test_a_condensation_audit_compares_with_the_subset_baseline(tmp_path, tiny_f
     assert summary["attacks"]["dcr"]["subgroups"]["init"]["n_members"] == 2 * 20
     capsys.readouterr()
     out = tmp_path / "compare.json"
-    assert compare.main([str(dm), "--baseline", str(subset), "--attack", "loss", "dcr", "--n-boot", "50",
-                         "--n-boot-eps", "10", "--out", str(out)]) == 0
+    assert (
+        compare.main(
+            [
+                str(dm),
+                "--baseline",
+                str(subset),
+                "--attack",
+                "loss",
+                "dcr",
+                "--n-boot",
+                "50",
+                "--n-boot-eps",
+                "10",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     table = capsys.readouterr().out
     assert "| dm ipc=2 init=real | dcr | all |" in table and "| subset ipc=2 | loss | all |" in table
     assert json.loads(out.read_text())["experiments"]

@@ -24,8 +24,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 # -- fake experiments ---------------------------------------------------------------------------
-def fake_experiment(seed, *, n_targets=8, n=200, shift=0.0, init_per_target=0, init_shift=0.0,
-                    attacks=("loss",), accuracy=0.9, n_runs=16, victim="subset", config=None, name=None):
+def fake_experiment(
+    seed,
+    *,
+    n_targets=8,
+    n=200,
+    shift=0.0,
+    init_per_target=0,
+    init_shift=0.0,
+    attacks=("loss",),
+    accuracy=0.9,
+    n_runs=16,
+    victim="subset",
+    config=None,
+    name=None,
+):
     """Scores N(0, 1) for non-members, N(shift, 1) for members (+ init_shift for init members);
     each target's members are a random half of its n examples."""
     rng = np.random.default_rng(seed)
@@ -35,10 +48,21 @@ def fake_experiment(seed, *, n_targets=8, n=200, shift=0.0, init_per_target=0, i
         membership[t, rng.permutation(n)[: n // 2]] = True
         init[t, rng.choice(np.flatnonzero(membership[t]), init_per_target, replace=False)] = True
     scores = {a: rng.normal(size=(n_targets, n)) + shift * membership + init_shift * init for a in attacks}
-    summary = {"victim": victim, "dataset": "digits", "config": config or {"ipc": 10}, "delta": None,
-               "evaluation": {"confidence": 0.95}}
-    return Experiment(path=Path(name or f"{victim}-digits-{seed}"), summary=summary, membership=membership,
-                      init=init, scores=scores, test_accuracy=accuracy + 0.01 * rng.normal(size=n_runs))
+    summary = {
+        "victim": victim,
+        "dataset": "digits",
+        "config": config or {"ipc": 10},
+        "delta": None,
+        "evaluation": {"confidence": 0.95},
+    }
+    return Experiment(
+        path=Path(name or f"{victim}-digits-{seed}"),
+        summary=summary,
+        membership=membership,
+        init=init,
+        scores=scores,
+        test_accuracy=accuracy + 0.01 * rng.normal(size=n_runs),
+    )
 
 
 def write_experiment(root: Path, exp: Experiment, *, plan: str = PLAN) -> Path:
@@ -53,14 +77,20 @@ def write_experiment(root: Path, exp: Experiment, *, plan: str = PLAN) -> Path:
         entry = MembershipScores(s[exp.membership], nonmember).summary(rng=1)
         masks = {k: m for k, m in exp.group_masks().items() if k != "all"}
         if masks:
-            entry["subgroups"] = {k: MembershipScores(s[m], nonmember).summary(rng=2, epsilon=False)
-                                  for k, m in masks.items()}
+            entry["subgroups"] = {
+                k: MembershipScores(s[m], nonmember).summary(rng=2, epsilon=False) for k, m in masks.items()
+            }
         attacks[attack] = entry
     (where / "experiment.json").write_text(json.dumps({"victim": exp.victim, "plan": plan, "inclusion_rate": 0.5}))
     summary = {**exp.summary, "target_runs": list(range(exp.n_targets)), "attacks": attacks}
     (where / "audit" / "summary.json").write_text(json.dumps(summary))
-    np.savez(where / "audit" / "scores.npz", target_runs=np.array(summary["target_runs"]),
-             membership=exp.membership, init=exp.init, **exp.scores)
+    np.savez(
+        where / "audit" / "scores.npz",
+        target_runs=np.array(summary["target_runs"]),
+        membership=exp.membership,
+        init=exp.init,
+        **exp.scores,
+    )
     for r, accuracy in enumerate(exp.test_accuracy):
         (where / "runs" / f"{r:05d}.json").write_text(json.dumps({"seed": r, "test_accuracy": float(accuracy)}))
     return where
@@ -71,8 +101,11 @@ FAST = {"n_boot": 200, "n_boot_eps": 5}
 
 # -- point estimates and the fast bootstrap -----------------------------------------------------
 def test_point_estimates_are_audit_metrics_on_pooled_scores(tmp_path):
-    exp = load_experiment(write_experiment(tmp_path, fake_experiment(0, shift=0.5, init_per_target=10,
-                                                                     init_shift=2.0, attacks=("loss", "lira"))))
+    exp = load_experiment(
+        write_experiment(
+            tmp_path, fake_experiment(0, shift=0.5, init_per_target=10, init_shift=2.0, attacks=("loss", "lira"))
+        )
+    )
     summary = summarise_experiment(exp, rng=0, **FAST)
     assert set(summary.estimates) == {(a, g) for a in ("loss", "lira") for g in ("all", "init", "other_members")}
     written = json.loads((tmp_path / exp.path.name / "audit" / "summary.json").read_text())
@@ -130,8 +163,12 @@ def test_same_distribution_rarely_flagged():
     # probability < 2%.
     flagged = raw = 0
     for rep in range(40):
-        sides = [summarise_experiment(fake_experiment(1000 * rep + k, n_targets=16, n=100, shift=0.3), rng=rep,
-                                      n_boot=400, n_boot_eps=0) for k in (0, 1)]
+        sides = [
+            summarise_experiment(
+                fake_experiment(1000 * rep + k, n_targets=16, n=100, shift=0.3), rng=rep, n_boot=400, n_boot_eps=0
+            )
+            for k in (0, 1)
+        ]
         test = compare(*sides).get("auc", "loss", "all")
         flagged += test.significant
         raw += test.p_value < 0.05
@@ -150,7 +187,9 @@ def test_clearly_stronger_victim_is_flagged():
     assert test.difference.point == pytest.approx(stats.norm.cdf(1 / math.sqrt(2)) - 0.5, abs=0.05)
     assert len(comparison.tests) == 5  # test accuracy + 4 metrics of (loss, all): one Holm family
     # Without eps_lower replicates (the default) eps_lower is a point only and is not tested.
-    fast = [summarise_experiment(fake_experiment(k, shift=shift), rng=0, n_boot=200) for k, shift in ((3, 1.0), (4, 0.0))]
+    fast = [
+        summarise_experiment(fake_experiment(k, shift=shift), rng=0, n_boot=200) for k, shift in ((3, 1.0), (4, 0.0))
+    ]
     untested = compare(*fast)
     assert len(untested.tests) == 4 and "eps_lower" not in fast[0].estimates[("loss", "all")].replicates
     assert math.isnan(fast[0].estimates[("loss", "all")].metrics["eps_lower"].low)
@@ -177,8 +216,9 @@ def test_auc_interval_covers_the_analytic_auc():
     truth = stats.norm.cdf(d / math.sqrt(2))
     covered = 0
     for rep in range(50):
-        summary = summarise_experiment(fake_experiment(5000 + rep, n_targets=16, n=100, shift=d), rng=rep,
-                                       n_boot=400, n_boot_eps=0)
+        summary = summarise_experiment(
+            fake_experiment(5000 + rep, n_targets=16, n=100, shift=d), rng=rep, n_boot=400, n_boot_eps=0
+        )
         interval = summary.estimates[("loss", "all")].metrics["auc"]
         covered += interval.low <= truth <= interval.high
     assert covered >= 40
@@ -245,15 +285,18 @@ def test_compare_needs_two_targets():
 
 
 def test_labels_name_the_headline_and_varying_keys():
-    exps = [fake_experiment(0, victim="dm", config={"ipc": 10, "init": "real", "iterations": 30}),
-            fake_experiment(1, victim="dm", config={"ipc": 10, "init": "noise", "iterations": 30}),
-            fake_experiment(2, victim="subset", config={"ipc": 10, "train": {"steps": 300}})]
+    exps = [
+        fake_experiment(0, victim="dm", config={"ipc": 10, "init": "real", "iterations": 30}),
+        fake_experiment(1, victim="dm", config={"ipc": 10, "init": "noise", "iterations": 30}),
+        fake_experiment(2, victim="subset", config={"ipc": 10, "train": {"steps": 300}}),
+    ]
     assert experiment_labels(exps) == ["dm ipc=10 init=real", "dm ipc=10 init=noise", "subset ipc=10"]
 
 
 def test_markdown_table_rows():
-    report = compare_experiments([fake_experiment(10, shift=1.0, victim="dm")], fake_experiment(11),
-                                 n_boot=400, n_boot_eps=0)
+    report = compare_experiments(
+        [fake_experiment(10, shift=1.0, victim="dm")], fake_experiment(11), n_boot=400, n_boot_eps=0
+    )
     text = markdown_table(report)
     assert "| subset ipc=10 | loss | all |" in text and "| baseline |" in text
     dm_row = next(line for line in text.splitlines() if line.startswith("| dm ipc=10 | loss | all |"))
@@ -264,26 +307,58 @@ def test_markdown_table_rows():
 @pytest.fixture
 def experiment_dirs(tmp_path):
     """A baseline and two victims on disk, the second with a much stronger signal."""
-    baseline = write_experiment(tmp_path, fake_experiment(20, attacks=("loss", "lira_online"), init_per_target=5,
-                                                          name="subset-digits-aaa"))
-    similar = write_experiment(tmp_path, fake_experiment(21, attacks=("loss", "lira_online"), victim="dm",
-                                                         name="dm-digits-bbb"))
-    leaky = write_experiment(tmp_path, fake_experiment(22, shift=1.0, attacks=("loss", "lira_online"), victim="dm",
-                                                       config={"ipc": 10, "init": "real"}, name="dm-digits-ccc"))
+    baseline = write_experiment(
+        tmp_path, fake_experiment(20, attacks=("loss", "lira_online"), init_per_target=5, name="subset-digits-aaa")
+    )
+    similar = write_experiment(
+        tmp_path, fake_experiment(21, attacks=("loss", "lira_online"), victim="dm", name="dm-digits-bbb")
+    )
+    leaky = write_experiment(
+        tmp_path,
+        fake_experiment(
+            22,
+            shift=1.0,
+            attacks=("loss", "lira_online"),
+            victim="dm",
+            config={"ipc": 10, "init": "real"},
+            name="dm-digits-ccc",
+        ),
+    )
     return baseline, similar, leaky
 
 
 def test_cli_prints_table_and_writes_json(experiment_dirs, tmp_path):
     baseline, similar, leaky = experiment_dirs
     out = tmp_path / "compare.json"
-    result = subprocess.run([sys.executable, "-m", "audit.compare", str(similar), str(leaky), "--baseline",
-                             str(baseline), "--attack", "lira_online", "--n-boot", "200", "--n-boot-eps", "5",
-                             "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "audit.compare",
+            str(similar),
+            str(leaky),
+            "--baseline",
+            str(baseline),
+            "--attack",
+            "lira_online",
+            "--n-boot",
+            "200",
+            "--n-boot-eps",
+            "5",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("| experiment | attack | group | test acc | AUC |")
-    assert any(line.startswith("| dm ipc=10 init=real | lira_online | all |") and line.endswith(" * |")
-               for line in lines)
+    assert any(
+        line.startswith("| dm ipc=10 init=real | lira_online | all |") and line.endswith(" * |") for line in lines
+    )
     data = json.loads(out.read_text())
     assert data["baseline"]["path"] == str(baseline)
     assert [e["label"] for e in data["experiments"]] == ["dm ipc=10", "dm ipc=10 init=real"]
@@ -297,8 +372,20 @@ def test_cli_prints_table_and_writes_json(experiment_dirs, tmp_path):
 
 def test_cli_groups_and_seed_are_reproducible(experiment_dirs, capsys):
     baseline, similar, _ = experiment_dirs
-    argv = [str(similar), "--baseline", str(baseline), "--group", "all", "init", "--n-boot", "50",
-            "--n-boot-eps", "3", "--seed", "4"]
+    argv = [
+        str(similar),
+        "--baseline",
+        str(baseline),
+        "--group",
+        "all",
+        "init",
+        "--n-boot",
+        "50",
+        "--n-boot-eps",
+        "3",
+        "--seed",
+        "4",
+    ]
     assert main(argv) == 0
     first = capsys.readouterr().out
     assert main(argv) == 0
@@ -308,11 +395,14 @@ def test_cli_groups_and_seed_are_reproducible(experiment_dirs, capsys):
     assert init_row.split(" | ")[7:9] == ["-", "-"]  # a sub-group: no eps_lower, no eps_ceiling
 
 
-@pytest.mark.parametrize("case,named", [
-    ("old plan", "plan 'stratified-complement-pairs-v1'"),
-    ("no plan", "no recorded plan"),
-    ("no ceiling", "no eps_ceiling for loss"),
-])
+@pytest.mark.parametrize(
+    "case,named",
+    [
+        ("old plan", "plan 'stratified-complement-pairs-v1'"),
+        ("no plan", "no recorded plan"),
+        ("no ceiling", "no eps_ceiling for loss"),
+    ],
+)
 def test_cli_refuses_an_experiment_of_an_earlier_plan(case, named, experiment_dirs, capsys):
     baseline, similar, _ = experiment_dirs
     meta, summary_path = similar / "experiment.json", similar / "audit" / "summary.json"

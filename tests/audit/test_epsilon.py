@@ -28,6 +28,8 @@ def canaries_needed(claimed, **kwargs):
 
 def most_certifiable(**kwargs):
     return guesses.most_certifiable(analysis="steinke", rule="grid", **kwargs)
+
+
 # A bound valid at 95% confidence fails (is > 0 on null scores) with prob <= 0.05 per trial; the
 # requirement is 0.0 in >= 95% of 200 trials, i.e. at most 10 failures.
 MAX_NULL_FAILURES = 10
@@ -54,7 +56,9 @@ def test_p_value_is_non_decreasing_in_epsilon():
     # one_run_epsilon's binary search relies on it; checked on a grid of designs, with and without delta
     for m, r, v in [(100, 100, 100), (1000, 250, 200), (28752, 28752, 16000), (5000, 50, 45), (20, 10, 10)]:
         for delta in (0.0, 1e-5, 1e-3):
-            values = [one_run_p_value(m=m, guesses=r, correct=v, epsilon=e, delta=delta) for e in np.linspace(0, 12, 121)]
+            values = [
+                one_run_p_value(m=m, guesses=r, correct=v, epsilon=e, delta=delta) for e in np.linspace(0, 12, 121)
+            ]
             assert np.all(np.diff(values) >= -1e-12), (m, r, v, delta)
 
 
@@ -63,7 +67,8 @@ def test_epsilon_of_a_perfect_attack_by_hand():
     # eps = ln(p / (1 - p)) at p = 0.05^(1/100) = 0.970487..., i.e. eps = 3.4930...
     p = 0.05 ** (1 / 100)
     assert one_run_epsilon(m=100, guesses=100, correct=100, delta=0.0, alpha=0.05) == pytest.approx(
-        math.log(p / (1 - p)), abs=1e-9)
+        math.log(p / (1 - p)), abs=1e-9
+    )
     # half the guesses right is what eps = 0 predicts: nothing rejected
     assert one_run_epsilon(m=100, guesses=100, correct=50, delta=0.0, alpha=0.05) == 0.0
 
@@ -99,20 +104,22 @@ def test_ceiling_with_delta_saturates():
     assert epsilon_ceiling(24000) == pytest.approx(8.2654, abs=5e-4)
     assert epsilon_ceiling(24000, delta=1e-5) == pytest.approx(4.7929, abs=5e-4)
     assert one_run_epsilon(m=24000, guesses=24000, correct=24000, delta=1e-5, alpha=0.05 / 24) == pytest.approx(
-        epsilon_ceiling(24000, delta=1e-5), abs=1e-12)
+        epsilon_ceiling(24000, delta=1e-5), abs=1e-12
+    )
     # most_certifiable(delta = 1e-5): ceilings over m = 1, 2, 4, ... rise to 5.0666 at m = 2,048 (grid of 23
     # points, r = 2048 all guessed IN, tested at 0.05 / 23) and fall at 4,096 (4.9438), where the search stops.
     assert most_certifiable(delta=1e-5, confidence=0.95) == pytest.approx(5.0666, abs=5e-4)
     assert len(guess_grid(2048)) == 23
     assert most_certifiable(delta=1e-5, confidence=0.95) == pytest.approx(
-        one_run_epsilon(m=2048, guesses=2048, correct=2048, delta=1e-5, alpha=0.05 / 23), abs=1e-12)
+        one_run_epsilon(m=2048, guesses=2048, correct=2048, delta=1e-5, alpha=0.05 / 23), abs=1e-12
+    )
     assert epsilon_ceiling(4096, delta=1e-5) == pytest.approx(4.9438, abs=5e-4)
     assert canaries_needed(10.0, delta=1e-5) is None  # a claim of eps = 10 is never testable this way
     # ceilings at delta = 1e-5: 3.7358 at m = 256, 4.3702 at 512
     assert canaries_needed(4.0, delta=1e-5) == 512
     # delta = 0: 9.963 at 2^17, 10.656 at 2^18
     needed = canaries_needed(10.0)
-    assert needed == 2 ** 18
+    assert needed == 2**18
     assert epsilon_ceiling(needed) > 10.0 >= epsilon_ceiling(needed // 2)
 
 
@@ -128,7 +135,13 @@ def test_guesses_count_members_at_the_top_and_non_members_at_the_bottom():
     members = np.concatenate([np.full(100, 5.0), np.zeros(400)])
     nonmembers = np.concatenate([np.full(100, -5.0), np.zeros(400)])
     result = one_run_audit(members, nonmembers, rng=0)
-    assert (result.m, result.grid_size, result.guesses_in, result.guesses_out, result.correct) == (1000, 21, 62, 63, 125)
+    assert (result.m, result.grid_size, result.guesses_in, result.guesses_out, result.correct) == (
+        1000,
+        21,
+        62,
+        63,
+        125,
+    )
     p = (0.05 / 21) ** (1 / 125)
     assert result.epsilon == pytest.approx(math.log(p / (1 - p)), abs=1e-9)
 

@@ -29,8 +29,10 @@ def test_ray_runs_every_task_once_matches_inline_and_shuts_down(setup):
     import ray
 
     pool, tasks, victim = setup
-    inline = {t.run: (obs, meta) for t, obs, meta in execute(tasks, victim=victim, pool=pool,
-                                                             config=ExecutorConfig(kind="inline"))}
+    inline = {
+        t.run: (obs, meta)
+        for t, obs, meta in execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="inline"))
+    }
     ray_results = list(execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="ray", workers=2)))
     assert sorted(t.run for t, _, _ in ray_results) == [0, 1, 2]
     for task, obs, meta in ray_results:
@@ -47,8 +49,12 @@ def test_packed_tasks_run_every_run_once_on_ray_with_its_own_result(setup):
     import ray
 
     pool, tasks, victim = setup
-    inline = {t.run: obs for t, obs, _ in execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="inline"))}
-    packed = list(execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="ray", workers=2, runs_per_task=2)))
+    inline = {
+        t.run: obs for t, obs, _ in execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="inline"))
+    }
+    packed = list(
+        execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="ray", workers=2, runs_per_task=2))
+    )
     assert sorted(t.run for t, _, _ in packed) == [0, 1, 2]
     for task, obs, meta in packed:
         assert meta["run"] == task.run and meta["seed"] == task.seed and meta["wall_s"] > 0
@@ -67,10 +73,15 @@ def test_no_tasks_start_nothing(setup):
     assert not ray.is_initialized()
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"kind": "dask"}, "'dask'"), ({"workers": 0}, "got 0"), ({"gpus_per_run": 1.5}, "got 1.5"),
-    ({"runs_per_task": 0}, "--runs-per-task must be >= 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"kind": "dask"}, "'dask'"),
+        ({"workers": 0}, "got 0"),
+        ({"gpus_per_run": 1.5}, "got 1.5"),
+        ({"runs_per_task": 0}, "--runs-per-task must be >= 1, got 0"),
+    ],
+)
 def test_bad_executor_settings_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ExecutorConfig(**kwargs)
@@ -95,8 +106,14 @@ def test_a_lost_worker_is_retried(setup, tmp_path):
     pool, tasks, victim = setup
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import the tests
     try:
-        results = list(execute(tasks[:2], victim=DiesOnce(victim, str(tmp_path)), pool=pool,
-                               config=ExecutorConfig(kind="ray", workers=2)))
+        results = list(
+            execute(
+                tasks[:2],
+                victim=DiesOnce(victim, str(tmp_path)),
+                pool=pool,
+                config=ExecutorConfig(kind="ray", workers=2),
+            )
+        )
     finally:
         cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
     assert sorted(t.run for t, _, _ in results) == [0, 1]
@@ -112,8 +129,9 @@ def test_joins_an_existing_cluster_by_address_and_a_local_run_does_not(setup):
     # machine is touched (`ray stop --force` would stop them all)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
     try:
-        results = list(execute(tasks[:2], victim=victim, pool=pool,
-                               config=ExecutorConfig(kind="ray", address=cluster.address)))
+        results = list(
+            execute(tasks[:2], victim=victim, pool=pool, config=ExecutorConfig(kind="ray", address=cluster.address))
+        )
         assert sorted(t.run for t, _, _ in results) == [0, 1]
         # Without an address the executor starts its own Ray although this cluster is the one
         # recorded for this machine: ray.init(address=None) would try to join it, and refuse the

@@ -67,6 +67,7 @@ def naive_eps_delta_inverse(epsilon, delta):
 def naive_gaussian_inverse(mu):
     """B⁻¹ of μ-GDP: G_μ(x) = Φ(Φ⁻¹(1 - x) - μ), B(x) = 1 - G_μ(x) = Φ(Φ⁻¹(x) + μ), so
     B⁻¹(y) = Φ(Φ⁻¹(y) - μ) on [0, 1] (an argument above 1 read as 1, as above)."""
+
     def inverse(y):
         y = min(y, 1.0)
         if y <= 0.0:
@@ -94,7 +95,7 @@ def naive_recursion(inverse, *, m, guesses, correct, alpha):
 
 
 def naive_rejects(inverse, *, m, guesses, correct, alpha):
-    """"f-DP" rejected at level α iff the recursion ends with r[0] + h[0] > c' / m."""
+    """ "f-DP" rejected at level α iff the recursion ends with r[0] + h[0] > c' / m."""
     r, h = naive_recursion(inverse, m=m, guesses=guesses, correct=correct, alpha=alpha)
     return r[0] + h[0] > guesses / m
 
@@ -132,8 +133,10 @@ def test_naive_inverses_against_brute_force():
         return high
 
     for epsilon, delta in [(0.0, 0.0), (0.7, 0.0), (2.0, 1e-3), (5.0, 0.05)]:
+
         def blow_up(x, e=epsilon, d=delta):
             return 1.0 - max(0.0, 1.0 - d - math.exp(e) * x, math.exp(-e) * (1.0 - d - x))
+
         inverse = naive_eps_delta_inverse(epsilon, delta)
         for y in np.linspace(0.0, 1.0, 41)[1:]:
             assert inverse(y) == pytest.approx(brute(blow_up, y), abs=1e-12), (epsilon, delta, y)
@@ -173,8 +176,9 @@ def test_recursion_by_hand_on_ten_canaries():
     # closed form for a perfect attack at δ = 0: p = 0.05^(1/10) = 0.741134..., ε = ln(p/(1-p)) = 1.051873...
     expected = perfect_pure_dp_epsilon(10, 0.05)
     assert expected == pytest.approx(1.0518732, abs=1e-7)
-    naive = naive_largest(lambda e: naive_rejects(naive_eps_delta_inverse(e, 0.0), m=10, guesses=10, correct=10,
-                                                  alpha=0.05))
+    naive = naive_largest(
+        lambda e: naive_rejects(naive_eps_delta_inverse(e, 0.0), m=10, guesses=10, correct=10, alpha=0.05)
+    )
     assert naive == pytest.approx(expected, abs=1e-9)
     assert fdp_one_run_epsilon(m=10, guesses=10, correct=10, delta=0.0, alpha=0.05) == pytest.approx(expected, abs=1e-9)
     assert not fdp_rejects(eps_delta_blow_up_inverse(1.06, 0.0), m=10, guesses=10, correct=10, alpha=0.05)
@@ -198,11 +202,21 @@ def test_two_canaries_by_hand():
 
 #: (m, guesses c', correct c): perfect and imperfect attacks, small and large m, few and many guesses
 DESIGNS = [
-    (10, 10, 10), (10, 10, 9), (10, 6, 5), (10, 4, 4),
-    (100, 100, 100), (100, 100, 90), (100, 40, 36),
-    (1000, 500, 450), (1000, 1000, 1000), (1000, 1000, 700),
-    (2000, 1000, 990), (2000, 250, 240), (2000, 2000, 1200),
-    (5000, 50, 45), (24000, 1500, 1500),
+    (10, 10, 10),
+    (10, 10, 9),
+    (10, 6, 5),
+    (10, 4, 4),
+    (100, 100, 100),
+    (100, 100, 90),
+    (100, 40, 36),
+    (1000, 500, 450),
+    (1000, 1000, 1000),
+    (1000, 1000, 700),
+    (2000, 1000, 990),
+    (2000, 250, 240),
+    (2000, 2000, 1200),
+    (5000, 50, 45),
+    (24000, 1500, 1500),
 ]
 ALPHAS = (0.05, 0.05 / 24)
 TOLERANCE = 1e-6
@@ -221,16 +235,24 @@ def test_epsilon_matches_naive_recursion(delta):
     for m, guesses, correct in DESIGNS:
         for alpha in ALPHAS:
             value = fdp_one_run_epsilon(m=m, guesses=guesses, correct=correct, delta=delta, alpha=alpha)
-            brackets(value, lambda e: naive_rejects(naive_eps_delta_inverse(e, delta), m=m, guesses=guesses,
-                                                    correct=correct, alpha=alpha))
+            brackets(
+                value,
+                lambda e: naive_rejects(
+                    naive_eps_delta_inverse(e, delta), m=m, guesses=guesses, correct=correct, alpha=alpha
+                ),
+            )
             nonzero += value > 0.0
     assert nonzero >= 15  # the grid is not all zeros
     # small designs: the naive bisection alone gives the same number
     for m, guesses, correct in DESIGNS[:7]:
-        naive = naive_largest(lambda e: naive_rejects(naive_eps_delta_inverse(e, delta), m=m, guesses=guesses,
-                                                      correct=correct, alpha=0.05))
+        naive = naive_largest(
+            lambda e: naive_rejects(
+                naive_eps_delta_inverse(e, delta), m=m, guesses=guesses, correct=correct, alpha=0.05
+            )
+        )
         assert fdp_one_run_epsilon(m=m, guesses=guesses, correct=correct, delta=delta, alpha=0.05) == pytest.approx(
-            naive, abs=TOLERANCE)
+            naive, abs=TOLERANCE
+        )
 
 
 def test_mu_matches_naive_recursion():
@@ -238,12 +260,17 @@ def test_mu_matches_naive_recursion():
     for m, guesses, correct in DESIGNS:
         for alpha in ALPHAS:
             value = gaussian_one_run_mu(m=m, guesses=guesses, correct=correct, alpha=alpha)
-            brackets(value, lambda mu: naive_rejects(naive_gaussian_inverse(mu), m=m, guesses=guesses,
-                                                     correct=correct, alpha=alpha))
+            brackets(
+                value,
+                lambda mu: naive_rejects(
+                    naive_gaussian_inverse(mu), m=m, guesses=guesses, correct=correct, alpha=alpha
+                ),
+            )
             nonzero += value > 0.0
     assert nonzero >= 20
-    naive = naive_largest(lambda mu: naive_rejects(naive_gaussian_inverse(mu), m=10, guesses=10, correct=10,
-                                                   alpha=0.05), steps=40)
+    naive = naive_largest(
+        lambda mu: naive_rejects(naive_gaussian_inverse(mu), m=10, guesses=10, correct=10, alpha=0.05), steps=40
+    )
     assert gaussian_one_run_mu(m=10, guesses=10, correct=10, alpha=0.05) == pytest.approx(naive, abs=TOLERANCE)
     assert naive == pytest.approx(0.6779575, abs=1e-6)
 
@@ -251,13 +278,17 @@ def test_mu_matches_naive_recursion():
 def test_at_least_only_prunes():
     for m, guesses, correct in [(1000, 500, 450), (2000, 2000, 2000)]:
         full = fdp_one_run_epsilon(m=m, guesses=guesses, correct=correct, delta=1e-5, alpha=0.05)
-        assert fdp_one_run_epsilon(m=m, guesses=guesses, correct=correct, delta=1e-5, alpha=0.05,
-                                   at_least=full / 2) == pytest.approx(full, abs=1e-9)
-        assert fdp_one_run_epsilon(m=m, guesses=guesses, correct=correct, delta=1e-5, alpha=0.05,
-                                   at_least=full + 0.01) == 0.0
+        assert fdp_one_run_epsilon(
+            m=m, guesses=guesses, correct=correct, delta=1e-5, alpha=0.05, at_least=full / 2
+        ) == pytest.approx(full, abs=1e-9)
+        assert (
+            fdp_one_run_epsilon(m=m, guesses=guesses, correct=correct, delta=1e-5, alpha=0.05, at_least=full + 0.01)
+            == 0.0
+        )
         mu = gaussian_one_run_mu(m=m, guesses=guesses, correct=correct, alpha=0.05)
-        assert gaussian_one_run_mu(m=m, guesses=guesses, correct=correct, alpha=0.05,
-                                   at_least=mu / 2) == pytest.approx(mu, abs=1e-9)
+        assert gaussian_one_run_mu(m=m, guesses=guesses, correct=correct, alpha=0.05, at_least=mu / 2) == pytest.approx(
+            mu, abs=1e-9
+        )
         assert gaussian_one_run_mu(m=m, guesses=guesses, correct=correct, alpha=0.05, at_least=mu + 0.01) == 0.0
 
 
@@ -289,11 +320,14 @@ def hull_counts(member, nonmember):
     return [(int(member.size - fn[k] + nonmember.size - tn[k]), int(member.size - fn[k])) for k in hull]
 
 
-@pytest.mark.parametrize("shift, hull_size, best, jax_fdp, jax_steinke", [
-    (1.0, 386, (406, 379), 2.164749, 1.13346),
-    (2.0, 374, (938, 934), 4.7218075, 2.311945),
-    (4.0, 140, (5436, 5436), 9.133752, 4.395568),
-])
+@pytest.mark.parametrize(
+    "shift, hull_size, best, jax_fdp, jax_steinke",
+    [
+        (1.0, 386, (406, 379), 2.164749, 1.13346),
+        (2.0, 374, (938, 934), 4.7218075, 2.311945),
+        (4.0, 140, (5436, 5436), 9.133752, 4.395568),
+    ],
+)
 def test_jax_privacy_published_values(shift, hull_size, best, jax_fdp, jax_steinke):
     # google-deepmind/jax_privacy, jax_privacy/auditing_test.py, test_epsilon_one_run_close: 10,000 IN
     # scores deterministic_normal(shift) and 10,000 OUT deterministic_normal(0), significance 0.05,
@@ -312,14 +346,16 @@ def test_jax_privacy_published_values(shift, hull_size, best, jax_fdp, jax_stein
     assert where == best
     assert gaussian_dp_epsilon(found, 1e-6) == pytest.approx(jax_fdp, rel=1e-5)
     # the naive recursion agrees on μ at the best threshold
-    brackets(found, lambda mu: naive_rejects(naive_gaussian_inverse(mu), m=m, guesses=best[0], correct=best[1],
-                                             alpha=alpha))
+    brackets(
+        found, lambda mu: naive_rejects(naive_gaussian_inverse(mu), m=m, guesses=best[0], correct=best[1], alpha=alpha)
+    )
     # and their Steinke et al. figure (same thresholds, same factor; its best threshold found offline
     # by the same search over all hull points) is audit.stats.epsilon's
     steinke_best = {1.0: (3376, 2807), 2.0: (4666, 4499), 4.0: (8233, 8223)}[shift]
     assert steinke_best in counts
-    assert one_run_epsilon(m=m, guesses=steinke_best[0], correct=steinke_best[1], delta=1e-6,
-                           alpha=alpha) == pytest.approx(jax_steinke, rel=1e-5)
+    assert one_run_epsilon(
+        m=m, guesses=steinke_best[0], correct=steinke_best[1], delta=1e-6, alpha=alpha
+    ) == pytest.approx(jax_steinke, rel=1e-5)
 
 
 def test_gaussian_roughly_doubles_steinke_at_two_thousand_canaries():
@@ -329,8 +365,9 @@ def test_gaussian_roughly_doubles_steinke_at_two_thousand_canaries():
     # threshold), c' = c = 1,000 of m = 2,000:
     #   μ-GDP rejected up to μ = 2.1682, i.e. ε = 11.048 at δ = 1e-5;  Steinke et al.: 5.755.
     member, nonmember = np.ones(1000), np.zeros(1000)
-    gaussian = fdp_epsilon_lower_bound(member, nonmember, delta=1e-5, confidence=0.95, tradeoff="gaussian",
-                                       rng=0, guesses=Guesses(1000, 0))
+    gaussian = fdp_epsilon_lower_bound(
+        member, nonmember, delta=1e-5, confidence=0.95, tradeoff="gaussian", rng=0, guesses=Guesses(1000, 0)
+    )
     steinke = one_run_epsilon(m=2000, guesses=1000, correct=1000, delta=1e-5, alpha=0.05)
     assert gaussian == pytest.approx(11.048, abs=5e-4)
     assert steinke == pytest.approx(5.755, abs=5e-4)
@@ -351,8 +388,15 @@ def test_gaussian_roughly_doubles_steinke_at_two_thousand_canaries():
 # properties
 
 
-MONOTONE_DESIGNS = [(100, 100, 100), (100, 100, 90), (1000, 500, 450), (2000, 2000, 1200), (24000, 1500, 1500),
-                    (5000, 50, 45), (28752, 28752, 16000)]
+MONOTONE_DESIGNS = [
+    (100, 100, 100),
+    (100, 100, 90),
+    (1000, 500, 450),
+    (2000, 2000, 1200),
+    (24000, 1500, 1500),
+    (5000, 50, 45),
+    (28752, 28752, 16000),
+]
 
 
 @pytest.mark.parametrize("delta", [0.0, 1e-5, 1e-3])
@@ -360,21 +404,27 @@ def test_rejection_is_monotone_in_epsilon(delta):
     # the bisection relies on it: once a claim survives, every weaker claim survives
     for m, guesses, correct in MONOTONE_DESIGNS:
         for alpha in ALPHAS:
-            verdicts = [fdp_rejects(eps_delta_blow_up_inverse(e, delta), m=m, guesses=guesses, correct=correct,
-                                    alpha=alpha) for e in np.linspace(0.0, 12.0, 121)]
+            verdicts = [
+                fdp_rejects(eps_delta_blow_up_inverse(e, delta), m=m, guesses=guesses, correct=correct, alpha=alpha)
+                for e in np.linspace(0.0, 12.0, 121)
+            ]
             assert verdicts == sorted(verdicts, reverse=True), (m, guesses, correct, delta, alpha)
 
 
 def test_rejection_is_monotone_in_mu():
     for m, guesses, correct in MONOTONE_DESIGNS:
         for alpha in ALPHAS:
-            verdicts = [fdp_rejects(gaussian_blow_up_inverse(mu), m=m, guesses=guesses, correct=correct, alpha=alpha)
-                        for mu in np.linspace(0.0, 4.0, 81)]
+            verdicts = [
+                fdp_rejects(gaussian_blow_up_inverse(mu), m=m, guesses=guesses, correct=correct, alpha=alpha)
+                for mu in np.linspace(0.0, 4.0, 81)
+            ]
             assert verdicts == sorted(verdicts, reverse=True), (m, guesses, correct, alpha)
     # and δ only weakens a claim: the bound never grows with δ
     for m, guesses, correct in MONOTONE_DESIGNS:
-        values = [fdp_one_run_epsilon(m=m, guesses=guesses, correct=correct, delta=d, alpha=0.05)
-                  for d in (0.0, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2)]
+        values = [
+            fdp_one_run_epsilon(m=m, guesses=guesses, correct=correct, delta=d, alpha=0.05)
+            for d in (0.0, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2)
+        ]
         assert np.all(np.diff(values) <= 1e-9), (m, guesses, correct, values)
 
 
@@ -392,16 +442,24 @@ def test_pure_dp_close_to_steinke_for_imperfect_attacks():
     # For pure DP Steinke et al.'s binomial test is exact and the f-DP recursion a relaxation of it:
     # f_{ε,0} never certifies more, and less by at most 1% once c' >= 100 (measured: 0.97% at
     # (100, 100, 90), α = 0.05; 0.1% at (24000, 24000, 20000)).
-    for m, guesses, correct in [(100, 100, 90), (1000, 500, 450), (1000, 1000, 700), (2000, 1000, 990),
-                                (2000, 250, 240), (24000, 24000, 20000), (24000, 3000, 2950)]:
+    for m, guesses, correct in [
+        (100, 100, 90),
+        (1000, 500, 450),
+        (1000, 1000, 700),
+        (2000, 1000, 990),
+        (2000, 250, 240),
+        (24000, 24000, 20000),
+        (24000, 3000, 2950),
+    ]:
         for alpha in ALPHAS:
             ours = fdp_one_run_epsilon(m=m, guesses=guesses, correct=correct, delta=0.0, alpha=alpha)
             steinke = one_run_epsilon(m=m, guesses=guesses, correct=correct, delta=0.0, alpha=alpha)
             assert steinke * 0.99 <= ours <= steinke + 1e-9, (m, guesses, correct, alpha, ours, steinke)
     # With few guesses the gap passes 1% (the module docstring's "within 1%" needs c' of about 100 or more):
     #   (5000, 50, 45), α = 0.05: 1.37660 against 1.39360 (1.2% less);  (10, 10, 9): 0.41651 against 0.42985 (3.1%).
-    assert fdp_one_run_epsilon(m=5000, guesses=50, correct=45, delta=0.0, alpha=0.05) == pytest.approx(1.37661,
-                                                                                                 abs=1e-4)
+    assert fdp_one_run_epsilon(m=5000, guesses=50, correct=45, delta=0.0, alpha=0.05) == pytest.approx(
+        1.37661, abs=1e-4
+    )
     assert one_run_epsilon(m=5000, guesses=50, correct=45, delta=0.0, alpha=0.05) == pytest.approx(1.39360, abs=1e-4)
     assert fdp_one_run_epsilon(m=10, guesses=10, correct=9, delta=0.0, alpha=0.05) == pytest.approx(0.41651, abs=1e-4)
     assert one_run_epsilon(m=10, guesses=10, correct=9, delta=0.0, alpha=0.05) == pytest.approx(0.42985, abs=1e-4)
@@ -417,8 +475,9 @@ def test_verdict_rule_ceiling_at_the_design():
     assert value == pytest.approx(8.988, abs=5e-4)
     assert perfect_pure_dp_epsilon(m, 0.05) == pytest.approx(8.98856, abs=1e-5)
     assert perfect_pure_dp_epsilon(m, 0.05) - 1e-4 < value < perfect_pure_dp_epsilon(m, 0.05)
-    by_count = {g: bound_at("fdp", m=m, guesses=g.total, correct=g.total, delta=delta, alpha=0.05)
-                for g in tuned_candidates(m)}
+    by_count = {
+        g: bound_at("fdp", m=m, guesses=g.total, correct=g.total, delta=delta, alpha=0.05) for g in tuned_candidates(m)
+    }
     assert max(by_count, key=by_count.get).total == m
     assert by_count[Guesses(m, 0)] == pytest.approx(value, abs=1e-9)
     # against Steinke et al. with the same count (the module docstring's 8.99 against 8.23) and the grid's
@@ -430,10 +489,12 @@ def test_lower_bound_of_a_perfect_attack_is_the_ceiling():
     member, nonmember = np.ones(1000), np.zeros(1000)
     for delta in (0.0, 1e-5):
         assert fdp_epsilon_lower_bound(member, nonmember, delta=delta, rng=0) == pytest.approx(
-            ceiling(2000, analysis="fdp", rule="grid", delta=delta, confidence=0.95), abs=1e-9)
+            ceiling(2000, analysis="fdp", rule="grid", delta=delta, confidence=0.95), abs=1e-9
+        )
     # one count fixed in advance, both sides guessed (k₊ = k₋ = 1,000): the tuned ceiling
     assert fdp_epsilon_lower_bound(member, nonmember, delta=1e-5, rng=0, guesses=Guesses(1000, 1000)) == pytest.approx(
-        ceiling(2000, analysis="fdp", rule="tuned", delta=1e-5, confidence=0.95), abs=1e-9)
+        ceiling(2000, analysis="fdp", rule="tuned", delta=1e-5, confidence=0.95), abs=1e-9
+    )
     # the export in audit.epsilon is the same function; reversed scores certify nothing
     assert exported_fdp_epsilon_lower_bound is fdp_epsilon_lower_bound
     assert fdp_epsilon_lower_bound(nonmember, member, delta=1e-5, rng=0) == 0.0
@@ -504,8 +565,9 @@ def null_positives(config, confidence, *, signal=0.0):
         gen = np.random.default_rng(seed)
         coins = gen.random(NULL_M) < 0.5
         scores = gen.normal(0.0, 1.0, NULL_M) + signal * coins
-        positives += fdp_epsilon_lower_bound(scores[coins], scores[~coins], confidence=confidence, rng=gen,
-                                             **config) > 0.0
+        positives += (
+            fdp_epsilon_lower_bound(scores[coins], scores[~coins], confidence=confidence, rng=gen, **config) > 0.0
+        )
     return positives
 
 

@@ -293,9 +293,24 @@ def test_summary_contract():
     scores = MembershipScores(gen.normal(1, 1, 400), gen.normal(0, 1, 300))
     summary = scores.summary(delta=1e-5, confidence=0.9, rng=1)
     assert set(summary) == {
-        "auc", "advantage", "tpr_at_fpr", "fp_at_fpr", "eps_hat", "eps_lower", "eps_ceiling",
-        "confidence", "delta", "n_members", "n_nonmembers", "guess_rule", "eps_lower_fdp", "eps_ceiling_fdp",
-        "mu_lower", "mu_ceiling", "eps_gaussian", "guesses",
+        "auc",
+        "advantage",
+        "tpr_at_fpr",
+        "fp_at_fpr",
+        "eps_hat",
+        "eps_lower",
+        "eps_ceiling",
+        "confidence",
+        "delta",
+        "n_members",
+        "n_nonmembers",
+        "guess_rule",
+        "eps_lower_fdp",
+        "eps_ceiling_fdp",
+        "mu_lower",
+        "mu_ceiling",
+        "eps_gaussian",
+        "guesses",
     }
     assert summary["guess_rule"] == "grid"  # no count was tuned on reference runs
     assert set(summary["guesses"]) == {"steinke", "fdp", "gaussian"}

@@ -24,8 +24,9 @@ def execute(name, env, monkeypatch):
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
-    NotebookClient(notebook, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOKS.parent)}}).execute()
+    NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS.parent)}}
+    ).execute()
     return notebook
 
 
@@ -49,13 +50,20 @@ def test_roc_notebook_plots_the_given_runs(runs_dir, monkeypatch):
 
 
 def test_walkthrough_goes_from_the_command_to_the_verdict(runs_dir, monkeypatch):
-    env = {"AUDIT_RUNS_DIR": str(runs_dir), "AUDIT_N_SHADOW": N_SHADOW, "AUDIT_FLAGS": " ".join(TINY),
-           "AUDIT_DM_FLAGS": " ".join(DM_FLAGS), "AUDIT_REPORT_FLAGS": "--n-boot 100 --n-boot-eps 10"}
+    env = {
+        "AUDIT_RUNS_DIR": str(runs_dir),
+        "AUDIT_N_SHADOW": N_SHADOW,
+        "AUDIT_FLAGS": " ".join(TINY),
+        "AUDIT_DM_FLAGS": " ".join(DM_FLAGS),
+        "AUDIT_REPORT_FLAGS": "--n-boot 100 --n-boot-eps 10",
+    }
     notebook = execute("walkthrough.ipynb", env, monkeypatch)
     text = "".join(o.get("text", "") for o in outputs(notebook, lambda o: o.output_type == "stream"))
     assert "eps_lower" in text and "eps_ceiling" in text and "no ε claim was checked" in text
     assert "targets [0, 1] of 4 runs, 3000 canaries (plan independent-coins-v1, inclusion rate 0.5)" in text
-    assert "advantage over publishing a random real subset of the same size" in text or "measurably less leakage" in text
+    assert (
+        "advantage over publishing a random real subset of the same size" in text or "measurably less leakage" in text
+    )
     data = json.loads((runs_dir / "report.json").read_text())
     assert [e["victim"] for e in data["experiments"]] == ["dm", "subset"]
     assert os.path.isfile(runs_dir / "report.html")

@@ -37,8 +37,15 @@ def files(tmp_path_factory):
     pool = load_pool("digits")
     member = draw_membership(pool.n_pool, seed=MEMBERSHIP_SEED)
     chosen = release_of(pool, member, np.random.default_rng(0))
-    arrays = {"x": pool.x[:, 0], "y": pool.y, "member": member, "x_test": pool.x_test[:, 0], "y_test": pool.y_test,
-              "membership_rate": np.float64(0.5), "membership_seed": np.int64(MEMBERSHIP_SEED)}
+    arrays = {
+        "x": pool.x[:, 0],
+        "y": pool.y,
+        "member": member,
+        "x_test": pool.x_test[:, 0],
+        "y_test": pool.y_test,
+        "membership_rate": np.float64(0.5),
+        "membership_seed": np.int64(MEMBERSHIP_SEED),
+    }
     np.savez(root / "pool.npz", **arrays)
     np.savez(root / "release.npz", x=pool.x[chosen], y=pool.y[chosen], init_idx=chosen)
     return root, arrays, chosen
@@ -47,14 +54,33 @@ def files(tmp_path_factory):
 def test_a_release_is_audited_against_the_users_membership(files, shadows, tmp_path):
     root, arrays, chosen = files
     out = tmp_path / "audit-out"
-    argv = ["--pool", str(root / "pool.npz"), "--release", str(root / "release.npz"), "--victim", "subset",
-            "--n-shadow", "3", "--runs-dir", str(shadows), "--out", str(out), "--claimed-epsilon", "2",
-            "--n-boot", "50", *TINY]
+    argv = [
+        "--pool",
+        str(root / "pool.npz"),
+        "--release",
+        str(root / "release.npz"),
+        "--victim",
+        "subset",
+        "--n-shadow",
+        "3",
+        "--runs-dir",
+        str(shadows),
+        "--out",
+        str(out),
+        "--claimed-epsilon",
+        "2",
+        "--n-boot",
+        "50",
+        *TINY,
+    ]
     assert release.main(argv) == 0
     experiment = json.loads((out / "experiment.json").read_text())
     assert experiment["config"]["ipc"] == 2  # set from the release: 20 images over 10 classes
     assert (experiment["plan"], experiment["membership_rate"], experiment["membership_seed"]) == (
-        "independent-coins-v1", 0.5, MEMBERSHIP_SEED)
+        "independent-coins-v1",
+        0.5,
+        MEMBERSHIP_SEED,
+    )
     summary = json.loads((out / "audit" / "summary.json").read_text())
     # any number of shadow runs (no pairs): all 3 are reference runs, the release is the one target
     assert summary["target_runs"] == [0] and summary["n_shadow"] == 3 and summary["claimed_epsilon"] == 2
@@ -63,8 +89,18 @@ def test_a_release_is_audited_against_the_users_membership(files, shadows, tmp_p
     with np.load(out / "audit" / "scores.npz") as z:
         assert np.array_equal(z["membership"][0], arrays["member"])  # the user's membership is the ground truth
         assert np.flatnonzero(z["init"][0]).tolist() == sorted(chosen.tolist())
-        assert set(z.files) == {"target_runs", "membership", "init", "loss", "lira_online", "lira_offline", "rmia",
-                                "rmia_offline", "dcr", "dcr_lira"}
+        assert set(z.files) == {
+            "target_runs",
+            "membership",
+            "init",
+            "loss",
+            "lira_online",
+            "lira_offline",
+            "rmia",
+            "rmia_offline",
+            "dcr",
+            "dcr_lira",
+        }
         # dcr of a released real image is minus its distance to itself: 0, the highest score possible.
         assert np.all(z["dcr"][0, chosen] == 0) and z["dcr"][0].max() == 0
     for name in ("dcr", "loss"):
@@ -107,9 +143,25 @@ def test_members_not_drawn_by_fair_coins_get_no_epsilon_verdict(files, shadows, 
     np.savez(tmp_path / "pool.npz", **{**pool_arrays, "member": member, **extra})
     np.savez(tmp_path / "release.npz", x=pool.x[chosen], y=pool.y[chosen], init_idx=chosen)
     out = tmp_path / "audit-out"
-    argv = ["--pool", str(tmp_path / "pool.npz"), "--release", str(tmp_path / "release.npz"), "--victim", "subset",
-            "--n-shadow", "3", "--runs-dir", str(shadows), "--out", str(out), "--claimed-epsilon", "2",
-            "--n-boot", "50", *TINY]
+    argv = [
+        "--pool",
+        str(tmp_path / "pool.npz"),
+        "--release",
+        str(tmp_path / "release.npz"),
+        "--victim",
+        "subset",
+        "--n-shadow",
+        "3",
+        "--runs-dir",
+        str(shadows),
+        "--out",
+        str(out),
+        "--claimed-epsilon",
+        "2",
+        "--n-boot",
+        "50",
+        *TINY,
+    ]
     capsys.readouterr()
     assert release.main(argv) == 0
     printed = capsys.readouterr().out
@@ -137,8 +189,9 @@ def test_a_test_split_held_out_of_a_coin_drawn_pool_does_not_depend_on_the_coins
     for seed in (1, 2):
         member = draw_membership(pool.n_pool, seed=seed)
         chosen = release_of(pool, member, np.random.default_rng(0))
-        np.savez(tmp_path / "pool.npz", x=pool.x[:, 0], y=pool.y, member=member, membership_rate=0.5,
-                 membership_seed=seed)
+        np.savez(
+            tmp_path / "pool.npz", x=pool.x[:, 0], y=pool.y, member=member, membership_rate=0.5, membership_seed=seed
+        )
         np.savez(tmp_path / "release.npz", x=pool.x[chosen], y=pool.y[chosen], init_idx=chosen)
         inputs = read_inputs(tmp_path / "pool.npz", tmp_path / "release.npz")
         held = np.setdiff1d(np.arange(pool.n_pool), inputs.pool_index)
@@ -155,23 +208,26 @@ def test_a_test_split_held_out_of_a_coin_drawn_pool_does_not_depend_on_the_coins
     assert inputs.coins is None and inputs.member.sum() == member.sum()
 
 
-@pytest.mark.parametrize("case,named", [
-    ("member_wrong_length", "'member' has shape (1499,)"),
-    ("both_memberships", "exactly one of 'member'"),
-    ("member_idx_out_of_range", "'member_idx' holds 1500"),
-    ("release_larger_than_pool", "more than the pool's 1500"),
-    ("release_label_out_of_range", "label 10 outside"),
-    ("release_shape", "images (1, 4, 4) differ"),
-    ("release_y_length", "'y' has shape (19,)"),
-    ("uneven_classes", "images per class"),
-    ("ipc_mismatch", "--ipc 3 does not match"),
-    ("coins_not_reproduced", "the members are not the coins of membership_seed 11 and membership_rate 0.5"),
-    ("rate_without_seed", "'membership_rate' without 'membership_seed'"),
-    ("bad_rate", "'membership_rate' must be one number strictly between 0 and 1"),
-    ("seed_is_membership_seed", "--seed 11 is the pool's membership_seed"),
-    ("init_not_member", "not a member"),
-    ("uint8_release", "same pixel scale"),
-])
+@pytest.mark.parametrize(
+    "case,named",
+    [
+        ("member_wrong_length", "'member' has shape (1499,)"),
+        ("both_memberships", "exactly one of 'member'"),
+        ("member_idx_out_of_range", "'member_idx' holds 1500"),
+        ("release_larger_than_pool", "more than the pool's 1500"),
+        ("release_label_out_of_range", "label 10 outside"),
+        ("release_shape", "images (1, 4, 4) differ"),
+        ("release_y_length", "'y' has shape (19,)"),
+        ("uneven_classes", "images per class"),
+        ("ipc_mismatch", "--ipc 3 does not match"),
+        ("coins_not_reproduced", "the members are not the coins of membership_seed 11 and membership_rate 0.5"),
+        ("rate_without_seed", "'membership_rate' without 'membership_seed'"),
+        ("bad_rate", "'membership_rate' must be one number strictly between 0 and 1"),
+        ("seed_is_membership_seed", "--seed 11 is the pool's membership_seed"),
+        ("init_not_member", "not a member"),
+        ("uint8_release", "same pixel scale"),
+    ],
+)
 def test_bad_inputs_exit_2_with_one_line_before_anything_is_written(files, tmp_path, capsys, case, named):
     root, arrays, chosen = files
     pool = load_pool("digits")
@@ -210,8 +266,20 @@ def test_bad_inputs_exit_2_with_one_line_before_anything_is_written(files, tmp_p
         release_arrays["x"] = (x * 255).astype(np.uint8)
     np.savez(tmp_path / "pool.npz", **pool_arrays)
     np.savez(tmp_path / "release.npz", **release_arrays)
-    argv = ["--pool", str(tmp_path / "pool.npz"), "--release", str(tmp_path / "release.npz"), "--victim", "subset",
-            "--n-shadow", "4", "--runs-dir", str(tmp_path / "runs"), *TINY, *extra]
+    argv = [
+        "--pool",
+        str(tmp_path / "pool.npz"),
+        "--release",
+        str(tmp_path / "release.npz"),
+        "--victim",
+        "subset",
+        "--n-shadow",
+        "4",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        *TINY,
+        *extra,
+    ]
     with pytest.raises(SystemExit) as exit_info:
         release.main(argv)
     err = capsys.readouterr().err

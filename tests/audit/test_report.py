@@ -17,8 +17,24 @@ from audit.stats.guesses import ceiling
 from tiny_audits import audited_runs
 
 VERDICT_KEYS = {"kind", "text", "reason", "evidence"}
-ENTRY_KEYS = {"path", "label", "victim", "dataset", "n_shadow", "target_runs", "formal_epsilon", "delta", "protocol",
-              "claim", "verdicts", "attacks", "utility", "highest_risk", "release", "provenance"}
+ENTRY_KEYS = {
+    "path",
+    "label",
+    "victim",
+    "dataset",
+    "n_shadow",
+    "target_runs",
+    "formal_epsilon",
+    "delta",
+    "protocol",
+    "claim",
+    "verdicts",
+    "attacks",
+    "utility",
+    "highest_risk",
+    "release",
+    "provenance",
+}
 FAST = ["--n-boot", "200"]  # eps_lower is not resampled (the default): its point only, untested
 
 
@@ -62,7 +78,9 @@ def test_report_json_holds_the_numbers_and_the_verdicts(both, experiments):
     assert dm["release"] == {"run": 0, "n_images": 10, "shape": [10, 1, 8, 8]}
     risk = dm["highest_risk"]
     assert risk["attack"] == "lira_online" and len(risk["examples"]) == 16
-    assert [e["mean_score"] for e in risk["examples"]] == sorted((e["mean_score"] for e in risk["examples"]), reverse=True)
+    assert [e["mean_score"] for e in risk["examples"]] == sorted(
+        (e["mean_score"] for e in risk["examples"]), reverse=True
+    )
     assert len(dm["provenance"]["run_seeds"]) == 4 and dm["provenance"]["wall_s_total"] > 0
     assert dm["provenance"]["config"]["iterations"] == 2 and dm["utility"]["n_runs"] == 4
 
@@ -76,14 +94,27 @@ def test_report_html_is_self_contained(both):
     assert page.index("Verdicts") < page.index("Comparison") < page.index("Examples at highest risk")
     # ε ceiling beside ε lower; the sub-group table has no ε column and says why.
     assert "<th>ε lower</th><th>ε ceiling</th>" in page and "<th>ε ceiling</th>" in page
-    subgroups = page[page.index("Sub-groups"):page.index("The released set")]
+    subgroups = page[page.index("Sub-groups") : page.index("The released set")]
     assert "ε lower" not in subgroups and "<th>advantage</th>" in subgroups
     assert "No ε columns here: the mechanism itself picked these images" in subgroups
 
 
 def test_a_claimed_epsilon_is_checked_with_the_attack_chosen_on_the_reference_runs(experiments, tmp_path):
-    assert report.main([str(experiments["subset"]), "--out", str(tmp_path), "--claimed-epsilon", "2",
-                        "--claimed-delta", "1e-5", *FAST]) == 0
+    assert (
+        report.main(
+            [
+                str(experiments["subset"]),
+                "--out",
+                str(tmp_path),
+                "--claimed-epsilon",
+                "2",
+                "--claimed-delta",
+                "1e-5",
+                *FAST,
+            ]
+        )
+        == 0
+    )
     (entry,) = json.loads((tmp_path / "report.json").read_text())["experiments"]
     claim = entry["claim"]
     assert (claim["epsilon"], claim["delta"], claim["source"]) == (2, 1e-5, "claimed")
@@ -107,8 +138,21 @@ def test_a_claimed_epsilon_is_checked_with_the_attack_chosen_on_the_reference_ru
 
 def test_a_claim_above_the_ceiling_is_not_testable(experiments, tmp_path):
     # At δ = 1e-5 the f-DP test of f_{ε,δ} cannot certify ε = 50 with up to 2^24 canaries (15.5 at most).
-    assert report.main([str(experiments["subset"]), "--out", str(tmp_path), "--claimed-epsilon", "50",
-                        "--claimed-delta", "1e-5", *FAST]) == 0
+    assert (
+        report.main(
+            [
+                str(experiments["subset"]),
+                "--out",
+                str(tmp_path),
+                "--claimed-epsilon",
+                "50",
+                "--claimed-delta",
+                "1e-5",
+                *FAST,
+            ]
+        )
+        == 0
+    )
     (entry,) = json.loads((tmp_path / "report.json").read_text())["experiments"]
     verdict = entry["verdicts"][0]
     assert verdict["kind"] == "epsilon_not_testable" and verdict["text"] == "not testable with this design"
@@ -116,10 +160,13 @@ def test_a_claim_above_the_ceiling_is_not_testable(experiments, tmp_path):
     assert "not testable with this design" in (tmp_path / "report.html").read_text()
 
 
-@pytest.mark.parametrize("case,named", [
-    ("old plan", "plan 'stratified-complement-pairs-v1'"),
-    ("no ceiling", "no eps_ceiling for"),
-])
+@pytest.mark.parametrize(
+    "case,named",
+    [
+        ("old plan", "plan 'stratified-complement-pairs-v1'"),
+        ("no ceiling", "no eps_ceiling for"),
+    ],
+)
 def test_an_experiment_of_an_earlier_plan_is_refused(experiments, tmp_path, capsys, case, named):
     old = tmp_path / "old"
     shutil.copytree(experiments["dm"], old)
@@ -143,12 +190,15 @@ def test_a_folder_of_experiments_is_expanded(experiments, tmp_path):
     assert [p.name for p in experiment_dirs([runs_dir])] == sorted(p.name for p in experiments.values())
 
 
-@pytest.mark.parametrize("flags,named", [
-    (["{missing}"], "no audit/summary.json"),
-    (["{dm}", "--claimed-epsilon", "-1"], "'-1'"),
-    (["{dm}", "--claimed-delta", "1"], "'1'"),
-    (["{dm}", "--out", "{missing}"], "--out"),
-])
+@pytest.mark.parametrize(
+    "flags,named",
+    [
+        (["{missing}"], "no audit/summary.json"),
+        (["{dm}", "--claimed-epsilon", "-1"], "'-1'"),
+        (["{dm}", "--claimed-delta", "1"], "'1'"),
+        (["{dm}", "--out", "{missing}"], "--out"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(experiments, tmp_path, capsys, flags, named):
     before = sorted(p.name for p in (experiments["dm"] / "audit").iterdir())
     argv = [f.format(missing=tmp_path / "nope", dm=experiments["dm"]) for f in flags]
@@ -164,10 +214,26 @@ def chromium():
 
 
 def headless(browser, profile, *args):
-    return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                           f"--user-data-dir={profile}", "--window-size=1200,2000", *args],
-                          capture_output=True, text=True, timeout=120, check=True)
+    return subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--window-size=1200,2000",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
 
 
 def test_chromium_renders_the_report_with_every_image(both, tmp_path):

@@ -70,8 +70,9 @@ RR_LABELS = np.zeros(selftest.RR_POOL, dtype=np.int64)
 SMALL_LABELS = np.zeros(500, dtype=np.int64)  # validity tests: 2 target runs x 500 = 1,000 canaries
 
 
-def laplace(eps0: float, plan=selftest.independent_plan, atypical_first: bool = False,
-            n_targets: int = LAPLACE_TARGETS) -> Design:
+def laplace(
+    eps0: float, plan=selftest.independent_plan, atypical_first: bool = False, n_targets: int = LAPLACE_TARGETS
+) -> Design:
     mechanism = partial(laplace_mechanism, atypical_first=True) if atypical_first else laplace_mechanism
     return Design("laplace", "test", eps0, mechanism, LABELS, n_targets, plan)
 
@@ -85,8 +86,9 @@ def small(kind: str, eps0: float = 0.0) -> Design:
     if kind == "laplace":
         return laplace(eps0, n_targets=1)
     if kind == "gaussian":
-        return Design("gaussian", "test", eps0, gaussian_mechanism, SMALL_LABELS, 2, delta=APPROX_DELTA,
-                      mu=gaussian_mu(eps0))
+        return Design(
+            "gaussian", "test", eps0, gaussian_mechanism, SMALL_LABELS, 2, delta=APPROX_DELTA, mu=gaussian_mu(eps0)
+        )
     if kind == "published coin":
         return Design("published coin", "test", eps0, published_coin_response, SMALL_LABELS, 2, delta=APPROX_DELTA)
     if kind == "null":
@@ -112,8 +114,11 @@ def test_designs_have_the_briefed_canary_counts():
     assert selftest.power_design().n_runs == 32  # as many reference runs as targets
     by_name = {(d.name, d.epsilon) for d in selftest.designs()}
     for eps0 in (1.0, 4.0):
-        assert {("laplace class sum", eps0), ("gaussian mechanism", eps0),
-                ("RR, coin published w.p. delta", eps0)} <= by_name
+        assert {
+            ("laplace class sum", eps0),
+            ("gaussian mechanism", eps0),
+            ("RR, coin published w.p. delta", eps0),
+        } <= by_name
     assert any(d.attacks == NULL_ATTACKS for d in selftest.designs())
     keep = selftest.independent_plan(LABELS, 2 * LAPLACE_TARGETS, 3)
     plan = membership_matrix(LABELS, n_runs=2 * LAPLACE_TARGETS, master_seed=3)
@@ -169,8 +174,9 @@ def test_laplace_class_sum_sums_members_and_scores_by_sign():
     atypical = VALUES < 0
     assert first[:, atypical].min() > first[:, ~atypical].max()  # every atypical record above every typical one
     for r in range(2):  # order within each kind unchanged
-        np.testing.assert_array_equal(np.argsort(first[r, atypical], kind="stable"),
-                                      np.argsort(scores[r, atypical], kind="stable"))
+        np.testing.assert_array_equal(
+            np.argsort(first[r, atypical], kind="stable"), np.argsort(scores[r, atypical], kind="stable")
+        )
 
 
 def test_complement_pair_plan_reproduces_the_old_plan():
@@ -200,13 +206,21 @@ def test_bounds_are_the_ones_every_victims_audit_computes():
     rng = np.random.default_rng(8)
     scores = keep + rng.standard_normal(keep.shape)
     targets, references = keep[:2], keep[2:]
-    found = attack_bounds(scores[:2], targets, scores[2:], references, delta=APPROX_DELTA, confidence=0.95,
-                          rngs=np.random.default_rng(9).spawn(3))
+    found = attack_bounds(
+        scores[:2],
+        targets,
+        scores[2:],
+        references,
+        delta=APPROX_DELTA,
+        confidence=0.95,
+        rngs=np.random.default_rng(9).spawn(3),
+    )
     pooled = MembershipScores(scores[:2][targets], scores[:2][~targets])
     grid = pooled.summary(delta=APPROX_DELTA, confidence=0.95, rng=10)
     pseudo = RankedGuesses.of(scores[2:][references], scores[2:][~references], rng=11)
-    chosen = {a: tune(pseudo, m=targets.size, analysis=a, delta=APPROX_DELTA, confidence=0.95).guesses
-              for a in ANALYSES}
+    chosen = {
+        a: tune(pseudo, m=targets.size, analysis=a, delta=APPROX_DELTA, confidence=0.95).guesses for a in ANALYSES
+    }
     tuned = pooled.summary(delta=APPROX_DELTA, confidence=0.95, rng=12, tuned=chosen)
     assert grid["guess_rule"] == "grid" and tuned["guess_rule"] == "tuned"
     assert grid["eps_lower"] > 0.5  # a real signal
@@ -331,8 +345,10 @@ def test_old_complement_pair_plan_raises_false_alarms_the_independent_plan_does_
     new_found = bounds(new, repetitions=reps, seed=SEED)
     old_alarms, new_alarms = alarm_table(old, old_found), alarm_table(new, new_found)
     old_median = float(np.median(values_of(old_found, "grid", "steinke")))
-    print(f"old plan: {old_alarms} of {reps} (median grid+steinke {old_median:.3f}); independent plan: "
-          f"{new_alarms} (median {np.median(values_of(new_found, 'grid', 'steinke')):.3f})")
+    print(
+        f"old plan: {old_alarms} of {reps} (median grid+steinke {old_median:.3f}); independent plan: "
+        f"{new_alarms} (median {np.median(values_of(new_found, 'grid', 'steinke')):.3f})"
+    )
     for rule in RULES:
         for analysis in ("steinke", "fdp"):
             assert old_alarms[rule, analysis] >= (0.9 if rule == "grid" else 0.75) * reps  # far above 5%
@@ -345,45 +361,59 @@ def test_old_complement_pair_plan_raises_false_alarms_the_independent_plan_does_
 
 
 def test_cli_prints_a_block_per_design_and_a_line_per_rule_and_analysis():
-    result = subprocess.run([sys.executable, "-m", "audit.selftest", "--repetitions", "2"], capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "audit.selftest", "--repetitions", "2"], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     blocks = [line for line in lines if "plan]" in line]
     assert len(blocks) == len(selftest.designs())
-    for mechanism in ("randomised response", "RR, coin published", "gaussian mechanism", "laplace class sum",
-                      "null (gaussian scores)", f"null, max of {NULL_ATTACKS} attacks",
-                      "white-box subsampled gaussian (claim 1", "white-box subsampled gaussian (claim 4"):
+    for mechanism in (
+        "randomised response",
+        "RR, coin published",
+        "gaussian mechanism",
+        "laplace class sum",
+        "null (gaussian scores)",
+        f"null, max of {NULL_ATTACKS} attacks",
+        "white-box subsampled gaussian (claim 1",
+        "white-box subsampled gaussian (claim 4",
+    ):
         assert any(line.startswith(mechanism) for line in blocks), result.stdout
     assert sum(line.startswith("randomised response") for line in blocks) == 3
     assert any("OLD" in line for line in blocks)
     assert all(" 2 reps" in line for line in blocks)
     rows = [line for line in lines if line.startswith(("  tuned", "  grid"))]
     assert len(rows) == 6 * len(blocks)  # 2 rules x 3 analyses per design
-    assert any(line.startswith("power (gaussian mechanism, eps0 4") and "tuned+fdp" in line and "grid+steinke" in line
-               for line in lines)
+    assert any(
+        line.startswith("power (gaussian mechanism, eps0 4") and "tuned+fdp" in line and "grid+steinke" in line
+        for line in lines
+    )
     assert "descriptive" in result.stdout  # the mu-GDP footer and rows on non-Gaussian mechanisms
 
 
 @pytest.mark.slow
 def test_cli_quick_runs_20_repetitions():
     # every design at 20 repetitions: ~40 s
-    result = subprocess.run([sys.executable, "-m", "audit.selftest", "--quick"], capture_output=True, text=True,
-                            timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "audit.selftest", "--quick"], capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr
     assert all(" 20 reps" in line for line in result.stdout.splitlines() if "plan]" in line)
 
 
 def test_cli_bad_flag_exits_2_with_an_error_line():
-    result = subprocess.run([sys.executable, "-m", "audit.selftest", "--repetitions", "0"], capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "audit.selftest", "--repetitions", "0"], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 2
     assert result.stdout == ""
     assert "error: argument --repetitions" in result.stderr.splitlines()[-1]
 
 
-@pytest.mark.parametrize("flags", [["--repetitions", "many"], ["--seed", "-1"], ["--confidence", "1.5"],
-                                   ["--confidence", "x"], ["--no-such-flag"]])
+@pytest.mark.parametrize(
+    "flags",
+    [["--repetitions", "many"], ["--seed", "-1"], ["--confidence", "1.5"], ["--confidence", "x"], ["--no-such-flag"]],
+)
 def test_bad_flag_values_exit_2(flags, capsys):
     with pytest.raises(SystemExit) as exit_info:
         selftest_cli.main(flags)

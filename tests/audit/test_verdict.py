@@ -11,14 +11,31 @@ from audit.results import Audited, Experiment
 from audit.stats.bootstrap import Interval
 from audit.stats.significance import MetricComparison
 from audit.stats.epsilon import epsilon_ceiling
-from audit.reporting.verdict import (EPSILON_CONSISTENT, EPSILON_NOT_TESTABLE, EPSILON_VIOLATED, GAIN_OVER_SUBSET,
-                           NO_EPSILON_CLAIM, NO_FAIR_COINS, NO_GAIN_OVER_SUBSET, Verdict, epsilon_verdict,
-                           most_certifiable, no_fair_coins_verdict, subset_verdict)
+from audit.reporting.verdict import (
+    EPSILON_CONSISTENT,
+    EPSILON_NOT_TESTABLE,
+    EPSILON_VIOLATED,
+    GAIN_OVER_SUBSET,
+    NO_EPSILON_CLAIM,
+    NO_FAIR_COINS,
+    NO_GAIN_OVER_SUBSET,
+    Verdict,
+    epsilon_verdict,
+    most_certifiable,
+    no_fair_coins_verdict,
+    subset_verdict,
+)
 
 
 def test_a_bound_above_the_claim_is_a_violation_naming_the_attack():
-    v = epsilon_verdict({"loss": 0.4, "lira_online": 1.3, "dcr": 2.0}, ceiling=4.0, claimed_epsilon=1.0, delta=1e-5,
-                        confidence=0.95, source="formal")
+    v = epsilon_verdict(
+        {"loss": 0.4, "lira_online": 1.3, "dcr": 2.0},
+        ceiling=4.0,
+        claimed_epsilon=1.0,
+        delta=1e-5,
+        confidence=0.95,
+        source="formal",
+    )
     assert v.kind == EPSILON_VIOLATED and v.text == "claimed ε violated at 95% confidence" and v.alarming
     assert v.evidence == ("dcr", "lira_online")  # largest first; loss (0.4 <= 1) is not evidence
     assert "dcr: ε ≥ 2.00; lira_online: ε ≥ 1.30" in v.reason and "formal ε = 1 (δ = 1e-05)" in v.reason
@@ -27,8 +44,14 @@ def test_a_bound_above_the_claim_is_a_violation_naming_the_attack():
 def test_bounds_at_or_below_a_testable_claim_are_consistent_but_not_a_proof():
     # A bound equal to the claim does not violate it (the test is strict: ε_lower > ε); the
     # claim 1 lies below the ceiling 3.5, so a perfect attack could have shown a violation.
-    v = epsilon_verdict({"loss": 1.0, "lira_online": 0.25}, ceiling=3.5, claimed_epsilon=1.0, delta=0.0,
-                        confidence=0.95, n_canaries=3000)
+    v = epsilon_verdict(
+        {"loss": 1.0, "lira_online": 0.25},
+        ceiling=3.5,
+        claimed_epsilon=1.0,
+        delta=0.0,
+        confidence=0.95,
+        n_canaries=3000,
+    )
     assert v.kind == EPSILON_CONSISTENT and v.text == "leakage consistent with the claimed ε"
     assert "ε ≥ 1.00 (loss)" in v.reason and "does not prove the claim" in v.reason and not v.alarming
     # each attack's bound at 1 - 0.05 / 2 = 97.5%: the ceiling is stated at that level
@@ -38,8 +61,13 @@ def test_bounds_at_or_below_a_testable_claim_are_consistent_but_not_a_proof():
 
 def test_an_attack_whose_ceiling_is_below_the_claim_is_named_as_blind():
     # pbb scored fewer canaries: its ceiling 1.5 is below the claim 2; the others could test it.
-    v = epsilon_verdict({"loss": 0.5, "ganleak_pbb": 0.2}, ceiling={"loss": 4.0, "ganleak_pbb": 1.5},
-                        claimed_epsilon=2.0, delta=0.0, confidence=0.95)
+    v = epsilon_verdict(
+        {"loss": 0.5, "ganleak_pbb": 0.2},
+        ceiling={"loss": 4.0, "ganleak_pbb": 1.5},
+        claimed_epsilon=2.0,
+        delta=0.0,
+        confidence=0.95,
+    )
     assert v.kind == EPSILON_CONSISTENT and v.evidence == ("loss",)
     assert "ganleak_pbb scored too few canaries" in v.reason
 
@@ -57,14 +85,23 @@ def test_a_claim_at_or_above_the_ceiling_is_not_testable_and_says_how_many_canar
     # 12, 6, 3, 1 each all IN and half IN, r = 1 once): ceiling logit((0.05/21)^(1/1500)) = ln(247.8) = 5.513.
     ceiling = epsilon_ceiling(1500, delta=0.0, confidence=0.95)
     assert ceiling == pytest.approx(math.log(247.83), abs=1e-3)
-    v = epsilon_verdict({"loss": 0.3}, ceiling=ceiling, claimed_epsilon=6.0, delta=0.0, confidence=0.95,
-                        n_canaries=1500, per_target=1500)
+    v = epsilon_verdict(
+        {"loss": 0.3},
+        ceiling=ceiling,
+        claimed_epsilon=6.0,
+        delta=0.0,
+        confidence=0.95,
+        n_canaries=1500,
+        per_target=1500,
+    )
     assert v.kind == EPSILON_NOT_TESTABLE and v.text == "not testable with this design" and not v.alarming
     assert "at or above ε ≈ 5.51, the most that even a perfect attack could certify" in v.reason
     assert "About 4,096 canaries (the first power of 2 that suffices), i.e. 3 target runs of 1,500 examples" in v.reason
     # A claim exactly at the ceiling cannot be exceeded either (violation is strict).
-    assert epsilon_verdict({"loss": 0.3}, ceiling=ceiling, claimed_epsilon=ceiling, delta=0.0,
-                           confidence=0.95).kind == EPSILON_NOT_TESTABLE
+    assert (
+        epsilon_verdict({"loss": 0.3}, ceiling=ceiling, claimed_epsilon=ceiling, delta=0.0, confidence=0.95).kind
+        == EPSILON_NOT_TESTABLE
+    )
 
 
 def test_a_claim_of_10_at_delta_1e5_says_how_many_canaries_the_fdp_test_needs():
@@ -72,30 +109,51 @@ def test_a_claim_of_10_at_delta_1e5_says_how_many_canaries_the_fdp_test_needs():
     # its perfect-attack ceiling keeps rising with m (14.81 on the grid at m = 2^24, δ = 1e-5). On
     # the grid (Bonferroni over its points) the first power of 2 whose ceiling exceeds 10 is
     # 2^18 = 262,144; with a count tuned on the reference runs (full level) it is 2^17 = 131,072.
-    assert most_certifiable(analysis="fdp", rule="grid", delta=1e-5, confidence=0.95) == pytest.approx(14.8144, abs=1e-3)
-    v = epsilon_verdict({"loss": 0.3}, ceiling=epsilon_ceiling(3000, delta=1e-5, confidence=0.95),
-                        claimed_epsilon=10.0, delta=1e-5, confidence=0.95, n_canaries=3000, per_target=1500)
+    assert most_certifiable(analysis="fdp", rule="grid", delta=1e-5, confidence=0.95) == pytest.approx(
+        14.8144, abs=1e-3
+    )
+    v = epsilon_verdict(
+        {"loss": 0.3},
+        ceiling=epsilon_ceiling(3000, delta=1e-5, confidence=0.95),
+        claimed_epsilon=10.0,
+        delta=1e-5,
+        confidence=0.95,
+        n_canaries=3000,
+        per_target=1500,
+    )
     assert v.kind == EPSILON_NOT_TESTABLE
     assert "About 262,144 canaries (the first power of 2 that suffices), i.e. 175 target runs" in v.reason
-    tuned = epsilon_verdict({"loss": 0.3}, ceiling=8.0, claimed_epsilon=10.0, delta=1e-5, confidence=0.95,
-                            n_canaries=24000, per_target=1500, rule="tuned")
+    tuned = epsilon_verdict(
+        {"loss": 0.3},
+        ceiling=8.0,
+        claimed_epsilon=10.0,
+        delta=1e-5,
+        confidence=0.95,
+        n_canaries=24000,
+        per_target=1500,
+        rule="tuned",
+    )
     assert "About 131,072 canaries" in tuned.reason and "chosen on the reference runs" in tuned.reason
 
 
 def test_a_claim_beyond_every_ceiling_up_to_the_largest_design_says_so():
     # ε = 20 at δ = 1e-5 is beyond the grid's ceiling at every m up to 2^24 (14.81 at most).
-    v = epsilon_verdict({"loss": 0.3}, ceiling=5.0, claimed_epsilon=20.0, delta=1e-5, confidence=0.95,
-                        n_canaries=3000, per_target=1500)
+    v = epsilon_verdict(
+        {"loss": 0.3}, ceiling=5.0, claimed_epsilon=20.0, delta=1e-5, confidence=0.95, n_canaries=3000, per_target=1500
+    )
     assert v.kind == EPSILON_NOT_TESTABLE
     assert "One-run auditing cannot certify more than ε ≈ 14.81 at δ = 1e-05 with up to 16,777,216 canaries" in v.reason
 
 
 def test_no_claim_says_so_with_the_ceiling():
-    v = epsilon_verdict({"loss": 0.3, "dcr": 2.5}, ceiling={"loss": 5.0, "dcr": 5.25}, claimed_epsilon=None,
-                        delta=0.0, confidence=0.95)
+    v = epsilon_verdict(
+        {"loss": 0.3, "dcr": 2.5}, ceiling={"loss": 5.0, "dcr": 5.25}, claimed_epsilon=None, delta=0.0, confidence=0.95
+    )
     assert v.kind == NO_EPSILON_CLAIM and v.text == "no ε claim was checked"
-    assert "the ε lower bound found is 2.50 (dcr; 97.50% per attack, 95% jointly over 2 attacks (Bonferroni)), where " \
-           "a perfect attack would reach ε ≈ 5.25" in v.reason
+    assert (
+        "the ε lower bound found is 2.50 (dcr; 97.50% per attack, 95% jointly over 2 attacks (Bonferroni)), where "
+        "a perfect attack would reach ε ≈ 5.25" in v.reason
+    )
 
 
 def test_no_fair_coins_is_no_epsilon_verdict():
@@ -108,40 +166,66 @@ def test_verdict_kinds_are_checked():
     with pytest.raises(ValueError, match="'maybe'"):
         Verdict("maybe", "", "")
     with pytest.raises(ValueError, match="no ceiling for attack 'dcr'"):
-        epsilon_verdict({"loss": 0.1, "dcr": 0.2}, ceiling={"loss": 3.0}, claimed_epsilon=1.0, delta=0.0,
-                        confidence=0.95)
+        epsilon_verdict(
+            {"loss": 0.1, "dcr": 0.2}, ceiling={"loss": 3.0}, claimed_epsilon=1.0, delta=0.0, confidence=0.95
+        )
 
 
 def comparison(metric, point, p_adjusted, *, attack="lira_online", group="all", alpha=0.05):
-    return MetricComparison(attack=attack, group=group, metric=metric, difference=Interval(point, point - 0.01, point + 0.01),
-                            p_value=p_adjusted / 2, p_adjusted=p_adjusted, significant=p_adjusted < alpha)
+    return MetricComparison(
+        attack=attack,
+        group=group,
+        metric=metric,
+        difference=Interval(point, point - 0.01, point + 0.01),
+        p_value=p_adjusted / 2,
+        p_adjusted=p_adjusted,
+        significant=p_adjusted < alpha,
+    )
 
 
 def test_a_significantly_lower_attack_metric_is_a_gain_over_the_subset():
-    tests = [comparison("test_accuracy", 0.1, 0.001, attack=None, group=None), comparison("auc", -0.04, 0.01),
-             comparison("eps_lower", -0.5, 0.2)]
+    tests = [
+        comparison("test_accuracy", 0.1, 0.001, attack=None, group=None),
+        comparison("auc", -0.04, 0.01),
+        comparison("eps_lower", -0.5, 0.2),
+    ]
     v = subset_verdict(tests, baseline_label="subset ipc=1", alpha=0.05)
     assert v.kind == GAIN_OVER_SUBSET and v.evidence == ("lira_online/auc",)
-    assert "3 Holm-adjusted tests" in v.reason and "Test accuracy +0.100 against the subset (significantly higher)" in v.reason
+    assert (
+        "3 Holm-adjusted tests" in v.reason
+        and "Test accuracy +0.100 against the subset (significantly higher)" in v.reason
+    )
 
 
 def test_no_significant_gain_is_no_measurable_advantage_and_a_loss_is_named():
-    tests = [comparison("auc", -0.04, 0.08), comparison("tpr_at_fpr_0.01", 0.02, 0.03),
-             # a significant gain on a sub-group alone does not count (the verdict is on all members)
-             comparison("auc", -0.2, 0.001, group="init"),
-             # test accuracy is no privacy metric, however significant
-             comparison("test_accuracy", -0.3, 0.001, attack=None, group=None)]
+    tests = [
+        comparison("auc", -0.04, 0.08),
+        comparison("tpr_at_fpr_0.01", 0.02, 0.03),
+        # a significant gain on a sub-group alone does not count (the verdict is on all members)
+        comparison("auc", -0.2, 0.001, group="init"),
+        # test accuracy is no privacy metric, however significant
+        comparison("test_accuracy", -0.3, 0.001, attack=None, group=None),
+    ]
     v = subset_verdict(tests, baseline_label="subset ipc=1", alpha=0.05)
     assert v.kind == NO_GAIN_OVER_SUBSET
     assert v.text == "no measurable advantage over publishing a random real subset of the same size"
-    assert "none of the 2 attack metrics" in v.reason and "leaks significantly more on lira_online tpr_at_fpr_0.01" in v.reason
+    assert (
+        "none of the 2 attack metrics" in v.reason
+        and "leaks significantly more on lira_online tpr_at_fpr_0.01" in v.reason
+    )
     assert v.evidence == ("lira_online/tpr_at_fpr_0.01",)
 
 
 def fake(scores, membership, summary=None):
     scores, membership = np.asarray(scores, float), np.asarray(membership, bool)
-    exp = Experiment(path="fake", summary={"victim": "dm", "attacks": {}, **(summary or {})}, membership=membership,
-                     init=np.zeros_like(membership), scores={"loss": scores, "dcr": scores}, test_accuracy=[0.5])
+    exp = Experiment(
+        path="fake",
+        summary={"victim": "dm", "attacks": {}, **(summary or {})},
+        membership=membership,
+        init=np.zeros_like(membership),
+        scores={"loss": scores, "dcr": scores},
+        test_accuracy=[0.5],
+    )
     return Audited(experiment=exp, meta={}, runs=(), label="fake")
 
 
@@ -198,10 +282,18 @@ def test_an_experiment_whose_coins_are_not_fair_gets_no_epsilon_verdict_even_wit
     rng = np.random.default_rng(0)
     membership = rng.random((2, 50)) < 0.3
     entry = {"auc": 0.5, "eps_hat": 0.0, "eps_lower": None, "eps_ceiling": None}
-    a = fake(rng.normal(size=(2, 50)), membership,
-             {"formal_epsilon": 1.0, "delta": 1e-5, "n_shadow": 4, "target_runs": [0, 1],
-              "evaluation": {"inclusion_rate": 0.3, "plan": "independent-coins-v1"},
-              "attacks": {"loss": entry, "dcr": entry}})
+    a = fake(
+        rng.normal(size=(2, 50)),
+        membership,
+        {
+            "formal_epsilon": 1.0,
+            "delta": 1e-5,
+            "n_shadow": 4,
+            "target_runs": [0, 1],
+            "evaluation": {"inclusion_rate": 0.3, "plan": "independent-coins-v1"},
+            "attacks": {"loss": entry, "dcr": entry},
+        },
+    )
     entry_json, _ = _experiment_entry(a, [], settings=Settings(top_k=2), seed=0)
     eps = entry_json["verdicts"][0]
     assert eps["kind"] == NO_FAIR_COINS and "coins of rate 0.3" in eps["reason"]

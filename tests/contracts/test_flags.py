@@ -16,8 +16,10 @@ SNAPSHOT = Path(__file__).resolve().parents[1] / "snapshots" / "flags.txt"
 
 def flag_table() -> str:
     lines = []
-    for prog, parser in (("audit.lira", flags.build_parser("audit.lira", "", argv=[])),
-                         ("audit.release", release.build_parser([]))):
+    for prog, parser in (
+        ("audit.lira", flags.build_parser("audit.lira", "", argv=[])),
+        ("audit.release", release.build_parser([])),
+    ):
         for action in parser._actions:
             if action.option_strings and not action.dest.startswith("victim__") and action.dest != "help":
                 kind = getattr(action.type, "__name__", None) or ("flag" if action.nargs == 0 else "str")

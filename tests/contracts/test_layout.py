@@ -36,7 +36,9 @@ def top_level_imports(path: Path, name: str, known: dict[str, Path]) -> set[str]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in known)
     return {m for m in found if m in known and m != name}
@@ -63,7 +65,7 @@ def test_no_import_cycle():
         state[node] = "open"
         for nxt in sorted(graph[node]):
             if state.get(nxt) == "open":
-                raise AssertionError("import cycle: " + " -> ".join(path[path.index(nxt):] + [nxt]))
+                raise AssertionError("import cycle: " + " -> ".join(path[path.index(nxt) :] + [nxt]))
             if nxt not in state:
                 visit(nxt, path + [nxt])
         state[node] = "done"
@@ -81,14 +83,25 @@ AUDIT_LAYERS = (
     ("audit.summary", "audit.outputs", "audit.pipeline", "audit.releases.target"),  # what an audit writes
     ("audit.releases.audit",),  # a release audit, start to end
     ("audit.cli",),  # the command lines
-    ("audit.lira", "audit.loss", "audit.ganleak", "audit.compare", "audit.report", "audit.release",
-     "audit.selftest"),  # the `python -m` entry points
+    (
+        "audit.lira",
+        "audit.loss",
+        "audit.ganleak",
+        "audit.compare",
+        "audit.report",
+        "audit.release",
+        "audit.selftest",
+    ),  # the `python -m` entry points
 )
 
 
 def audit_layer(name: str) -> int | None:
-    matches = [(len(prefix), layer) for layer, prefixes in enumerate(AUDIT_LAYERS) for prefix in prefixes
-               if name == prefix or name.startswith(prefix + ".")]
+    matches = [
+        (len(prefix), layer)
+        for layer, prefixes in enumerate(AUDIT_LAYERS)
+        for prefix in prefixes
+        if name == prefix or name.startswith(prefix + ".")
+    ]
     return max(matches)[1] if matches else None
 
 
@@ -105,9 +118,11 @@ def test_no_import_runs_back_up_inside_audit():
 
 
 def test_reading_and_reporting_audits_does_not_import_torch():
-    code = ("import sys; import audit.results, audit.reporting.build, audit.cli.report, audit.cli.compare, "
-            "audit.stats.significance, attacks.registry, shadow_runs.plan, shadow_runs.store; "
-            "print(sorted(m for m in ('torch', 'victims', 'opacus', 'ray') if m in sys.modules))")
+    code = (
+        "import sys; import audit.results, audit.reporting.build, audit.cli.report, audit.cli.compare, "
+        "audit.stats.significance, attacks.registry, shadow_runs.plan, shadow_runs.store; "
+        "print(sorted(m for m in ('torch', 'victims', 'opacus', 'ray') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

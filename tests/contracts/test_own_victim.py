@@ -40,7 +40,8 @@ def plugin_dir(tmp_path, monkeypatch):
         "    def run(self, pool, keep, seed, *, device='cpu', inclusion_rate=0.5):\n        pass\n\n"
         "@dataclass(frozen=True)\nclass OldRun:\n    name = 'old-run'\n"
         "    def check(self, pool, *, inclusion_rate=0.5):\n        pass\n"
-        "    def run(self, pool, keep, seed):\n        pass\n")
+        "    def run(self, pool, keep, seed):\n        pass\n"
+    )
     info = where / "my_victim_plugin-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-victim-plugin\nVersion: 0.1\n")
@@ -51,13 +52,25 @@ def plugin_dir(tmp_path, monkeypatch):
 
 def run_audit(where: Path, runs_dir: Path, *flags: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(where), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "audit.lira", "--runs-dir", str(runs_dir), "--executor", "inline",
-                           "--quiet", *flags], env=env, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "audit.lira", "--runs-dir", str(runs_dir), "--executor", "inline", "--quiet", *flags],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_the_readme_victim_is_audited_end_to_end_from_a_file_outside_the_package(plugin_dir, tmp_path):
-    done = run_audit(plugin_dir, tmp_path / "runs", "--victim", "my_victim:SoftmaxRegression", "--n-shadow", "6",
-                     "--inverse-regularisation", "0.5")
+    done = run_audit(
+        plugin_dir,
+        tmp_path / "runs",
+        "--victim",
+        "my_victim:SoftmaxRegression",
+        "--n-shadow",
+        "6",
+        "--inverse-regularisation",
+        "0.5",
+    )
     assert done.returncode == 0, done.stderr
     (root,) = (tmp_path / "runs").iterdir()
     assert root.name.startswith("softmax-regression-digits-")
@@ -81,20 +94,26 @@ def audit_in_process(runs_dir: Path, *flags: str) -> int:
 
 
 def test_an_installed_plugin_runs_under_its_name(plugin_dir, tmp_path):
-    assert audit_in_process(tmp_path / "runs", "--victim", "softmax-regression", "--n-shadow", "4", "--max-iter", "50") == 0
+    assert (
+        audit_in_process(tmp_path / "runs", "--victim", "softmax-regression", "--n-shadow", "4", "--max-iter", "50")
+        == 0
+    )
     (root,) = (tmp_path / "runs").iterdir()
     assert json.loads((root / "experiment.json").read_text())["config"]["max_iter"] == 50
 
 
-@pytest.mark.parametrize("victim, named", [
-    ("no_such_module:Victim", "cannot import 'no_such_module' (ModuleNotFoundError"),
-    ("my_victim:Nope", "module 'my_victim' has no 'Nope'"),
-    ("my_victim", "unknown victim 'my_victim'"),
-    ("broken_victims:NotADataclass", "NotADataclass does not follow the victim protocol: not a dataclass"),
-    ("broken_victims:NoRun", "NoRun does not follow the victim protocol: no `run` method"),
-    ("broken_victims:TakenName", "its name 'real' is a built-in victim's"),
-    ("broken_victims:OldRun", "`run` cannot be called as run(pool, keep, seed, device='cpu', inclusion_rate=0.5)"),
-])
+@pytest.mark.parametrize(
+    "victim, named",
+    [
+        ("no_such_module:Victim", "cannot import 'no_such_module' (ModuleNotFoundError"),
+        ("my_victim:Nope", "module 'my_victim' has no 'Nope'"),
+        ("my_victim", "unknown victim 'my_victim'"),
+        ("broken_victims:NotADataclass", "NotADataclass does not follow the victim protocol: not a dataclass"),
+        ("broken_victims:NoRun", "NoRun does not follow the victim protocol: no `run` method"),
+        ("broken_victims:TakenName", "its name 'real' is a built-in victim's"),
+        ("broken_victims:OldRun", "`run` cannot be called as run(pool, keep, seed, device='cpu', inclusion_rate=0.5)"),
+    ],
+)
 def test_a_victim_that_does_not_fit_exits_2_with_one_line(plugin_dir, tmp_path, capsys, victim, named):
     with pytest.raises(SystemExit) as exit_:
         audit_in_process(tmp_path / "runs", "--victim", victim, "--n-shadow", "4")

@@ -15,23 +15,95 @@ FAST = {  # a quick configuration of each victim, for the contract tests
     "real": {"train": SHORT},
     "subset": {"ipc": 3, "train": SHORT},
     "dpsgd": {"epochs": 1, "net": NetConfig(width=16)},
-    "psg": {"restarts": 1, "outer": 2, "batches": 2, "inner": 1, "batch_size": 64, "spc": 2,
-            "net": NetConfig(width=8), "train": SHORT},
+    "psg": {
+        "restarts": 1,
+        "outer": 2,
+        "batches": 2,
+        "inner": 1,
+        "batch_size": 64,
+        "spc": 2,
+        "net": NetConfig(width=8),
+        "train": SHORT,
+    },
     "dm": {"ipc": 2, "iterations": 3, "batch_real": 8, "net": NetConfig(width=8), "train": SHORT},
-    "dsa": {"ipc": 2, "iterations": 1, "outer": 2, "inner": 1, "batch_real": 8, "net": NetConfig(width=8),
-            "train": SHORT},
-    "dc": {"ipc": 2, "iterations": 1, "outer": 2, "inner": 1, "batch_real": 8, "net": NetConfig(width=8),
-           "train": SHORT},
+    "dsa": {
+        "ipc": 2,
+        "iterations": 1,
+        "outer": 2,
+        "inner": 1,
+        "batch_real": 8,
+        "net": NetConfig(width=8),
+        "train": SHORT,
+    },
+    "dc": {
+        "ipc": 2,
+        "iterations": 1,
+        "outer": 2,
+        "inner": 1,
+        "batch_real": 8,
+        "net": NetConfig(width=8),
+        "train": SHORT,
+    },
     "kip": {"ipc": 2, "iterations": 5, "batch_size": 64, "depth": 1, "train": SHORT},
-    "cgan": {"ipc": 2, "latent_dim": 4, "gen_width": 4, "disc_width": 4, "steps": 5, "batch_size": 16, "fbb_samples": 20,
-             "pbb_examples": 3, "pbb_starts": 1, "pbb_evaluations": 10, "wb_steps": 3, "train": SHORT},
-    "dpcgan": {"ipc": 2, "latent_dim": 4, "gen_width": 4, "disc_width": 4, "steps": 5, "batch_size": 16, "fbb_samples": 20,
-               "pbb_examples": 3, "pbb_starts": 1, "pbb_evaluations": 10, "wb_steps": 3, "train": SHORT},
-    "dpkernel": {"ipc": 2, "latent_dim": 4, "gen_width": 4, "steps": 5, "batch_size": 16, "features": 16, "fake_per_class": 2,
-                 "fbb_samples": 20, "pbb_examples": 3, "pbb_starts": 1, "pbb_evaluations": 10, "wb_steps": 3, "train": SHORT},
-    "datalens": {"ipc": 2, "latent_dim": 4, "gen_width": 4, "disc_width": 4, "steps": 5, "batch_size": 8, "teachers": 3,
-                 "teacher_batch": 8, "fbb_samples": 20, "pbb_examples": 3, "pbb_starts": 1, "pbb_evaluations": 10,
-                 "wb_steps": 3, "train": SHORT},
+    "cgan": {
+        "ipc": 2,
+        "latent_dim": 4,
+        "gen_width": 4,
+        "disc_width": 4,
+        "steps": 5,
+        "batch_size": 16,
+        "fbb_samples": 20,
+        "pbb_examples": 3,
+        "pbb_starts": 1,
+        "pbb_evaluations": 10,
+        "wb_steps": 3,
+        "train": SHORT,
+    },
+    "dpcgan": {
+        "ipc": 2,
+        "latent_dim": 4,
+        "gen_width": 4,
+        "disc_width": 4,
+        "steps": 5,
+        "batch_size": 16,
+        "fbb_samples": 20,
+        "pbb_examples": 3,
+        "pbb_starts": 1,
+        "pbb_evaluations": 10,
+        "wb_steps": 3,
+        "train": SHORT,
+    },
+    "dpkernel": {
+        "ipc": 2,
+        "latent_dim": 4,
+        "gen_width": 4,
+        "steps": 5,
+        "batch_size": 16,
+        "features": 16,
+        "fake_per_class": 2,
+        "fbb_samples": 20,
+        "pbb_examples": 3,
+        "pbb_starts": 1,
+        "pbb_evaluations": 10,
+        "wb_steps": 3,
+        "train": SHORT,
+    },
+    "datalens": {
+        "ipc": 2,
+        "latent_dim": 4,
+        "gen_width": 4,
+        "disc_width": 4,
+        "steps": 5,
+        "batch_size": 8,
+        "teachers": 3,
+        "teacher_batch": 8,
+        "fbb_samples": 20,
+        "pbb_examples": 3,
+        "pbb_starts": 1,
+        "pbb_evaluations": 10,
+        "wb_steps": 3,
+        "train": SHORT,
+    },
 }
 
 
@@ -105,11 +177,14 @@ def test_subset_keeps_ipc_member_images_per_class(pool, keep):
     assert np.array_equal(np.bincount(pool.y[obs.init_idx], minlength=10), np.full(10, 3))
 
 
-@pytest.mark.parametrize("name,kwargs,message", [
-    ("subset", {"ipc": 0}, "--ipc must be >= 1, got 0"),
-    ("dpsgd", {"epsilon": -1.0}, "--epsilon must be a positive number, got -1.0"),
-    ("dpsgd", {"delta": 1.5}, r"--delta must be in \(0, 1\), got 1.5"),
-])
+@pytest.mark.parametrize(
+    "name,kwargs,message",
+    [
+        ("subset", {"ipc": 0}, "--ipc must be >= 1, got 0"),
+        ("dpsgd", {"epsilon": -1.0}, "--epsilon must be a positive number, got -1.0"),
+        ("dpsgd", {"delta": 1.5}, r"--delta must be in \(0, 1\), got 1.5"),
+    ],
+)
 def test_bad_configurations_name_the_value(name, kwargs, message):
     with pytest.raises(ValueError, match=message):
         get_victim(name)(**kwargs)
@@ -154,18 +229,38 @@ def _privacy_log(name, pool, keep, monkeypatch, inclusion_rate=0.5):
             return iter(drawn)
 
         monkeypatch.setattr(victims.dpsgd, "poisson_batches", batches)
-        _spy(monkeypatch, opacus.optimizers, "DPOptimizer", log,
-             lambda opt, **kw: (kw["noise_multiplier"], kw["max_grad_norm"], kw["expected_batch_size"], kw["loss_reduction"]))
+        _spy(
+            monkeypatch,
+            opacus.optimizers,
+            "DPOptimizer",
+            log,
+            lambda opt, **kw: (
+                kw["noise_multiplier"],
+                kw["max_grad_norm"],
+                kw["expected_batch_size"],
+                kw["loss_reduction"],
+            ),
+        )
     else:
         module = {"psg": victims.psg, "dpkernel": victims.dpkernel}.get(name, victims.cgan)
         _spy(monkeypatch, module, "epsilon_spent", log, accounting)
         _spy(monkeypatch, module, "poisson_sample", log, lambda n, rate, **kw: rate)
         if name == "dpkernel":  # the noisy kernel mean embedding: (sigma, sensitivity, divisor B)
-            _spy(monkeypatch, module, "noisy_mean_embedding", log,
-                 lambda f, y, **kw: (kw["noise_multiplier"], victims.dpkernel.SENSITIVITY, kw["expected_batch_size"]))
+            _spy(
+                monkeypatch,
+                module,
+                "noisy_mean_embedding",
+                log,
+                lambda f, y, **kw: (kw["noise_multiplier"], victims.dpkernel.SENSITIVITY, kw["expected_batch_size"]),
+            )
         else:
-            _spy(monkeypatch, module, "gaussian_mean", log,
-                 lambda g, params, **kw: (kw["noise_multiplier"], kw["max_grad_norm"], kw["expected_batch_size"]))
+            _spy(
+                monkeypatch,
+                module,
+                "gaussian_mean",
+                log,
+                lambda g, params, **kw: (kw["noise_multiplier"], kw["max_grad_norm"], kw["expected_batch_size"]),
+            )
     _spy(monkeypatch, module, "noise_multiplier_for", log, accounting)
     obs = get_victim(name)(**FAST[name]).run(pool, keep, 7, inclusion_rate=inclusion_rate)
     monkeypatch.undo()
@@ -230,5 +325,6 @@ def test_a_packed_run_equals_the_same_run_unpacked(victim, pool, keep, observed)
         assert np.array_equal(together.init_idx, one.init_idx)
         assert (one.release_x is None) == (together.release_x is None)
         if one.release_x is not None:
-            assert np.array_equal(together.release_x, one.release_x) and np.array_equal(together.release_y,
-                                                                                        one.release_y)
+            assert np.array_equal(together.release_x, one.release_x) and np.array_equal(
+                together.release_y, one.release_y
+            )

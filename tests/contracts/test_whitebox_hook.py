@@ -20,14 +20,13 @@ def test_the_hook_with_zero_canaries_leaves_each_release_unchanged_bit_for_bit(n
     # sum) and without one: every observation identical, and one observation row per noisy step
     victim = get_victim(name)(**FAST[name])
     plain = victim.run(pool, keep, 7)
-    probed_pool = dataclasses.replace(pool, white_box=WhiteBoxSpec(first_row=pool.n_pool, n=0, kind="gradient",
-                                                                    seed=0))
+    probed_pool = dataclasses.replace(pool, white_box=WhiteBoxSpec(first_row=pool.n_pool, n=0, kind="gradient", seed=0))
     probed = victim.run(probed_pool, keep, 7)
     assert np.array_equal(plain.logits, probed.logits)
     for field in ("release_x", "release_y"):
         a, b = getattr(plain, field), getattr(probed, field)
         assert (a is None and b is None) or np.array_equal(a, b)
-    for kind in (plain.recon_loss or {}):
+    for kind in plain.recon_loss or {}:
         assert np.array_equal(plain.recon_loss[kind], probed.recon_loss[kind], equal_nan=True)
     assert plain.whitebox is None and probed.whitebox.shape[1] == 0 and probed.whitebox.shape[0] >= 1
     assert probed.whitebox_mechanism["sample_rate"] > 0
@@ -41,7 +40,7 @@ def test_every_dp_victim_observes_its_gradient_canaries(name, pool):
     with_rows = add_canaries(pool, config)
     white = with_white_box(with_rows, victim, config, threat_model="white-box", n_natural=pool.n_pool)
     keep = np.ones(white.n_pool, dtype=bool)
-    keep[: pool.n_pool: 2] = False
+    keep[: pool.n_pool : 2] = False
     obs = victim.run(white, keep, 3)
     assert obs.whitebox.shape[1] == 20 and obs.whitebox.shape[0] >= 1 and np.isfinite(obs.whitebox).all()
     assert obs.whitebox_mechanism["noise_multiplier"] > 0

@@ -29,8 +29,15 @@ def test_lira_has_power_on_the_real_victim(tmp_path):
     # 64 runs of the default ConvNet on half of digits each, two Ray workers (~2.5 min on 2 cores).
     root, summary = run_cli("audit.lira", tmp_path, "--victim", "real", "--n-shadow", "64", "--workers", "2")
     online, loss = summary["attacks"]["lira_online"], summary["attacks"]["loss"]
-    print(json.dumps({k: {m: v[m] for m in ("auc", "tpr_at_fpr", "eps_hat", "eps_lower", "eps_ceiling")}
-                      for k, v in summary["attacks"].items()}, indent=1))
+    print(
+        json.dumps(
+            {
+                k: {m: v[m] for m in ("auc", "tpr_at_fpr", "eps_hat", "eps_lower", "eps_ceiling")}
+                for k, v in summary["attacks"].items()
+            },
+            indent=1,
+        )
+    )
     assert summary["utility"]["test_accuracy"] > 0.95
     # 16 target runs x 1,500 examples (the canaries), 48 reference runs as shadows; members by fair
     # coins: Binomial(24,000, 1/2), sd 77, so 12,000 +- 400 is more than 5 sd. An AUC's standard
@@ -72,8 +79,20 @@ def test_mislabeled_canaries_are_found_far_more_often_than_natural_examples(tmp_
     # 8 runs of the default ConvNet, 4 targets x 128 mislabeled canaries (~40 s on 2 cores). On a
     # 32-run audit (bench/tightness.py) LiRA online found 31.8% of the canaries at 0.1% FPR and
     # 2.1% of the natural examples; with 4 reference runs the loss attack alone separates them.
-    root, summary = run_cli("audit.lira", tmp_path, "--victim", "real", "--n-shadow", "8", "--workers", "2",
-                            "--canaries", "128", "--canary-kind", "mislabeled")
+    root, summary = run_cli(
+        "audit.lira",
+        tmp_path,
+        "--victim",
+        "real",
+        "--n-shadow",
+        "8",
+        "--workers",
+        "2",
+        "--canaries",
+        "128",
+        "--canary-kind",
+        "mislabeled",
+    )
     assert summary["evaluation"]["n_canaries"] == 4 * 128
     loss = summary["attacks"]["loss"]
     assert loss["n_members"] + loss["n_nonmembers"] == 4 * 128
@@ -86,8 +105,20 @@ def test_dpsgd_at_epsilon_one_stays_below_its_formal_epsilon_and_without_noise_i
     # With 128 outlier canaries (the kind that gave the largest bound at epsilon 10, docs/results):
     # both the canaries' bound and the natural examples' stay below the formal epsilon, and so does
     # the verdict's bound (the attack, views and guess count chosen on the 8 reference runs).
-    flags = ("--victim", "dpsgd", "--delta", "1e-5", "--n-shadow", "16", "--workers", "2", "--canaries", "128",
-             "--canary-kind", "outlier")
+    flags = (
+        "--victim",
+        "dpsgd",
+        "--delta",
+        "1e-5",
+        "--n-shadow",
+        "16",
+        "--workers",
+        "2",
+        "--canaries",
+        "128",
+        "--canary-kind",
+        "outlier",
+    )
     root, summary = run_cli("audit.lira", tmp_path / "eps1", *flags, "--epsilon", "1")
     assert summary["delta"] == 1e-5 and 0.99 <= summary["formal_epsilon"] <= 1.0
     for name, attack in summary["attacks"].items():
@@ -114,8 +145,9 @@ def test_dpsgd_at_epsilon_one_stays_below_its_formal_epsilon_and_without_noise_i
 @pytest.mark.parametrize("epsilon", [1, 10])
 def test_psg_stays_below_its_formal_epsilon(tmp_path, epsilon):
     # The digits preset, 16 runs, two Ray workers (~45 s each on 2 cores).
-    root, summary = run_cli("audit.lira", tmp_path, "--victim", "psg", "--epsilon", str(epsilon),
-                            "--n-shadow", "16", "--workers", "2")
+    root, summary = run_cli(
+        "audit.lira", tmp_path, "--victim", "psg", "--epsilon", str(epsilon), "--n-shadow", "16", "--workers", "2"
+    )
     assert summary["delta"] == 1e-5 and summary["formal_epsilon"] == pytest.approx(epsilon, rel=0.01)
     verdict = summary["verdict"]
     if epsilon == 1:
@@ -148,8 +180,11 @@ def test_a_killed_audit_resumes_with_only_the_missing_runs(tmp_path):
 
     def finished_runs():  # run -> modification times of its two files, for runs with both
         jsons = {p.stem: p for p in tmp_path.glob("*/runs/[0-9]*.json")}
-        return {r: (p.stat().st_mtime_ns, p.with_suffix(".npz").stat().st_mtime_ns)
-                for r, p in jsons.items() if p.with_suffix(".npz").exists()}
+        return {
+            r: (p.stat().st_mtime_ns, p.with_suffix(".npz").stat().st_mtime_ns)
+            for r, p in jsons.items()
+            if p.with_suffix(".npz").exists()
+        }
 
     before = finished_runs()
     assert 3 <= len(before) < 8, "the kill should land part-way"
@@ -162,8 +197,9 @@ def test_a_killed_audit_resumes_with_only_the_missing_runs(tmp_path):
 
 def test_dm_with_real_initialisation_leaks_its_initialisation_points(tmp_path):
     # DM's defaults, 32 runs, two Ray workers (~1 min on 2 cores): 16 targets x 100 init points.
-    root, summary = run_cli("audit.lira", tmp_path, "--victim", "dm", "--init", "real", "--n-shadow", "32",
-                            "--workers", "2")
+    root, summary = run_cli(
+        "audit.lira", tmp_path, "--victim", "dm", "--init", "real", "--n-shadow", "32", "--workers", "2"
+    )
     groups = summary["attacks"]["dcr_lira"]["subgroups"]
     init, other = groups["init"], groups["other_members"]
     assert init["n_members"] == 16 * 100
@@ -181,8 +217,9 @@ def test_dm_with_random_initialisation_keeps_the_loss_attack_near_chance(tmp_pat
     # DM from Gaussian noise, 16 runs (8 targets x 1,500 canaries; ~30 s on 2 cores). Measured
     # with 64 runs (bench/condense.py grid): loss AUC 0.514, TPR@1% FPR 0.010, eps_lower 0.02,
     # test accuracy 0.921.
-    root, summary = run_cli("audit.loss", tmp_path, "--victim", "dm", "--init", "random", "--n-shadow", "16",
-                            "--workers", "2")
+    root, summary = run_cli(
+        "audit.loss", tmp_path, "--victim", "dm", "--init", "random", "--n-shadow", "16", "--workers", "2"
+    )
     loss = summary["attacks"]["loss"]
     assert "subgroups" not in loss  # no real image behind the release
     # An AUC's standard error is ~0.005 here: 0.56 allows the small distributional signal

@@ -15,20 +15,44 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 def audit(runs_dir: Path, *flags: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "audit.lira", "--runs-dir", str(runs_dir), "--quiet",
-                           "--executor", "inline", *flags], capture_output=True, text=True, env=env, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "audit.lira", "--runs-dir", str(runs_dir), "--quiet", "--executor", "inline", *flags],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
 
 
-@pytest.mark.parametrize("flags, message", [
-    (("--victim", "real", "--canaries", "10", "--canary-kind", "gradient", "--threat-model", "white-box"),
-     "--threat-model white-box: victim real has no Gaussian mechanism to observe"),
-    (("--victim", "dpsgd", "--canaries", "10", "--canary-kind", "gradient"),
-     "--canary-kind gradient needs --threat-model white-box"),
-    (("--victim", "dpkernel", "--features", "2", "--canaries", "41", "--canary-kind", "gradient",
-      "--threat-model", "white-box"),  # 10 classes x 2 x 2 frequencies = 40 coordinates
-     "--canaries 41: dpkernel's release has 40 coordinates"),
-    (("--victim", "dpsgd", "--threat-model", "white-box"), "--threat-model white-box needs --canaries N"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ("--victim", "real", "--canaries", "10", "--canary-kind", "gradient", "--threat-model", "white-box"),
+            "--threat-model white-box: victim real has no Gaussian mechanism to observe",
+        ),
+        (
+            ("--victim", "dpsgd", "--canaries", "10", "--canary-kind", "gradient"),
+            "--canary-kind gradient needs --threat-model white-box",
+        ),
+        (
+            (
+                "--victim",
+                "dpkernel",
+                "--features",
+                "2",
+                "--canaries",
+                "41",
+                "--canary-kind",
+                "gradient",
+                "--threat-model",
+                "white-box",
+            ),  # 10 classes x 2 x 2 frequencies = 40 coordinates
+            "--canaries 41: dpkernel's release has 40 coordinates",
+        ),
+        (("--victim", "dpsgd", "--threat-model", "white-box"), "--threat-model white-box needs --canaries N"),
+    ],
+)
 def test_what_cannot_be_audited_white_box_exits_2_with_one_line_and_writes_nothing(tmp_path, flags, message):
     runs_dir = tmp_path / "runs"
     runs_dir.mkdir()
@@ -40,8 +64,11 @@ def test_what_cannot_be_audited_white_box_exits_2_with_one_line_and_writes_nothi
 
 
 def claimed_verdict(root: Path, claim: float) -> tuple[str, dict]:
-    subprocess.run([sys.executable, "-m", "audit.report", str(root), "--claimed-epsilon", str(claim)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "audit.report", str(root), "--claimed-epsilon", str(claim)],
+        check=True,
+        capture_output=True,
+    )
     reported = json.loads((root / "audit" / "report.json").read_text())["experiments"][0]
     kind = next(v["kind"] for v in reported["verdicts"] if v["kind"].startswith("epsilon"))
     return kind, reported["claim"]
@@ -53,8 +80,23 @@ def test_white_box_flags_the_noise_bugs_at_their_claim(tmp_path, bug, bound_abov
     # Bug a (sigma for epsilon 10, epsilon 1 claimed) and bug c (one noise draw at every step), 8 runs
     # of 3 epochs with 300 gradient canaries each (~1 min each). Measured at 4 runs of 2 epochs:
     # bounds 1.37 (whitebox) and 3.07 (whitebox_steps) against the claim 1.
-    result = audit(tmp_path, "--victim", f"dp_bugs:{bug}", "--epsilon", "1", "--epochs", "3", "--n-shadow", "8",
-                   "--canaries", "300", "--canary-kind", "gradient", "--threat-model", "white-box")
+    result = audit(
+        tmp_path,
+        "--victim",
+        f"dp_bugs:{bug}",
+        "--epsilon",
+        "1",
+        "--epochs",
+        "3",
+        "--n-shadow",
+        "8",
+        "--canaries",
+        "300",
+        "--canary-kind",
+        "gradient",
+        "--threat-model",
+        "white-box",
+    )
     assert result.returncode == 0, result.stderr
     (root,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     kind, claim = claimed_verdict(root, 1.0)
@@ -63,9 +105,29 @@ def test_white_box_flags_the_noise_bugs_at_their_claim(tmp_path, bug, bound_abov
 
 
 def test_a_command_without_white_box_attacks_refuses_the_white_box_threat_model(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "audit.loss", "--runs-dir", str(tmp_path), "--quiet", "--victim",
-                             "dpsgd", "--n-shadow", "4", "--canaries", "10", "--canary-kind", "gradient",
-                             "--threat-model", "white-box"], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "audit.loss",
+            "--runs-dir",
+            str(tmp_path),
+            "--quiet",
+            "--victim",
+            "dpsgd",
+            "--n-shadow",
+            "4",
+            "--canaries",
+            "10",
+            "--canary-kind",
+            "gradient",
+            "--threat-model",
+            "white-box",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 2
     assert "python -m audit.loss runs no white-box attack" in result.stderr.strip().splitlines()[-1]
     assert list(tmp_path.iterdir()) == []

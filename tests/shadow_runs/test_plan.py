@@ -43,8 +43,9 @@ def test_plan_for_fewer_runs_is_a_prefix_of_the_plan_for_more():
 
 
 def test_plan_and_seeds_depend_on_the_master_seed():
-    assert not np.array_equal(membership_matrix(LABELS, n_runs=4, master_seed=0),
-                              membership_matrix(LABELS, n_runs=4, master_seed=1))
+    assert not np.array_equal(
+        membership_matrix(LABELS, n_runs=4, master_seed=0), membership_matrix(LABELS, n_runs=4, master_seed=1)
+    )
     seeds = [run_seed(master_seed=0, run=r) for r in range(100)]
     assert len(set(seeds)) == 100 and all(0 <= s < 2**31 for s in seeds)
     assert run_seed(master_seed=0, run=7) == run_seed(master_seed=0, run=7) != run_seed(master_seed=1, run=7)

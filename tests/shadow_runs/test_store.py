@@ -6,14 +6,24 @@ import pytest
 from shadow_runs.store import IDENTITY_KEYS, RunStore, StoreError, experiment_id
 from victims.base import Observations
 
-EXPERIMENT = {"victim": "real", "dataset": "digits", "dataset_fingerprint": "0123456789abcdef",
-              "config": {"train": {"steps": 3}}, "n_pool": 4, "master_seed": 0, "plan": "p", "inclusion_rate": 0.5,
-              "package_version": "0.1.0"}
+EXPERIMENT = {
+    "victim": "real",
+    "dataset": "digits",
+    "dataset_fingerprint": "0123456789abcdef",
+    "config": {"train": {"steps": 3}},
+    "n_pool": 4,
+    "master_seed": 0,
+    "plan": "p",
+    "inclusion_rate": 0.5,
+    "package_version": "0.1.0",
+}
 LABELS = np.array([0, 1, 0, 1])
 
 
 def obs(value: float, init=()) -> Observations:
-    return Observations(logits=np.full((4, 5, 2), value, np.float32), test_accuracy=0.5, init_idx=np.array(init, np.int64))
+    return Observations(
+        logits=np.full((4, 5, 2), value, np.float32), test_accuracy=0.5, init_idx=np.array(init, np.int64)
+    )
 
 
 def test_experiment_id_names_victim_dataset_and_hashes_only_the_identity():

@@ -32,8 +32,8 @@ def test_mislabeled_canaries_are_pool_images_with_a_wrong_label(pool):
     assert len(np.unique((y - pool.y[source]) % pool.n_classes)) == pool.n_classes - 1
     bigger = add_canaries(pool, config)
     assert bigger.n_pool == pool.n_pool + 200
-    assert np.array_equal(bigger.x[:pool.n_pool], pool.x) and np.array_equal(bigger.y[:pool.n_pool], pool.y)
-    assert np.array_equal(bigger.x[pool.n_pool:], x) and np.array_equal(bigger.y[pool.n_pool:], y)
+    assert np.array_equal(bigger.x[: pool.n_pool], pool.x) and np.array_equal(bigger.y[: pool.n_pool], pool.y)
+    assert np.array_equal(bigger.x[pool.n_pool :], x) and np.array_equal(bigger.y[pool.n_pool :], y)
     assert np.array_equal(bigger.x_test, pool.x_test) and np.array_equal(bigger.y_test, pool.y_test)
     again = make_pool(pool.name, bigger.x, bigger.y, pool.x_test, pool.y_test, pool.classes, pool.flip_ok)
     assert bigger.fingerprint == again.fingerprint != pool.fingerprint
@@ -63,24 +63,27 @@ def test_duplicate_canaries_are_identical_rows_of_one_record_with_one_coin(pool)
     assert (groups == groups[:, :1]).all() and np.array_equal(y, pool.y[source])  # true labels
     bigger = add_canaries(pool, config)
     record = record_of_row(pool.n_pool, config)
-    assert record.shape == (pool.n_pool + 90,) and np.array_equal(record[:pool.n_pool], np.arange(pool.n_pool))
-    assert np.array_equal(record[pool.n_pool:], pool.n_pool + np.repeat(np.arange(30), 3))
+    assert record.shape == (pool.n_pool + 90,) and np.array_equal(record[: pool.n_pool], np.arange(pool.n_pool))
+    assert np.array_equal(record[pool.n_pool :], pool.n_pool + np.repeat(np.arange(30), 3))
     assert canary_rows(pool.n_pool, config).sum() == 90
     assert first_rows(record).sum() == pool.n_pool + 30
     keep = membership_matrix(bigger.y, n_runs=12, master_seed=5, record_of_row=record)
-    tied = keep[:, pool.n_pool:].reshape(12, 30, 3)
+    tied = keep[:, pool.n_pool :].reshape(12, 30, 3)
     assert (tied == tied[:, :, :1]).all()  # the three copies share their coin in every run
     assert 0 < tied[:, :, 0].mean() < 1
 
 
-@pytest.mark.parametrize("kwargs, named", [
-    ({"n": -1}, "--canaries -1"),
-    ({"n": 2.5}, "--canaries 2.5"),
-    ({"n": True}, "--canaries True"),
-    ({"n": 3, "kind": "loud"}, "'loud'"),
-    ({"n": 3, "kind": "duplicate", "copies": 1}, "--canary-copies 1"),
-    ({"n": 3, "kind": "outlier", "copies": 3}, "--canary-copies 3"),
-])
+@pytest.mark.parametrize(
+    "kwargs, named",
+    [
+        ({"n": -1}, "--canaries -1"),
+        ({"n": 2.5}, "--canaries 2.5"),
+        ({"n": True}, "--canaries True"),
+        ({"n": 3, "kind": "loud"}, "'loud'"),
+        ({"n": 3, "kind": "duplicate", "copies": 1}, "--canary-copies 1"),
+        ({"n": 3, "kind": "outlier", "copies": 3}, "--canary-copies 3"),
+    ],
+)
 def test_bad_configurations_raise_one_line_naming_the_value(kwargs, named):
     with pytest.raises(ValueError) as info:
         CanaryConfig(**kwargs)
@@ -100,14 +103,15 @@ def test_natural_coins_are_the_same_with_and_without_canaries(pool):
     for config in (CanaryConfig(n=40), CanaryConfig(n=40, kind="duplicate", copies=5)):
         bigger = add_canaries(pool, config)
         keep = membership_matrix(bigger.y, n_runs=6, master_seed=2, record_of_row=record_of_row(pool.n_pool, config))
-        assert keep.shape == (6, bigger.n_pool) and np.array_equal(keep[:, :pool.n_pool], plain)
+        assert keep.shape == (6, bigger.n_pool) and np.array_equal(keep[:, : pool.n_pool], plain)
 
 
 def test_without_records_the_plan_is_bit_identical_to_earlier_versions(pool):
     keep = membership_matrix(pool.y, n_runs=4, master_seed=0)
     # keep.npy of `audit.lira --n-shadow 4 --seed 0` on digits, made before canaries existed
     assert hashlib.sha256(np.packbits(keep).tobytes()).hexdigest() == (
-        "5e4b4224bae05c4c3c49d5abc1ef04a84ef5c59707833e68d82b3585737a9483")
+        "5e4b4224bae05c4c3c49d5abc1ef04a84ef5c59707833e68d82b3585737a9483"
+    )
     own = membership_matrix(pool.y, n_runs=4, master_seed=0, record_of_row=np.arange(pool.n_pool))
     assert np.array_equal(own, keep)
     assert np.array_equal(keep[1], membership_row(pool.n_pool, master_seed=0, run=1))
@@ -115,9 +119,17 @@ def test_without_records_the_plan_is_bit_identical_to_earlier_versions(pool):
         membership_matrix(pool.y, n_runs=2, master_seed=0, record_of_row=np.arange(pool.n_pool) + 1)
 
 
-EXPERIMENT = {"victim": "real", "dataset": "digits", "dataset_fingerprint": "0123456789abcdef",
-              "config": {"train": {"steps": 3}}, "n_pool": 4, "master_seed": 0, "plan": "p", "inclusion_rate": 0.5,
-              "package_version": "0.1.0"}
+EXPERIMENT = {
+    "victim": "real",
+    "dataset": "digits",
+    "dataset_fingerprint": "0123456789abcdef",
+    "config": {"train": {"steps": 3}},
+    "n_pool": 4,
+    "master_seed": 0,
+    "plan": "p",
+    "inclusion_rate": 0.5,
+    "package_version": "0.1.0",
+}
 
 
 def test_an_experiment_without_canaries_keeps_its_directory_name(tmp_path):
@@ -140,7 +152,9 @@ def test_attack_summary_scores_each_duplicate_record_once_and_bounds_no_epsilon(
     config = CanaryConfig(n=n, kind="duplicate", copies=copies)
     columns = CanaryColumns.of(n_natural, config)
     record, canaries = columns.record, columns.canary
-    assert np.array_equal(record, record_of_row(n_natural, config)) and np.array_equal(canaries, canary_rows(n_natural, config))
+    assert np.array_equal(record, record_of_row(n_natural, config)) and np.array_equal(
+        canaries, canary_rows(n_natural, config)
+    )
     assert not columns.single_rows and columns.scored.sum() == n
     membership = rng.random((targets, record.max() + 1)) < 0.5
     membership = membership[:, record]
@@ -155,23 +169,37 @@ def test_attack_summary_scores_each_duplicate_record_once_and_bounds_no_epsilon(
     assert natural["eps_lower"] is not None and natural["eps_ceiling"] > 0
     # single-row canaries keep their bound; no canaries at all: the plain summary, no new keys
     single = CanaryConfig(n=n)
-    plain = attack_summary(scores[:, : n_natural + n], membership[:, : n_natural + n], init[:, : n_natural + n],
-                           delta=0.0, confidence=0.95, seed=1, canaries=CanaryColumns.of(n_natural, single))
+    plain = attack_summary(
+        scores[:, : n_natural + n],
+        membership[:, : n_natural + n],
+        init[:, : n_natural + n],
+        delta=0.0,
+        confidence=0.95,
+        seed=1,
+        canaries=CanaryColumns.of(n_natural, single),
+    )
     assert plain["eps_lower"] is not None and plain["n_members"] + plain["n_nonmembers"] == targets * n
     base = attack_summary(scores, membership, init, delta=0.0, confidence=0.95, seed=1)
-    assert "natural" not in base and base == attack_summary(scores, membership, init, delta=0.0, confidence=0.95,
-                                                            seed=1, canaries=None)
+    assert "natural" not in base and base == attack_summary(
+        scores, membership, init, delta=0.0, confidence=0.95, seed=1, canaries=None
+    )
 
 
-@pytest.mark.parametrize("flags, named", [
-    (["--canaries", "5", "--canary-kind", "loud"], "--canary-kind: invalid choice: 'loud'"),
-    (["--canaries", "-1"], "--canaries: must be an integer >= 0, got '-1'"),
-    (["--canaries", "2.5"], "--canaries: must be an integer >= 0, got '2.5'"),
-    (["--canaries", "5000"], "--canaries 5000 is more than the pool's 1500 examples can hold"),
-    (["--canaries", "5", "--canary-copies", "3"], "--canary-copies 3 applies to --canary-kind duplicate only"),
-    (["--canaries", "5", "--canary-kind", "duplicate", "--canary-copies", "1"], "--canary-copies: must be an integer >= 2"),
-    (["--canaries", "1"], "at least 2 of each"),  # 2 targets x 1 canary: never 2 IN and 2 OUT
-])
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--canaries", "5", "--canary-kind", "loud"], "--canary-kind: invalid choice: 'loud'"),
+        (["--canaries", "-1"], "--canaries: must be an integer >= 0, got '-1'"),
+        (["--canaries", "2.5"], "--canaries: must be an integer >= 0, got '2.5'"),
+        (["--canaries", "5000"], "--canaries 5000 is more than the pool's 1500 examples can hold"),
+        (["--canaries", "5", "--canary-copies", "3"], "--canary-copies 3 applies to --canary-kind duplicate only"),
+        (
+            ["--canaries", "5", "--canary-kind", "duplicate", "--canary-copies", "1"],
+            "--canary-copies: must be an integer >= 2",
+        ),
+        (["--canaries", "1"], "at least 2 of each"),  # 2 targets x 1 canary: never 2 IN and 2 OUT
+    ],
+)
 def test_bad_canary_flags_exit_2_with_one_line_before_anything_is_written(tmp_path, capsys, flags, named):
     with pytest.raises(SystemExit) as exit_info:
         lira.main(["--runs-dir", str(tmp_path / "runs"), "--victim", "real", "--n-shadow", "4", *flags, *TINY])
@@ -182,8 +210,22 @@ def test_bad_canary_flags_exit_2_with_one_line_before_anything_is_written(tmp_pa
 
 def test_the_release_audit_rejects_canaries(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        release.main(["--pool", str(tmp_path / "p.npz"), "--release", str(tmp_path / "r.npz"), "--victim", "subset",
-                      "--n-shadow", "4", "--runs-dir", str(tmp_path / "runs"), "--canaries", "5"])
+        release.main(
+            [
+                "--pool",
+                str(tmp_path / "p.npz"),
+                "--release",
+                str(tmp_path / "r.npz"),
+                "--victim",
+                "subset",
+                "--n-shadow",
+                "4",
+                "--runs-dir",
+                str(tmp_path / "runs"),
+                "--canaries",
+                "5",
+            ]
+        )
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.count("\n") == 1 and "--canaries" in err, err
     assert not (tmp_path / "runs").exists()
@@ -194,14 +236,32 @@ def test_an_audit_with_mislabeled_canaries_reports_them_as_its_top_level(tmp_pat
     from audit.results import load_audited
 
     runs_dir = tmp_path / "runs"
-    assert lira.main(["--runs-dir", str(runs_dir), "--victim", "real", "--n-shadow", "4", "--canaries", "50",
-                      "--canary-kind", "mislabeled", *TINY]) == 0
+    assert (
+        lira.main(
+            [
+                "--runs-dir",
+                str(runs_dir),
+                "--victim",
+                "real",
+                "--n-shadow",
+                "4",
+                "--canaries",
+                "50",
+                "--canary-kind",
+                "mislabeled",
+                *TINY,
+            ]
+        )
+        == 0
+    )
     (root,) = [p for p in runs_dir.iterdir() if p.is_dir()]
     experiment = json.loads((root / "experiment.json").read_text())
     entry = {"n": 50, "kind": "mislabeled", "copies": None, "seed": 0, "first_row": 1500, "n_natural": 1500}
     assert experiment["canaries"] == entry and experiment["n_pool"] == 1550
     keep = np.load(root / "keep.npy")
-    assert keep.shape == (4, 1550) and np.array_equal(keep[:, :1500], membership_matrix(pool.y, n_runs=4, master_seed=0))
+    assert keep.shape == (4, 1550) and np.array_equal(
+        keep[:, :1500], membership_matrix(pool.y, n_runs=4, master_seed=0)
+    )
 
     summary = json.loads((root / "audit" / "summary.json").read_text())
     evaluation = summary["evaluation"]
@@ -241,4 +301,6 @@ def test_an_audit_with_mislabeled_canaries_reports_them_as_its_top_level(tmp_pat
     assert all(s.shape == (2, 1500) for s in exp.scores.values())
     assert exp.summary["attacks"]["loss"]["eps_lower"] == summary["attacks"]["loss"]["natural"]["eps_lower"]
     estimate = summarise_experiment(load_experiment(root), attacks=["loss"], groups=["all"], n_boot=10, rng=0)
-    assert estimate.estimates[("loss", "all")].metrics["auc"].point == pytest.approx(summary["attacks"]["loss"]["natural"]["auc"])
+    assert estimate.estimates[("loss", "all")].metrics["auc"].point == pytest.approx(
+        summary["attacks"]["loss"]["natural"]["auc"]
+    )

@@ -53,8 +53,8 @@ def test_crop_translates_by_whole_pixels_and_fills_with_zeros():
         for dr in (-1, 0, 1):
             for dc in (-1, 0, 1):
                 expected = torch.zeros(8, 8)
-                src = x[0, 0, max(0, -dr): 8 - max(0, dr), max(0, -dc): 8 - max(0, dc)]
-                expected[max(0, dr): 8 - max(0, -dr), max(0, dc): 8 - max(0, -dc)] = src
+                src = x[0, 0, max(0, -dr) : 8 - max(0, dr), max(0, -dc) : 8 - max(0, dc)]
+                expected[max(0, dr) : 8 - max(0, -dr), max(0, dc) : 8 - max(0, -dc)] = src
                 matches.append(torch.allclose(image, expected, atol=1e-4))
         assert any(matches)
 
@@ -69,8 +69,9 @@ def test_cutout_zeroes_a_square_of_half_the_side():
 # -- the shared frame ---------------------------------------------------------------------------
 def test_real_initialisation_takes_ipc_distinct_members_of_each_class(pool, keep):
     members = Members.of(pool, keep, device="cpu")
-    images, labels, init_idx = initial_set(pool, keep, members, ipc=3, init="real",
-                                           generator=torch.Generator().manual_seed(0))
+    images, labels, init_idx = initial_set(
+        pool, keep, members, ipc=3, init="real", generator=torch.Generator().manual_seed(0)
+    )
     assert np.array_equal(labels.numpy(), np.repeat(np.arange(10), 3))
     assert len(set(init_idx.tolist())) == 30 and keep[init_idx].all()
     assert np.array_equal(pool.y[init_idx], labels.numpy())
@@ -79,8 +80,9 @@ def test_real_initialisation_takes_ipc_distinct_members_of_each_class(pool, keep
 
 def test_random_initialisation_touches_no_real_image(pool, keep):
     members = Members.of(pool, keep, device="cpu")
-    images, labels, init_idx = initial_set(pool, keep, members, ipc=2, init="random",
-                                           generator=torch.Generator().manual_seed(0))
+    images, labels, init_idx = initial_set(
+        pool, keep, members, ipc=2, init="random", generator=torch.Generator().manual_seed(0)
+    )
     assert images.shape == (20, 1, 8, 8) and init_idx.size == 0
 
 
@@ -91,11 +93,14 @@ def test_class_means_by_hand():
     assert torch.equal(class_means(embeddings, torch.tensor([0, 0, 1]), 3), expected)
 
 
-@pytest.mark.parametrize("name,kwargs", [
-    ("dm", {"iterations": 40}),
-    ("dsa", {"iterations": 2, "outer": 3, "inner": 2}),
-    ("dc", {"iterations": 2, "outer": 3, "inner": 2}),
-])
+@pytest.mark.parametrize(
+    "name,kwargs",
+    [
+        ("dm", {"iterations": 40}),
+        ("dsa", {"iterations": 2, "outer": 3, "inner": 2}),
+        ("dc", {"iterations": 2, "outer": 3, "inner": 2}),
+    ],
+)
 def test_condensation_from_noise_learns_the_classes(pool, keep, name, kwargs):
     # From Gaussian noise, with 1 image per class: a few dozen updates take the downstream
     # ConvNet from chance (10%; 9-12% measured with 0 updates) to above 50% on digits. Measured:
@@ -116,13 +121,16 @@ def test_real_initialisation_is_recorded_and_the_release_starts_from_it(pool, ke
     assert keep[obs.init_idx].all() and np.array_equal(pool.y[obs.init_idx], obs.release_y)
 
 
-@pytest.mark.parametrize("name,kwargs,message", [
-    ("dm", {"init": "zeros"}, r"--init must be one of \('real', 'random'\), got 'zeros'"),
-    ("dm", {"ipc": 0}, "--ipc must be >= 1, got 0"),
-    ("dm", {"lr_images": 0.0}, "--lr-images must be > 0, got 0.0"),
-    ("dsa", {"outer": 0}, "--outer must be >= 1, got 0"),
-    ("dc", {"momentum": 1.0}, r"--momentum must be in \[0, 1\), got 1.0"),
-])
+@pytest.mark.parametrize(
+    "name,kwargs,message",
+    [
+        ("dm", {"init": "zeros"}, r"--init must be one of \('real', 'random'\), got 'zeros'"),
+        ("dm", {"ipc": 0}, "--ipc must be >= 1, got 0"),
+        ("dm", {"lr_images": 0.0}, "--lr-images must be > 0, got 0.0"),
+        ("dsa", {"outer": 0}, "--outer must be >= 1, got 0"),
+        ("dc", {"momentum": 1.0}, r"--momentum must be in \[0, 1\), got 1.0"),
+    ],
+)
 def test_bad_values_name_the_flag(name, kwargs, message):
     with pytest.raises(ValueError, match=message):
         get_victim(name)(**kwargs)
@@ -133,7 +141,9 @@ def test_ipc_above_the_members_a_run_has_is_refused(pool):
     # them, 72.5 expected with sd 6.02, so it can count on floor(72.5 - 4 * 6.02) = 48.
     assert assured_members_per_class(pool) == (48, 8)
     get_victim("dsa")(ipc=48).check(pool)
-    with pytest.raises(ValueError, match=r"--ipc 49 exceeds the 48 members per class a run can count on \(class 8: 145"):
+    with pytest.raises(
+        ValueError, match=r"--ipc 49 exceeds the 48 members per class a run can count on \(class 8: 145"
+    ):
         get_victim("dsa")(ipc=49).check(pool)
     with pytest.raises(ValueError, match="--ipc 100 exceeds the 48 members per class"):
         get_victim("dsa")(ipc=100).check(pool)
@@ -166,8 +176,9 @@ def test_random_initialisation_runs_with_a_short_class(pool, keep):
     short = keep.copy()
     short[np.flatnonzero(keep & (pool.y == 3))[2:]] = False
     members = Members.of(pool, short, device="cpu")
-    images, labels, init_idx = initial_set(pool, short, members, ipc=3, init="random",
-                                           generator=torch.Generator().manual_seed(0))
+    images, labels, init_idx = initial_set(
+        pool, short, members, ipc=3, init="random", generator=torch.Generator().manual_seed(0)
+    )
     assert images.shape == (30, 1, 8, 8) and init_idx.size == 0
 
 

@@ -75,10 +75,13 @@ def _write_mnist_raw(root, folder, rng):
     return out
 
 
-@pytest.mark.parametrize("name, folder, first_class", [
-    ("mnist", "MNIST", "0 - zero"),
-    ("fashion-mnist", "FashionMNIST", "T-shirt/top"),
-])
+@pytest.mark.parametrize(
+    "name, folder, first_class",
+    [
+        ("mnist", "MNIST", "0 - zero"),
+        ("fashion-mnist", "FashionMNIST", "T-shirt/top"),
+    ],
+)
 def test_mnist_family_from_idx_files(tmp_path, name, folder, first_class):
     files = _write_mnist_raw(tmp_path, folder, np.random.default_rng(1))
     pool = load_pool(name, data_root=tmp_path)
@@ -124,14 +127,18 @@ def test_cifar10_from_python_batches(tmp_path, monkeypatch):
     folder = tmp_path / "cifar-10-batches-py"
     folder.mkdir()
     rng = np.random.default_rng(2)
-    data = {name: rng.integers(0, 256, size=(n, 3072), dtype=np.uint8)
-            for name, n in [(f"data_batch_{i}", 2) for i in range(1, 6)] + [("test_batch", 3)]}
+    data = {
+        name: rng.integers(0, 256, size=(n, 3072), dtype=np.uint8)
+        for name, n in [(f"data_batch_{i}", 2) for i in range(1, 6)] + [("test_batch", 3)]
+    }
     labels = {name: [int(v) for v in rng.integers(0, 10, size=len(d))] for name, d in data.items()}
-    entries = {name: _write_py2_pickle(folder / name, {b"batch_label": name.encode(), b"data": d,
-                                                       b"labels": labels[name]})
-               for name, d in data.items()}
-    meta = _write_py2_pickle(folder / "batches.meta", {b"num_cases_per_batch": 2, b"label_names": CIFAR_NAMES,
-                                                       b"num_vis": 3072})
+    entries = {
+        name: _write_py2_pickle(folder / name, {b"batch_label": name.encode(), b"data": d, b"labels": labels[name]})
+        for name, d in data.items()
+    }
+    meta = _write_py2_pickle(
+        folder / "batches.meta", {b"num_cases_per_batch": 2, b"label_names": CIFAR_NAMES, b"num_vis": 3072}
+    )
     # the files really are Python 2 style: read as bytes keys with encoding="bytes"
     assert set(pickle.loads((folder / "test_batch").read_bytes(), encoding="bytes")) >= {b"data", b"labels"}
     cls = torchvision.datasets.CIFAR10
@@ -220,19 +227,24 @@ def test_npz_tiny_class_falls_back_to_unstratified(tmp_path):
     assert (pool.n_pool, len(pool.y_test)) == (8, 2) and pool.classes == ("0", "1")
 
 
-@pytest.mark.parametrize("arrays, message", [
-    (dict(x=np.zeros((4, 2, 2))), r"no 'y' array"),
-    (dict(y=np.zeros(4, int)), r"no 'x' array"),
-    (dict(x=np.array([[[np.nan, 1.0]], [[np.inf, 0.0]]]), y=np.array([0, 1])), r"'x' has 2 non-finite"),
-    (dict(x=np.zeros((4, 2, 2)), y=np.array([0, 1, 0])), r"'y' has shape \(3,\)"),
-    (dict(x=np.zeros((4, 4)), y=np.zeros(4, int)), r"'x' must be numeric \[n,h,w\]"),
-    (dict(x=np.zeros((4, 2, 2)), y=np.array([0, 1.5, 0, 1])), r"integer labels"),
-    (dict(x=np.zeros((4, 2, 2)), y=np.array([0, -1, 0, 1])), r"negative label -1"),
-    (dict(x=np.zeros((4, 2, 2)), y=np.array([0, 2, 0, 2])), r"consecutive 0\.\.2; missing \[1\]"),
-    (dict(x=np.zeros((4, 2, 2)), y=np.zeros(4, int), x_test=np.zeros((1, 2, 2))), r"'x_test' and 'y_test'"),
-    (dict(x=np.zeros((4, 2, 2)), y=np.zeros(4, int), x_test=np.zeros((1, 3, 3)), y_test=np.zeros(1, int)),
-     r"'x_test' images"),
-])
+@pytest.mark.parametrize(
+    "arrays, message",
+    [
+        (dict(x=np.zeros((4, 2, 2))), r"no 'y' array"),
+        (dict(y=np.zeros(4, int)), r"no 'x' array"),
+        (dict(x=np.array([[[np.nan, 1.0]], [[np.inf, 0.0]]]), y=np.array([0, 1])), r"'x' has 2 non-finite"),
+        (dict(x=np.zeros((4, 2, 2)), y=np.array([0, 1, 0])), r"'y' has shape \(3,\)"),
+        (dict(x=np.zeros((4, 4)), y=np.zeros(4, int)), r"'x' must be numeric \[n,h,w\]"),
+        (dict(x=np.zeros((4, 2, 2)), y=np.array([0, 1.5, 0, 1])), r"integer labels"),
+        (dict(x=np.zeros((4, 2, 2)), y=np.array([0, -1, 0, 1])), r"negative label -1"),
+        (dict(x=np.zeros((4, 2, 2)), y=np.array([0, 2, 0, 2])), r"consecutive 0\.\.2; missing \[1\]"),
+        (dict(x=np.zeros((4, 2, 2)), y=np.zeros(4, int), x_test=np.zeros((1, 2, 2))), r"'x_test' and 'y_test'"),
+        (
+            dict(x=np.zeros((4, 2, 2)), y=np.zeros(4, int), x_test=np.zeros((1, 3, 3)), y_test=np.zeros(1, int)),
+            r"'x_test' images",
+        ),
+    ],
+)
 def test_npz_bad_inputs(tmp_path, arrays, message):
     path = _npz(tmp_path, **arrays)
     with pytest.raises(DataError, match=message) as err:
@@ -255,11 +267,27 @@ def test_npz_missing_or_invalid_file(tmp_path):
 
 def test_pool_rejects_bad_labels_and_shapes():
     x, y = np.zeros((2, 1, 2, 2), np.float32), np.array([0, 1])
-    good = dict(name="t", x=x, y=y, x_test=x, y_test=y, classes=("a", "b"), mean=(0.0,), std=(1.0,),
-                flip_ok=False, fingerprint="0123456789abcdef")
+    good = dict(
+        name="t",
+        x=x,
+        y=y,
+        x_test=x,
+        y_test=y,
+        classes=("a", "b"),
+        mean=(0.0,),
+        std=(1.0,),
+        flip_ok=False,
+        fingerprint="0123456789abcdef",
+    )
     assert Pool(**good).n_pool == 2
-    for bad in (dict(y=np.array([0, 2])), dict(x=x[:, 0]), dict(y_test=np.array([0])),
-                dict(x=np.full_like(x, np.nan)), dict(mean=(0.0, 0.0)), dict(fingerprint="xyz"),
-                dict(y=np.array([0.0, 1.0]))):
+    for bad in (
+        dict(y=np.array([0, 2])),
+        dict(x=x[:, 0]),
+        dict(y_test=np.array([0])),
+        dict(x=np.full_like(x, np.nan)),
+        dict(mean=(0.0, 0.0)),
+        dict(fingerprint="xyz"),
+        dict(y=np.array([0.0, 1.0])),
+    ):
         with pytest.raises(DataError):
             Pool(**{**good, **bad})

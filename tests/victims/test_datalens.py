@@ -11,16 +11,41 @@ import torch
 from audit import lira
 from shadow_runs.plan import membership_matrix
 from victims import get_victim
-from victims.datalens import (MIN_MEMBERS_PER_TEACHER, Aggregation, CountSketch, hadamard, k_level_quantise,
-                              next_power_of_two, rotate, sto_k_level, teacher_of, top_count, topk_stochastic_sign,
-                              unrotate, vote_threshold)
+from victims.datalens import (
+    MIN_MEMBERS_PER_TEACHER,
+    Aggregation,
+    CountSketch,
+    hadamard,
+    k_level_quantise,
+    next_power_of_two,
+    rotate,
+    sto_k_level,
+    teacher_of,
+    top_count,
+    topk_stochastic_sign,
+    unrotate,
+    vote_threshold,
+)
 from victims.nets import NetConfig
 from victims.train import TrainConfig
 
 #: a run in about a second: tiny nets, a few steps, cheap reconstructions
-TINY = dict(ipc=2, latent_dim=4, gen_width=4, disc_width=4, steps=5, batch_size=8, teachers=3, teacher_batch=8,
-            fbb_samples=20, pbb_examples=2, pbb_starts=1, pbb_evaluations=10, wb_steps=2,
-            train=TrainConfig(steps=15, net=NetConfig(width=16)))
+TINY = dict(
+    ipc=2,
+    latent_dim=4,
+    gen_width=4,
+    disc_width=4,
+    steps=5,
+    batch_size=8,
+    teachers=3,
+    teacher_batch=8,
+    fbb_samples=20,
+    pbb_examples=2,
+    pbb_starts=1,
+    pbb_evaluations=10,
+    wb_steps=2,
+    train=TrainConfig(steps=15, net=NetConfig(width=16)),
+)
 
 
 def _gen(seed=0):
@@ -48,7 +73,9 @@ def test_the_noise_is_gaussian_with_std_sigma_times_delta(compression):
     assert torch.equal(exact, votes.sum(0) if compression != "fetchsgd" else agg.sketch.sketch(votes.sum(0)))
     g = _gen(3)
     draws = 400
-    noise = torch.stack([agg.noisy(votes, noise_std=std, generator=g) - exact for _ in range(draws)]).flatten(1).double()
+    noise = (
+        torch.stack([agg.noisy(votes, noise_std=std, generator=g) - exact for _ in range(draws)]).flatten(1).double()
+    )
     n = noise.numel()
     # Pooled over draws and coordinates: sd of the sample sd is std / sqrt(2n), of the mean std / sqrt(n);
     # 4 standard errors each.
@@ -69,13 +96,13 @@ def test_topagg_keeps_the_top_k_and_its_sign_is_unbiased_for_the_clipped_value()
     assert (votes[:, [0, 2, 4]] == 0).all() and (votes[:, [1, 3]] != 0).all()  # |-2.0| and |0.5| are the top 2
     # clip(g, -1, 1) = [0.3, -1, 0.1, 0.5, -0.05], infinity norm 1: E[vote] = -1 (always) and 0.5.
     assert (votes[:, 1] == -1).all()
-    se = math.sqrt(1 - 0.5 ** 2) / math.sqrt(draws)  # 0.0061
+    se = math.sqrt(1 - 0.5**2) / math.sqrt(draws)  # 0.0061
     assert abs(votes[:, 3].mean().item() - 0.5) < 4 * se
     # Below the clip the vector is normalised by its infinity norm: g / 0.4 -> E = -1 and 0.75.
     small = torch.tensor([0.2, -0.4, 0.1, 0.05, 0.3])
     votes = topk_stochastic_sign(small.expand(draws, 5), top_k=0.4, clip=1.0, generator=_gen(1))
     assert (votes[:, [0, 2, 3]] == 0).all() and (votes[:, 1] == -1).all()
-    assert abs(votes[:, 4].mean().item() - 0.75) < 4 * math.sqrt(1 - 0.75 ** 2) / math.sqrt(draws)
+    assert abs(votes[:, 4].mean().item() - 0.75) < 4 * math.sqrt(1 - 0.75**2) / math.sqrt(draws)
 
 
 def test_the_voting_threshold_follows_phase_three():
@@ -102,8 +129,9 @@ def test_d2pfed_rotation_and_k_level_quantisation():
         assert set(q.unique().tolist()) <= grid
         assert (q.mean(0) - values).abs().max().item() < 4 / math.sqrt(20000)
     # Values on the grid are returned as they are (deterministic).
-    assert torch.equal(k_level_quantise(torch.tensor([-1.0, 0.0, 1.0]), levels=3, generator=_gen()),
-                       torch.tensor([-1.0, 0.0, 1.0]))
+    assert torch.equal(
+        k_level_quantise(torch.tensor([-1.0, 0.0, 1.0]), levels=3, generator=_gen()), torch.tensor([-1.0, 0.0, 1.0])
+    )
     # StoKlevelGrad = clip, rotate, normalise by the infinity norm, quantise: entries in [-1, 1] of length
     # d', with expectation the normalised rotated clipped vector.
     g = torch.tensor([[0.5, -3.0, 0.2, 0.0, 1.0]])
@@ -155,7 +183,7 @@ def test_sigma_and_epsilon_agree_with_an_independent_rdp_computation(pool, epsil
     victim = get_victim("datalens")(epsilon=epsilon)
     sigma = victim.noise_multiplier()
     orders = RDPAccountant.DEFAULT_ALPHAS
-    rdp = [victim.steps * a / (2 * sigma ** 2) for a in orders]  # Gaussian mechanism, composed
+    rdp = [victim.steps * a / (2 * sigma**2) for a in orders]  # Gaussian mechanism, composed
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         eps, _ = get_privacy_spent(orders=orders, rdp=rdp, delta=victim.delta)
@@ -240,20 +268,23 @@ def test_the_noiseless_mechanism_learns_and_the_private_one_keeps_its_epsilon(po
 
 
 # -- 6. bad input ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("kwargs,message", [
-    ({"vote_fraction": 1.5}, r"--vote-fraction must be in \(0, 1\], got 1.5"),
-    ({"vote_fraction": 0.0}, r"--vote-fraction must be in \(0, 1\], got 0.0"),
-    ({"beta": -0.1}, r"--beta must be in \[0, 1\], got -0.1"),
-    ({"beta": 1.5}, r"--beta must be in \[0, 1\], got 1.5"),
-    ({"teachers": 0}, "--teachers must be >= 1, got 0"),
-    ({"compression": "zip"}, "--compression must be one of .*, got 'zip'"),
-    ({"epsilon": 0.0}, "--epsilon must be a positive number, got 0.0"),
-    ({"epsilon": -1.0}, "--epsilon must be a positive number, got -1.0"),
-    ({"delta": 0.0}, r"--delta must be in \(0, 1\), got 0.0"),
-    ({"delta": 1.0}, r"--delta must be in \(0, 1\), got 1.0"),
-    ({"levels": 1}, "--levels must be >= 2, got 1"),
-    ({"clip": 0.0}, "--clip must be > 0, got 0.0"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"vote_fraction": 1.5}, r"--vote-fraction must be in \(0, 1\], got 1.5"),
+        ({"vote_fraction": 0.0}, r"--vote-fraction must be in \(0, 1\], got 0.0"),
+        ({"beta": -0.1}, r"--beta must be in \[0, 1\], got -0.1"),
+        ({"beta": 1.5}, r"--beta must be in \[0, 1\], got 1.5"),
+        ({"teachers": 0}, "--teachers must be >= 1, got 0"),
+        ({"compression": "zip"}, "--compression must be one of .*, got 'zip'"),
+        ({"epsilon": 0.0}, "--epsilon must be a positive number, got 0.0"),
+        ({"epsilon": -1.0}, "--epsilon must be a positive number, got -1.0"),
+        ({"delta": 0.0}, r"--delta must be in \(0, 1\), got 0.0"),
+        ({"delta": 1.0}, r"--delta must be in \(0, 1\), got 1.0"),
+        ({"levels": 1}, "--levels must be >= 2, got 1"),
+        ({"clip": 0.0}, "--clip must be > 0, got 0.0"),
+    ],
+)
 def test_bad_configurations_name_the_value(kwargs, message):
     with pytest.raises(ValueError, match=message):
         get_victim("datalens")(**kwargs)
@@ -261,7 +292,9 @@ def test_bad_configurations_name_the_value(kwargs, message):
 
 def test_fewer_expected_members_per_teacher_than_the_minimum_is_refused(pool):
     get_victim("datalens")(teachers=75).check(pool)  # 750 / 75 = 10 expected members each
-    with pytest.raises(ValueError, match=f"--teachers 76 leaves 9.868.* each teacher needs >= {MIN_MEMBERS_PER_TEACHER}"):
+    with pytest.raises(
+        ValueError, match=f"--teachers 76 leaves 9.868.* each teacher needs >= {MIN_MEMBERS_PER_TEACHER}"
+    ):
         get_victim("datalens")(teachers=76).check(pool)
     with pytest.raises(ValueError, match="--teachers 2000"):  # fewer members than teachers
         get_victim("datalens")(teachers=2000).check(pool)
@@ -269,12 +302,15 @@ def test_fewer_expected_members_per_teacher_than_the_minimum_is_refused(pool):
         get_victim("datalens")(teachers=61).check(pool, inclusion_rate=0.4)
 
 
-@pytest.mark.parametrize("flags,named", [
-    (["--vote-fraction", "1.5"], "--vote-fraction must be in (0, 1], got 1.5"),
-    (["--beta", "2"], "--beta must be in [0, 1], got 2.0"),
-    (["--compression", "zip"], "'zip'"),
-    (["--teachers", "500"], "--teachers 500"),
-])
+@pytest.mark.parametrize(
+    "flags,named",
+    [
+        (["--vote-fraction", "1.5"], "--vote-fraction must be in (0, 1], got 1.5"),
+        (["--beta", "2"], "--beta must be in [0, 1], got 2.0"),
+        (["--compression", "zip"], "'zip'"),
+        (["--teachers", "500"], "--teachers 500"),
+    ],
+)
 def test_the_cli_exits_2_with_one_line_naming_the_value(tmp_path, capsys, flags, named):
     with pytest.raises(SystemExit) as exit_info:
         lira.main(["--runs-dir", str(tmp_path / "runs"), "--victim", "datalens", "--n-shadow", "4", *flags])

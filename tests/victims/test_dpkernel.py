@@ -8,8 +8,14 @@ import torch
 
 from audit import lira
 from victims import get_victim
-from victims.dpkernel import (SENSITIVITY, DPKernelVictim, RandomFourierFeatures, class_embedding_sum,
-                              noisy_embedding_sum, noisy_mean_embedding)
+from victims.dpkernel import (
+    SENSITIVITY,
+    DPKernelVictim,
+    RandomFourierFeatures,
+    class_embedding_sum,
+    noisy_embedding_sum,
+    noisy_mean_embedding,
+)
 from victims.train import TrainConfig
 
 #: tiny reconstruction settings: the GAN-Leaks losses are not under test here
@@ -41,8 +47,12 @@ def test_the_released_sum_carries_gaussian_noise_of_std_sigma_times_sensitivity(
     labels = torch.arange(40) % 5
     exact = class_embedding_sum(features, labels, n_classes=5)
     sigma, draws = 2.5, 4000
-    noise = torch.stack([noisy_embedding_sum(features, labels, n_classes=5, noise_multiplier=sigma, generator=g)
-                         - exact for _ in range(draws)]).double()  # [draws, 5 classes, 8]
+    noise = torch.stack(
+        [
+            noisy_embedding_sum(features, labels, n_classes=5, noise_multiplier=sigma, generator=g) - exact
+            for _ in range(draws)
+        ]
+    ).double()  # [draws, 5 classes, 8]
     n = noise.numel()  # 160,000 noise values
     # pooled: std within 3 standard errors (SE of a sample std ~ std / sqrt(2n), 0.18% here), mean ~ 0
     assert abs(float(noise.std()) / (sigma * SENSITIVITY) - 1) < 3 / math.sqrt(2 * n)
@@ -55,10 +65,12 @@ def test_the_released_sum_carries_gaussian_noise_of_std_sigma_times_sensitivity(
     assert float((corr - torch.eye(40, dtype=corr.dtype)).abs().max()) < 5 / math.sqrt(draws)
     # the release divides the noisy sum by the expected batch size B; sigma = 0 adds nothing
     g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
-    released = noisy_mean_embedding(features, labels, n_classes=5, noise_multiplier=sigma, expected_batch_size=32,
-                                    generator=g1)
-    assert torch.allclose(released * 32, noisy_embedding_sum(features, labels, n_classes=5, noise_multiplier=sigma,
-                                                             generator=g2))
+    released = noisy_mean_embedding(
+        features, labels, n_classes=5, noise_multiplier=sigma, expected_batch_size=32, generator=g1
+    )
+    assert torch.allclose(
+        released * 32, noisy_embedding_sum(features, labels, n_classes=5, noise_multiplier=sigma, generator=g2)
+    )
     assert torch.equal(noisy_embedding_sum(features, labels, n_classes=5, noise_multiplier=0.0, generator=g1), exact)
     # an empty batch releases pure noise
     empty = noisy_embedding_sum(features[:0], labels[:0], n_classes=5, noise_multiplier=sigma, generator=g1)
@@ -88,15 +100,17 @@ def test_sigma_and_recorded_epsilon_agree_with_opacus_rdp_accountant(pool, epsil
 
 
 def test_a_run_records_the_accountants_epsilon_for_its_steps(pool, keep):
-    victim = DPKernelVictim(epsilon=1.0, steps=5, batch_size=16, features=16, ipc=1,
-                            train=TrainConfig(steps=5), **NO_RECON)
+    victim = DPKernelVictim(
+        epsilon=1.0, steps=5, batch_size=16, features=16, ipc=1, train=TrainConfig(steps=5), **NO_RECON
+    )
     obs = victim.run(pool, keep, 0)
     sigma, rate = victim.calibration(pool)
     assert obs.delta == 1e-5 and obs.formal_epsilon <= 1.0
     assert math.isclose(obs.formal_epsilon, _independent_epsilon(sigma, rate, 5, 1e-5), rel_tol=0.01)
     # the non-private version: sigma = 0, nothing recorded
-    quiet = DPKernelVictim(noise=False, steps=5, batch_size=16, features=16, ipc=1, train=TrainConfig(steps=5),
-                           **NO_RECON)
+    quiet = DPKernelVictim(
+        noise=False, steps=5, batch_size=16, features=16, ipc=1, train=TrainConfig(steps=5), **NO_RECON
+    )
     assert quiet.calibration(pool) == (0.0, 16 / 750)
     obs = quiet.run(pool, keep, 0)
     assert obs.formal_epsilon is None and obs.delta is None
@@ -112,18 +126,21 @@ def test_the_noiseless_version_learns(pool, keep):
     assert set(obs.recon_loss) == {"fbb", "pbb", "wb"} and np.isnan(obs.recon_loss["pbb"]).all()
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"epsilon": 0.0}, "--epsilon must be a positive number, got 0.0"),
-    ({"delta": 1.0}, r"--delta must be in \(0, 1\), got 1.0"),
-    ({"features": 0}, "--features must be >= 1, got 0"),
-    ({"bandwidth": 0.0}, "--bandwidth must be > 0, got 0.0"),
-    ({"bandwidth": float("nan")}, "--bandwidth must be > 0, got nan"),
-    ({"lr": -1.0}, "--lr must be > 0, got -1.0"),
-    ({"steps": 0}, "--steps must be >= 1, got 0"),
-    ({"batch_size": 0}, "--batch-size must be >= 1, got 0"),
-    ({"fake_per_class": 0}, "--fake-per-class must be >= 1, got 0"),
-    ({"accountant": "gdp"}, "--accountant must be one of"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"epsilon": 0.0}, "--epsilon must be a positive number, got 0.0"),
+        ({"delta": 1.0}, r"--delta must be in \(0, 1\), got 1.0"),
+        ({"features": 0}, "--features must be >= 1, got 0"),
+        ({"bandwidth": 0.0}, "--bandwidth must be > 0, got 0.0"),
+        ({"bandwidth": float("nan")}, "--bandwidth must be > 0, got nan"),
+        ({"lr": -1.0}, "--lr must be > 0, got -1.0"),
+        ({"steps": 0}, "--steps must be >= 1, got 0"),
+        ({"batch_size": 0}, "--batch-size must be >= 1, got 0"),
+        ({"fake_per_class": 0}, "--fake-per-class must be >= 1, got 0"),
+        ({"accountant": "gdp"}, "--accountant must be one of"),
+    ],
+)
 def test_bad_values_raise_naming_the_flag(kwargs, message):
     with pytest.raises(ValueError, match=message):
         get_victim("dpkernel")(**kwargs)
@@ -136,8 +153,10 @@ def test_a_batch_above_the_expected_members_is_refused(pool):
 
 
 def test_the_cli_exits_2_with_one_line_on_a_bad_value(tmp_path, capsys):
-    for flags, named in [(["--batch-size", "100000"], "--batch-size 100000 exceeds"),
-                         (["--bandwidth", "-1"], "--bandwidth must be > 0, got -1.0")]:
+    for flags, named in [
+        (["--batch-size", "100000"], "--batch-size 100000 exceeds"),
+        (["--bandwidth", "-1"], "--bandwidth must be > 0, got -1.0"),
+    ]:
         with pytest.raises(SystemExit) as exit_info:
             lira.main(["--runs-dir", str(tmp_path / "runs"), "--victim", "dpkernel", "--n-shadow", "4", *flags])
         err = capsys.readouterr().err

@@ -14,7 +14,13 @@ from victims.nets import NetConfig
 from victims.train import TrainConfig
 
 
-QUICK = {"ipc": 2, "iterations": 5, "batch_size": 64, "depth": 1, "train": TrainConfig(steps=10, net=NetConfig(width=8))}
+QUICK = {
+    "ipc": 2,
+    "iterations": 5,
+    "batch_size": 64,
+    "depth": 1,
+    "train": TrainConfig(steps=10, net=NetConfig(width=8)),
+}
 
 
 def _k(x1, x2, **kw):
@@ -159,13 +165,18 @@ def test_loss_is_zero_when_the_support_is_the_target():
 
 def test_centered_one_hot_rows_sum_to_zero():
     y = centered_one_hot(torch.tensor([0, 3]), 4)
-    assert torch.allclose(y, torch.tensor([[0.75, -0.25, -0.25, -0.25], [-0.25, -0.25, -0.25, 0.75]], dtype=torch.float64))
+    assert torch.allclose(
+        y, torch.tensor([[0.75, -0.25, -0.25, -0.25], [-0.25, -0.25, -0.25, 0.75]], dtype=torch.float64)
+    )
 
 
 # -- ZCA ----------------------------------------------------------------------------------------
 def test_whitened_full_rank_data_has_identity_covariance():
     g = torch.Generator().manual_seed(4)
-    x = torch.randn(2000, 6, generator=g, dtype=torch.float64) @ torch.randn(6, 6, generator=g, dtype=torch.float64) + 3.0
+    x = (
+        torch.randn(2000, 6, generator=g, dtype=torch.float64) @ torch.randn(6, 6, generator=g, dtype=torch.float64)
+        + 3.0
+    )
     z = Whitening.fit(x, zca_reg=0.0)(x)
     cov = z.T @ z / len(z)
     assert z.mean(0).abs().max().item() < 1e-10
@@ -224,18 +235,21 @@ def test_a_run_releases_the_learned_images_with_their_class_labels(pool, keep):
 
 
 # -- flags ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kwargs,message", [
-    ({"iterations": 0}, "--iterations must be >= 1, got 0"),
-    ({"lr": 0.0}, "--lr must be a positive number, got 0.0"),
-    ({"lr": math.inf}, "--lr must be a positive number, got inf"),
-    ({"batch_size": 0}, "--batch-size must be >= 1, got 0"),
-    ({"depth": -1}, "--depth must be >= 0, got -1"),
-    ({"reg": -1e-3}, "--reg must be a number >= 0, got -0.001"),
-    ({"zca_reg": -0.1}, "--zca-reg must be a positive number, got -0.1"),
-    ({"zca_reg": 0.0}, "--zca-reg must be a positive number, got 0.0"),
-    ({"ipc": 0}, "--ipc must be >= 1, got 0"),
-    ({"init": "zeros"}, "--init must be one of"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"iterations": 0}, "--iterations must be >= 1, got 0"),
+        ({"lr": 0.0}, "--lr must be a positive number, got 0.0"),
+        ({"lr": math.inf}, "--lr must be a positive number, got inf"),
+        ({"batch_size": 0}, "--batch-size must be >= 1, got 0"),
+        ({"depth": -1}, "--depth must be >= 0, got -1"),
+        ({"reg": -1e-3}, "--reg must be a number >= 0, got -0.001"),
+        ({"zca_reg": -0.1}, "--zca-reg must be a positive number, got -0.1"),
+        ({"zca_reg": 0.0}, "--zca-reg must be a positive number, got 0.0"),
+        ({"ipc": 0}, "--ipc must be >= 1, got 0"),
+        ({"init": "zeros"}, "--init must be one of"),
+    ],
+)
 def test_bad_values_name_the_flag(kwargs, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         KIPVictim(**kwargs)

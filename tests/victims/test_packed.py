@@ -48,5 +48,8 @@ def test_one_grouped_sgd_step_is_each_models_own_step(config):
         for (name, a), b in zip(packed.named_parameters(), alone.parameters()):
             assert torch.allclose(a, b, atol=1e-6, rtol=0), name
     with torch.no_grad():
-        moved = [float((a - b).abs().max()) for a, b in zip(nets[0].parameters(), nets_and_batches(config)[0][0].parameters())]
+        moved = [
+            float((a - b).abs().max())
+            for a, b in zip(nets[0].parameters(), nets_and_batches(config)[0][0].parameters())
+        ]
     assert max(moved) > 1e-3  # the step did move the weights (the comparison is not vacuous)

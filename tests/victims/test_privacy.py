@@ -29,12 +29,15 @@ def test_prv_accountant_is_available_and_close_to_rdp():
     assert 0 < prv <= rdp * 1.05  # PRV is the tighter accountant (RDP's conversion loses a little)
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"epsilon": 0.0}, "epsilon must be > 0, got 0.0"),
-    ({"delta": 1.0}, r"delta must be in \(0, 1\), got 1.0"),
-    ({"sample_rate": 0.0}, r"sample_rate must be in \(0, 1\], got 0.0"),
-    ({"accountant": "gdp2"}, "'gdp2'"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"epsilon": 0.0}, "epsilon must be > 0, got 0.0"),
+        ({"delta": 1.0}, r"delta must be in \(0, 1\), got 1.0"),
+        ({"sample_rate": 0.0}, r"sample_rate must be in \(0, 1\], got 0.0"),
+        ({"accountant": "gdp2"}, "'gdp2'"),
+    ],
+)
 def test_bad_values_are_named(kwargs, message):
     args = {"epsilon": 1.0, "delta": 1e-5, "sample_rate": 0.1, "steps": 10, **kwargs}
     with pytest.raises(ValueError, match=message):

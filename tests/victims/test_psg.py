@@ -10,13 +10,26 @@ from victims import get_victim
 from victims.matching import gradient_distance, layer_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net
 from victims.privacy import (
-    _layer_factors, _patches, clip_per_example, clipped_gradient_sum, per_example_gradients, poisson_sample,
+    _layer_factors,
+    _patches,
+    clip_per_example,
+    clipped_gradient_sum,
+    per_example_gradients,
+    poisson_sample,
 )
 from victims.psg import PSGVictim, noisy_mean_gradient, paper_values
 from victims.train import TrainConfig
 
-TINY = dict(restarts=2, outer=2, batches=2, inner=1, batch_size=64, spc=2,
-            net=NetConfig(width=8), train=TrainConfig(steps=10, net=NetConfig(width=8)))
+TINY = dict(
+    restarts=2,
+    outer=2,
+    batches=2,
+    inner=1,
+    batch_size=64,
+    spc=2,
+    net=NetConfig(width=8),
+    train=TrainConfig(steps=10, net=NetConfig(width=8)),
+)
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +87,11 @@ def _relative_error(a, b):
     return float((a - b).norm() / b.norm())
 
 
-@pytest.mark.parametrize("config", [NetConfig(width=32), NetConfig(width=8, depth=3), NetConfig(arch="mlp", width=16)],
-                         ids=["conv-w32", "conv-w8-d3", "mlp"])
+@pytest.mark.parametrize(
+    "config",
+    [NetConfig(width=32), NetConfig(width=8, depth=3), NetConfig(arch="mlp", width=16)],
+    ids=["conv-w32", "conv-w8-d3", "mlp"],
+)
 def test_clipped_gradient_sum_equals_the_torch_func_path(pool, config):
     # A random batch; width 32 takes every branch of the norms: formed gradients (first conv),
     # ghost norms (second conv: T (p + o) = 16 x 320 < p o = 288 x 32), the T = 1 product (linear).
@@ -105,7 +121,9 @@ def test_clipped_gradient_sum_falls_back_to_torch_func_for_other_parameters(pool
         torch.testing.assert_close(g, clipped[name].sum(0))
 
 
-@pytest.mark.parametrize("kernel,dilation,padding,stride", [(3, 1, 1, 1), (3, 2, 2, 1), ((3, 2), (1, 2), (0, 1), (2, 1)), (4, 1, 1, 2)])
+@pytest.mark.parametrize(
+    "kernel,dilation,padding,stride", [(3, 1, 1, 1), (3, 2, 2, 1), ((3, 2), (1, 2), (0, 1), (2, 1)), (4, 1, 1, 2)]
+)
 def test_patches_are_unfold(kernel, dilation, padding, stride):
     conv = torch.nn.Conv2d(3, 5, kernel, dilation=dilation, padding=padding, stride=stride)
     x = torch.randn(4, 3, 9, 8)
@@ -116,15 +134,25 @@ def test_patches_are_unfold(kernel, dilation, padding, stride):
 def test_a_noisy_step_leaves_no_gradients_hooks_or_attributes(pool, batch):
     net, matched = _net(pool)
     before = {name: p.detach().clone() for name, p in net.named_parameters()}
-    noisy_mean_gradient(net, matched, *batch, max_grad_norm=0.1, noise_multiplier=1.0, expected_batch_size=40,
-                        generator=torch.Generator().manual_seed(0))
+    noisy_mean_gradient(
+        net,
+        matched,
+        *batch,
+        max_grad_norm=0.1,
+        noise_multiplier=1.0,
+        expected_batch_size=40,
+        generator=torch.Generator().manual_seed(0),
+    )
     for name, p in net.named_parameters():
         assert p.grad is None and p.requires_grad, name
-        assert not [a for a in ("grad_sample", "_forward_counter", "_current_grad_sample", "_norm_sample") if hasattr(p, a)]
+        assert not [
+            a for a in ("grad_sample", "_forward_counter", "_current_grad_sample", "_norm_sample") if hasattr(p, a)
+        ]
         assert torch.equal(p, before[name])
     for module in net.modules():
-        assert not (module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
-                    or module._backward_pre_hooks), module
+        assert not (
+            module._forward_hooks or module._forward_pre_hooks or module._backward_hooks or module._backward_pre_hooks
+        ), module
         assert not hasattr(module, "activations")
     # the synthetic-set step differentiates through the same net right after (create_graph=True)
     images = torch.randn(20, *pool.image_shape, requires_grad=True)
@@ -149,8 +177,15 @@ def test_clipping_bounds_each_examples_norm_and_keeps_small_ones(pool, batch):
 
 def test_noiseless_mechanism_is_the_clipped_sum_over_the_expected_batch(pool, batch):
     net, matched = _net(pool)
-    out = noisy_mean_gradient(net, matched, *batch, max_grad_norm=0.1, noise_multiplier=0.0,
-                              expected_batch_size=50, generator=torch.Generator().manual_seed(0))
+    out = noisy_mean_gradient(
+        net,
+        matched,
+        *batch,
+        max_grad_norm=0.1,
+        noise_multiplier=0.0,
+        expected_batch_size=50,
+        generator=torch.Generator().manual_seed(0),
+    )
     clipped = clip_per_example(per_example_gradients(net, matched, *batch), 0.1)
     for name, g in zip(matched, out):
         torch.testing.assert_close(g, clipped[name].sum(0) / 50)
@@ -161,8 +196,9 @@ def test_noise_has_standard_deviation_sigma_times_c(pool, batch):
     sigma, clip, expected = 1.7, 0.1, 50
     kwargs = dict(max_grad_norm=clip, expected_batch_size=expected)
     clean = noisy_mean_gradient(net, matched, *batch, noise_multiplier=0.0, generator=torch.Generator(), **kwargs)
-    noisy = noisy_mean_gradient(net, matched, *batch, noise_multiplier=sigma,
-                                generator=torch.Generator().manual_seed(3), **kwargs)
+    noisy = noisy_mean_gradient(
+        net, matched, *batch, noise_multiplier=sigma, generator=torch.Generator().manual_seed(3), **kwargs
+    )
     noise = torch.cat([(n - c).flatten() for n, c in zip(noisy, clean)]) * expected
     # n = 3,088 matched weights (conv 16x1x3x3, conv 16x16x3x3, linear 10x64), each N(0, (sigma C)^2):
     # the sample std is within 3 standard errors (se = std / sqrt(2n), 1.3%) of sigma*C = 0.17, and
@@ -175,8 +211,16 @@ def test_noise_has_standard_deviation_sigma_times_c(pool, batch):
 
 def test_an_empty_batch_releases_pure_noise(pool, batch):
     net, matched = _net(pool)
-    out = noisy_mean_gradient(net, matched, batch[0][:0], batch[1][:0], max_grad_norm=1.0, noise_multiplier=1.0,
-                              expected_batch_size=1, generator=torch.Generator().manual_seed(0))
+    out = noisy_mean_gradient(
+        net,
+        matched,
+        batch[0][:0],
+        batch[1][:0],
+        max_grad_norm=1.0,
+        noise_multiplier=1.0,
+        expected_batch_size=1,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert [g.shape for g in out] == [p.shape for p in matched.values()]
     assert all(g.abs().sum() > 0 for g in out)
 
@@ -238,20 +282,29 @@ def test_generator_output_shape_and_refusal():
 def test_presets_fill_only_what_is_not_given():
     paper = PSGVictim(preset="paper", spc=10, epsilon=10.0, restarts=7)
     assert (paper.restarts, paper.outer, paper.inner, paper.batches) == (7, 10, 50, 10)
-    assert (paper.batch_size, paper.max_grad_norm, paper.lr_images, paper.lr_net, paper.momentum) == (256, 0.1, 0.1, 0.01, 0.5)
+    assert (paper.batch_size, paper.max_grad_norm, paper.lr_images, paper.lr_net, paper.momentum) == (
+        256,
+        0.1,
+        0.1,
+        0.01,
+        0.5,
+    )
     assert paper_values(epsilon=1.0, spc=1)["restarts"] == 200
     assert paper_values(epsilon=10.0, spc=20)["outer"] == 20 and paper_values(epsilon=10.0, spc=60)["inner"] == 10
     digits = PSGVictim()
     assert digits.noisy_steps == 4 * 4 * 2
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"spc": 0}, "--spc must be >= 1, got 0"),
-    ({"preset": "cifar"}, "--preset must be one of"),
-    ({"restarts": 0}, "--restarts must be >= 1, got 0"),
-    ({"max_grad_norm": 0.0}, "--max-grad-norm must be > 0, got 0.0"),
-    ({"momentum": 1.0}, r"--momentum must be in \[0, 1\), got 1.0"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"spc": 0}, "--spc must be >= 1, got 0"),
+        ({"preset": "cifar"}, "--preset must be one of"),
+        ({"restarts": 0}, "--restarts must be >= 1, got 0"),
+        ({"max_grad_norm": 0.0}, "--max-grad-norm must be > 0, got 0.0"),
+        ({"momentum": 1.0}, r"--momentum must be in \[0, 1\), got 1.0"),
+    ],
+)
 def test_bad_configurations_name_the_value(kwargs, message):
     with pytest.raises(ValueError, match=message):
         get_victim("psg")(**kwargs)

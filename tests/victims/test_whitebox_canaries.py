@@ -10,8 +10,7 @@ import torch
 from victims import get_victim, load_pool
 from victims.canaries import CanaryConfig, add_canaries
 from victims.privacy import gaussian_release
-from victims.whitebox import (CanaryProbe, WhiteBoxSpec, directions, training_keep, with_white_box)
-
+from victims.whitebox import CanaryProbe, WhiteBoxSpec, directions, training_keep, with_white_box
 
 
 def test_directions_are_distinct_signed_coordinates_from_the_seed_alone():
@@ -75,6 +74,7 @@ def test_the_refusals_name_what_cannot_be_audited(pool):
         with_white_box(pool, dpsgd, None, threat_model="white-box", n_natural=pool.n_pool)
     outlier = CanaryConfig(n=10, kind="outlier", seed=0)
     with pytest.raises(ValueError, match="victim psg observes gradient canaries only"):
-        with_white_box(add_canaries(pool, outlier), get_victim("psg")(), outlier, threat_model="white-box",
-                       n_natural=pool.n_pool)
+        with_white_box(
+            add_canaries(pool, outlier), get_victim("psg")(), outlier, threat_model="white-box", n_natural=pool.n_pool
+        )
     assert with_white_box(rows, dpsgd, gradient, threat_model="white-box", n_natural=pool.n_pool).white_box.n == 10
