@@ -62,7 +62,10 @@ class Attack:
         if self.needs == RELEASE:
             return f"{self.name} needs the released synthetic set, and these runs stored none"
         if self.needs == WHITEBOX:
-            return f"{self.name} needs the white-box canary observations (--threat-model white-box), and these runs stored none"
+            return (
+                f"{self.name} needs the white-box canary observations (--threat-model white-box), "
+                "and these runs stored none"
+            )
         return f"{self.name} needs the {self.needs} reconstruction losses of a generator, and these runs stored none"
 
 

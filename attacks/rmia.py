@@ -53,7 +53,8 @@ _MIN_PR = np.finfo(np.float64).tiny  # keeps Pr(x) = 0 (probabilities that under
 
 def _check_inputs(stats: np.ndarray, keep: np.ndarray, shadows: np.ndarray, targets=None) -> np.ndarray | None:
     """The shapes every shadow-calibrated attack checks (`attacks.lira.check_shadow_inputs`: stats
-    [R, n, Q], keep [R, n], shadows [T, R] with a shadow per target), plus, given targets, one row of `shadows` per target and no target among any target's shadows.
+    [R, n, Q], keep [R, n], shadows [T, R] with a shadow per target), plus, given targets, one row
+    of `shadows` per target and no target among any target's shadows.
     Returns the targets as an int array."""
     check_shadow_inputs(stats, keep, shadows)
     if targets is None:

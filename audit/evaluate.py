@@ -225,7 +225,8 @@ def attack_summary(
     leakage statistics only, no ε: the mechanism itself chose those images among the members,
     and conditioning on its choice can raise TPR/FPR by up to 1/P(choice).
 
-    With canaries (`canaries`: which columns are canary records, `shadow_runs.records`), the top level is the canary records only, the audit's
+    With canaries (`canaries`: which columns are canary records, `shadow_runs.records`), the top
+    level is the canary records only, the audit's
     guesses designated before any training, each record scored on its first row (a duplicate's
     other copies count nowhere); `natural` holds the same summary over the natural examples
     (descriptive), and the sub-groups are natural examples only. A canary record of several rows

@@ -54,7 +54,8 @@ def write_audit(
 
 
 def _title(summary: dict) -> str:
-    return f"{summary['victim']} on {summary['dataset']}, {summary['n_shadow']} runs, {len(summary['target_runs'])} targets"
+    runs, targets = summary["n_shadow"], len(summary["target_runs"])
+    return f"{summary['victim']} on {summary['dataset']}, {runs} runs, {targets} targets"
 
 
 def roc_png(scores: dict[str, np.ndarray], membership: np.ndarray, *, title: str) -> bytes:

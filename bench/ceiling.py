@@ -8,7 +8,8 @@ certify with the design, so a claimed ε at or above the ceiling cannot be found
 (`audit.stats.guesses.ceiling`):
 
 * Steinke grid: Steinke, Nasr and Jagielski's bound, best of the 24-point grid of guess counts at
-  level (1 - confidence)/|grid| (Bonferroni): `audit.epsilon.epsilon_lower_bound`, and the audits before guesses were tuned.
+  level (1 - confidence)/|grid| (Bonferroni): `audit.epsilon.epsilon_lower_bound`, and the audits
+  before guesses were tuned.
 * Steinke tuned: the same bound, one count fixed in advance (chosen on reference runs), full level.
 * f-DP grid: the f-DP test of f_{ε,δ} (Mahloujifar, Melis and Chaudhuri), the grid's counts.
 * f-DP tuned: the f-DP test of f_{ε,δ}, one count fixed in advance: the verdict's rule.

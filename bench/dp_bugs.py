@@ -38,7 +38,7 @@ import torch
 
 from victims.dpkernel import DPKernelVictim, class_embedding_sum, noisy_mean_embedding
 from victims.dpsgd import DPSGDPrivacy, DPSGDVictim
-from victims.privacy import noise_multiplier_for, poisson_rate
+from victims.privacy import noise_multiplier_for
 
 HERE = Path(__file__).resolve().parent
 

@@ -103,7 +103,8 @@ def speed(runs: int, overrides: dict) -> None:
     print(
         f"seconds per 1,000 reconstructions: fbb {fbb:.2f} ({victim.fbb_samples} samples per class), "
         f"wb {wb:.2f} ({victim.wb_steps} {victim.wb_optimizer} steps, batched), "
-        f"pbb {pbb:.1f} ({victim.pbb_starts} Powell searches of {victim.pbb_evaluations} evaluations each; from {few} examples)"
+        f"pbb {pbb:.1f} ({victim.pbb_starts} Powell searches of {victim.pbb_evaluations} evaluations each; "
+        f"from {few} examples)"
     )
 
 

@@ -1,6 +1,8 @@
 """GPU check of the condensation victims: accuracy, seconds per run, same-seed determinism."""
 
-import time, torch, numpy as np
+import time
+import torch
+import numpy as np
 from victims import load_pool, get_victim
 from shadow_runs.plan import membership_matrix
 
@@ -21,6 +23,7 @@ for name in ("dm", "dsa", "kip"):
         same = np.array_equal(again.release_x, o.release_x) and np.array_equal(again.logits, o.logits)
         diff = float(np.abs(again.release_x - o.release_x).max())
         print(
-            f"{name} {init}: acc {np.mean(accs):.3f} {[round(a, 3) for a in accs]}  s/run {times}  same-seed identical {same} (max release diff {diff:.2e})",
+            f"{name} {init}: acc {np.mean(accs):.3f} {[round(a, 3) for a in accs]}  s/run {times}  "
+            f"same-seed identical {same} (max release diff {diff:.2e})",
             flush=True,
         )

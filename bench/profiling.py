@@ -218,7 +218,8 @@ def modes(args) -> None:
                 times[name].append(time.perf_counter() - start)
     for name, t in times.items():
         print(
-            f"{name:36s} {statistics.median(t):7.3f} s  ({min(t):.3f}-{max(t):.3f})  rel. error vs vmap {errors[name]:.1e}"
+            f"{name:36s} {statistics.median(t):7.3f} s  ({min(t):.3f}-{max(t):.3f})  "
+            f"rel. error vs vmap {errors[name]:.1e}"
         )
 
 

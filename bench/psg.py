@@ -55,7 +55,8 @@ def headline(n_shadow: int, extra: list[str]) -> None:
 
 def table(n_shadow: int, runs_dir: Path, extra: list[str]) -> None:
     print(
-        "| victim | formal eps | test acc (sd over runs) | LiRA AUC | TPR@0.1% FPR (FP) | eps_hat | verdict's eps_lower (attack, rule) | its eps_ceiling | eps verdict |"
+        "| victim | formal eps | test acc (sd over runs) | LiRA AUC | TPR@0.1% FPR (FP) | eps_hat "
+        "| verdict's eps_lower (attack, rule) | its eps_ceiling | eps verdict |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for label, flags in ROWS:

@@ -68,8 +68,9 @@ def main() -> None:
     p.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     args, extra = p.parse_known_args()
     print(
-        "| victim | guesses | formal eps | test acc (sd) | strongest attack at 0.1% FPR | its AUC | its TPR@0.1% FPR (FP) "
-        "| verdict's eps_lower (attack, rule) | its eps_ceiling | verdict | m | eps_lower / eps |"
+        "| victim | guesses | formal eps | test acc (sd) | strongest attack at 0.1% FPR | its AUC "
+        "| its TPR@0.1% FPR (FP) | verdict's eps_lower (attack, rule) | its eps_ceiling | verdict | m "
+        "| eps_lower / eps |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for label in args.rows:

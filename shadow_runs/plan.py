@@ -6,7 +6,8 @@ asking for more runs adds rows, it never redraws old ones.
 
 Coins are drawn per record, then expanded to the pool's rows: a record is one example, except a
 duplicate canary (`victims.canaries`), whose K identical rows are one record and share one coin in
-every run (`shadow_runs.records.record_of_row` gives the record of every row). Records are numbered natural examples first (record i is row i), canaries after, and a
+every run (`shadow_runs.records.record_of_row` gives the record of every row). Records are
+numbered natural examples first (record i is row i), canaries after, and a
 run's coins are the first n_records draws of its stream, so the natural examples' coins are the
 same with and without canaries; without canaries (`record_of_row` None) every row is its own
 record and the plan is exactly the plan of earlier versions (stores made by them stay valid).

@@ -96,7 +96,8 @@ class CanaryColumns:
         return bool((np.bincount(self.record)[self.record[self.canary]] == 1).all())
 
     def coins_scored(self, membership: np.ndarray, scores: np.ndarray | None = None) -> tuple[int, int]:
-        """(IN, OUT) canary coins of membership [T, n_rows] on the scored columns (where `scores` is not NaN, if given)."""
+        """(IN, OUT) canary coins of membership [T, n_rows] on the scored columns (where `scores`
+        is not NaN, if given)."""
         member = membership[:, self.scored]
         seen = np.ones(member.shape, dtype=bool) if scores is None else ~np.isnan(scores[:, self.scored])
         return int((seen & member).sum()), int((seen & ~member).sum())

@@ -49,9 +49,8 @@ class Observations:
     )
     release_x: np.ndarray | None = None  # float32 [k, c, h, w] pixel scale: the released synthetic set, if any
     release_y: np.ndarray | None = None  # int64 [k]: its labels
-    whitebox: np.ndarray | None = (
-        None  # white-box runs only: float32 [steps, canaries], each canary's projection of each noisy release (victims.whitebox)
-    )
+    # white-box runs only: float32 [steps, canaries], each canary's projection of each noisy release (victims.whitebox)
+    whitebox: np.ndarray | None = None
     whitebox_mechanism: dict | None = None  # with `whitebox`: the mechanism's public noise_multiplier and sample_rate
 
     def __post_init__(self) -> None:
@@ -74,7 +73,8 @@ class Observations:
             object.__setattr__(self, "release_y", np.asarray(self.release_y, dtype=np.int64))
             if self.release_x.ndim != 4 or self.release_y.shape != self.release_x.shape[:1]:
                 raise ValueError(
-                    f"release_x must be [k, c, h, w] with k labels, got {self.release_x.shape} and {self.release_y.shape}"
+                    f"release_x must be [k, c, h, w] with k labels, "
+                    f"got {self.release_x.shape} and {self.release_y.shape}"
                 )
         if (self.whitebox is None) != (self.whitebox_mechanism is None):
             raise ValueError("whitebox and whitebox_mechanism come together")

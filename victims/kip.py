@@ -179,7 +179,8 @@ class KIPVictim(CondensationVictim):
     batch_size: int | None = field(
         default=None,
         metadata={
-            "help": "target batch: random members regressed on per step, all of them when fewer (default: from --preset)"
+            "help": "target batch: random members regressed on per step, all of them when fewer "
+            "(default: from --preset)"
         },
     )
     depth: int | None = field(

@@ -30,7 +30,8 @@ without forming them (layer inputs and output gradients, ghost norms; Li et al. 
 
 The Gaussian mechanism: `gaussian_release` adds N(0, std^2) to clean sums, the one place every DP
 victim's noise is drawn (`dpsgd`'s is opacus's, wrapped in the same white-box probe), and reports
-to a white-box probe when there is one (`victims.whitebox`). `gaussian_mean` adds N(0, sigma^2 C^2) to the clipped sum (the Gaussian
+to a white-box probe when there is one (`victims.whitebox`). `gaussian_mean` adds N(0, sigma^2 C^2)
+to the clipped sum (the Gaussian
 mechanism at L2 sensitivity C, RDP alpha / (2 sigma^2) at every order alpha; Mironov 2017) and
 divides by the public expected batch size B (post-processing), so that Poisson sampling at rate
 B / N and the accountant above cover it (`dpsgd` gets the same mechanism from opacus's

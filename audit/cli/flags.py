@@ -41,7 +41,8 @@ def build_parser(
         "--n-targets",
         type=int_at_least(1),
         default=None,
-        help="target runs (the first runs; their coins are the canaries of the epsilon bound), each attacked with the other, reference runs as shadows (default: min(R/2, 16))",
+        help="target runs (the first runs; their coins are the canaries of the epsilon bound), each attacked with "
+        "the other, reference runs as shadows (default: min(R/2, 16))",
     )
     p.add_argument(
         "--dataset", default="digits", help="digits (embedded), mnist, fashion-mnist, cifar10, or a .npz file"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from typing import Any, Mapping
+from typing import Any
 
 from victims import get_victim, victim_names
 from victims.overrides import config_fields, flag_name

@@ -105,7 +105,8 @@ def protocol(audited: Audited) -> str:
         text = (
             f"One target, the user's release; its members: {evaluation['membership']}. The "
             f"{n_runs} shadow runs of the same pipeline on the same pool, each example in each by an "
-            f"independent coin of probability {evaluation.get('inclusion_rate', DEFAULT_INCLUSION_RATE):g}, are reference runs, "
+            f"independent coin of probability {evaluation.get('inclusion_rate', DEFAULT_INCLUSION_RATE):g}, "
+            "are reference runs, "
             "the attacks' only shadows."
         )
     else:

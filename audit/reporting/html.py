@@ -17,8 +17,10 @@ color:#1d2327;line-height:1.4;padding:0 16px}
 h1{font-size:1.6em;margin-bottom:4px}h2{border-bottom:2px solid #dde3e8;padding-bottom:4px;margin-top:36px}
 .sub{color:#5a6670;margin-top:0}.card{border-left:6px solid #2e7d32;background:#f3f8f3;padding:10px 16px;margin:12px 0}
 .card.alarm{border-color:#c62828;background:#fdf1f1}.card.warn{border-color:#ef6c00;background:#fff6ec}.card.neutral{border-color:#78909c;background:#f4f6f8}
-.card h3{margin:0 0 6px 0;font-size:1.05em}.verdict{font-weight:600;font-size:1.08em}.reason{color:#3d4a54;font-size:.9em}
-table{border-collapse:collapse;margin:10px 0;font-size:.88em}th,td{border:1px solid #d4dbe1;padding:4px 8px;text-align:right}
+.card h3{margin:0 0 6px 0;font-size:1.05em}.verdict{font-weight:600;font-size:1.08em}
+.reason{color:#3d4a54;font-size:.9em}
+table{border-collapse:collapse;margin:10px 0;font-size:.88em}
+th,td{border:1px solid #d4dbe1;padding:4px 8px;text-align:right}
 th{background:#eef2f5}td:first-child,th:first-child{text-align:left}.row{display:flex;gap:24px;flex-wrap:wrap;align-items:flex-start}
 img{max-width:100%}.figs img{width:360px}pre{background:#f6f8fa;padding:8px;overflow:auto;font-size:.8em}
 #image-warning{color:#c62828;font-weight:600}.note{color:#5a6670;font-size:.85em}
@@ -124,7 +126,8 @@ def _comparison(report) -> list[str]:
         "<table><tr><th>attack</th><th>experiment</th><th>test accuracy</th><th>AUC</th><th>TPR@1% FPR (FP)</th>"
         f"<th>TPR@0.1% FPR (FP)</th><th>ε lower</th><th>ε ceiling</th></tr>{''.join(rows)}</table>",
         '<p class="note">Pooled over each experiment\'s targets; FP: the false positives behind each TPR; ε lower: '
-        "the audit's one-run lower confidence bound of each attack on its own (summary.json); ε ceiling: what a perfect attack would "
+        "the audit's one-run lower confidence bound of each attack on its own (summary.json); "
+        "ε ceiling: what a perfect attack would "
         "certify with that experiment's design (- where the coins were not fair). Test accuracy: mean ± sd over "
         "runs.</p>",
     ]

@@ -37,8 +37,8 @@ about 100 guesses on. At δ > 0 it does not pay their union term 2mδ, which mat
 is large: for strong attacks (a perfect attack on 24,000 canaries at δ = 1e-5 certifies 8.99 with
 one guess count fixed in advance, against 8.23), on a Bonferroni grid (2.13 against 1.47 median on
 the self-test's Gaussian mechanism at ε0 = 4) and at larger δ; with one tuned count on a moderate
-signal the two agree within ~2% (2.31 against 2.27 there) (tests/audit/test_fdp.py, which also rebuilds jax_privacy's published
-f-DP figures to 2e-7).
+signal the two agree within ~2% (2.31 against 2.27 there) (tests/audit/test_fdp.py, which also
+rebuilds jax_privacy's published f-DP figures to 2e-7).
 """
 
 from __future__ import annotations

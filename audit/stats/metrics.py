@@ -204,7 +204,6 @@ class MembershipScores:
             "n_nonmembers": int(self.nonmember.size),
         }
         if epsilon:
-            m = self.member.size + self.nonmember.size
             summary.update(
                 {
                     "eps_hat": float(self.eps_hat()),

@@ -34,7 +34,8 @@ def plugin_dir(tmp_path, monkeypatch):
     (where / "broken_victims.py").write_text(
         "from dataclasses import dataclass\n\n"
         "class NotADataclass:\n    name = 'x'\n\n"
-        "@dataclass(frozen=True)\nclass NoRun:\n    name = 'no-run'\n    def check(self, pool, *, inclusion_rate=0.5):\n        pass\n\n"
+        "@dataclass(frozen=True)\nclass NoRun:\n    name = 'no-run'\n"
+        "    def check(self, pool, *, inclusion_rate=0.5):\n        pass\n\n"
         "@dataclass(frozen=True)\nclass TakenName:\n    name = 'real'\n"
         "    def check(self, pool, *, inclusion_rate=0.5):\n        pass\n"
         "    def run(self, pool, keep, seed, *, device='cpu', inclusion_rate=0.5):\n        pass\n\n"
