@@ -15,8 +15,9 @@ each audit is reported against that claim (`python -m audit.report DIR --claimed
                             noise enters the loss as a constant, outside the autograd graph)
     f  RealisedDivisor      dpsgd that divides the noisy sum by the realised batch size, not B
 
-Each row runs black-box (record canaries, mislabeled) and white-box (gradient canaries; for b,
-record canaries, which are the only ones that clipping acts on) audits. Printed per audit: the
+Each row runs black-box (record canaries, mislabeled) and white-box (gradient canaries, which in
+dpsgd enter as per-example gradients of 10 C before clipping) audits; row b also white-box with
+mislabeled record canaries scored through their own gradients (`--threats record`). Printed per audit: the
 claimed ε, the verdict's bound with its ceiling (summary.json's `verdict`, recomputed by the
 report at the claim's δ), the verdict against the claim, runs and minutes. The correct twins
 (`dpsgd1` ... `datalens4`) are the built-in victims at ε = 1 and 4, reported against their own ε.
@@ -192,11 +193,11 @@ ROWS = {  # label -> (what, victim flags, claimed epsilon)
     "datalens1": ("correct datalens", ["--victim", "datalens", "--epsilon", "1"], 1.0),
     "datalens4": ("correct datalens", ["--victim", "datalens", "--epsilon", "4"], 4.0),
 }
-THREATS = {  # threat model -> canary flags (row b white-box: record canaries, which clipping acts on)
+THREATS = {  # label -> canary flags
     "black-box": ["--canaries", "500", "--canary-kind", "mislabeled"],
     "white-box": ["--canaries", "1000", "--canary-kind", "gradient", "--threat-model", "white-box"],
+    "record": ["--canaries", "500", "--canary-kind", "mislabeled", "--threat-model", "white-box"],  # dpsgd only
 }
-RECORD_WHITE_BOX = ["--canaries", "500", "--canary-kind", "mislabeled", "--threat-model", "white-box"]
 
 
 def audit(where: Path, flags: list[str], claim: float) -> tuple[dict, dict, float]:
@@ -242,16 +243,17 @@ def main() -> None:
     p.add_argument("--n-shadow", type=int, default=16)
     p.add_argument("--runs-dir", type=Path, default=Path("runs/dp_bugs"))
     p.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
-    p.add_argument("--threats", nargs="+", choices=THREATS, default=list(THREATS))
+    p.add_argument("--threats", nargs="+", choices=THREATS, default=["black-box", "white-box"])
     args = p.parse_args()
     print("| bug | what | threat model | claimed eps | verdict's bound (attack) / ceiling | verdict | runs | minutes |")
     print("|---|---|---|---|---|---|---|---|")
     for label in args.rows:
         _, flags, claim = ROWS[label]
         for threat in args.threats:
-            canaries = RECORD_WHITE_BOX if (label == "b" and threat == "white-box") else THREATS[threat]
             where = args.runs_dir / f"{label}_{threat}"
-            summary, reported, minutes = audit(where, [*flags, *canaries, "--n-shadow", str(args.n_shadow)], claim)
+            summary, reported, minutes = audit(
+                where, [*flags, *THREATS[threat], "--n-shadow", str(args.n_shadow)], claim
+            )
             print(row(label, threat, summary, reported, claim, minutes), flush=True)
 
 

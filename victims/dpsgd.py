@@ -162,7 +162,8 @@ class DPSGDVictim:
     def optimizer(self, model, plan: DPSGDPrivacy, *, generator: torch.Generator, probe: CanaryProbe | None):
         """opacus's DPOptimizer over `model`'s parameters: clip to C, sum, add N(0, sigma^2 C^2),
         divide by B. With a white-box `probe`, its noise step is wrapped in the probe's two calls
-        (`victims.privacy.gaussian_release` does the same for the other DP victims)."""
+        (`victims.privacy.gaussian_release` does the same for the other DP victims), and gradient
+        canaries join the per-example gradients before clipping (`CanaryProbe.per_example_rows`)."""
         from opacus.optimizers import DPOptimizer
 
         optimizer = DPOptimizer(
@@ -173,6 +174,18 @@ class DPSGDVictim:
             loss_reduction="mean",
             generator=generator,
         )
+        if probe is not None and probe.spec.gradient:
+            clip_and_accumulate = optimizer.clip_and_accumulate
+
+            def clip_with_canaries() -> None:  # gradient canaries enter before clipping (victims.whitebox)
+                params = list(optimizer.params)
+                rows = probe.per_example_rows([p.shape for p in params], device=params[0].device, dtype=params[0].dtype)
+                if rows is not None:
+                    for p, extra in zip(params, rows):
+                        p.grad_sample = torch.cat([p.grad_sample, extra.to(p.grad_sample.dtype)])
+                clip_and_accumulate()
+
+            optimizer.clip_and_accumulate = clip_with_canaries
         if probe is not None:
             add_noise = optimizer.add_noise
 

@@ -25,7 +25,11 @@ Two kinds of canary, each a pool row with its own coin from the plan:
   Delta. The auditor's observation at step t is o_{t,j} = s_j R_t[k_j] / Delta, where R_t is the
   noisy sum: N(b_{t,j} + (other records' sum at k_j) / Delta, sigma^2), b_{t,j} = 1 when the
   canary was sampled. These test the noise scale, the sampling rate and the accounting. They do
-  NOT test clipping: their contribution has norm Delta by construction.
+  NOT test clipping: their contribution has norm Delta by construction, except in `dpsgd`, which
+  gets them as per-example gradients of norm `PRECLIP_OVERSHOOT` x Delta before opacus clips them
+  (`CanaryProbe.per_example_rows`): clipped, that is Delta (1 - 1e-7) along the same direction, so a
+  correct `dpsgd` releases what it would with canaries added after clipping; a `dpsgd` that skips
+  clipping releases 10 Delta, and its canaries' shifts show it.
 * **record** canaries (`mislabeled`, `outlier`; `dpsgd` only): real records the victim trains on
   like any member. At step t the auditor computes each canary's own gradient at the step's
   parameters, g_{t,j}, and observes o_{t,j} = <R_t, g_{t,j} / |g_{t,j}|> / Delta: its clipped
@@ -54,6 +58,10 @@ GRADIENT = "gradient"  # the canary kind that exists only under the white-box th
 #: Poisson draws of its gradient canaries (under the run's seed); victims.canaries uses stream 3
 DIRECTION_STREAM = 4
 SAMPLING_STREAM = 5
+#: a mechanism that clips per-example gradients itself (`dpsgd`, through opacus) gets its gradient
+#: canaries as per-example gradients of this many times Delta, before it clips: a correct one clips
+#: them to Delta, one that skips clipping lets them through whole
+PRECLIP_OVERSHOOT = 10.0
 
 
 @dataclass(frozen=True)
@@ -133,6 +141,8 @@ class CanaryProbe:
         self._coordinates: torch.Tensor | None = None
         self._signs: torch.Tensor | None = None
         self._steps: list[np.ndarray] = []
+        self._sampled: np.ndarray | None = None  # this step's IN and Poisson-sampled gradient canaries
+        self._before_clipping = False  # whether this step's canaries entered as per-example gradients
 
     def _directions(self, dimension: int, device) -> tuple[torch.Tensor, torch.Tensor]:
         if self._coordinates is None:
@@ -141,14 +151,42 @@ class CanaryProbe:
             self._signs = torch.as_tensor(signs, device=device)
         return self._coordinates, self._signs
 
+    def _draw(self) -> np.ndarray:
+        """This step's gradient canaries that are IN and Poisson-sampled (one draw per step)."""
+        if self._sampled is None:
+            self._sampled = self.member & (self.sampling.random(self.spec.n) < self.sample_rate)
+        return self._sampled
+
+    def per_example_rows(self, shapes: list[torch.Size], *, device, dtype) -> list[torch.Tensor] | None:
+        """For a mechanism that clips per-example gradients itself: this step's sampled gradient
+        canaries as per-example gradients, [k, *shape] per parameter, canary j's of norm
+        `PRECLIP_OVERSHOOT` x Delta along s_j e_{k_j}; None when none is sampled. `contribute`
+        then adds nothing this step (the mechanism's clipping and sum carry them)."""
+        sampled = self._draw()
+        self._before_clipping = True
+        chosen = np.flatnonzero(sampled)
+        if not len(chosen):
+            return None
+        sizes = [int(np.prod(shape)) for shape in shapes]
+        coordinates, signs = self._directions(sum(sizes), device)
+        index = torch.as_tensor(chosen, device=device)
+        rows = torch.zeros(len(chosen), sum(sizes), device=device, dtype=dtype)
+        rows[torch.arange(len(chosen), device=device), coordinates[index]] = (
+            PRECLIP_OVERSHOOT * self.sensitivity * signs[index].to(dtype)
+        )
+        return [part.reshape(len(chosen), *shape) for part, shape in zip(rows.split(sizes, dim=1), shapes)]
+
     def contribute(self, sums: list[torch.Tensor]) -> list[torch.Tensor]:
         """The clean sums with Delta s_j e_{k_j} added for every gradient canary that is IN and
-        Poisson-sampled this step (record canaries are already in the victim's batch)."""
+        Poisson-sampled this step (record canaries are already in the victim's batch, and so are
+        gradient canaries given as `per_example_rows`)."""
         if not self.spec.gradient:
+            return sums
+        sampled = self._draw()
+        if self._before_clipping:
             return sums
         flat = torch.cat([s.reshape(-1) for s in sums])
         coordinates, signs = self._directions(flat.numel(), flat.device)
-        sampled = self.member & (self.sampling.random(self.spec.n) < self.sample_rate)
         if sampled.any():
             chosen = torch.as_tensor(np.flatnonzero(sampled), device=flat.device)
             flat = flat.index_add(0, coordinates[chosen], self.sensitivity * signs[chosen].to(flat.dtype))
@@ -166,6 +204,7 @@ class CanaryProbe:
                 unit = g / g.norm(dim=1, keepdim=True).clamp_min(1e-12)
                 values = unit @ flat
         self._steps.append((values / self.sensitivity).float().cpu().numpy())
+        self._sampled, self._before_clipping = None, False
 
     def observations(self) -> np.ndarray:
         """float32 [steps, n]: o_{t,j} of every step observed so far."""

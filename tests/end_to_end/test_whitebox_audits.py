@@ -75,11 +75,12 @@ def claimed_verdict(root: Path, claim: float) -> tuple[str, dict]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bug, bound_above", [("NoiseForTen", 1.0), ("ReusedNoise", 2.0)])
-def test_white_box_flags_the_noise_bugs_at_their_claim(tmp_path, bug, bound_above):
-    # Bug a (sigma for epsilon 10, epsilon 1 claimed) and bug c (one noise draw at every step), 8 runs
-    # of 3 epochs with 300 gradient canaries each (~1 min each). Measured at 4 runs of 2 epochs:
-    # bounds 1.37 (whitebox) and 3.07 (whitebox_steps) against the claim 1.
+@pytest.mark.parametrize("bug, bound_above", [("NoiseForTen", 1.0), ("ReusedNoise", 2.0), ("NoClipping", 1.5)])
+def test_white_box_flags_the_noise_and_clipping_bugs_at_their_claim(tmp_path, bug, bound_above):
+    # Bug a (sigma for epsilon 10, epsilon 1 claimed), bug c (one noise draw at every step) and bug b
+    # (no clipping: dpsgd's gradient canaries enter at 10 C before clipping, so 10 C get through), 8
+    # runs of 3 epochs with 300 gradient canaries each (~1 min each). Measured: a and c at 4 runs of 2
+    # epochs, 1.37 (whitebox) and 3.07 (whitebox_steps); b as here, 2.67 (whitebox), all against 1.
     result = audit(
         tmp_path,
         "--victim",

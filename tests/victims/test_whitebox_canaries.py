@@ -43,6 +43,22 @@ def test_probe_adds_exactly_delta_for_sampled_in_canaries_and_observes_projectio
     assert probe.observations().tolist() == [[1.0, 0.0, 1.0]]
 
 
+def test_before_clipping_the_canaries_are_dirac_rows_of_ten_deltas_and_not_added_again():
+    # all 3 canaries IN at rate 1, Delta = 2: rows [3, 2, 3] and [3, 4] per parameter, canary j's
+    # only non-zero entry 10 x 2 x s_j at its coordinate; contribute() then leaves the sums alone
+    spec = WhiteBoxSpec(first_row=0, n=3, kind="gradient", seed=1)
+    probe = CanaryProbe(spec, np.ones(3, dtype=bool), run_seed=0, sample_rate=1.0, sensitivity=2.0)
+    rows = probe.per_example_rows([torch.Size([2, 3]), torch.Size([4])], device="cpu", dtype=torch.float32)
+    flat = torch.cat([r.reshape(3, -1) for r in rows], dim=1)
+    coordinates, signs = directions(spec, 10)
+    assert flat.shape == (3, 10) and flat.norm(dim=1).tolist() == [20.0, 20.0, 20.0]
+    assert [float(flat[j, coordinates[j]]) for j in range(3)] == [20.0 * float(x) for x in signs]
+    sums = [torch.zeros(2, 3), torch.zeros(4)]
+    assert all(torch.equal(a, b) for a, b in zip(probe.contribute(sums), sums))
+    probe.observe(sums)
+    assert probe.observations().tolist() == [[0.0, 0.0, 0.0]]
+
+
 def test_probe_samples_each_in_canary_at_the_rate():
     spec = WhiteBoxSpec(first_row=0, n=400, kind="gradient", seed=0)
     probe = CanaryProbe(spec, np.ones(400, dtype=bool), run_seed=0, sample_rate=0.25, sensitivity=1.0)
