@@ -281,6 +281,28 @@ class DPKernelVictim(GanLeaksSearch):
                 **whitebox_fields(probe, noise_multiplier=sigma),
             )
 
+    def matched_embedding(
+        self,
+        features: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        n_classes: int,
+        sigma: float,
+        generator: torch.Generator,
+        probe: CanaryProbe | None = None,
+    ) -> torch.Tensor:
+        """What the generator's embedding is pulled towards in one step: the release, the noisy
+        mean embedding of the Poisson batch's `features` [b, f] and `labels` [b]."""
+        return noisy_mean_embedding(
+            features,
+            labels,
+            n_classes=n_classes,
+            noise_multiplier=sigma,
+            expected_batch_size=self.batch_size,
+            generator=generator,
+            probe=probe,
+        )
+
     def release_dimension(self, pool: Pool) -> int:
         """Coordinates of each noisy embedding sum: n_classes x 2 D."""
         return pool.n_classes * 2 * self.features
@@ -306,18 +328,12 @@ class DPKernelVictim(GanLeaksSearch):
         fake_labels = torch.arange(n_classes, device=x.device).repeat_interleave(self.fake_per_class)
         for _ in range(self.steps):
             batch = poisson_sample(len(x), rate, generator=generator).to(x.device)
-            released = noisy_mean_embedding(
-                member_features[batch],
-                y[batch],
-                n_classes=n_classes,
-                noise_multiplier=sigma,
-                expected_batch_size=self.batch_size,
-                generator=generator,
-                probe=probe,
+            target = self.matched_embedding(
+                member_features[batch], y[batch], n_classes=n_classes, sigma=sigma, generator=generator, probe=probe
             )
             fake = gen(self.latents(len(fake_labels), generator=generator, device=x.device), fake_labels)
             generated = class_embedding_sum(rff(fake), fake_labels, n_classes=n_classes) / len(fake_labels)
-            loss = (released - generated).pow(2).sum()
+            loss = (target - generated).pow(2).sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
