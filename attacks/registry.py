@@ -22,7 +22,7 @@ import numpy as np
 from attacks.ganleak import calibrated_scores, log_loss_statistic, reconstruction_scores
 from attacks.lira import lira_offline, lira_online
 from attacks.rmia import rmia_offline, rmia_online
-from attacks.whitebox import run_scores
+from attacks.whitebox import likelihood_ratio, run_scores, step_changes, summed_projection
 
 #: families: what an attack observes. "model": the downstream model trained on the victim's
 #: output (its logits on the pool); "release": the released synthetic set itself (distances);
@@ -77,7 +77,7 @@ def _dcr_lira(runs, targets, shadows, variance):
     return lira_offline(runs.dcr[..., None], runs.keep, targets, shadows=shadows, variance=variance)
 
 
-def _whitebox(statistic: str):
+def _whitebox(statistic):  # statistic(observations [steps, m], the run's whitebox_mechanism) -> [m]
     def score(runs, targets, shadows, variance):
         return run_scores(
             statistic,
@@ -218,7 +218,7 @@ REGISTRY: tuple[Attack, ...] = (
         WHITEBOX,
         1,
         False,
-        _whitebox("likelihood_ratio"),
+        _whitebox(lambda o, mechanism: likelihood_ratio(o, **mechanism)),
         "white-box: the log likelihood ratio of the canary's step projections under the claimed subsampled Gaussian",
     ),
     Attack(
@@ -227,7 +227,7 @@ REGISTRY: tuple[Attack, ...] = (
         WHITEBOX,
         1,
         False,
-        _whitebox("summed_projection"),
+        _whitebox(lambda o, mechanism: summed_projection(o)),
         "white-box: the canary's step projections summed",
     ),
     Attack(
@@ -236,7 +236,7 @@ REGISTRY: tuple[Attack, ...] = (
         WHITEBOX,
         1,
         False,
-        _whitebox("step_changes"),
+        _whitebox(lambda o, mechanism: step_changes(o)),
         "white-box: the summed absolute changes of the canary's projection between steps (reused noise cancels)",
     ),
 )

@@ -29,6 +29,8 @@ from the output); the derivation only says which one is most powerful when the c
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 import numpy as np
 
 
@@ -54,23 +56,17 @@ def step_changes(observations: np.ndarray) -> np.ndarray:
 
 
 def run_scores(
-    statistic: str, whitebox: np.ndarray, mechanism: list[dict], rows: np.ndarray, n: int, targets: np.ndarray
+    statistic: Callable[[np.ndarray, Mapping], np.ndarray],
+    whitebox: np.ndarray,
+    mechanism: list[Mapping],
+    rows: np.ndarray,
+    n: int,
+    targets: np.ndarray,
 ) -> np.ndarray:
-    """[T, n] scores of each target run: the `statistic` of its canaries' observations
-    (whitebox [R, steps, m], mechanism[r] its noise_multiplier and sample_rate) on the canary
-    `rows`, NaN on every other row (the white-box attacks score canaries only)."""
+    """[T, n] scores of each target run: `statistic`(its canaries' observations [steps, m], its
+    mechanism's noise_multiplier and sample_rate) from whitebox [R, steps, m] and mechanism [R], on
+    the canary `rows`, NaN on every other row (the white-box attacks score canaries only)."""
     out = np.full((len(targets), n), np.nan)
     for i, r in enumerate(np.asarray(targets).reshape(-1)):
-        o = whitebox[r]
-        if statistic == "likelihood_ratio":
-            s = likelihood_ratio(
-                o, noise_multiplier=mechanism[r]["noise_multiplier"], sample_rate=mechanism[r]["sample_rate"]
-            )
-        elif statistic == "summed_projection":
-            s = summed_projection(o)
-        elif statistic == "step_changes":
-            s = step_changes(o)
-        else:
-            raise ValueError(f"unknown white-box statistic {statistic!r}")
-        out[i, rows] = s
+        out[i, rows] = statistic(whitebox[r], mechanism[r])
     return out

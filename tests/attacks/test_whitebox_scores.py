@@ -31,7 +31,9 @@ def test_summed_and_step_changes_exact():
 def test_run_scores_fill_the_canary_rows_and_leave_the_rest_nan():
     whitebox = np.arange(2 * 3 * 2, dtype=np.float32).reshape(2, 3, 2)  # 2 runs, 3 steps, 2 canaries
     mechanism = [{"noise_multiplier": 1.0, "sample_rate": 0.5}] * 2
-    scores = run_scores("summed_projection", whitebox, mechanism, np.array([3, 4]), 5, np.array([1]))
+    scores = run_scores(
+        lambda o, mechanism: summed_projection(o), whitebox, mechanism, np.array([3, 4]), 5, np.array([1])
+    )
     assert scores.shape == (1, 5) and np.isnan(scores[0, :3]).all()
     assert scores[0, 3:].tolist() == [6 + 8 + 10, 7 + 9 + 11]
 
