@@ -16,6 +16,7 @@ from shadow_runs.plan import PLAN
 from victims import victim_config
 from shadow_runs.records import CanaryColumns
 from victims.data import Pool
+from victims.source import victim_source
 
 
 def experiment_record(
@@ -30,7 +31,9 @@ def experiment_record(
 ) -> dict:
     """experiment.json of `victim` on `pool` (identity and provenance); `canaries`, the canary entry
     (`CanaryConfig.entry`), is recorded only for an experiment with canaries, and `threat_model`
-    only when it is white-box (so black-box stores keep their names)."""
+    only when it is white-box (so black-box stores keep their names). `victim_source` is the hash of
+    the victim's code (`victims.source`): provenance, not identity, but a store refuses runs of
+    other code (`shadow_runs.store.RunStore.open`)."""
     label = Path(dataset).stem if dataset.endswith(".npz") else dataset
     return {
         "victim": victim.name,
@@ -43,6 +46,7 @@ def experiment_record(
         "inclusion_rate": inclusion_rate,
         **({"canaries": canaries} if canaries else {}),
         **({"threat_model": threat_model} if threat_model != "black-box" else {}),
+        "victim_source": victim_source(type(victim)),
         **provenance(),
     }
 

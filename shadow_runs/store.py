@@ -67,8 +67,12 @@ class RunStore:
         self.root = Path(root)
 
     @classmethod
-    def open(cls, runs_dir: str | os.PathLike, *, experiment: dict, pool_labels: np.ndarray) -> RunStore:
-        """The store for `experiment` under `runs_dir`, created if new; refused if it holds another config."""
+    def open(
+        cls, runs_dir: str | os.PathLike, *, experiment: dict, pool_labels: np.ndarray, keep_other_code: bool = False
+    ) -> RunStore:
+        """The store for `experiment` under `runs_dir`, created if new; refused if it holds another
+        configuration, or runs of other victim code (`victim_source`, see `check_source`) unless
+        `keep_other_code`."""
         runs_dir = Path(runs_dir)
         if (runs_dir / "experiment.json").exists():
             raise StoreError(f"--runs-dir {runs_dir} is an experiment directory; pass its parent")
@@ -98,10 +102,32 @@ class RunStore:
             labels_path = store.root / "pool_labels.npy"
             if not labels_path.exists() or not np.array_equal(np.load(labels_path), pool_labels):
                 raise StoreError(f"{labels_path} does not match the pool; refusing to mix")
+            store.check_source(stored, experiment, keep_other_code=keep_other_code)
         else:
             write_npy(store.root / "pool_labels.npy", np.asarray(pool_labels, dtype=np.int64))
             write_json(meta_path, experiment)
         return store
+
+    def check_source(self, stored: dict, experiment: dict, *, keep_other_code: bool) -> None:
+        """Refuse a store whose runs came from other victim code (experiment.json's
+        `victim_source.sha256` differs from `experiment`'s), naming both hashes. With
+        `keep_other_code` the store is kept on purpose: experiment.json then records the new code's
+        hash and, under `earlier_victim_sources`, the old one with the runs it had made. A store
+        made before the hash was recorded has none to compare and is used as it is."""
+        old = (stored.get("victim_source") or {}).get("sha256")
+        new = (experiment.get("victim_source") or {}).get("sha256")
+        if old is None or new is None or old == new:
+            return
+        if not keep_other_code:
+            raise StoreError(
+                f"{self.root} holds runs of other victim code (source {old[:12]}, this code {new[:12]}); "
+                f"refusing to mix: move it away to retrain, or pass --keep-runs-of-other-code to keep its runs"
+            )
+        earlier = [*stored.get("earlier_victim_sources", []), {"sha256": old, "runs": len(self.finished_runs())}]
+        write_json(
+            self.root / "experiment.json",
+            {**stored, "victim_source": experiment["victim_source"], "earlier_victim_sources": earlier},
+        )
 
     # -- the membership plan ------------------------------------------------------------------
     def keep(self) -> np.ndarray | None:

@@ -74,7 +74,9 @@ def main(
         )
         if canaries:
             check_canary_coins(keep[targets], canaries)
-        store = RunStore.open(args.runs_dir, experiment=experiment, pool_labels=pool.y)
+        store = RunStore.open(
+            args.runs_dir, experiment=experiment, pool_labels=pool.y, keep_other_code=args.keep_runs_of_other_code
+        )
         store.extend_plan(keep)
     except (DataError, StoreError, ValueError) as e:
         parser.error(str(e))

@@ -102,3 +102,28 @@ def test_plan_may_grow_but_not_change(tmp_path):
     with pytest.raises(StoreError, match="another membership plan"):
         store.extend_plan(~keep)
     assert np.array_equal(store.keep(), keep)
+
+
+def test_a_store_of_other_victim_code_is_refused_naming_both_hashes_unless_kept_on_purpose(tmp_path):
+    old_code = {**EXPERIMENT, "victim_source": {"sha256": "a" * 64, "modules": ["m"]}}
+    new_code = {**EXPERIMENT, "victim_source": {"sha256": "b" * 64, "modules": ["m"]}}
+    store = RunStore.open(tmp_path, experiment=old_code, pool_labels=LABELS)
+    store.write_run(0, *obs(1.0).to_store({"seed": 1}))
+    assert RunStore.open(tmp_path, experiment=old_code, pool_labels=LABELS).root == store.root  # the same code
+    before = {p: p.read_bytes() for p in store.root.rglob("*") if p.is_file()}
+    with pytest.raises(StoreError) as refused:
+        RunStore.open(tmp_path, experiment=new_code, pool_labels=LABELS)
+    message = str(refused.value)
+    assert "\n" not in message and "source aaaaaaaaaaaa, this code bbbbbbbbbbbb" in message
+    assert "--keep-runs-of-other-code" in message
+    assert before == {p: p.read_bytes() for p in store.root.rglob("*") if p.is_file()}
+    # kept on purpose: the store now records the new code, and the old one with the runs it made
+    kept = RunStore.open(tmp_path, experiment=new_code, pool_labels=LABELS, keep_other_code=True)
+    assert kept.finished_runs() == {0}
+    recorded = json.loads((store.root / "experiment.json").read_text())
+    assert recorded["victim_source"]["sha256"] == "b" * 64
+    assert recorded["earlier_victim_sources"] == [{"sha256": "a" * 64, "runs": 1}]
+    # a store made before the hash was recorded has none to compare: used as it is
+    legacy = tmp_path / "legacy"
+    RunStore.open(legacy, experiment=EXPERIMENT, pool_labels=LABELS)
+    assert RunStore.open(legacy, experiment=new_code, pool_labels=LABELS).finished_runs() == set()

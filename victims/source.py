@@ -1,0 +1,85 @@
+"""The code a victim's runs come from: a SHA-256 over the source of the victim's module and of
+every module of the same top-level package it imports, directly or not (read from the files, by
+their `import` statements). A run store records it (experiment.json's `victim_source`) and refuses
+to mix runs from other code (`shadow_runs.store.RunStore.open`).
+
+For a built-in victim that is its module and the `victims` modules it needs (`victims.dm` pulls in
+`victims.condense`, `victims.train`, `victims.nets`, ...); for a plugin (`--victim module:Class`)
+its own module and whatever it imports from its own package. Modules of other packages (torch,
+numpy, this package's `victims` for a plugin) are not hashed: their versions are in experiment.json's
+provenance.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+
+
+def victim_source(victim_class: type) -> dict:
+    """{"sha256": hex digest, "modules": [module names hashed, sorted]} of `victim_class`'s code."""
+    root = victim_class.__module__
+    modules = _closure(root)
+    digest = hashlib.sha256()
+    for name in sorted(modules):
+        digest.update(name.encode() + b"\0" + modules[name] + b"\0")
+    return {"sha256": digest.hexdigest(), "modules": sorted(modules)}
+
+
+def _closure(root: str) -> dict[str, bytes]:
+    """module name -> source bytes, for `root` and the modules of its top-level package it imports."""
+    package = root.split(".")[0]
+    found: dict[str, bytes] = {}
+    todo = [root]
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        path = _source_path(name)
+        if path is None:
+            continue
+        source = path.read_bytes()
+        found[name] = source
+        todo.extend(
+            m for m in _imports(source, name, is_package=path.name == "__init__.py") if m.split(".")[0] == package
+        )
+    return found
+
+
+def _source_path(name: str) -> Path | None:
+    module = sys.modules.get(name)
+    if module is not None:
+        try:
+            return Path(inspect.getsourcefile(module))
+        except (TypeError, OSError):
+            return None
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        return None
+    return Path(spec.origin)
+
+
+def _imports(source: bytes, name: str, *, is_package: bool) -> list[str]:
+    """The modules `source` (of module `name`) imports, absolute names; `from p import m` names both
+    p and p.m (m may be a module or an attribute: a name that is no module is skipped later)."""
+    here = name if is_package else name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = here.split(".")
+                parent = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{parent}.{base}" if base else parent
+            out.append(base)
+            out.extend(f"{base}.{alias.name}" for alias in node.names)
+    return out
