@@ -145,9 +145,12 @@ def release_summary(
     settings: EvaluationSettings,
     choices: dict | None = None,
 ) -> dict:
-    """summary.json of the release audit: the same keys (one target: the release) plus the claim."""
+    """summary.json of the release audit: the same keys (one target: the release) plus the claim.
+    Its bounds use the audit's own δ (the pipeline's, 0 for a non-DP one) whatever is claimed, so
+    no number moves with a claim; the report checks a claim at the claim's δ."""
     identity = _identity(experiment, shadows, target_runs=[0])
-    bound_delta = settings.claimed_delta if settings.claimed_delta is not None else (identity["delta"] or 0.0)
+    own_delta = identity["delta"] or 0.0
+    claimed_delta = settings.claimed_delta if settings.claimed_delta is not None else own_delta
     coins = inputs.coins
     fair = coins is not None and coins.fair
     if coins is None:
@@ -164,7 +167,7 @@ def release_summary(
     return {
         **identity,
         "claimed_epsilon": settings.claimed_epsilon,
-        "claimed_delta": bound_delta if settings.claimed_epsilon is not None else settings.claimed_delta,
+        "claimed_delta": claimed_delta if settings.claimed_epsilon is not None else settings.claimed_delta,
         "utility": {
             "test_accuracy": obs.test_accuracy,
             "test_accuracy_std": 0.0,
@@ -183,10 +186,10 @@ def release_summary(
             "epsilon_note": note,
         },
         "attacks": attacks_summary(
-            scores, membership, init, delta=bound_delta, fair=fair, settings=settings, choices=choices
+            scores, membership, init, delta=own_delta, fair=fair, settings=settings, choices=choices
         ),
         "verdict": (
-            verdict_entry(scores, membership, slice(None), choices or {}, delta=bound_delta, settings=settings)
+            verdict_entry(scores, membership, slice(None), choices or {}, delta=own_delta, settings=settings)
             if fair
             else None
         ),

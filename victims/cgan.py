@@ -76,10 +76,11 @@ from victims.privacy import (
     require_privacy_target,
 )
 from victims.train import TrainConfig, fit, small_set_training, to_model_space
+from victims.synthetic import ReleasesData
 
 
 @dataclass(frozen=True)
-class GanLeaksSearch:
+class GanLeaksSearch(ReleasesData):
     """The settings of the GAN-Leaks reconstructions every generator victim's run stores
     (`reconstruct`; the attacker's work, never fed back into the release). A generator victim
     inherits them, so they are the same flags for every generator."""

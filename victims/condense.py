@@ -29,6 +29,7 @@ import torch
 
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, expected_class_members, observe, require_at_least, seeded
 from victims.packed import fit_releases_packed
+from victims.synthetic import ReleasesData
 from victims.data import Pool
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
 
@@ -141,7 +142,7 @@ def image_sgd(images: torch.Tensor, *, lr: float, momentum: float) -> tuple[torc
 
 
 @dataclass(frozen=True)
-class CondensationVictim:
+class CondensationVictim(ReleasesData):
     """Fields and run frame of every condensation victim; subclasses add their own
     hyper-parameters and implement `condense`."""
 

@@ -68,6 +68,7 @@ from victims.privacy import (
     require_privacy_target,
 )
 from victims.real import training_set
+from victims.synthetic import ReleasesData
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
 from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
 
@@ -132,7 +133,7 @@ def _from_preset(help_text: str) -> dict:
 
 @register_victim("psg")
 @dataclass(frozen=True)
-class PSGVictim:
+class PSGVictim(ReleasesData):
     """A synthetic set learned by matching DP-sanitised gradients; the downstream ConvNet is
     trained on it. Fields left at None take the value of `preset`."""
 

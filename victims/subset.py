@@ -21,12 +21,13 @@ from victims.base import DEFAULT_INCLUSION_RATE, Observations, observe, register
 from victims.condense import check_ipc, require_members_per_class
 from victims.data import Pool
 from victims.real import fit_on_pool, fit_packed_on_pool
+from victims.synthetic import ReleasesData
 from victims.train import TrainConfig, small_set_training
 
 
 @register_victim("subset")
 @dataclass(frozen=True)
-class SubsetVictim:
+class SubsetVictim(ReleasesData):
     """The downstream ConvNet trained on `ipc` member images per class, drawn at random."""
 
     ipc: int = field(default=10, metadata={"help": "images per class in the released subset"})

@@ -45,7 +45,9 @@ def build_parser(
         "the other, reference runs as shadows (default: min(R/2, 16))",
     )
     p.add_argument(
-        "--dataset", default="digits", help="digits (embedded), mnist, fashion-mnist, cifar10, or a .npz file"
+        "--dataset",
+        default="digits",
+        help="digits (embedded), mnist5k (the mnist extra), mnist, fashion-mnist, cifar10, or a .npz file",
     )
     p.add_argument("--data-root", default=None, help="where torchvision datasets live")
     p.add_argument("--download", action="store_true", help="let torchvision download the dataset")
@@ -145,6 +147,12 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
         help="probability of each example's independent membership coin in each run (the epsilon bound needs 0.5)",
     )
     p.add_argument("--runs-dir", default="runs", help="parent of the experiment directories")
+    p.add_argument(
+        "--keep-runs-of-other-code",
+        action="store_true",
+        help="use a store whose runs were made by other victim code (experiment.json's victim_source) on purpose; "
+        "without it such a store is refused",
+    )
     p.add_argument("--executor", choices=EXECUTORS, default="ray")
     p.add_argument("--address", default=None, help="an existing Ray cluster to join (default: start one here)")
     p.add_argument(

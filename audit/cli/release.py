@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             lira_variance=args.lira_variance,
             device=args.device,
             quiet=args.quiet,
+            keep_other_code=args.keep_runs_of_other_code,
             command=["python", "-m", "audit.release", *(sys.argv[1:] if argv is None else argv)],
         )
         prepared = prepare(request)

@@ -24,12 +24,28 @@ from audit.evaluate import StoredRuns, run_delta, score_attacks
 from audit.executor import ExecutorConfig
 from audit.pipeline import experiment_record, train_missing_runs
 from audit.releases.inputs import ReleaseError, ReleaseInputs, read_inputs
+from audit.releases.leakage import (
+    COMPARED_FPR,
+    FPRS,
+    STRONGEST_RULE,
+    Flagged,
+    choose_attacker,
+    compare_with_subsets,
+    flag,
+    leave_one_out,
+    release_pseudo_scores,
+)
 from audit.releases.target import check_out_dir, release_id, target_run, victim_for, with_target
 from audit.reporting.build import Report, Settings, build_report, write_report
 from audit.results import load_audited
 from audit.summary import EvaluationSettings, release_summary
 from shadow_runs import RunStore, membership_matrix
 from shadow_runs.files import write_json, write_npy
+from victims import get_victim
+from victims.train import TrainConfig
+
+#: subset runs the comparison needs: each is judged against the others, whose pseudo-targets need two references
+MIN_SUBSET_RUNS = 4
 
 
 @dataclass(frozen=True)
@@ -51,6 +67,7 @@ class ReleaseRequest:
     device: str = "auto"
     quiet: bool = False
     command: Sequence[str] = ()  # recorded in report.json
+    keep_other_code: bool = False  # use shadow stores made by other victim code (`RunStore.open`)
 
 
 @dataclass(frozen=True)
@@ -65,6 +82,7 @@ class PreparedRelease:
     out: Path
     store: RunStore
     keep: np.ndarray
+    subset: SubsetBaseline
 
 
 def prepare(request: ReleaseRequest) -> PreparedRelease:
@@ -96,11 +114,16 @@ def prepare(request: ReleaseRequest) -> PreparedRelease:
         "membership_seed": None if inputs.coins is None else inputs.coins.seed,
     }
     check_out_dir(out, record)
-    store = RunStore.open(request.runs_dir, experiment=experiment, pool_labels=inputs.pool.y)
+    store = RunStore.open(
+        request.runs_dir, experiment=experiment, pool_labels=inputs.pool.y, keep_other_code=request.keep_other_code
+    )
     keep = membership_matrix(
         inputs.pool.y, n_runs=request.n_shadow, master_seed=settings.seed, inclusion_rate=settings.inclusion_rate
     )
+    subset = subset_baseline(request, inputs, victim, keep)
     store.extend_plan(keep)
+    if subset.store is not None:
+        subset.store.extend_plan(keep)
     return PreparedRelease(
         request=request,
         inputs=inputs,
@@ -110,23 +133,70 @@ def prepare(request: ReleaseRequest) -> PreparedRelease:
         out=out,
         store=store,
         keep=keep,
+        subset=subset,
     )
+
+
+@dataclass(frozen=True)
+class SubsetBaseline:
+    """The random real subsets the release is compared with: `subset` runs of the release's size on
+    the same pool and plan (the same coins as the reference runs), or why there are none."""
+
+    victim: Any = None
+    store: RunStore | None = None
+    reason: str | None = None  # why there is no comparison
+
+
+def subset_baseline(request: ReleaseRequest, inputs: ReleaseInputs, victim, keep: np.ndarray) -> SubsetBaseline:
+    """The `subset` victim and store of the comparison (checked and opened before any training), or
+    the reason it cannot be made: a release of uneven class counts, a size the pool cannot supply,
+    or fewer than MIN_SUBSET_RUNS runs."""
+    counts = inputs.per_class
+    if len(set(counts.tolist())) != 1:
+        return SubsetBaseline(
+            reason=f"the release holds {counts.tolist()} images per class; a random real subset "
+            "of the same size is drawn with the same number of every class"
+        )
+    if request.n_shadow < MIN_SUBSET_RUNS:
+        return SubsetBaseline(
+            reason=f"--n-shadow {request.n_shadow} leaves too few subset runs for the comparison "
+            f"(each is judged against the others: at least {MIN_SUBSET_RUNS})"
+        )
+    train = getattr(victim, "train", None)
+    subset_class = get_victim("subset")
+    subset = subset_class(ipc=int(counts[0]), **({"train": train} if isinstance(train, TrainConfig) else {}))
+    settings = request.evaluation
+    try:
+        subset.check(inputs.pool, inclusion_rate=settings.inclusion_rate)
+    except ValueError as e:
+        return SubsetBaseline(reason=f"a random real subset of {int(counts[0])} per class cannot be drawn: {e}")
+    experiment = experiment_record(
+        subset, inputs.pool, dataset=str(request.pool_file), seed=settings.seed, inclusion_rate=settings.inclusion_rate
+    )
+    store = RunStore.open(
+        request.runs_dir, experiment=experiment, pool_labels=inputs.pool.y, keep_other_code=request.keep_other_code
+    )
+    return SubsetBaseline(victim=subset, store=store)
 
 
 def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Path]:
-    """Train the missing shadow runs, attack the release, write the audit directory and its
-    report; returns (summary.json's content, the report, report.html's path, report.json's path)."""
+    """Train the missing shadow runs (the pipeline's, then the random subsets'), attack the release,
+    measure its leakage and compare it with the subsets', write the audit directory and its report;
+    returns (summary.json's content, the report, report.html's path, report.json's path)."""
     request, inputs, settings = prepared.request, prepared.inputs, prepared.request.evaluation
-    train_missing_runs(
-        prepared.store,
-        victim=prepared.victim,
-        pool=inputs.pool,
-        keep=prepared.keep,
-        seed=settings.seed,
-        inclusion_rate=settings.inclusion_rate,
-        executor=request.executor,
-        quiet=request.quiet,
-    )
+    baseline = prepared.subset
+    stores = [(prepared.store, prepared.victim)] + ([(baseline.store, baseline.victim)] if baseline.store else [])
+    for store, victim in stores:
+        train_missing_runs(
+            store,
+            victim=victim,
+            pool=inputs.pool,
+            keep=prepared.keep,
+            seed=settings.seed,
+            inclusion_rate=settings.inclusion_rate,
+            executor=request.executor,
+            quiet=request.quiet,
+        )
     shadows = StoredRuns.load(prepared.store, keep=prepared.keep, images=inputs.pool.x, labels=inputs.pool.y)
     obs, meta = target_run(prepared.victim, inputs, seed=settings.seed, device=request.device)
     runs = with_target(shadows, obs, inputs, meta)
@@ -134,7 +204,7 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Pa
     targets = np.array([request.n_shadow])
     variance = variance_for(request.lira_variance, n_reference=request.n_shadow)
     bounded = inputs.coins is not None and inputs.coins.fair
-    delta = settings.claimed_delta if settings.claimed_delta is not None else (run_delta(shadows) or 0.0)
+    delta = run_delta(shadows) or 0.0  # the audit's own δ, whatever is claimed: the numbers do not move with a claim
     scores, choices = score_attacks(
         runs,
         attack_names(),
@@ -145,6 +215,22 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Pa
         confidence=settings.confidence,
         bounded=bounded,
     )
+    leakage = release_leakage(runs, scores, choices, inputs.member, variance=variance)
+    comparison = {"outcome": None, "reason": baseline.reason}
+    if baseline.store is not None:
+        subsets = StoredRuns.load(baseline.store, keep=prepared.keep, images=inputs.pool.x, labels=inputs.pool.y)
+        subset_flags = leave_one_out(
+            subsets,
+            list(attack_names()),
+            variance=variance_for(request.lira_variance, n_reference=len(subsets.keep) - 1),
+        )
+        release_flag = Flagged(**{k: v for k, v in leakage["release"][str(COMPARED_FPR)].items() if k in FLAGGED_KEYS})
+        comparison = {
+            **compare_with_subsets(release_flag, subset_flags, alpha=request.report.alpha),
+            "subset_store": str(baseline.store.root.resolve()),
+            "n_subset_runs": len(subsets.keep),
+            "subset_test_accuracy": float(np.mean([m["test_accuracy"] for m in subsets.meta])),
+        }
     summary = release_summary(
         scores,
         inputs,
@@ -155,6 +241,8 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Pa
         settings=settings,
         choices=choices,
     )
+    summary["release_leakage"] = leakage
+    summary["subset_baseline"] = comparison
 
     out = prepared.out
     out.mkdir(parents=True, exist_ok=True)
@@ -171,3 +259,29 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Pa
     )
     html_path, json_path = write_report(built, out / "audit")
     return summary, built, html_path, json_path
+
+
+FLAGGED_KEYS = ("fpr", "threshold", "members_flagged", "members", "nonmembers_flagged", "nonmembers")
+
+
+def release_leakage(runs: StoredRuns, scores: dict, choices: dict, member: np.ndarray, *, variance: str) -> dict:
+    """summary.json's `release_leakage`: the attacker's thresholds and strongest attack fixed on the
+    reference runs (`audit.releases.leakage`), and what each attack flags on the release (the last run)."""
+    target = len(runs.keep) - 1
+    views = {a: (c.views if c is not None else "all") for a, c in choices.items()}
+    attacker = choose_attacker(release_pseudo_scores(runs, list(scores), target, variance=variance, views=views))
+    flagged = {
+        a: {
+            str(fpr): flag(scores[a][0], member, threshold=attacker.thresholds[a][fpr], fpr=fpr).to_json()
+            for fpr in FPRS
+        }
+        for a in scores
+    }
+    return {
+        "strongest": attacker.strongest,
+        "rule": STRONGEST_RULE,
+        "pseudo_targets": attacker.n_pseudo,
+        "reference_tpr": {a: {str(f): t for f, t in v.items()} for a, v in attacker.reference_tpr.items()},
+        "release": flagged[attacker.strongest],
+        "attacks": flagged,
+    }

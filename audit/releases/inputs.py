@@ -11,18 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from audit.stats.epsilon import FAIR_COIN_RATE, bound_applies
-from shadow_runs.plan import membership_row
+from audit.releases.files import draw_membership
+from audit.stats.epsilon import bound_applies
 from victims.data import DataError, Pool
 
-
-MEMBERSHIP_RUN = 0  # a release's recorded coins are run 0 of the plan under its membership_seed
-
-
-def draw_membership(n: int, *, seed: int, rate: float = FAIR_COIN_RATE) -> np.ndarray:
-    """bool [n]: members drawn by independent coins, as `audit.release` reproduces them from a pool
-    file's `membership_seed` and `membership_rate` (draw them so, before making the release)."""
-    return membership_row(n, master_seed=seed, run=MEMBERSHIP_RUN, inclusion_rate=rate)
+#: a float release of a uint8 pool is read on the 0-1 scale; beyond this magnitude it is taken for 0-255
+MOST_UNIT_SCALE = 16.0
 
 
 @dataclass(frozen=True)
@@ -153,12 +147,23 @@ def _coins(arrays: dict, member: np.ndarray, path: Path) -> Coins | None:
 
 def read_inputs(pool_path: str | os.PathLike, release_path: str | os.PathLike) -> ReleaseInputs:
     """Read and check the two files; ReleaseError (one line naming the bad value) on bad input."""
+    pool_path, release_path = Path(pool_path), Path(release_path)
+    arrays = _npz(pool_path, "pool")
+    pool, member, index, coins = _read_pool(arrays, pool_path)
+    return _read_release(release_path, arrays["x"].dtype, pool, member, index, coins)
+
+
+def check_pool_arrays(arrays: dict, pool_path: Path) -> None:
+    """ReleaseError (one line) if POOL.npz holding `arrays` would be refused (`audit.releases.files.write_pool`)."""
+    _read_pool(arrays, pool_path)
+
+
+def _read_pool(arrays: dict, pool_path: Path):
+    """(pool, member [n], index: the file rows of the audit pool, coins) of POOL.npz's arrays."""
     from sklearn.model_selection import train_test_split
 
     from victims.data import make_pool
 
-    pool_path, release_path = Path(pool_path), Path(release_path)
-    arrays = _npz(pool_path, "pool")
     for key in ("x", "y"):
         if key not in arrays:
             raise ReleaseError(
@@ -236,15 +241,31 @@ def read_inputs(pool_path: str | os.PathLike, release_path: str | os.PathLike) -
         )
     except DataError as e:
         raise ReleaseError(f"--pool {pool_path}: {e}") from None
+    return pool, member, index, coins
+
+
+def _read_release(
+    release_path: Path, pool_dtype: np.dtype, pool: Pool, member: np.ndarray, index: np.ndarray, coins: Coins | None
+) -> ReleaseInputs:
+    """RELEASE.npz read against the pool `_read_pool` made of the file's rows `index` (`member` over all rows)."""
+    x_len = len(member)
     release = _npz(release_path, "release")
     for key in ("x", "y"):
         if key not in release:
             raise ReleaseError(f"--release {release_path} has no {key!r} array (needs 'x', 'y'; optional 'init_idx')")
-    if (release["x"].dtype == np.uint8) != (arrays["x"].dtype == np.uint8):
+    if release["x"].dtype == np.uint8 and pool_dtype != np.uint8:
         raise ReleaseError(
-            f"--release {release_path}: 'x' is {release['x'].dtype} but the pool's 'x' is "
-            f"{arrays['x'].dtype}; give both at the same pixel scale"
+            f"--release {release_path}: 'x' is uint8 (0-255) but the pool's 'x' is {pool_dtype}; write the release "
+            "as float on the pool's scale (audit.releases.files.write_release)"
         )
+    if release["x"].dtype != np.uint8 and pool_dtype == np.uint8:
+        # a float release of a uint8 pool is read on the 0-1 scale (uint8 / 255), as it is: never clipped
+        largest = float(np.nanmax(np.abs(release["x"]))) if release["x"].size else 0.0
+        if largest > MOST_UNIT_SCALE:
+            raise ReleaseError(
+                f"--release {release_path}: float 'x' reaches {largest:g}, but a float release of a uint8 pool is "
+                "read on the 0-1 scale (uint8 / 255); divide it by 255 (values outside [0, 1] may stay, unclipped)"
+            )
     release_x = _images(release["x"], f"--release {release_path}: 'x'")
     release_y = _labels(release["y"], len(release_x), f"--release {release_path}: 'y'")
     if release_x.shape[1:] != pool.image_shape:
@@ -253,8 +274,8 @@ def read_inputs(pool_path: str | os.PathLike, release_path: str | os.PathLike) -
         )
     if len(release_x) == 0:
         raise ReleaseError(f"--release {release_path} is empty")
-    if len(release_x) > len(x):
-        raise ReleaseError(f"--release {release_path} has {len(release_x)} images, more than the pool's {len(x)}")
+    if len(release_x) > x_len:
+        raise ReleaseError(f"--release {release_path} has {len(release_x)} images, more than the pool's {x_len}")
     if release_y.min() < 0 or release_y.max() >= pool.n_classes:
         bad = release_y[(release_y < 0) | (release_y >= pool.n_classes)][0]
         raise ReleaseError(f"--release {release_path}: label {int(bad)} outside the pool's 0..{pool.n_classes - 1}")
@@ -265,7 +286,7 @@ def read_inputs(pool_path: str | os.PathLike, release_path: str | os.PathLike) -
             raise ReleaseError(
                 f"--release {release_path}: 'init_idx' must be 1-d integers, got {file_rows.dtype} {file_rows.shape}"
             )
-        not_members = file_rows[(file_rows < 0) | (file_rows >= len(x))]
+        not_members = file_rows[(file_rows < 0) | (file_rows >= x_len)]
         if not_members.size == 0:
             not_members = file_rows[~member[file_rows]]
         if not_members.size:

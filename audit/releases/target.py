@@ -33,8 +33,12 @@ def victim_for(name: str, overrides: Mapping[str, Any], inputs: ReleaseInputs):
     """The victim `name` with `overrides` (`audit.cli.victim_flags.victim_overrides`), its images
     per class set from the release when not given."""
     cls = get_victim(name)
-    if "train" not in {f.name for f in dataclasses.fields(cls)}:
-        raise ReleaseError(f"--victim {name} releases no data set to audit (no downstream training on a release)")
+    if not callable(getattr(cls, "observe_release", None)):
+        raise ReleaseError(
+            f"--victim {name} trains no downstream model on a released data set, so audit.release cannot train "
+            "one on yours; a generator of your own derives from victims.synthetic.SyntheticDataVictim "
+            "(README, 'Audit your own generator')"
+        )
     overrides = dict(overrides)
     key = size_field(name)
     if key is not None:
@@ -53,23 +57,16 @@ def victim_for(name: str, overrides: Mapping[str, Any], inputs: ReleaseInputs):
 
 # -- the audit ------------------------------------------------------------------------------------
 def target_run(victim, inputs: ReleaseInputs, *, seed: int, device: str):
-    """Observations of the downstream ConvNet trained on the user's release, as a shadow run makes them."""
-    import torch
-
-    from victims.base import observe, resolve_device, seeded
-    from victims.train import fit, to_model_space
+    """Observations of the downstream model trained on the user's release, as a shadow run makes
+    them (`victim.observe_release`, `victims.synthetic`)."""
+    from victims.base import resolve_device
 
     device = resolve_device(device)
-    pool = inputs.pool
     run_seed = int(np.random.SeedSequence([seed, TARGET_STREAM]).generate_state(1)[0] >> 1)
     start = time.perf_counter()
-    with seeded(run_seed, device) as generator:
-        x = to_model_space(inputs.release_x, mean=pool.mean, std=pool.std, device=device)
-        y = torch.as_tensor(inputs.release_y, device=device)
-        model = fit(x, y, n_classes=pool.n_classes, config=victim.train, flip_ok=pool.flip_ok, generator=generator)
-        obs = observe(
-            model, pool, device=device, init_idx=inputs.init_idx, release_x=inputs.release_x, release_y=inputs.release_y
-        )
+    obs = victim.observe_release(
+        inputs.pool, inputs.release_x, inputs.release_y, seed=run_seed, device=device, init_idx=inputs.init_idx
+    )
     meta = {
         "run": 0,
         "seed": run_seed,

@@ -35,6 +35,8 @@ from audit.reporting.verdict import (
     epsilon_verdict,
     no_fair_coins_verdict,
     no_subset_verdict,
+    release_leakage_verdict,
+    release_subset_verdict,
     subset_verdict,
 )
 from audit.results import Audited, pool_images
@@ -233,6 +235,46 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
                 "(designated before any training), not on the natural examples, which are reported beside them"
             ),
         )
+    comparison = None
+    if "release_leakage" in summary:  # a release audit: how much it leaks, better than a subset, then any claim
+        verdicts = [
+            release_leakage_verdict(
+                summary["release_leakage"],
+                epsilon=summary.get("verdict"),
+                no_epsilon=None if summary.get("verdict") else no_epsilon_reason(audited),
+            ),
+            release_subset_verdict(summary["subset_baseline"]),
+            *([eps] if claim is not None else []),
+        ]
+    else:
+        verdicts, comparison = _pipeline_verdicts(audited, eps, candidates, settings=settings, seed=seed)
+    attack = risk_attack(audited)
+    entry = {
+        "path": str(audited.path),
+        "label": audited.label,
+        "victim": audited.victim,
+        "dataset": audited.experiment.dataset,
+        "n_shadow": summary.get("n_shadow"),
+        "target_runs": list(summary.get("target_runs", [])),
+        "formal_epsilon": summary.get("formal_epsilon"),
+        "delta": summary.get("delta"),
+        "protocol": protocol(audited),
+        "claim": claim_json,
+        "verdicts": [v.to_json() for v in verdicts],
+        "attacks": attacks,
+        "utility": utility(audited),
+        "highest_risk": {"attack": attack, "examples": highest_risk(audited, attack=attack, top_k=settings.top_k)},
+        "release": None,
+        "release_audit": "release_leakage" in summary,  # an audit of one release a user made (audit.release)
+        "provenance": run_provenance(audited),
+    }
+    return entry, comparison
+
+
+def _pipeline_verdicts(audited: Audited, eps: Verdict, candidates: Sequence[Audited], *, settings: Settings, seed: int):
+    """(verdicts, comparison) of an audit of shadow runs: the ε verdict, then the comparison with a
+    `subset` experiment of the same size when one is among `candidates`."""
+    confidence = audited.experiment.confidence
     verdicts: list[Verdict] = [eps]
     comparison = None
     if audited.victim != "subset":
@@ -271,26 +313,16 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
                 verdicts.append(
                     subset_verdict(result.comparisons[0].tests, baseline_label=subset.label, alpha=settings.alpha)
                 )
-    attack = HEADLINE_ATTACK if HEADLINE_ATTACK in audited.attacks else audited.attacks[0]
-    entry = {
-        "path": str(audited.path),
-        "label": audited.label,
-        "victim": audited.victim,
-        "dataset": audited.experiment.dataset,
-        "n_shadow": summary.get("n_shadow"),
-        "target_runs": list(summary.get("target_runs", [])),
-        "formal_epsilon": summary.get("formal_epsilon"),
-        "delta": summary.get("delta"),
-        "protocol": protocol(audited),
-        "claim": claim_json,
-        "verdicts": [v.to_json() for v in verdicts],
-        "attacks": attacks,
-        "utility": utility(audited),
-        "highest_risk": {"attack": attack, "examples": highest_risk(audited, attack=attack, top_k=settings.top_k)},
-        "release": None,
-        "provenance": run_provenance(audited),
-    }
-    return entry, comparison
+    return verdicts, comparison
+
+
+def risk_attack(audited: Audited) -> str:
+    """The attack whose examples at highest risk the report lists: a release's strongest attack
+    (chosen on the reference runs), else HEADLINE_ATTACK where scored, else the first."""
+    strongest = (audited.summary.get("release_leakage") or {}).get("strongest")
+    if strongest in audited.attacks:
+        return strongest
+    return HEADLINE_ATTACK if HEADLINE_ATTACK in audited.attacks else audited.attacks[0]
 
 
 def _finite(value):

@@ -207,12 +207,21 @@ def _pool_labels(audited: Audited) -> np.ndarray | None:
 
 
 def utility(audited: Audited) -> dict:
+    """Downstream test accuracy over the target runs; for a release audit also the reference runs'."""
     accuracy = audited.experiment.test_accuracy
-    return {
+    out = {
         "test_accuracy_mean": float(accuracy.mean()),
         "test_accuracy_std": float(accuracy.std()),
         "n_runs": int(accuracy.size),
     }
+    own = audited.summary.get("utility") or {}
+    if own.get("shadow_test_accuracy") is not None:
+        out["reference_runs"] = {
+            "mean": own["shadow_test_accuracy"],
+            "std": own["shadow_test_accuracy_std"],
+            "n_runs": audited.summary.get("n_shadow"),
+        }
+    return out
 
 
 def run_provenance(audited: Audited) -> dict:

@@ -8,6 +8,7 @@ import json
 from html import escape
 
 from audit.reporting.figures import data_uri
+from audit.reporting.verdict import format_p
 
 LEVELS = ("0.1", "0.01", "0.001")
 
@@ -48,6 +49,8 @@ _CARD = {
     "no_gain_over_subset": "warn",
     "no_epsilon_claim": "neutral",
     "no_subset_baseline": "neutral",
+    "more_than_subset": "warn",
+    "release_leakage": "",
 }
 SUBGROUP_NOTE = (
     "No ε columns here: the mechanism itself picked these images among the members (to copy or start "
@@ -93,6 +96,23 @@ def _verdict_card(entry: dict) -> str:
         f'<div class="card {worst}"><h3>{escape(entry["label"])}</h3><ul>{items}</ul>'
         f'<span class="note">{escape(entry["victim"])} on {escape(str(entry["dataset"]))}, '
         f"{entry['n_shadow']} runs, {len(entry['target_runs'])} targets</span></div>"
+    )
+
+
+def _utility(entry: dict) -> str:
+    u = entry["utility"]
+    if entry.get("release_audit"):
+        shadows = u.get("reference_runs")
+        text = f"test accuracy of the ConvNet trained on your release {u['test_accuracy_mean']:.3f}"
+        if shadows:
+            text += (
+                f"; on the reference runs' releases {shadows['mean']:.3f} ± {shadows['std']:.3f} "
+                f"(mean ± sd over {shadows['n_runs']} runs)"
+            )
+        return text
+    return (
+        f"downstream test accuracy {u['test_accuracy_mean']:.3f} ± {u['test_accuracy_std']:.3f} "
+        f"(mean ± sd over {u['n_runs']} run{'s' * (u['n_runs'] != 1)})"
     )
 
 
@@ -151,7 +171,7 @@ def _difference_table(comparison: dict) -> str:
         interval = "-" if d["low"] is None else f"[{d['low']:+.3f}, {d['high']:+.3f}]"
         rows.append(
             f"<tr><td>{escape(str(t['attack'] or ''))}</td><td>{escape(t['metric'])}</td>"
-            f"<td>{d['point']:+.4f}</td><td>{interval}</td><td>{t['p_adjusted']:.3g}</td>"
+            f"<td>{d['point']:+.4f}</td><td>{interval}</td><td>{format_p(t['p_adjusted']).removeprefix('= ')}</td>"
             f"<td>{'yes' if t['significant'] else 'no'}</td></tr>"
         )
     return (
@@ -163,7 +183,6 @@ def _difference_table(comparison: dict) -> str:
 
 
 def _experiment(report, key: str, entry: dict) -> list[str]:
-    u = entry["utility"]
     claim = entry["claim"]
     parts = [
         f"<h2>{escape(entry['label'])}</h2>",
@@ -174,8 +193,7 @@ def _experiment(report, key: str, entry: dict) -> list[str]:
         f'<p class="note"><b>Protocol</b>: {escape(entry["protocol"])}</p>',
         f'<div class="row"><div>{_img(report.roc[key], "ROC curves, log-log", "roc")}</div>'
         f"<div>{_metrics_table(entry)}"
-        f"<p><b>Utility</b>: downstream test accuracy {u['test_accuracy_mean']:.3f} ± {u['test_accuracy_std']:.3f} "
-        f"(mean ± sd over {u['n_runs']} runs)</p></div></div>",
+        f"<p><b>Utility</b>: {_utility(entry)}</p></div></div>",
     ]
     subgroups = _subgroup_table(entry)
     if subgroups:
@@ -183,7 +201,11 @@ def _experiment(report, key: str, entry: dict) -> list[str]:
     if key in report.releases:
         r = entry["release"]
         parts += [
-            f"<h3>The released set of run {r['run']} ({r['n_images']} images, shown clipped to [0, 1])</h3>",
+            (
+                f"<h3>Your release ({r['n_images']} images, shown clipped to [0, 1])</h3>"
+                if entry.get("release_audit")
+                else f"<h3>The released set of run {r['run']} ({r['n_images']} images, shown clipped to [0, 1])</h3>"
+            ),
             _img(report.releases[key], "released synthetic images"),
         ]
     risk = entry["highest_risk"]

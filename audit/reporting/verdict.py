@@ -28,6 +28,12 @@ Two questions are answered for every audited experiment:
   size" when no attack metric of the victim is significantly *lower* than the subset's (a
   privacy gain); "measurably less leakage than a random real subset of the same size" when
   some is (named). `no_subset_verdict` says that the question was not checked.
+* A release audit (`audit.release`) answers the custodian's two questions first:
+  `release_leakage_verdict`, how many of the members the strongest attack finds at thresholds an
+  attacker fixes on the reference runs, with the counts and the ε bound when the coins allow one;
+  and `release_subset_verdict`, the release against random real subsets of the same size by a
+  Student-t prediction test ("less", "no measurable difference" or "more"). Both read
+  summary.json (`audit.releases.leakage` computes them).
 """
 
 from __future__ import annotations
@@ -48,6 +54,8 @@ NO_FAIR_COINS = "no_fair_coins"
 NO_GAIN_OVER_SUBSET = "no_gain_over_subset"
 GAIN_OVER_SUBSET = "gain_over_subset"
 NO_SUBSET_BASELINE = "no_subset_baseline"
+MORE_THAN_SUBSET = "more_than_subset"
+RELEASE_LEAKAGE = "release_leakage"
 KINDS = (
     EPSILON_VIOLATED,
     EPSILON_CONSISTENT,
@@ -57,7 +65,11 @@ KINDS = (
     NO_GAIN_OVER_SUBSET,
     GAIN_OVER_SUBSET,
     NO_SUBSET_BASELINE,
+    MORE_THAN_SUBSET,
+    RELEASE_LEAKAGE,
 )
+#: p-values below this print as "p < 1e-6": no test here is calibrated that far into its tail
+SMALLEST_P = 1e-6
 #: the metrics where "lower" means "less leakage" (every attack metric audit.compare tests)
 PRIVACY_METRICS = ("auc", "tpr_at_fpr_0.01", "tpr_at_fpr_0.001", "eps_lower")
 
@@ -275,13 +287,76 @@ def no_subset_verdict(why: str) -> Verdict:
     return Verdict(NO_SUBSET_BASELINE, "not compared with a random real subset of the same size", why)
 
 
+def format_p(p: float) -> str:
+    """A p-value for people: three significant digits, and "< 1e-6" below SMALLEST_P."""
+    return "< 1e-6" if p < SMALLEST_P else f"= {p:.3g}"
+
+
+def release_leakage_verdict(leakage: dict, *, epsilon: dict | None, no_epsilon: str | None) -> Verdict:
+    """How much a release leaks, first and in words (summary.json's `release_leakage`,
+    `audit.releases.leakage`): the members the strongest attack finds at the thresholds an
+    attacker sets on the reference runs for 1 in 1,000 and 1 in 100 non-members wrongly flagged,
+    with the counts; then the ε lower bound when the membership's coins allow one (`epsilon`:
+    summary.json's `verdict`, at the audit's own δ: the same with or without a claim), else
+    `no_epsilon`, why there is none."""
+    tenth, one = leakage["release"]["0.001"], leakage["release"]["0.01"]
+    attack = leakage["strongest"]
+
+    def counts(f: dict) -> str:
+        return (
+            f"{f['members_flagged']:,} of your {f['members']:,} members ({f['tpr']:.1%}) and wrongly flags "
+            f"{f['nonmembers_flagged']:,} of your {f['nonmembers']:,} non-members ({f['realised_fpr']:.1%})"
+        )
+
+    reason = (
+        f"{attack} is the strongest attack on the {leakage['pseudo_targets']} reference runs ({leakage['rule']}), "
+        f"chosen before your membership was looked at. At the threshold set there for 1 in 1,000 non-members it finds "
+        f"{counts(tenth)}; at 1 in 100, {counts(one)}. "
+    )
+    if epsilon:
+        reason += (
+            f"ε ≥ {epsilon['eps_lower']:.2f} at {epsilon['confidence']:.0%} confidence (δ = {epsilon['delta']:g}; "
+            f"{epsilon['attack']}, {_paid(epsilon['rule'], len(epsilon['bounds']), epsilon['confidence'])}), where "
+            f"a perfect attack would reach ε ≈ {epsilon['eps_ceiling']:.2f} with this design."
+        )
+    else:
+        reason += f"No ε bound: {no_epsilon}."
+    return Verdict(
+        RELEASE_LEAKAGE,
+        f"an attacker who wrongly flags 1 in 1,000 non-members finds {tenth['tpr']:.1%} of your members "
+        f"(1 in 100: {one['tpr']:.1%})",
+        reason,
+        evidence=(attack,),
+    )
+
+
+def release_subset_verdict(comparison: dict) -> Verdict:
+    """Is this release better than publishing a random real subset of the same size? The release's
+    TPR against the subset runs' (summary.json's `subset_baseline`, `audit.releases.leakage`)."""
+    if comparison.get("outcome") is None:
+        return no_subset_verdict(comparison.get("reason") or "no subset runs")
+    n = len(comparison["subset_tpr"])
+    reason = (
+        f"your release's {comparison['statistic']}: {comparison['release_tpr']:.1%}; {n} random real subsets of "
+        f"the same size on the same pool: median {comparison['subset_median']:.1%}, 5th-95th percentiles "
+        f"{comparison['subset_p5']:.1%}-{comparison['subset_p95']:.1%} ({comparison['subsets_below_release']} of "
+        f"{n} below yours); {comparison['test']}: t = {comparison['t']:.2f}, p {format_p(comparison['p'])} "
+        f"(α = {comparison['alpha']:g})"
+    )
+    if comparison["outcome"] == "less":
+        return Verdict(GAIN_OVER_SUBSET, "measurably less leakage than a random real subset of the same size", reason)
+    if comparison["outcome"] == "more":
+        return Verdict(MORE_THAN_SUBSET, "measurably more leakage than a random real subset of the same size", reason)
+    return Verdict(NO_GAIN_OVER_SUBSET, "no measurable difference from a random real subset of the same size", reason)
+
+
 def _key(test: MetricComparison) -> str:
     return f"{test.attack}/{test.metric}"
 
 
 def _list(tests: Sequence[MetricComparison]) -> str:
     return ", ".join(
-        f"{t.attack} {t.metric} ({t.difference.point:+.3g}, adjusted p = {t.p_adjusted:.3g})" for t in tests
+        f"{t.attack} {t.metric} ({t.difference.point:+.3g}, adjusted p {format_p(t.p_adjusted)})" for t in tests
     )
 
 

@@ -165,6 +165,29 @@ def welch_test(victim, baseline, *, confidence: float = 0.95) -> tuple[Interval,
     return Interval(point, float(ci.low), float(ci.high)), float(result.pvalue)
 
 
+def prediction_test(value: float, sample) -> tuple[float, float, float]:
+    """(t, p_less, p_more): is `value` one more draw from the normal distribution `sample` (S values)
+    comes from? Under that hypothesis t = (value - mean) / (s * sqrt(1 + 1/S)), s the sample's
+    standard deviation (ddof 1), follows Student's t with S - 1 degrees of freedom (the
+    prediction interval's pivot: value - mean has variance sigma^2 (1 + 1/S), independent of s).
+    p_less = P(T <= t), p_more = P(T >= t). E.g. value 0.1 against (0.2, 0.3, 0.4): mean 0.3,
+    s = 0.1, t = -0.2 / (0.1 * sqrt(4/3)) = -1.7321, 2 degrees of freedom, p_less = 0.1127.
+
+    Degenerate: S < 2 -> t NaN, p = 1 both ways (no variance estimate); a sample without
+    variance -> t = 0 and p = 1 if value equals it, else t = -inf or +inf and p = 0 on that side."""
+    sample = np.asarray(sample, dtype=float)
+    if sample.size < 2:
+        return math.nan, 1.0, 1.0
+    mean, sd = float(sample.mean()), float(sample.std(ddof=1))
+    if sd == 0:
+        if value == mean:
+            return 0.0, 1.0, 1.0
+        return (-math.inf, 0.0, 1.0) if value < mean else (math.inf, 1.0, 0.0)
+    t = (value - mean) / (sd * math.sqrt(1 + 1 / sample.size))
+    df = sample.size - 1
+    return float(t), float(stats.t.cdf(t, df)), float(stats.t.sf(t, df))
+
+
 def holm(p_values) -> np.ndarray:
     """Holm-Bonferroni adjusted p-values, in the input order.
 

@@ -61,9 +61,8 @@ def test_walkthrough_goes_from_the_command_to_the_verdict(runs_dir, monkeypatch)
     text = "".join(o.get("text", "") for o in outputs(notebook, lambda o: o.output_type == "stream"))
     assert "eps_lower" in text and "eps_ceiling" in text and "no ε claim was checked" in text
     assert "targets [0, 1] of 4 runs, 3000 canaries (plan independent-coins-v1, inclusion rate 0.5)" in text
-    assert (
-        "advantage over publishing a random real subset of the same size" in text or "measurably less leakage" in text
-    )
+    # Either baseline verdict is a valid outcome; with these fixed seeds the numbers give "less leakage".
+    assert "measurably less leakage than a random real subset of the same size" in text
     data = json.loads((runs_dir / "report.json").read_text())
     assert [e["victim"] for e in data["experiments"]] == ["dm", "subset"]
     assert os.path.isfile(runs_dir / "report.html")

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from audit import outputs, release
-from audit.releases.inputs import Coins, draw_membership, read_inputs
+from audit.releases.files import draw_membership, write_pool, write_release
+from audit.releases.inputs import Coins, read_inputs
 from audit.stats.epsilon import unfair_coins_reason
 from audit.summary import CHOSEN_NOTE
 from victims import load_pool
@@ -62,7 +63,7 @@ def test_a_release_is_audited_against_the_users_membership(files, shadows, tmp_p
         "--victim",
         "subset",
         "--n-shadow",
-        "3",
+        "4",
         "--runs-dir",
         str(shadows),
         "--out",
@@ -82,8 +83,8 @@ def test_a_release_is_audited_against_the_users_membership(files, shadows, tmp_p
         MEMBERSHIP_SEED,
     )
     summary = json.loads((out / "audit" / "summary.json").read_text())
-    # any number of shadow runs (no pairs): all 3 are reference runs, the release is the one target
-    assert summary["target_runs"] == [0] and summary["n_shadow"] == 3 and summary["claimed_epsilon"] == 2
+    # any number of shadow runs (no pairs): all 4 are reference runs, the release is the one target
+    assert summary["target_runs"] == [0] and summary["n_shadow"] == 4 and summary["claimed_epsilon"] == 2
     evaluation = summary["evaluation"]
     assert evaluation["n_canaries"] == 1500 and evaluation["membership"].startswith("independent fair coins")
     with np.load(out / "audit" / "scores.npz") as z:
@@ -112,10 +113,30 @@ def test_a_release_is_audited_against_the_users_membership(files, shadows, tmp_p
     (entry,) = data["experiments"]
     assert entry["claim"]["source"] == "claimed" and entry["claim"]["epsilon"] == 2
     assert entry["claim"]["n_canaries"] == 1500 and entry["claim"]["ceilings"]["dcr"] > 2
-    # An ε verdict: the 20 released members found by dcr are far too few to exceed ε = 2.
-    assert entry["verdicts"][0]["kind"] == "epsilon_consistent"
+    # First how much it leaks, then the random subsets, then the claim: the 20 released members
+    # found by dcr are far too few to exceed ε = 2.
+    leakage, baseline, claim = entry["verdicts"]
+    assert (leakage["kind"], claim["kind"]) == ("release_leakage", "epsilon_consistent")
+    found = summary["release_leakage"]
+    with np.load(out / "audit" / "scores.npz") as z:
+        for fpr in ("0.01", "0.001"):  # the counts are the release's scores above the references' threshold
+            flagged = found["release"][fpr]
+            above = z[found["strongest"]][0] > flagged["threshold"]
+            member = z["membership"][0]
+            assert flagged["members_flagged"] == int((above & member).sum()) and flagged["members"] == member.sum()
+            assert flagged["nonmembers_flagged"] == int((above & ~member).sum())
+            assert f"{flagged['members_flagged']:,} of your {flagged['members']:,} members" in leakage["reason"]
+    # The release is itself a random subset of the pool's members, made as the subset runs are:
+    # with these seeds no difference is measured (the p-value is printed).
+    comparison = summary["subset_baseline"]
+    assert comparison["n_subset_runs"] == 4 and len(comparison["subset_tpr"]) == 4
+    assert baseline["kind"] == "no_gain_over_subset", baseline
+    assert baseline["text"] == "no measurable difference from a random real subset of the same size"
+    assert "Student-t prediction test" in baseline["reason"] and comparison["p"] >= 0.05
     assert "the user's release" in entry["protocol"] and "reference runs" in entry["protocol"]
-    assert (out / "audit" / "report.html").read_text().count("data:image/png;base64,") == 3  # ROC, release, risk
+    page = (out / "audit" / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 3  # ROC, release, risk
+    assert "Your release (20 images" in page and "run 0" not in page and "over 1 runs" not in page
     # Rerun: the shadow runs are reused, the same numbers come out.
     shadow_runs = sorted(shadows.glob("subset-*/runs/*.npz"))
     mtimes = [p.stat().st_mtime_ns for p in shadow_runs]
@@ -169,7 +190,8 @@ def test_members_not_drawn_by_fair_coins_get_no_epsilon_verdict(files, shadows, 
     assert summary["evaluation"]["n_canaries"] is None and summary["evaluation"]["epsilon_note"] == note
     assert all(a["eps_lower"] is None and a["eps_ceiling"] is None for a in summary["attacks"].values())
     (entry,) = json.loads((out / "audit" / "report.json").read_text())["experiments"]
-    verdict = entry["verdicts"][0]
+    leakage, _, verdict = entry["verdicts"]
+    assert leakage["kind"] == "release_leakage" and f"No ε bound: {note}" in leakage["reason"]
     assert verdict["kind"] == "no_fair_coins"
     assert verdict["text"] == "no ε verdict: membership was not drawn by independent fair coins"
     assert verdict["reason"] == note and entry["claim"]["bounds"] is None
@@ -225,7 +247,9 @@ def test_a_test_split_held_out_of_a_coin_drawn_pool_does_not_depend_on_the_coins
         ("bad_rate", "'membership_rate' must be one number strictly between 0 and 1"),
         ("seed_is_membership_seed", "--seed 11 is the pool's membership_seed"),
         ("init_not_member", "not a member"),
-        ("uint8_release", "same pixel scale"),
+        ("uint8_release", "'x' is uint8 (0-255) but the pool's 'x' is float32"),
+        ("float_release_of_255_scale", "reaches 255, but a float release of a uint8 pool is read on the 0-1 scale"),
+        ("victim_releases_nothing", "--victim real trains no downstream model on a released data set"),
     ],
 )
 def test_bad_inputs_exit_2_with_one_line_before_anything_is_written(files, tmp_path, capsys, case, named):
@@ -264,6 +288,11 @@ def test_bad_inputs_exit_2_with_one_line_before_anything_is_written(files, tmp_p
         release_arrays["init_idx"] = np.flatnonzero(~arrays["member"])[:1]
     elif case == "uint8_release":
         release_arrays["x"] = (x * 255).astype(np.uint8)
+    elif case == "float_release_of_255_scale":
+        pool_arrays["x"] = np.round(arrays["x"] * 255).astype(np.uint8)
+        release_arrays["x"] = np.round(x * 255)
+    elif case == "victim_releases_nothing":
+        extra = ["--victim", "real"]
     np.savez(tmp_path / "pool.npz", **pool_arrays)
     np.savez(tmp_path / "release.npz", **release_arrays)
     argv = [
@@ -285,3 +314,27 @@ def test_bad_inputs_exit_2_with_one_line_before_anything_is_written(files, tmp_p
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.count("\n") == 1 and named in err, err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_float_release_of_a_uint8_pool_is_read_on_the_unit_scale_unclipped(tmp_path):
+    # A DM release has pixels outside [0, 1]; the pool is uint8. The release is read as it is
+    # (0-1 scale, uint8 / 255 for the pool): nothing clipped, nothing rounded.
+    pool = load_pool("digits")
+    member = draw_membership(pool.n_pool, seed=3)
+    x8 = np.round(pool.x[:, 0] * 255).astype(np.uint8)
+    release_x = np.linspace(-0.75, 1.75, 20 * 64, dtype=np.float32).reshape(20, 8, 8)
+    write_pool(tmp_path / "pool.npz", x8, pool.y, member=member, membership_seed=3)
+    write_release(tmp_path / "release.npz", release_x, np.arange(20) % 10)
+    inputs = read_inputs(tmp_path / "pool.npz", tmp_path / "release.npz")
+    assert np.array_equal(inputs.release_x[:, 0], release_x)  # -0.75 and 1.75 kept
+    assert np.allclose(inputs.pool.x[:, 0], x8[inputs.pool_index] / 255)
+
+
+def test_the_file_helpers_refuse_what_the_audit_would_refuse(tmp_path):
+    pool = load_pool("digits")
+    member = draw_membership(pool.n_pool, seed=3)
+    with pytest.raises(ValueError, match="the members are not the coins of membership_seed 4"):
+        write_pool(tmp_path / "pool.npz", pool.x, pool.y, member=member, membership_seed=4)
+    with pytest.raises(ValueError, match="'member' has shape"):
+        write_pool(tmp_path / "pool.npz", pool.x, pool.y, member=member[:-1])
+    assert not (tmp_path / "pool.npz").exists()

@@ -26,6 +26,7 @@ ENTRY_KEYS = {
     "target_runs",
     "formal_epsilon",
     "delta",
+    "release_audit",
     "protocol",
     "claim",
     "verdicts",
@@ -61,7 +62,8 @@ def test_report_json_holds_the_numbers_and_the_verdicts(both, experiments):
     assert dm["attacks"] == summary["attacks"]  # summary.json's metrics, as they are
     # No formal or claimed epsilon: said so. dm is compared with the subset of the same size, by audit.compare.
     assert [v["kind"] for v in dm["verdicts"]][0] == "no_epsilon_claim" and dm["claim"] is None
-    assert dm["verdicts"][1]["kind"] in ("no_gain_over_subset", "gain_over_subset")
+    # Either baseline verdict is a valid outcome of the test; with these fixed seeds the numbers give this one.
+    assert dm["verdicts"][1]["kind"] == "gain_over_subset", dm["verdicts"][1]
     assert [v["kind"] for v in subset["verdicts"]] == ["no_epsilon_claim"]  # the baseline is not compared with itself
     assert all(set(v) == VERDICT_KEYS for e in data["experiments"] for v in e["verdicts"])
     (comparison,) = data["comparisons"]

@@ -1,4 +1,5 @@
-"""A user's own pipeline: the README's minimal victim, run from a file outside the package by path
+"""A user's own pipeline: the documented minimal victim (docs/contracts.md, "Your own victim"), run
+from a file outside the package by path
 (`--victim my_victim:SoftmaxRegression`) and as an installed plugin (an entry point), and the
 one-line refusals of paths and classes that do not fit."""
 
@@ -15,12 +16,12 @@ from audit import lira
 from victims import get_victim, victim_names
 from victims.base import PLUGIN_GROUP
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CONTRACTS = Path(__file__).resolve().parents[2] / "docs" / "contracts.md"
 
 
 def readme_victim() -> str:
-    """The first python block of the README's "Audit your own pipeline" section."""
-    section = README.read_text().split("## Audit your own pipeline", 1)[1].split("\n## ", 1)[0]
+    """The first python block of docs/contracts.md's "Your own victim" section."""
+    section = CONTRACTS.read_text().split("### Your own victim", 1)[1].split("\n### ", 1)[0]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -82,6 +83,25 @@ def test_the_readme_victim_is_audited_end_to_end_from_a_file_outside_the_package
     assert summary["utility"]["test_accuracy"] > 0.9  # logistic regression on digits: 0.95 measured
     assert {"loss", "lira_online", "lira_offline", "rmia", "rmia_offline"} <= set(summary["attacks"])
     assert summary["evaluation"]["n_canaries"] == 3 * 1500  # 3 targets of 6 runs, every example a canary
+    recorded = experiment["victim_source"]
+    assert recorded["modules"] == ["my_victim"] and len(recorded["sha256"]) == 64  # the plugin's own module
+    flags = ("--victim", "my_victim:SoftmaxRegression", "--n-shadow", "6", "--inverse-regularisation", "0.5")
+    # Changed code: the store of the old code's runs is refused, naming both hashes and the way to keep them.
+    source = plugin_dir / "my_victim.py"
+    source.write_text(source.read_text() + "\n# changed\n")
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    refused = run_audit(plugin_dir, tmp_path / "runs", *flags)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert f"source {recorded['sha256'][:12]}, this code " in refused.stderr
+    assert "--keep-runs-of-other-code" in refused.stderr
+    assert before == {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    kept = run_audit(plugin_dir, tmp_path / "runs", *flags, "--keep-runs-of-other-code")
+    assert kept.returncode == 0, kept.stderr
+    assert (
+        json.loads((root / "experiment.json").read_text())["earlier_victim_sources"][0]["sha256"]
+        == (recorded["sha256"])
+    )
+    assert run_audit(plugin_dir, tmp_path / "runs", *flags).returncode == 0  # the same code again: accepted
 
 
 def test_an_installed_plugin_is_found_by_its_entry_point_name(plugin_dir):
