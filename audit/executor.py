@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from victims.base import Observations, resolve_device
+from victims.compiled import COMPILE_MODES, compiled_steps, resolve_compile, runs_per_worker
 from victims.data import Pool
 
 EXECUTORS = ("ray", "inline")
@@ -30,6 +31,7 @@ class ExecutorConfig:
     max_retries: int = 3  # re-runs of a task whose worker died
     device: str = "auto"  # where a run trains: "auto", "cpu", "cuda"
     runs_per_task: int = 1  # K runs per task, trained together where the victim packs (`victims.packed`)
+    compile: str = "auto"  # --compile: the training steps through torch.compile, per worker (`victims.compiled`)
 
     def __post_init__(self) -> None:
         if self.kind not in EXECUTORS:
@@ -40,6 +42,8 @@ class ExecutorConfig:
             raise ValueError(f"--gpus-per-run must be a fraction in [0, 1] or a whole number, got {self.gpus_per_run}")
         if self.runs_per_task < 1:
             raise ValueError(f"--runs-per-task must be >= 1, got {self.runs_per_task}")
+        if self.compile not in COMPILE_MODES:
+            raise ValueError(f"--compile must be one of {COMPILE_MODES}, got {self.compile!r}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,8 +54,12 @@ class RunTask:
     inclusion_rate: float = 0.5  # the plan's public coin probability: DP victims calibrate to inclusion_rate * n_pool
 
 
-def run_victims(victim: Any, pool: Pool, tasks: Sequence[RunTask], *, device: str) -> list[tuple[Observations, dict]]:
-    """The runs of `tasks` in this task, each with the metadata stored beside it, on one torch thread.
+def run_victims(
+    victim: Any, pool: Pool, tasks: Sequence[RunTask], *, device: str, compiled: bool = False
+) -> list[tuple[Observations, dict]]:
+    """The runs of `tasks` in this task, each with the metadata stored beside it, on one torch thread;
+    with `compiled`, their training steps through torch.compile (`victims.compiled`, recorded as
+    `compiled` in the metadata).
 
     Several tasks are trained together when the victim packs (`run_packed`, `victims.packed`):
     each keeps its own seed, members and result, and `wall_s` is the pack's time over its runs,
@@ -65,29 +73,34 @@ def run_victims(victim: Any, pool: Pool, tasks: Sequence[RunTask], *, device: st
     device = resolve_device(device)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    extra = {"compiled": True} if compiled else {}
     try:
-        if len(tasks) > 1 and hasattr(victim, "run_packed"):
-            start = time.perf_counter()
-            observations = victim.run_packed(
-                pool,
-                np.stack([t.keep for t in tasks]),
-                [t.seed for t in tasks],
-                device=device,
-                inclusion_rate=tasks[0].inclusion_rate,
-            )
-            wall = (time.perf_counter() - start) / len(tasks)
-            return [
-                (obs, {**_meta(task, wall, device), "runs_in_task": len(tasks)})
-                for task, obs in zip(tasks, observations)
-            ]
-        done = []
-        for task in tasks:
-            start = time.perf_counter()
-            obs = victim.run(pool, task.keep, task.seed, device=device, inclusion_rate=task.inclusion_rate)
-            done.append((obs, _meta(task, time.perf_counter() - start, device)))
-        return done
+        with compiled_steps(compiled):
+            return [(obs, {**meta, **extra}) for obs, meta in _run_all(victim, pool, tasks, device=device)]
     finally:
         torch.set_num_threads(threads)
+
+
+def _run_all(victim: Any, pool: Pool, tasks: Sequence[RunTask], *, device: str) -> list[tuple[Observations, dict]]:
+    if len(tasks) > 1 and hasattr(victim, "run_packed"):
+        start = time.perf_counter()
+        observations = victim.run_packed(
+            pool,
+            np.stack([t.keep for t in tasks]),
+            [t.seed for t in tasks],
+            device=device,
+            inclusion_rate=tasks[0].inclusion_rate,
+        )
+        wall = (time.perf_counter() - start) / len(tasks)
+        return [
+            (obs, {**_meta(task, wall, device), "runs_in_task": len(tasks)}) for task, obs in zip(tasks, observations)
+        ]
+    done = []
+    for task in tasks:
+        start = time.perf_counter()
+        obs = victim.run(pool, task.keep, task.seed, device=device, inclusion_rate=task.inclusion_rate)
+        done.append((obs, _meta(task, time.perf_counter() - start, device)))
+    return done
 
 
 def _meta(task: RunTask, wall_s: float, device: str) -> dict:
@@ -110,15 +123,24 @@ def execute(
     if len({t.inclusion_rate for t in tasks}) > 1:
         raise ValueError("every task of one execution has the plan's one inclusion rate")
     packs = [tuple(tasks[i : i + config.runs_per_task]) for i in range(0, len(tasks), config.runs_per_task)]
+    # auto never compiles inline (the debugging executor, and the unit tests'): only Ray workers that
+    # train enough runs to pay for their compilation
+    mode = "off" if config.kind == "inline" and config.compile == "auto" else config.compile
+    workers = 1 if config.kind == "inline" else (config.workers or os.cpu_count() or 1)
+    compiled = resolve_compile(
+        mode, runs_per_worker=runs_per_worker(len(packs), workers), pixels=int(np.prod(pool.image_shape[1:]))
+    )
     if config.kind == "inline":
         for pack in packs:
-            for task, (obs, meta) in zip(pack, run_victims(victim, pool, pack, device=config.device)):
+            for task, (obs, meta) in zip(
+                pack, run_victims(victim, pool, pack, device=config.device, compiled=compiled)
+            ):
                 yield task, obs, meta
         return
-    yield from _execute_ray(packs, victim=victim, pool=pool, config=config)
+    yield from _execute_ray(packs, victim=victim, pool=pool, config=config, compiled=compiled)
 
 
-def _execute_ray(packs, *, victim, pool, config: ExecutorConfig):
+def _execute_ray(packs, *, victim, pool, config: ExecutorConfig, compiled: bool):
     import ray
 
     started_here = not ray.is_initialized()
@@ -145,7 +167,7 @@ def _execute_ray(packs, *, victim, pool, config: ExecutorConfig):
         while queue or pending:
             while queue and len(pending) < max_pending:
                 pack = queue.pop(0)
-                pending[remote.remote(victim_ref, pool_ref, pack, device=device)] = pack
+                pending[remote.remote(victim_ref, pool_ref, pack, device=device, compiled=compiled)] = pack
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
                 pack = pending.pop(ref)

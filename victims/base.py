@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 import torch
 
+from victims.compiled import maybe_compiled
 from victims.data import Pool
 from victims.train import accuracy, predict_queries, to_model_space
 
@@ -316,12 +317,14 @@ def seeded(seed: int, device: str = "cpu") -> Iterator[torch.Generator]:
 
 
 def observe(model: torch.nn.Module, pool: Pool, *, device: str, **extra: Any) -> Observations:
-    """Observations of a downstream model: logits on every pool query view and test accuracy."""
+    """Observations of a downstream model: logits on every pool query view and test accuracy (its
+    forward pass compiled under `--compile`, `victims.compiled`)."""
     x = to_model_space(pool.x, mean=pool.mean, std=pool.std, device=device)
     x_test = to_model_space(pool.x_test, mean=pool.mean, std=pool.std, device=device)
     y_test = torch.tensor(pool.y_test, device=device)
+    forward = maybe_compiled(model.eval())
     return Observations(
-        logits=predict_queries(model, x, flip_ok=pool.flip_ok),
-        test_accuracy=accuracy(model, x_test, y_test),
+        logits=predict_queries(forward, x, flip_ok=pool.flip_ok),
+        test_accuracy=accuracy(forward, x_test, y_test),
         **extra,
     )

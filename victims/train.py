@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from victims.compiled import maybe_compiled
 from victims.nets import NetConfig, build_net
 
 SHIFTS = ((0, 0), (1, 0), (-1, 0), (0, 1), (0, -1))  # (rows, cols) in pixels; (0, 0) first
@@ -133,9 +134,10 @@ def train(
     opt = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
     batches = Batches(x, y, config=config, flip_ok=flip_ok, generator=generator)
     model.train()
+    forward = maybe_compiled(model)  # compiled once per process under --compile (victims.compiled)
     for _ in range(config.steps):
         xb, yb = batches.next()
-        loss = F.cross_entropy(model(xb), yb)
+        loss = F.cross_entropy(forward(xb), yb)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

@@ -13,6 +13,7 @@ from audit.executor import EXECUTORS, ExecutorConfig
 from audit.summary import EvaluationSettings
 from shadow_runs.plan import DEFAULT_INCLUSION_RATE
 from victims import victim_names
+from victims.compiled import COMPILE_MODES
 from victims.canaries import CANARY_KINDS, DEFAULT_COPIES, CanaryConfig
 from victims.whitebox import THREAT_MODELS
 
@@ -134,6 +135,7 @@ def executor_config(args: argparse.Namespace) -> ExecutorConfig:
         gpus_per_run=args.gpus_per_run,
         device=args.device,
         runs_per_task=runs_per_task,
+        compile=args.compile,
     )
 
 
@@ -167,6 +169,13 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
         f"default: 1 on a CPU, {GPU_RUNS_PER_TASK} on a GPU",
     )
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument(
+        "--compile",
+        default="auto",
+        choices=COMPILE_MODES,
+        help="the downstream ConvNet's training step and query pass through torch.compile, once per worker; auto: "
+        "when each Ray worker trains enough runs to pay for it (160 at digits' 8x8, 3 at 28x28)",
+    )
     p.add_argument("--confidence", type=probability, default=0.95, help="confidence level of eps_lower")
     p.add_argument(
         "--lira-variance",

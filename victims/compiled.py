@@ -1,0 +1,68 @@
+"""Compiled steps (`--compile auto|on|off`): the downstream ConvNet's training step and its
+forward pass over the pool's query views, the two loops every victim's run ends with, through
+`torch.compile`, once per worker process.
+
+torch.compile caches what it compiles by the code it traces and the shapes it sees, for the life
+of the process: the first run a worker trains pays the compilation (11-26 s cold on one thread,
+a few seconds with inductor's on-disk cache warm), and every later run of the same shapes in that
+worker reuses it, whatever its model instance. So the saving grows with the runs each worker
+trains; `bench/compile.py` measures both (docs/performance.md, "Compiled steps").
+
+Whether a run's steps are compiled is scoped, like torch's grad mode: `compiled_steps(True)`
+around a run (the executor's task), read by `maybe_compiled` where a step is built. A compiled run
+equals the eager run within float reordering (`tests/contracts/test_victims.py`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+from collections.abc import Iterator
+
+from torch import nn
+
+COMPILE_MODES = ("auto", "on", "off")
+#: `auto` compiles when a worker trains at least this many runs (images of at least that many
+#: pixels): at 8x8 a steady run saves 0.13-0.5 s against 23-29 s of cold compilation (break-even
+#: 46-227 runs over real, subset, dm, psg), at 28x28 8-14 s against 21-28 s (2-3 runs over real,
+#: subset, dm); docs/performance.md, "Compiled steps"
+BREAK_EVEN_RUNS = {64: 160, 784: 3}
+
+_COMPILED: contextvars.ContextVar[bool] = contextvars.ContextVar("compiled_steps", default=False)
+
+
+@contextlib.contextmanager
+def compiled_steps(on: bool) -> Iterator[None]:
+    """Within the block, `maybe_compiled` compiles (on) or not (off)."""
+    token = _COMPILED.set(bool(on))
+    try:
+        yield
+    finally:
+        _COMPILED.reset(token)
+
+
+def maybe_compiled(module: nn.Module):
+    """`module` itself, or `torch.compile(module)` (sharing its parameters) inside `compiled_steps(True)`."""
+    if not _COMPILED.get():
+        return module
+    import torch
+
+    return torch.compile(module)
+
+
+def resolve_compile(mode: str, *, runs_per_worker: int, pixels: int) -> bool:
+    """`--compile` for an execution: on, off, or (auto) on when each worker trains at least the
+    break-even number of runs for images of `pixels` (h x w; between the measured sizes, the
+    smaller size's count; above, the larger's)."""
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"--compile must be one of {COMPILE_MODES}, got {mode!r}")
+    if mode != "auto":
+        return mode == "on"
+    sizes = sorted(BREAK_EVEN_RUNS)
+    size = max([s for s in sizes if s <= pixels], default=sizes[0])
+    return runs_per_worker >= BREAK_EVEN_RUNS[size]
+
+
+def runs_per_worker(n_runs: int, workers: int) -> int:
+    return math.ceil(n_runs / max(1, workers))
