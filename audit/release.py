@@ -1,5 +1,5 @@
-"""`python -m audit.release`: audit a data release the user already made with one of our pipelines
-(`audit.cli.release`)."""
+"""`python -m audit.release`: audit a data release the user already made, with one of our pipelines
+or a generator of their own (`audit.cli.release`)."""
 
 import sys
 

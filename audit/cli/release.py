@@ -1,5 +1,5 @@
-"""`python -m audit.release`: audit a data release the user already made with one of our pipelines
-(the command line of `audit.releases.audit`).
+"""`python -m audit.release`: audit a data release the user already made, with one of our pipelines
+or a generator of their own (the command line of `audit.releases.audit`).
 
     python -m audit.release --pool POOL.npz --release RELEASE.npz --victim NAME --n-shadow R
         [--claimed-epsilon E] [--claimed-delta D] [--out DIR] [--runs-dir runs] [--seed 0]
@@ -7,7 +7,8 @@
         [victim flags] [report flags]
 
 R shadow runs of `--victim` on the same pool are the reference runs; the user's release is the
-one target, with the user's membership as ground truth (`audit.releases`). The inputs, what is
+one target, with the user's membership as ground truth (`audit.releases`); R random real subsets
+of the release's size are its baseline. The inputs, what is
 run, the outputs and when there is an ε verdict: docs/contracts.md, "audit.release". Bad or
 inconsistent inputs exit with status 2 and one line on stderr before anything is written; an
 --out holding the audit of another release is refused untouched.
@@ -31,8 +32,9 @@ from victims import DataError, victim_names
 def build_parser(argv: list[str] | None = None) -> ArgumentParser:
     p = ArgumentParser(
         prog="python -m audit.release",
-        description="Audit a data release made with one of the victim pipelines: shadow runs of the "
-        "same pipeline on the same pool, attacks on the actual release, a report.",
+        description="Audit a data release made with one of the victim pipelines or your own generator: shadow "
+        "runs of the same pipeline and random real subsets on the same pool, attacks on the actual release, "
+        "a report that says how much it leaks and whether it leaks less than a random subset.",
     )
     p.add_argument("--pool", required=True, type=Path, help="POOL.npz: x, y, and member (bool) or member_idx (int)")
     p.add_argument("--release", required=True, type=Path, help="RELEASE.npz: x, y (and optional init_idx)")

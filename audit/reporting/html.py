@@ -95,7 +95,12 @@ def _verdict_card(entry: dict) -> str:
     return (
         f'<div class="card {worst}"><h3>{escape(entry["label"])}</h3><ul>{items}</ul>'
         f'<span class="note">{escape(entry["victim"])} on {escape(str(entry["dataset"]))}, '
-        f"{entry['n_shadow']} runs, {len(entry['target_runs'])} targets</span></div>"
+        + (
+            f"your release against {entry['n_shadow']} reference runs"
+            if entry.get("release_audit")
+            else f"{entry['n_shadow']} runs, {len(entry['target_runs'])} targets"
+        )
+        + "</span></div>"
     )
 
 
