@@ -90,21 +90,6 @@ class StoredRuns:
         n, m = self.keep.shape[1], self.whitebox.shape[2]
         return np.arange(n - m, n)
 
-    def select(self, rows) -> StoredRuns:
-        """These runs restricted to `rows` (indices into the runs), in that order."""
-        rows = np.asarray(rows, dtype=np.int64)
-        return replace(
-            self,
-            keep=self.keep[rows],
-            confidence=self.confidence[rows],
-            loss=self.loss[rows],
-            init_mask=self.init_mask[rows],
-            meta=tuple(self.meta[r] for r in rows),
-            dcr=None if self.dcr is None else self.dcr[rows],
-            recon=None if self.recon is None else {k: v[rows] for k, v in self.recon.items()},
-            whitebox=None if self.whitebox is None else self.whitebox[rows],
-        )
-
     def available(self, attacks: tuple[str, ...]) -> tuple[str, ...]:
         """`attacks` less those whose needs these runs do not hold (`attacks.registry`): the release
         attacks when the runs stored no release, the GAN-Leaks attacks whose reconstruction losses

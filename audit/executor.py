@@ -123,14 +123,14 @@ def execute(
     if len({t.inclusion_rate for t in tasks}) > 1:
         raise ValueError("every task of one execution has the plan's one inclusion rate")
     packs = [tuple(tasks[i : i + config.runs_per_task]) for i in range(0, len(tasks), config.runs_per_task)]
-    # auto never compiles inline (the debugging executor, and the unit tests'): only Ray workers that
-    # train enough runs to pay for their compilation
-    mode = "off" if config.kind == "inline" and config.compile == "auto" else config.compile
-    workers = 1 if config.kind == "inline" else (config.workers or os.cpu_count() or 1)
+    inline = config.kind == "inline"
     compiled = resolve_compile(
-        mode, runs_per_worker=runs_per_worker(len(packs), workers), pixels=int(np.prod(pool.image_shape[1:]))
+        config.compile,
+        runs_per_worker=runs_per_worker(len(packs), 1 if inline else (config.workers or os.cpu_count() or 1)),
+        pixels=int(np.prod(pool.image_shape[1:])),
+        inline=inline,
     )
-    if config.kind == "inline":
+    if inline:
         for pack in packs:
             for task, (obs, meta) in zip(
                 pack, run_victims(victim, pool, pack, device=config.device, compiled=compiled)

@@ -51,14 +51,17 @@ def maybe_compiled(module: nn.Module):
     return torch.compile(module)
 
 
-def resolve_compile(mode: str, *, runs_per_worker: int, pixels: int) -> bool:
+def resolve_compile(mode: str, *, runs_per_worker: int, pixels: int, inline: bool = False) -> bool:
     """`--compile` for an execution: on, off, or (auto) on when each worker trains at least the
     break-even number of runs for images of `pixels` (h x w; between the measured sizes, the
-    smaller size's count; above, the larger's)."""
+    smaller size's count; above, the larger's), and never `inline` (the debugging executor, and
+    the unit tests')."""
     if mode not in COMPILE_MODES:
         raise ValueError(f"--compile must be one of {COMPILE_MODES}, got {mode!r}")
     if mode != "auto":
         return mode == "on"
+    if inline:
+        return False
     sizes = sorted(BREAK_EVEN_RUNS)
     size = max([s for s in sizes if s <= pixels], default=sizes[0])
     return runs_per_worker >= BREAK_EVEN_RUNS[size]

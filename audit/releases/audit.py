@@ -24,17 +24,7 @@ from audit.evaluate import StoredRuns, run_delta, score_attacks
 from audit.executor import ExecutorConfig
 from audit.pipeline import experiment_record, train_missing_runs
 from audit.releases.inputs import ReleaseError, ReleaseInputs, read_inputs
-from audit.releases.leakage import (
-    COMPARED_FPR,
-    FPRS,
-    STRONGEST_RULE,
-    Flagged,
-    choose_attacker,
-    compare_with_subsets,
-    flag,
-    leave_one_out,
-    release_pseudo_scores,
-)
+from audit.releases.leakage import compare_with_subsets, leave_one_out, release_leakage
 from audit.releases.target import check_out_dir, release_id, target_run, victim_for, with_target
 from audit.reporting.build import Report, Settings, build_report, write_report
 from audit.results import load_audited
@@ -120,7 +110,7 @@ def prepare(request: ReleaseRequest) -> PreparedRelease:
     keep = membership_matrix(
         inputs.pool.y, n_runs=request.n_shadow, master_seed=settings.seed, inclusion_rate=settings.inclusion_rate
     )
-    subset = subset_baseline(request, inputs, victim, keep)
+    subset = subset_baseline(request, inputs, victim)
     store.extend_plan(keep)
     if subset.store is not None:
         subset.store.extend_plan(keep)
@@ -147,7 +137,7 @@ class SubsetBaseline:
     reason: str | None = None  # why there is no comparison
 
 
-def subset_baseline(request: ReleaseRequest, inputs: ReleaseInputs, victim, keep: np.ndarray) -> SubsetBaseline:
+def subset_baseline(request: ReleaseRequest, inputs: ReleaseInputs, victim) -> SubsetBaseline:
     """The `subset` victim and store of the comparison (checked and opened before any training), or
     the reason it cannot be made: a release of uneven class counts, a size the pool cannot supply,
     or fewer than MIN_SUBSET_RUNS runs."""
@@ -215,7 +205,7 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Pa
         confidence=settings.confidence,
         bounded=bounded,
     )
-    leakage = release_leakage(runs, scores, choices, inputs.member, variance=variance)
+    leakage, release_flag = release_leakage(runs, scores, choices, inputs.member, variance=variance)
     comparison = {"outcome": None, "reason": baseline.reason}
     if baseline.store is not None:
         subsets = StoredRuns.load(baseline.store, keep=prepared.keep, images=inputs.pool.x, labels=inputs.pool.y)
@@ -224,7 +214,6 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Pa
             list(attack_names()),
             variance=variance_for(request.lira_variance, n_reference=len(subsets.keep) - 1),
         )
-        release_flag = Flagged(**{k: v for k, v in leakage["release"][str(COMPARED_FPR)].items() if k in FLAGGED_KEYS})
         comparison = {
             **compare_with_subsets(release_flag, subset_flags, alpha=request.report.alpha),
             "subset_store": str(baseline.store.root.resolve()),
@@ -259,29 +248,3 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Pa
     )
     html_path, json_path = write_report(built, out / "audit")
     return summary, built, html_path, json_path
-
-
-FLAGGED_KEYS = ("fpr", "threshold", "members_flagged", "members", "nonmembers_flagged", "nonmembers")
-
-
-def release_leakage(runs: StoredRuns, scores: dict, choices: dict, member: np.ndarray, *, variance: str) -> dict:
-    """summary.json's `release_leakage`: the attacker's thresholds and strongest attack fixed on the
-    reference runs (`audit.releases.leakage`), and what each attack flags on the release (the last run)."""
-    target = len(runs.keep) - 1
-    views = {a: (c.views if c is not None else "all") for a, c in choices.items()}
-    attacker = choose_attacker(release_pseudo_scores(runs, list(scores), target, variance=variance, views=views))
-    flagged = {
-        a: {
-            str(fpr): flag(scores[a][0], member, threshold=attacker.thresholds[a][fpr], fpr=fpr).to_json()
-            for fpr in FPRS
-        }
-        for a in scores
-    }
-    return {
-        "strongest": attacker.strongest,
-        "rule": STRONGEST_RULE,
-        "pseudo_targets": attacker.n_pseudo,
-        "reference_tpr": {a: {str(f): t for f, t in v.items()} for a, v in attacker.reference_tpr.items()},
-        "release": flagged[attacker.strongest],
-        "attacks": flagged,
-    }

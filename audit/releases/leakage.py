@@ -30,8 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attacks.registry import get_attack
-from audit.evaluate import StoredRuns, pseudo_target_scores
+from audit.evaluate import StoredRuns, attack_scores, can_choose_on_references, pseudo_target_scores
 from audit.stats.significance import prediction_test
 
 #: the false-positive rates at which the attacker's thresholds are set: 1 in 100, 1 in 1,000
@@ -124,49 +123,62 @@ def choose_attacker(pseudo: dict[str, tuple[np.ndarray, np.ndarray]]) -> Attacke
     return AttackerChoice(max(ranking)[3], thresholds, tprs, n_pseudo)
 
 
-def release_pseudo_scores(
-    runs: StoredRuns, attacks: list[str], target: int, *, variance: str, views: dict[str, str]
+def pseudo_scores(
+    runs: StoredRuns, attacks: list[str], target: int, *, variance: str, views: dict[str, str] | None = None
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """attack -> (scores, membership) of every reference run of `runs` (all but `target`) scored as
-    a pseudo-target against the other references, with the views the release was scored with."""
+    """attack -> (scores, membership) of every run of `runs` but `target` scored as a pseudo-target
+    against the others but `target` (`audit.evaluate.pseudo_target_scores`), with the views
+    `target` was scored with (default "all")."""
     out = {}
     for attack in attacks:
+        view = (views or {}).get(attack, "all")
         pseudo, scores = pseudo_target_scores(
-            runs, attack, np.array([target]), variance=variance, views=views.get(attack, "all"), most=len(runs.keep)
+            runs, attack, np.array([target]), variance=variance, views=view, most=len(runs.keep)
         )
         out[attack] = (scores, runs.keep[pseudo])
     return out
+
+
+def release_leakage(
+    runs: StoredRuns, scores: dict, choices: dict, member: np.ndarray, *, variance: str
+) -> tuple[dict, Flagged]:
+    """(summary.json's `release_leakage`, what the strongest attack flags at COMPARED_FPR) of the
+    release, the last run of `runs` with `scores` [1, n] per attack: thresholds and the strongest
+    attack fixed on the reference runs, then counted against the custodian's `member`."""
+    target = len(runs.keep) - 1
+    views = {a: (c.views if c is not None else "all") for a, c in choices.items()}
+    attacker = choose_attacker(pseudo_scores(runs, list(scores), target, variance=variance, views=views))
+    flagged = {
+        a: {fpr: flag(scores[a][0], member, threshold=attacker.thresholds[a][fpr], fpr=fpr) for fpr in FPRS}
+        for a in scores
+    }
+    as_json = {a: {str(fpr): f.to_json() for fpr, f in by_rate.items()} for a, by_rate in flagged.items()}
+    entry = {
+        "strongest": attacker.strongest,
+        "rule": STRONGEST_RULE,
+        "pseudo_targets": attacker.n_pseudo,
+        "reference_tpr": {a: {str(f): t for f, t in v.items()} for a, v in attacker.reference_tpr.items()},
+        "release": as_json[attacker.strongest],
+        "attacks": as_json,
+    }
+    return entry, flagged[attacker.strongest][COMPARED_FPR]
 
 
 def leave_one_out(runs: StoredRuns, attacks: list[str], *, variance: str) -> list[Flagged]:
     """Each of the S runs (a random subset's release) measured as a release is: the strongest
     attack and its threshold at COMPARED_FPR chosen on the other S - 1 runs as pseudo-targets (each
     against the remaining S - 2), then that attack scored on the run with the other S - 1 as its
-    shadows. Needs S >= 3 (a pseudo-target needs two references)."""
-    n = len(runs.keep)
+    shadows. An attack takes part where those pseudo-targets have enough references
+    (`audit.evaluate.can_choose_on_references`)."""
     out = []
-    for run in range(n):
-        others = np.flatnonzero(np.arange(n) != run)
-        references = runs.select(others)
-        usable = [a for a in references.available(tuple(attacks)) if len(others) >= max(2, get_attack(a).min_runs)]
-        choice = choose_attacker({a: _all_pseudo_scores(references, a, variance=variance) for a in usable})
-        spec = get_attack(choice.strongest)
-        shadows = (np.arange(n) != run)[None] if spec.calibrated else None
-        scores = spec.score(runs, np.array([run]), shadows, variance)[0]
-        out.append(
-            flag(scores, runs.keep[run], threshold=choice.thresholds[choice.strongest][COMPARED_FPR], fpr=COMPARED_FPR)
-        )
+    for run in range(len(runs.keep)):
+        target = np.array([run])
+        usable = [a for a in runs.available(tuple(attacks)) if can_choose_on_references(runs, a, target)]
+        choice = choose_attacker(pseudo_scores(runs, usable, run, variance=variance))
+        scores = attack_scores(runs, choice.strongest, target, variance=variance)[0]
+        threshold = choice.thresholds[choice.strongest][COMPARED_FPR]
+        out.append(flag(scores, runs.keep[run], threshold=threshold, fpr=COMPARED_FPR))
     return out
-
-
-def _all_pseudo_scores(runs: StoredRuns, attack: str, *, variance: str) -> tuple[np.ndarray, np.ndarray]:
-    """(scores [R, n], membership [R, n]): every run of `runs` as a pseudo-target against the others."""
-    spec = get_attack(attack)
-    n = len(runs.keep)
-    if not spec.calibrated:
-        return spec.score(runs, np.arange(n), None, variance), runs.keep
-    rows = [spec.score(runs, np.array([r]), (np.arange(n) != r)[None], variance)[0] for r in range(n)]
-    return np.stack(rows), runs.keep
 
 
 def compare_with_subsets(release: Flagged, subsets: list[Flagged], *, alpha: float) -> dict:
