@@ -129,6 +129,7 @@ def execute(
         runs_per_worker=runs_per_worker(len(packs), 1 if inline else (config.workers or os.cpu_count() or 1)),
         pixels=int(np.prod(pool.image_shape[1:])),
         inline=inline,
+        break_even=getattr(victim, "compile_break_even", None),
     )
     if inline:
         for pack in packs:

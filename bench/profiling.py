@@ -77,6 +77,7 @@ import torch.nn.functional as F
 
 from victims import get_victim, load_pool
 from victims import psg as psg_module
+from victims.compiled import compiled_steps
 from victims.nets import NetConfig, build_net
 from victims.privacy import clip_per_example, clipped_gradient_sum, gaussian_mean, per_example_gradients
 from victims.psg import PSGVictim, SyntheticSet
@@ -263,10 +264,9 @@ class Timers:
 
 
 def psg_restart(args, per_example: str) -> dict:
-    pool = load_pool("digits")
-    members = np.random.default_rng(0).choice(len(pool.y), size=args.members, replace=False)
-    x = to_model_space(pool.x[members], mean=pool.mean, std=pool.std)
-    y = torch.as_tensor(pool.y[members])
+    pool, keep = dataset_members(args.dataset, args.members)
+    x = to_model_space(pool.x[keep], mean=pool.mean, std=pool.std)
+    y = torch.as_tensor(pool.y[keep])
     victim = PSGVictim(
         spc=args.spc,
         restarts=1,
@@ -282,7 +282,7 @@ def psg_restart(args, per_example: str) -> dict:
     timers = Timers()
     generator = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
-    with timers.installed(per_example):
+    with timers.installed(per_example), compiled_steps(args.compile == "on"):
         start = time.perf_counter()
         victim.generate(
             x, y, pool=pool, sigma=args.sigma, sample_rate=args.batch_size / args.members, generator=generator
@@ -308,7 +308,8 @@ def psg(args) -> None:
         raise SystemExit("--measure-outer must be in [2, --outer] (one block of inner epochs at least)")
     variants = ["fast", "vmap"] if args.per_example == "both" else [args.per_example]
     print(
-        f"PSG, digits, {args.members} members, ConvNet width {args.width} depth {args.depth}, spc {args.spc}, "
+        f"PSG, {args.dataset}, {step_mode(args)}, "
+        f"{args.members} members, ConvNet width {args.width} depth {args.depth}, spc {args.spc}, "
         f"sigma {args.sigma}, C {args.max_grad_norm}, B {args.batch_size}, K {args.batches}, T {args.outer}, "
         f"J {args.inner}, one restart, one thread"
     )
@@ -394,10 +395,14 @@ def run(args) -> None:
         print(re.sub(r"\S*site-packages/|" + re.escape(repo), "", table))
 
 
-def digits_members(n_members: int):
-    """(pool, keep): digits and `n_members` members drawn with numpy's default_rng(0), as every
-    reference-configuration subcommand (dm, dsa, kip) chooses them."""
-    pool = load_pool("digits")
+def step_mode(args) -> str:
+    return "compiled" if args.compile == "on" else "eager"
+
+
+def dataset_members(dataset: str, n_members: int):
+    """(pool, keep): the dataset and `n_members` members drawn with numpy's default_rng(0), as every
+    reference-configuration subcommand (dm, dsa, kip, psg) chooses them."""
+    pool = load_pool(dataset)
     keep = np.zeros(pool.n_pool, dtype=bool)
     keep[np.random.default_rng(0).choice(pool.n_pool, size=n_members, replace=False)] = True
     return pool, keep
@@ -411,9 +416,10 @@ def profile_split(profiler: cProfile.Profile, top: int = 6) -> str:
     return "  under cProfile: " + "; ".join(f"{name} {t / total:.0%}" for (_, _, name), (_, _, t, _, _) in rows)
 
 
-def time_condensation(victims: list, n_members: int, repeats: int) -> tuple[list[list[float]], cProfile.Profile]:
-    """Seconds of whole `condense` runs from real init on `n_members` digits members: one warm-up
-    run of the first victim at one iteration, then `repeats` rounds in which the victims take turns
+def time_condensation(victims: list, args) -> tuple[list[list[float]], cProfile.Profile]:
+    """Seconds of whole `condense` runs from real init on `args.members` members of `args.dataset`,
+    compiled with `--compile on`: one warm-up run of the first victim at one iteration (which pays
+    the compilation), then `repeats` rounds in which the victims take turns
     (so a drift in the machine's speed hits them all), one list of seconds per victim; and one more
     run of the first victim under cProfile."""
     from dataclasses import replace
@@ -421,9 +427,9 @@ def time_condensation(victims: list, n_members: int, repeats: int) -> tuple[list
     from victims.base import seeded
     from victims.condense import Members, initial_set
 
-    pool, keep = digits_members(n_members)
+    pool, keep = dataset_members(args.dataset, args.members)
     members = Members.of(pool, keep, device="cpu")
-    with seeded(0) as generator:
+    with seeded(0) as generator, compiled_steps(args.compile == "on"):
         images, labels, _ = initial_set(pool, keep, members, ipc=victims[0].ipc, init="real", generator=generator)
 
         def condense(victim):
@@ -431,7 +437,7 @@ def time_condensation(victims: list, n_members: int, repeats: int) -> tuple[list
 
         condense(replace(victims[0], iterations=1))()  # warm-up: one-time costs
         seconds: list[list[float]] = [[] for _ in victims]
-        for _ in range(repeats):
+        for _ in range(args.repeats):
             for victim, times in zip(victims, seconds):
                 start = time.perf_counter()
                 condense(victim)()
@@ -452,10 +458,11 @@ def dm(args) -> None:
         batch_real=args.batch_real,
         net=NetConfig(width=args.width, depth=args.depth),
     )
-    (seconds,), profiler = time_condensation([victim], args.members, args.repeats)
+    (seconds,), profiler = time_condensation([victim], args)
     times = [t / args.iterations for t in seconds]
     print(
-        f"DM, width {args.width} depth {args.depth}, {args.members} members, ipc {args.ipc}, {args.batch_real} real "
+        f"DM, {args.dataset}, {step_mode(args)}, "
+        f"width {args.width} depth {args.depth}, {args.members} members, ipc {args.ipc}, {args.batch_real} real "
         f"per class, image lr {args.lr_images}: {statistics.median(times):.3f} s per image update "
         f"(median of {args.repeats}; {', '.join(f'{t:.3f}' for t in times)})"
     )
@@ -481,11 +488,12 @@ def dsa(args) -> None:
         net=NetConfig(width=args.width, depth=args.depth),
     )
     updates_only = replace(victim, inner=0)  # the same image updates and network draws, no network steps
-    (full, updates), profiler = time_condensation([victim, updates_only], args.members, args.repeats)
+    (full, updates), profiler = time_condensation([victim, updates_only], args)
     per_network = [t / args.iterations for t in full]
     per_update = [t / (args.iterations * args.outer) for t in updates]
     print(
-        f"DSA, width {args.width} depth {args.depth}, {args.members} members, ipc {args.ipc}, {args.batch_real} real "
+        f"DSA, {args.dataset}, {step_mode(args)}, "
+        f"width {args.width} depth {args.depth}, {args.members} members, ipc {args.ipc}, {args.batch_real} real "
         f"per class, (outer, inner) ({args.outer}, {args.inner}), image lr {args.lr_images}, net lr {args.lr_net}, "
         f"{args.iterations} networks a run:"
     )
@@ -515,10 +523,11 @@ def kip(args) -> None:
         zca_reg=0.1,
         dsa=False,
     )
-    (seconds,), profiler = time_condensation([victim], args.members, args.repeats)
+    (seconds,), profiler = time_condensation([victim], args)
     times = [t / args.iterations for t in seconds]
     print(
-        f"KIP, FC NTK depth {args.depth}, {args.members} members, support {10 * args.ipc}, target batch "
+        f"KIP, {args.dataset}, {step_mode(args)}, "
+        f"FC NTK depth {args.depth}, {args.members} members, support {10 * args.ipc}, target batch "
         f"{min(args.batch_size, args.members)}, Adam lr {args.lr}, reg {args.reg}: "
         f"{1000 * statistics.median(times):.2f} ms per KIP step (median of {args.repeats}; "
         f"{', '.join(f'{1000 * t:.2f}' for t in times)})"
@@ -581,6 +590,11 @@ def main() -> None:
     k.add_argument("--reg", type=float, default=1e-6)
     k.add_argument("--iterations", type=int, default=200, help="KIP steps per timed run")
     k.add_argument("--repeats", type=int, default=3)
+    for reference in (s, d, g, k):
+        reference.add_argument("--dataset", choices=("digits", "mnist5k"), default="digits")
+        reference.add_argument(
+            "--compile", choices=("on", "off"), default="off", help="the victim's compiled steps (victims.compiled)"
+        )
     r = sub.add_parser("run", help="cProfile one shadow run of a victim at its defaults")
     r.add_argument("--victim", required=True)
     r.add_argument("--top", type=int, default=10)

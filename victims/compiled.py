@@ -24,9 +24,11 @@ from torch import nn
 
 COMPILE_MODES = ("auto", "on", "off")
 #: `auto` compiles when a worker trains at least this many runs (images of at least that many
-#: pixels): at 8x8 a steady run saves 0.13-0.5 s against 23-29 s of cold compilation (break-even
-#: 46-227 runs over real, subset, dm, psg), at 28x28 8-14 s against 21-28 s (2-3 runs over real,
-#: subset, dm); docs/performance.md, "Compiled steps"
+#: pixels), for a victim whose only compiled steps are the downstream ConvNet's: at 8x8 a steady
+#: run saves 0.13-0.5 s against 23-29 s of cold compilation (break-even 46-227 runs over real,
+#: subset, dm), at 28x28 8-14 s against 21-28 s (2-3 runs over real, subset, dm);
+#: docs/performance.md, "Compiled steps". A victim with compiled steps of its own states its own
+#: counts as a class attribute `compile_break_even` (kip, psg).
 BREAK_EVEN_RUNS = {64: 160, 784: 3}
 
 _COMPILED: contextvars.ContextVar[bool] = contextvars.ContextVar("compiled_steps", default=False)
@@ -42,6 +44,11 @@ def compiled_steps(on: bool) -> Iterator[None]:
         _COMPILED.reset(token)
 
 
+def compiling() -> bool:
+    """Whether the steps built here are compiled (inside `compiled_steps(True)`)."""
+    return _COMPILED.get()
+
+
 def maybe_compiled(module: nn.Module):
     """`module` itself, or `torch.compile(module)` (sharing its parameters) inside `compiled_steps(True)`."""
     if not _COMPILED.get():
@@ -51,20 +58,33 @@ def maybe_compiled(module: nn.Module):
     return torch.compile(module)
 
 
-def resolve_compile(mode: str, *, runs_per_worker: int, pixels: int, inline: bool = False) -> bool:
+def maybe_compiled_function(fn, **options):
+    """`fn` itself, or `torch.compile(fn, **options)` inside `compiled_steps(True)`. torch.compile
+    caches by `fn`'s code, so wrapping it again in every call reuses what was compiled."""
+    if not _COMPILED.get():
+        return fn
+    import torch
+
+    return torch.compile(fn, **options)
+
+
+def resolve_compile(
+    mode: str, *, runs_per_worker: int, pixels: int, inline: bool = False, break_even: dict[int, int] | None = None
+) -> bool:
     """`--compile` for an execution: on, off, or (auto) on when each worker trains at least the
     break-even number of runs for images of `pixels` (h x w; between the measured sizes, the
-    smaller size's count; above, the larger's), and never `inline` (the debugging executor, and
-    the unit tests')."""
+    smaller size's count; above, the larger's; `break_even` by pixels, default BREAK_EVEN_RUNS),
+    and never `inline` (the debugging executor, and the unit tests')."""
     if mode not in COMPILE_MODES:
         raise ValueError(f"--compile must be one of {COMPILE_MODES}, got {mode!r}")
     if mode != "auto":
         return mode == "on"
     if inline:
         return False
-    sizes = sorted(BREAK_EVEN_RUNS)
+    counts = break_even or BREAK_EVEN_RUNS
+    sizes = sorted(counts)
     size = max([s for s in sizes if s <= pixels], default=sizes[0])
-    return runs_per_worker >= BREAK_EVEN_RUNS[size]
+    return runs_per_worker >= counts[size]
 
 
 def runs_per_worker(n_runs: int, workers: int) -> int:

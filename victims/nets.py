@@ -38,6 +38,13 @@ class NetConfig:
             raise ValueError(f"pooling must be 'avg' or 'max', got {self.pooling!r}")
 
 
+def first_padding(image_shape: tuple[int, int, int]) -> int:
+    """Zero padding of the first convolution: 3 for one-channel 28x28 images (MNIST), which the
+    DatasetCondensation ConvNet pads to 32x32 so that 3 blocks end at 4x4 features; 1 otherwise
+    (the digits' 8x8 keep the padding of every later block, as in the comparisons with it)."""
+    return 3 if tuple(image_shape) == (1, 28, 28) else 1
+
+
 def default_conv_depth(height: int, width: int) -> int:
     """3 blocks as in the seeds for 32x32 (-> 4x4 features); fewer so small images keep >= 2x2."""
     return max(1, min(3, int(math.log2(min(height, width))) - 1))
@@ -52,10 +59,12 @@ class ConvNet(nn.Module):
     def __init__(self, *, image_shape: tuple[int, int, int], n_classes: int, config: NetConfig) -> None:
         super().__init__()
         channels, height, width = image_shape
+        padding = first_padding(image_shape)
+        height, width = height + 2 * padding - 2, width + 2 * padding - 2
         depth = config.depth or default_conv_depth(height, width)
         layers: list[nn.Module] = []
-        for _ in range(depth):
-            layers.append(nn.Conv2d(channels, config.width, kernel_size=3, padding=1))
+        for block in range(depth):
+            layers.append(nn.Conv2d(channels, config.width, kernel_size=3, padding=padding if block == 0 else 1))
             if config.norm == "instance":
                 layers.append(nn.GroupNorm(config.width, config.width, affine=True))
             layers.append(nn.ReLU())

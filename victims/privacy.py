@@ -57,6 +57,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from victims.base import DEFAULT_INCLUSION_RATE, expected_members
+from victims.compiled import maybe_compiled_function
 from victims.data import Pool
 from victims.whitebox import CanaryProbe
 
@@ -212,13 +213,19 @@ class _LayerFactors:
         T^2 (p + o) operations per example against the T p o of forming the [o, p] gradient,
         which it then never materialises."""
         a, g = self.activations, self.backprops
-        n, positions, p = a.shape
-        o = g.shape[2]
-        if positions == 1:
+        if a.shape[1] == 1:
             return a.pow(2).sum((1, 2)) * g.pow(2).sum((1, 2))
-        if positions * (p + o) < p * o:
+        if not self.forms_gradients:
             return (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
         return self.per_example().pow(2).sum((1, 2))
+
+    @property
+    def forms_gradients(self) -> bool:
+        """Whether the norms form the per-example gradients: over T > 1 positions, where
+        T (p + o) >= p o (the first convolution: few input channels, many positions)."""
+        _, positions, p = self.activations.shape
+        o = self.backprops.shape[2]
+        return positions > 1 and positions * (p + o) >= p * o
 
     def weighted_sum(self, weights: torch.Tensor) -> torch.Tensor:
         """sum_i weights[i] * gradient of example i, [o, p]: one [o, n T] x [n T, p] product."""
@@ -227,19 +234,49 @@ class _LayerFactors:
         return g.t() @ self.activations.reshape(n * positions, p)
 
 
-def _patches(x: torch.Tensor, conv: nn.Conv2d) -> torch.Tensor:
-    """[n, c, H, W] -> [n, H'W', c kh kw]: the input patch under each output position, in the
-    weight's (c, kh, kw) order. Views and one copy (F.unfold loops over the batch on the CPU)."""
-    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = conv.kernel_size, conv.dilation, conv.padding, conv.stride
+#: a convolution's (kernel, dilation, padding, stride), each (rows, cols); None for a linear layer
+Geometry = tuple[tuple[int, int], tuple[int, int], tuple[int, int], tuple[int, int]] | None
+
+
+def conv_geometry(conv: nn.Conv2d) -> Geometry:
+    return (tuple(conv.kernel_size), tuple(conv.dilation), tuple(conv.padding), tuple(conv.stride))
+
+
+def _patches(x: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+    """[n, c, H, W] -> [n, H'W', c kh kw]: the input patch under each output position of a
+    convolution of that geometry, in the weight's (c, kh, kw) order. Views and one copy (F.unfold
+    loops over the batch on the CPU)."""
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = geometry
     x = F.pad(x, (pw, pw, ph, ph))
     windows = x.unfold(2, dh * (kh - 1) + 1, sh).unfold(3, dw * (kw - 1) + 1, sw)[..., ::dh, ::dw]
     n, c, rows, cols = windows.shape[:4]  # windows: [n, c, H', W', kh, kw]
     return windows.permute(0, 2, 3, 1, 4, 5).reshape(n, rows * cols, c * kh * kw)
 
 
-def _layer_factors(
+def _factors(inputs: torch.Tensor, backprops: torch.Tensor, geometry: Geometry) -> _LayerFactors:
+    """A layer's factors from its input and the gradient at its output."""
+    n = len(inputs)
+    if geometry is not None:
+        return _LayerFactors(activations=_patches(inputs, geometry), backprops=backprops.flatten(2).transpose(1, 2))
+    # [n, ..., features]: every position in between shares the weight
+    return _LayerFactors(
+        activations=inputs.reshape(n, -1, inputs.shape[-1]), backprops=backprops.reshape(n, -1, backprops.shape[-1])
+    )
+
+
+@dataclass
+class _LayerSignals:
+    """What one forward and backward pass leave for the clipped sum, one entry per matched layer,
+    in the order of `params`."""
+
+    inputs: list[torch.Tensor]
+    backprops: list[torch.Tensor]
+    geometries: list[Geometry]
+
+
+def _layer_signals(
     net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor
-) -> dict[str, _LayerFactors] | None:
+) -> _LayerSignals | None:
     """One forward pass (forward hooks on the layers owning `params`, removed before it returns)
     and one backward pass to the layers' outputs: their inputs and output gradients. Only data
     gradients are computed; no parameter's `.grad` is touched. None where some parameter is not
@@ -281,20 +318,42 @@ def _layer_factors(
     if any(len(seen.get(module, ())) != 1 or seen[module][0][1]._version != seen[module][0][2] for module in layers):
         return None  # a layer unused, called twice (tied weights), or its output changed in place
     modules = list(layers)
-    outputs = [seen[module][0][1] for module in modules]
-    backprops = torch.autograd.grad(loss, outputs)
-    factors = {}
-    n = len(x)
-    for module, g in zip(modules, backprops):
-        a = seen[module][0][0]
-        if type(module) is nn.Conv2d:
-            a = _patches(a, module)
-            g = g.flatten(2).transpose(1, 2)
-        else:  # [n, ..., features]: every position in between shares the weight
-            a = a.reshape(n, -1, a.shape[-1])
-            g = g.reshape(n, -1, g.shape[-1])
-        factors[layers[module]] = _LayerFactors(activations=a, backprops=g)
-    return factors
+    backprops = torch.autograd.grad(loss, [seen[module][0][1] for module in modules])
+    return _LayerSignals(
+        inputs=[seen[module][0][0] for module in modules],
+        backprops=list(backprops),
+        geometries=[conv_geometry(m) if type(m) is nn.Conv2d else None for m in modules],
+    )
+
+
+def _layer_factors(
+    net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor
+) -> dict[str, _LayerFactors] | None:
+    """Each matched layer's factors (`_layer_signals`), by parameter name; None where not covered."""
+    signals = _layer_signals(net, params, x, y)
+    if signals is None:
+        return None
+    return {
+        name: _factors(a, g, geometry)
+        for name, a, g, geometry in zip(params, signals.inputs, signals.backprops, signals.geometries)
+    }
+
+
+def _clipped_sums(
+    inputs: list[torch.Tensor], backprops: list[torch.Tensor], geometries: list[Geometry], max_norm: float
+) -> list[torch.Tensor]:
+    """sum_i clip(gradient of example i, max_norm) per layer, [o, p] each, from the layers' signals:
+    tensors in, tensors out, so that `--compile` can fuse it (the patches' copy, the norms and the
+    products are about half of a noisy batch's time on the digits ConvNet)."""
+    factors = [_factors(a, g, geometry) for a, g, geometry in zip(inputs, backprops, geometries)]
+    # a layer whose norms form the gradients sums them too: [n] x [n, o p], not a second product
+    formed = [f.per_example() if f.forms_gradients else None for f in factors]
+    squares = sum(f.squared_norms() if g is None else g.pow(2).sum((1, 2)) for f, g in zip(factors, formed))
+    scale = (max_norm / (squares.sqrt() + 1e-12)).clamp(max=1.0)  # as clip_per_example
+    return [
+        f.weighted_sum(scale) if g is None else (scale @ g.flatten(1)).view(g.shape[1:])
+        for f, g in zip(factors, formed)
+    ]
 
 
 def clipped_gradient_sum(
@@ -319,13 +378,15 @@ def clipped_gradient_sum(
     pass.) Forming [256, 128, 128, 3, 3] gradients is memory traffic that the ghost norms of the
     deeper convolutions avoid; at the digits preset's width 16 every variant is within noise.
     """
-    factors = _layer_factors(net, params, x, y)
-    if factors is None:
+    signals = _layer_signals(net, params, x, y)
+    if signals is None:
         clipped = clip_per_example(per_example_gradients(net, params, x, y), max_norm)
         return [clipped[name].sum(0) for name in params]
-    squares = sum(f.squared_norms() for f in factors.values())
-    scale = (max_norm / (squares.sqrt() + 1e-12)).clamp(max=1.0)  # as clip_per_example
-    return [factors[name].weighted_sum(scale).reshape(p.shape) for name, p in params.items()]
+    # the batch size is Poisson: one compiled graph for every size (dynamic), not one per size
+    sums = maybe_compiled_function(_clipped_sums, dynamic=True)(
+        signals.inputs, signals.backprops, signals.geometries, max_norm
+    )
+    return [s.reshape(p.shape) for s, p in zip(sums, params.values())]
 
 
 def clip_per_example(grads: dict[str, torch.Tensor], max_norm: float) -> dict[str, torch.Tensor]:

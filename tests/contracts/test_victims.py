@@ -372,16 +372,20 @@ def test_a_task_of_runs_that_do_not_pack_stores_what_single_runs_store(pool, tmp
 
 
 #: victims whose compiled runs are checked against eager ones: the compiled step is the downstream
-#: ConvNet's (`victims.train.train`), which every victim but dpsgd trains; these three cover a fit on
-#: the members, on a real subset and on a condensed set
-COMPILED = ("real", "subset", "dm")
+#: ConvNet's (`victims.train.train`), which every victim but dpsgd trains; these cover a fit on
+#: the members, on a real subset and on a condensed set, and the victims' own compiled steps: kip's
+#: loss (`victims.kip.kip_loss`), psg's clipped sum and synthetic-set step
+#: (`victims.privacy._clipped_sums`, `victims.psg.pixel_gradient`)
+COMPILED = ("real", "subset", "dm", "kip", "psg")
 
 
 @pytest.mark.parametrize("name", COMPILED)
 def test_a_compiled_run_equals_the_eager_run(name, pool, keep):
     """--compile on: the same run through torch.compile gives the eager run's observations within
     float reordering: logits within 1e-3 after 15 steps (measured: 3e-7 on digits), test accuracy within
-    one test image, the release bit for bit (it is made before the compiled step)."""
+    one test image, the release bit for bit where it is made before the compiled step, and within
+    1e-4 where its own steps are compiled (kip, 5 steps: measured 6e-7, logits 4e-7; psg, 4 noisy
+    steps: 1.1e-6, logits 6e-7)."""
     from victims.compiled import compiled_steps
 
     victim = get_victim(name)(**FAST[name])
@@ -390,5 +394,7 @@ def test_a_compiled_run_equals_the_eager_run(name, pool, keep):
         compiled = victim.run(pool, keep, 7)
     np.testing.assert_allclose(compiled.logits, eager.logits, rtol=0, atol=1e-3)
     assert abs(compiled.test_accuracy - eager.test_accuracy) <= 1 / len(pool.y_test) + 1e-12
-    if eager.release_x is not None:
+    if name in ("kip", "psg"):
+        np.testing.assert_allclose(compiled.release_x, eager.release_x, rtol=0, atol=1e-4)
+    elif eager.release_x is not None:
         assert np.array_equal(compiled.release_x, eager.release_x)

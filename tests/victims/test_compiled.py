@@ -19,6 +19,10 @@ def test_auto_compiles_where_each_worker_trains_enough_runs_to_pay_for_it():
     assert resolve_compile("auto", runs_per_worker=3, pixels=28 * 28)
     assert resolve_compile("auto", runs_per_worker=3, pixels=32 * 32)
     assert not resolve_compile("auto", runs_per_worker=100, pixels=16 * 16)
+    # a victim's own counts (psg: 9 runs at 28x28) replace the table's
+    psg = {64: 176, 784: 9}
+    assert not resolve_compile("auto", runs_per_worker=8, pixels=784, break_even=psg)
+    assert resolve_compile("auto", runs_per_worker=9, pixels=784, break_even=psg)
     assert resolve_compile("on", runs_per_worker=1, pixels=64) and not resolve_compile(
         "off", runs_per_worker=10**6, pixels=784
     )

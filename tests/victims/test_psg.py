@@ -12,6 +12,7 @@ from victims.nets import ConditionalGenerator, NetConfig, build_net
 from victims.privacy import (
     _layer_factors,
     _patches,
+    conv_geometry,
     clip_per_example,
     clipped_gradient_sum,
     per_example_gradients,
@@ -128,7 +129,7 @@ def test_patches_are_unfold(kernel, dilation, padding, stride):
     conv = torch.nn.Conv2d(3, 5, kernel, dilation=dilation, padding=padding, stride=stride)
     x = torch.randn(4, 3, 9, 8)
     expected = F.unfold(x, conv.kernel_size, dilation=conv.dilation, padding=conv.padding, stride=conv.stride)
-    assert torch.equal(_patches(x, conv), expected.transpose(1, 2))
+    assert torch.equal(_patches(x, conv_geometry(conv)), expected.transpose(1, 2))
 
 
 def test_a_noisy_step_leaves_no_gradients_hooks_or_attributes(pool, batch):

@@ -5,11 +5,17 @@ from victims.train import n_queries, query_views, shift
 
 
 def test_convnet_depth_follows_the_image_size():
-    # 32 px -> 3 blocks (4x4 features, as in the seeds); 28 -> 3 (3x3); 8 -> 2 (2x2).
+    # 32 px -> 3 blocks (4x4 features, as in the seeds); 28 -> 3; 8 -> 2 (2x2).
     assert [default_conv_depth(s, s) for s in (32, 28, 8, 4, 2)] == [3, 3, 2, 1, 1]
     net = build_net(NetConfig(width=8), image_shape=(1, 8, 8), n_classes=10)
     assert isinstance(net, ConvNet) and net.embed_dim == 8 * 2 * 2
     assert net(torch.zeros(5, 1, 8, 8)).shape == (5, 10)
+    # One-channel 28x28 (MNIST): the first convolution pads 3, as the DatasetCondensation ConvNet
+    # does, so the blocks see 32 -> 16 -> 8 -> 4 px: 4x4 features, not 3x3; RGB 28x28 pads 1.
+    mnist = build_net(NetConfig(width=8), image_shape=(1, 28, 28), n_classes=10)
+    assert mnist.features[0].padding == (3, 3) and mnist.features[4].padding == (1, 1)
+    assert mnist.embed_dim == 8 * 4 * 4 and mnist(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+    assert build_net(NetConfig(width=8), image_shape=(3, 28, 28), n_classes=10).embed_dim == 8 * 3 * 3
     mlp = build_net(NetConfig(arch="mlp", width=12), image_shape=(3, 4, 4), n_classes=3)
     assert isinstance(mlp, MLP) and mlp(torch.zeros(2, 3, 4, 4)).shape == (2, 3)
 
