@@ -391,16 +391,6 @@ def test_cli_prints_a_block_per_design_and_a_line_per_rule_and_analysis():
     assert "descriptive" in result.stdout  # the mu-GDP footer and rows on non-Gaussian mechanisms
 
 
-@pytest.mark.slow
-def test_cli_quick_runs_20_repetitions():
-    # every design at 20 repetitions: ~40 s
-    result = subprocess.run(
-        [sys.executable, "-m", "audit.selftest", "--quick"], capture_output=True, text=True, timeout=600
-    )
-    assert result.returncode == 0, result.stderr
-    assert all(" 20 reps" in line for line in result.stdout.splitlines() if "plan]" in line)
-
-
 def test_cli_bad_flag_exits_2_with_an_error_line():
     result = subprocess.run(
         [sys.executable, "-m", "audit.selftest", "--repetitions", "0"], capture_output=True, text=True, timeout=60
