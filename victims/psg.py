@@ -424,7 +424,7 @@ def pixel_gradient(
     """d/d pixels of the gradient distance `SyntheticSet.step` descends, by torch.func (grad of a
     grad) rather than autograd's create_graph, which torch.compile cannot trace: the compiled
     step (`--compile on`) is this function, compiled once per worker for every restart's new
-    ConvNet. Eagerly it is about 1.4x slower than the autograd step, so the eager step stays that."""
+    ConvNet. Eagerly it is slower than the autograd step, so the eager step stays that."""
     frozen = {name: p.detach() for name, p in net.named_parameters() if name not in matched}
     frozen.update(dict(net.named_buffers()))
     weights = {name: p.detach() for name, p in matched.items()}
