@@ -20,7 +20,6 @@ import contextvars
 import math
 from collections.abc import Iterator
 
-from torch import nn
 
 COMPILE_MODES = ("auto", "on", "off")
 #: `auto` compiles when a worker trains at least this many runs (images of at least that many
@@ -49,23 +48,15 @@ def compiling() -> bool:
     return _COMPILED.get()
 
 
-def maybe_compiled(module: nn.Module):
-    """`module` itself, or `torch.compile(module)` (sharing its parameters) inside `compiled_steps(True)`."""
-    if not _COMPILED.get():
-        return module
+def maybe_compiled(step, **options):
+    """`step` itself (a module or a function), or `torch.compile(step, **options)` inside
+    `compiled_steps(True)`; a compiled module shares its parameters. torch.compile caches by the
+    code it traces, so wrapping the same step again in every call reuses what was compiled."""
+    if not compiling():
+        return step
     import torch
 
-    return torch.compile(module)
-
-
-def maybe_compiled_function(fn, **options):
-    """`fn` itself, or `torch.compile(fn, **options)` inside `compiled_steps(True)`. torch.compile
-    caches by `fn`'s code, so wrapping it again in every call reuses what was compiled."""
-    if not _COMPILED.get():
-        return fn
-    import torch
-
-    return torch.compile(fn, **options)
+    return torch.compile(step, **options)
 
 
 def resolve_compile(

@@ -21,7 +21,7 @@ import torch
 from victims.augment import augment, draw_seed, strategy
 from victims.base import register_victim, require_at_least
 from victims.condense import CondensationVictim, Members
-from victims.compiled import maybe_compiled_function
+from victims.compiled import maybe_compiled
 from victims.data import Pool
 
 #: the KIP default FC kernel: W_std = sqrt(2), b_std = 0.1 (neural_tangents' NTK parameterisation)
@@ -244,7 +244,7 @@ class KIPVictim(CondensationVictim):
                 support, target = augment(support, seed=seed, ops=ops), augment(target, seed=seed, ops=ops)
             # --compile: forward and backward fused; a second target size recompiles once for every size
             # (torch's automatic dynamic shapes; dynamic=True from the start fails to trace depth > 1)
-            loss = maybe_compiled_function(kip_loss)(
+            loss = maybe_compiled(kip_loss)(
                 inputs(support), support_y, inputs(target), target_y[batch], depth=self.depth, reg=self.reg
             )
             optimizer.zero_grad(set_to_none=True)

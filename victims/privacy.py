@@ -57,7 +57,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from victims.base import DEFAULT_INCLUSION_RATE, expected_members
-from victims.compiled import maybe_compiled_function
+from victims.compiled import maybe_compiled
 from victims.data import Pool
 from victims.whitebox import CanaryProbe
 
@@ -383,9 +383,7 @@ def clipped_gradient_sum(
         clipped = clip_per_example(per_example_gradients(net, params, x, y), max_norm)
         return [clipped[name].sum(0) for name in params]
     # the batch size is Poisson: one compiled graph for every size (dynamic), not one per size
-    sums = maybe_compiled_function(_clipped_sums, dynamic=True)(
-        signals.inputs, signals.backprops, signals.geometries, max_norm
-    )
+    sums = maybe_compiled(_clipped_sums, dynamic=True)(signals.inputs, signals.backprops, signals.geometries, max_norm)
     return [s.reshape(p.shape) for s, p in zip(sums, params.values())]
 
 

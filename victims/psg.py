@@ -53,7 +53,7 @@ from victims.base import (
     require_positive,
     seeded,
 )
-from victims.compiled import compiling, maybe_compiled_function
+from victims.compiled import compiling, maybe_compiled
 from victims.data import Pool
 from victims.matching import gradient_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net
@@ -399,7 +399,7 @@ class SyntheticSet:
         """One optimiser step on the distance between the synthetic and the (noisy) real gradient."""
         if self.pixels is not None and compiling():
             self.optimizer.zero_grad(set_to_none=True)
-            self.pixels.grad = maybe_compiled_function(pixel_gradient)(
+            self.pixels.grad = maybe_compiled(pixel_gradient)(
                 net, matched, self.pixels.detach(), self.labels, real_gradient
             )
             self.optimizer.step()
