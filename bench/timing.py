@@ -10,12 +10,17 @@ import time
 from pathlib import Path
 
 
-def timed_audit(args: list[str], *, entry: str = "audit.lira") -> tuple[float, list[float], dict]:
-    """Run `python -m <entry> <args> --runs-dir <empty dir> --quiet`. Returns the wall time of the
-    whole command, the seconds each shadow run took inside its worker, and summary.json."""
+def timed_audit(
+    args: list[str], *, entry: str = "audit.lira", timeout: float | None = None
+) -> tuple[float, list[float], dict]:
+    """Run `python -m <entry> <args> --runs-dir <empty dir> --quiet` (killed after `timeout` seconds:
+    subprocess.TimeoutExpired). Returns the wall time of the whole command, the seconds each shadow
+    run took inside its worker, and summary.json."""
     with tempfile.TemporaryDirectory() as runs_dir:
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", entry, *args, "--runs-dir", runs_dir, "--quiet"], check=True)
+        subprocess.run(
+            [sys.executable, "-m", entry, *args, "--runs-dir", runs_dir, "--quiet"], check=True, timeout=timeout
+        )
         wall = time.perf_counter() - start
         per_run = [json.loads(p.read_text())["wall_s"] for p in Path(runs_dir).glob("*/runs/*.json")]
         summary = json.loads(next(Path(runs_dir).glob("*/audit/summary.json")).read_text())

@@ -1,0 +1,207 @@
+"""Shadow runs per hour on a GPU, at 28x28 (mnist5k) by default: one run per task, packed runs
+(`--runs-per-task K`) and concurrent tasks sharing the GPU (`--gpus-per-run 1/P`).
+
+    python bench/gpu.py [--victims real dm psg] [--dataset mnist5k] [--runs 3] [--packs 8]
+                        [--shared 4:1 4:8 8:1] [--share-runs 32] [--budget-s 420] [--jsonl F]
+
+Two parts, in this order:
+
+1. In one process, as one Ray task runs them (`audit.executor.run_victims`: one torch thread,
+   `--compile off`): per victim, one warm-up run (CUDA's and cuDNN's first-call costs), then
+   `--runs` runs one at a time, then one pack of K runs for each K of `--packs` (the victim's
+   `run_packed`; a victim without it runs them one after the other). Prints seconds per run and
+   runs per hour of one task holding the whole GPU.
+2. The audit command itself, `python -m audit.lira --dataset D --victim V --n-shadow
+   --share-runs --gpus-per-run 1/P --workers P --runs-per-task K --device cuda --compile off`
+   (with `--device cpu`: P workers on the cores, no GPU share), from an empty runs directory,
+   for every P:K of `--shared` (each for every victim before the next), killed when the budget
+   runs out: Ray puts P tasks on the one GPU. Prints the wall time of the whole command (Ray's
+   start, every worker's first run, training, scoring) as runs per hour, and the mean seconds a
+   run took inside its task.
+
+Each victim runs at its defaults (dm: `--init real --ipc 10`, as docs/results/mnist5k.md audits
+it); members are rows of `membership_matrix(pool.y, master_seed=0)`. A step whose estimated time
+(from the one-run figure) would pass `--budget-s` since the start is skipped and says so: a lent
+GPU's time is short. `--jsonl` appends one JSON object per measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+#: victim -> its fields in this bench (dm as the 28x28 audit runs it)
+FIELDS = {"dm": {"init": "real", "ipc": 10}, "subset": {"ipc": 10}, "dsa": {"init": "real", "ipc": 10}}
+#: the audit flags that select the same victims on the command line
+CLI_FIELDS = {
+    "dm": ["--init", "real", "--ipc", "10"],
+    "subset": ["--ipc", "10"],
+    "dsa": ["--init", "real", "--ipc", "10"],
+}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--victims", nargs="+", default=["real", "dm", "psg"])
+    p.add_argument("--dataset", default="mnist5k")
+    p.add_argument("--runs", type=int, default=3, help="runs timed one at a time, after one warm-up run")
+    p.add_argument("--packs", type=int, nargs="*", default=[8], help="K of the packs timed in-process")
+    p.add_argument(
+        "--shared",
+        nargs="*",
+        default=["4:1", "4:8", "8:1"],
+        metavar="P:K",
+        help="audit commands with P tasks sharing the GPU (1/P each), K runs per task",
+    )
+    p.add_argument("--share-runs", type=int, default=32, help="--n-shadow of each shared-GPU audit command")
+    p.add_argument("--budget-s", type=float, default=420.0, help="skip a step that would end after this")
+    p.add_argument("--jsonl", type=Path, default=None, help="append one JSON object per measurement here")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: the same steps on the cores")
+    args = p.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("bench/gpu.py: --device cuda, but torch sees no CUDA device")
+    start = time.perf_counter()
+
+    def record(row: dict) -> None:
+        print(json.dumps(row), flush=True)
+        if args.jsonl:
+            with args.jsonl.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+
+    def elapsed() -> float:
+        return time.perf_counter() - start
+
+    def affordable(seconds: float) -> bool:
+        return elapsed() + seconds <= args.budget_s
+
+    one_run = in_process(args, record, affordable)
+    shared_gpu(args, record, affordable, elapsed, one_run)
+    record({"part": "end", "elapsed_s": round(time.perf_counter() - start, 1)})
+
+
+def in_process(args, record, affordable) -> dict[str, float]:
+    """Part 1; returns each victim's seconds per run, one at a time."""
+    from audit.executor import RunTask, run_victims
+    from shadow_runs.plan import membership_matrix, run_seed
+    from victims import get_victim, load_pool
+
+    pool = load_pool(args.dataset)
+    n_keep = max([args.runs + 1, *args.packs])
+    keeps = membership_matrix(pool.y, n_runs=n_keep, master_seed=0)
+    tasks = [RunTask(run=r, seed=run_seed(master_seed=0, run=r), keep=keeps[r]) for r in range(n_keep)]
+    record(
+        {
+            "part": "setup",
+            "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+            "torch": torch.__version__,
+            "dataset": args.dataset,
+            "image_shape": list(pool.image_shape),
+            "n_pool": int(pool.n_pool),
+        }
+    )
+    one_run = {}
+    for name in args.victims:
+        victim = get_victim(name)(**FIELDS.get(name, {}))
+        t = time.perf_counter()
+        ((warm, _),) = run_victims(victim, pool, tasks[:1], device=args.device)
+        warm_s = time.perf_counter() - t
+        if not affordable(warm_s * args.runs):
+            record({"part": "one", "victim": name, "skipped": "budget", "warm_up_s": round(warm_s, 2)})
+            one_run[name] = warm_s
+            continue
+        t = time.perf_counter()
+        done = [run_victims(victim, pool, [task], device=args.device)[0][0] for task in tasks[1 : args.runs + 1]]
+        per_run = (time.perf_counter() - t) / args.runs
+        one_run[name] = per_run
+        record(
+            {
+                "part": "one",
+                "victim": name,
+                "warm_up_s": round(warm_s, 2),
+                "s_per_run": round(per_run, 3),
+                "runs_per_hour": round(3600 / per_run),
+                "test_accuracy": round(sum(o.test_accuracy for o in [warm, *done]) / (len(done) + 1), 3),
+            }
+        )
+        for k in args.packs:
+            if not affordable(per_run * k):
+                record({"part": "packed", "victim": name, "k": k, "skipped": "budget"})
+                continue
+            t = time.perf_counter()
+            packed = run_victims(victim, pool, tasks[:k], device=args.device)
+            per = (time.perf_counter() - t) / k
+            record(
+                {
+                    "part": "packed",
+                    "victim": name,
+                    "k": k,
+                    "packs": hasattr(victim, "run_packed"),
+                    "s_per_run": round(per, 3),
+                    "runs_per_hour": round(3600 / per),
+                    "speed_up_over_one": round(per_run / per, 2),
+                    "peak_gpu_mib": round(torch.cuda.max_memory_allocated() / 2**20) if args.device == "cuda" else None,
+                    "test_accuracy": round(sum(o.test_accuracy for o, _ in packed) / k, 3),
+                }
+            )
+    return one_run
+
+
+def shared_gpu(args, record, affordable, elapsed, one_run: dict[str, float]) -> None:
+    """Part 2: the audit command with P tasks on the GPU."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from timing import timed_audit
+
+    for combination in args.shared:
+        shares, k = (int(v) for v in combination.split(":"))
+        for name in args.victims:
+            # a worker's first run (imports, CUDA context) costs about 15 s; the runs themselves
+            # at best P times faster than one at a time
+            estimate = 30 + one_run.get(name, 5.0) * args.share_runs / min(shares, 2)
+            if not affordable(estimate):
+                record({"part": "shared", "victim": name, "tasks_on_gpu": shares, "k": k, "skipped": "budget"})
+                continue
+            command = [
+                "--dataset",
+                args.dataset,
+                "--victim",
+                name,
+                *CLI_FIELDS.get(name, []),
+                "--n-shadow",
+                str(args.share_runs),
+                *(["--gpus-per-run", str(1 / shares)] if args.device == "cuda" else []),
+                "--workers",
+                str(shares),
+                "--runs-per-task",
+                str(k),
+                "--device",
+                args.device,
+                "--compile",
+                "off",
+            ]
+            try:
+                wall, in_task, summary = timed_audit(command, timeout=max(1.0, args.budget_s - elapsed()))
+            except Exception as error:  # noqa: BLE001 - a failed step is reported, the rest still run
+                record({"part": "shared", "victim": name, "tasks_on_gpu": shares, "k": k, "error": repr(error)})
+                continue
+            record(
+                {
+                    "part": "shared",
+                    "victim": name,
+                    "tasks_on_gpu": shares,
+                    "k": k,
+                    "n_shadow": args.share_runs,
+                    "wall_s": round(wall, 1),
+                    "runs_per_hour": round(3600 * args.share_runs / wall),
+                    "s_per_run_in_task": round(sum(in_task) / len(in_task), 3),
+                    "test_accuracy": summary["utility"]["test_accuracy"],
+                }
+            )
+
+
+if __name__ == "__main__":
+    main()
