@@ -146,6 +146,22 @@ def test_bad_values_raise_naming_the_flag(kwargs, message):
         get_victim("dpkernel")(**kwargs)
 
 
+@pytest.mark.parametrize(
+    "image_shape,bandwidth,expected",
+    [
+        # h = 2 sqrt(d / 64): digits d = 64 -> 2; 28x28 d = 784 -> 2 sqrt(12.25) = 7;
+        # CIFAR-10 d = 3 * 32 * 32 = 3072 -> 2 sqrt(48) = 8 sqrt(3)
+        ((1, 8, 8), None, 2.0),
+        ((1, 28, 28), None, 7.0),
+        ((3, 32, 32), None, 8 * math.sqrt(3)),
+        ((1, 28, 28), 3.0, 3.0),  # --bandwidth wins
+    ],
+)
+def test_the_default_bandwidth_grows_with_the_square_root_of_the_image_size(image_shape, bandwidth, expected):
+    pool = type("ShapeOnly", (), {"image_shape": image_shape})()
+    assert math.isclose(DPKernelVictim(bandwidth=bandwidth).kernel_bandwidth(pool), expected, rel_tol=1e-12)
+
+
 def test_a_batch_above_the_expected_members_is_refused(pool):
     with pytest.raises(ValueError, match="--batch-size 751 exceeds the 750 members a run has on average"):
         DPKernelVictim(batch_size=751).check(pool)
