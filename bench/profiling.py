@@ -78,7 +78,7 @@ import torch.nn.functional as F
 from victims import get_victim, load_pool
 from victims import psg as psg_module
 from victims.compiled import compiled_steps
-from victims.nets import NetConfig, build_net
+from victims.nets import NetConfig, build_net, without_inplace
 from victims.privacy import clip_per_example, clipped_gradient_sum, gaussian_mean, per_example_gradients
 from victims.psg import PSGVictim, SyntheticSet
 from victims.train import to_model_space
@@ -118,16 +118,19 @@ def _clean(net):
 
 
 def opacus_sums(mode):
-    """opacus GradSampleModule (hooks, functorch) or expanded weights -> grad_sample -> clip -> sum."""
+    """opacus GradSampleModule (hooks, functorch) or expanded weights -> grad_sample -> clip -> sum.
+    opacus's hooks forbid in-place ReLU, so the net's stay out of place from here on (same values)."""
     from opacus import GradSampleModule
     from opacus.grad_sample import GradSampleModuleExpandedWeights
 
     def sums(net, params, x, y, max_norm):
         with only_matched_trainable(net, params):
             if mode == "ew":
-                model = GradSampleModuleExpandedWeights(net, loss_reduction="sum")
+                model = GradSampleModuleExpandedWeights(without_inplace(net), loss_reduction="sum")
             else:
-                model = GradSampleModule(net, loss_reduction="sum", force_functorch=mode == "functorch")
+                model = GradSampleModule(
+                    without_inplace(net), loss_reduction="sum", force_functorch=mode == "functorch"
+                )
             try:
                 loss = F.cross_entropy(model(x), y, reduction="sum")
                 if mode == "ew":
@@ -150,7 +153,7 @@ def opacus_ghost_sums(net, params, x, y, max_norm):
     from opacus.grad_sample import GradSampleModuleFastGradientClipping
 
     with only_matched_trainable(net, params):
-        model = GradSampleModuleFastGradientClipping(net, loss_reduction="sum", max_grad_norm=max_norm)
+        model = GradSampleModuleFastGradientClipping(without_inplace(net), loss_reduction="sum", max_grad_norm=max_norm)
         try:
             losses = F.cross_entropy(model(x), y, reduction="none")
             losses.sum().backward(retain_graph=True)

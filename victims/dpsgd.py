@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from victims.augment import draw_seed
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, expected_members, observe, register_victim, seeded
 from victims.data import Pool
-from victims.nets import NetConfig, build_net
+from victims.nets import NetConfig, build_net, without_inplace
 from victims.privacy import (
     accountant_field,
     noise_multiplier_for,
@@ -124,7 +124,7 @@ class DPSGDVictim:
             net = build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes).to(device)
             record_gradients = _canary_gradients(net, pool, device)  # before opacus hooks the net
             # per-example gradients of the summed loss; DPOptimizer's "mean" divides the noisy sum by B
-            model = GradSampleModule(net, loss_reduction="sum")
+            model = GradSampleModule(without_inplace(net), loss_reduction="sum")
             probe = open_probe(
                 pool,
                 keep,

@@ -50,6 +50,15 @@ def default_conv_depth(height: int, width: int) -> int:
     return max(1, min(3, int(math.log2(min(height, width))) - 1))
 
 
+def without_inplace(net: nn.Module) -> nn.Module:
+    """`net` with every in-place ReLU made out of place (the same values): opacus's backward hooks
+    forbid changing a hooked layer's output in place."""
+    for module in net.modules():
+        if isinstance(module, nn.ReLU):
+            module.inplace = False
+    return net
+
+
 class ConvNet(nn.Module):
     """[conv3x3 -> instance norm -> ReLU -> 2x2 pool] x depth -> linear, as in the DC/DM/PSG code.
 
@@ -67,7 +76,9 @@ class ConvNet(nn.Module):
             layers.append(nn.Conv2d(channels, config.width, kernel_size=3, padding=padding if block == 0 else 1))
             if config.norm == "instance":
                 layers.append(nn.GroupNorm(config.width, config.width, affine=True))
-            layers.append(nn.ReLU())
+            # in place after the norm, as the reference ConvNet: the norm's output is nobody else's
+            # (without a norm it is the convolution's, which per-example gradients read)
+            layers.append(nn.ReLU(inplace=config.norm == "instance"))
             layers.append(nn.AvgPool2d(2) if config.pooling == "avg" else nn.MaxPool2d(2))
             channels, height, width = config.width, height // 2, width // 2
             if min(height, width) < 1:

@@ -1,6 +1,6 @@
 import torch
 
-from victims.nets import ConvNet, MLP, NetConfig, build_net, default_conv_depth
+from victims.nets import ConvNet, MLP, NetConfig, build_net, default_conv_depth, without_inplace
 from victims.train import n_queries, query_views, shift
 
 
@@ -18,6 +18,19 @@ def test_convnet_depth_follows_the_image_size():
     assert build_net(NetConfig(width=8), image_shape=(3, 28, 28), n_classes=10).embed_dim == 8 * 3 * 3
     mlp = build_net(NetConfig(arch="mlp", width=12), image_shape=(3, 4, 4), n_classes=3)
     assert isinstance(mlp, MLP) and mlp(torch.zeros(2, 3, 4, 4)).shape == (2, 3)
+
+
+def test_relu_is_in_place_only_after_a_norm_and_gives_the_same_values_out_of_place():
+    relus = lambda net: [m.inplace for m in net.modules() if isinstance(m, torch.nn.ReLU)]  # noqa: E731
+    normed = build_net(NetConfig(width=8), image_shape=(1, 8, 8), n_classes=10)
+    # after GroupNorm the activation is nobody else's; without a norm it is the convolution's
+    # output, which per-example gradients read (victims.privacy checks its version)
+    assert relus(normed) == [True, True]
+    assert relus(build_net(NetConfig(width=8, norm="none"), image_shape=(1, 8, 8), n_classes=10)) == [False, False]
+    x = torch.randn(4, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    before = normed(x)
+    assert relus(without_inplace(normed)) == [False, False]
+    assert torch.equal(normed(x), before)
 
 
 def test_shift_moves_pixels_with_reflect_padding():
