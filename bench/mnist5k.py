@@ -29,6 +29,13 @@ ROWS = {
     **{f"psg faithful spc=10 eps={e}": ("psg", {"spc": 10, "preset": "faithful", "epsilon": e}) for e in (10.0, 1.0)},
     **{f"dpsgd eps={e}": ("dpsgd", {"epsilon": e}) for e in (10.0, 1.0)},
     **{f"dpcgan ipc=10 eps={e}": ("dpcgan", {"ipc": 10, "epsilon": e}) for e in (10.0, 1.0)},
+    **{
+        f"dpcgan ipc=10 eps={e} latent=32 steps=1000": (
+            "dpcgan",
+            {"ipc": 10, "epsilon": e, "latent_dim": 32, "steps": 1000},
+        )
+        for e in (10.0, 1.0)
+    },
     **{f"dpkernel ipc=10 eps={e}": ("dpkernel", {"ipc": 10, "epsilon": e}) for e in (10.0, 1.0)},
 }
 
