@@ -35,14 +35,13 @@ from pathlib import Path
 
 import torch
 
-#: victim -> its fields in this bench (dm as the 28x28 audit runs it)
+#: victim -> its fields in this bench (dm as the 28x28 audit runs it); the audit commands get them as flags
 FIELDS = {"dm": {"init": "real", "ipc": 10}, "subset": {"ipc": 10}, "dsa": {"init": "real", "ipc": 10}}
-#: the audit flags that select the same victims on the command line
-CLI_FIELDS = {
-    "dm": ["--init", "real", "--ipc", "10"],
-    "subset": ["--ipc", "10"],
-    "dsa": ["--init", "real", "--ipc", "10"],
-}
+
+
+def field_flags(name: str) -> list[str]:
+    """FIELDS[name] as audit flags: {"init": "real"} -> ["--init", "real"]."""
+    return [part for key, value in FIELDS.get(name, {}).items() for part in (f"--{key.replace('_', '-')}", str(value))]
 
 
 def main() -> None:
@@ -81,7 +80,7 @@ def main() -> None:
 
     one_run = in_process(args, record, affordable)
     shared_gpu(args, record, affordable, elapsed, one_run)
-    record({"part": "end", "elapsed_s": round(time.perf_counter() - start, 1)})
+    record({"part": "end", "elapsed_s": round(elapsed(), 1)})
 
 
 def in_process(args, record, affordable) -> dict[str, float]:
@@ -170,7 +169,7 @@ def shared_gpu(args, record, affordable, elapsed, one_run: dict[str, float]) -> 
                 args.dataset,
                 "--victim",
                 name,
-                *CLI_FIELDS.get(name, []),
+                *field_flags(name),
                 "--n-shadow",
                 str(args.share_runs),
                 *(["--gpus-per-run", str(1 / shares)] if args.device == "cuda" else []),

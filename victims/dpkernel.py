@@ -6,7 +6,8 @@ The generator G(z, y) (`victims.nets.ConditionalGenerator`) minimises the square
 samples and the members under the product kernel k*((x, y), (x', y')) = k(x, x') * [y = y']: a
 Gaussian kernel k(x, x') = exp(-|x - x'|^2 / (2 h^2)) on the flattened pixel-scale image (h =
 `kernel_bandwidth`: `--bandwidth`, by default 2 sqrt(d / 64) for d values per image) times the
-delta kernel on labels, i.e. the paper's order-1 polynomial kernel y^T y' on one-hot labels. Each of `steps` iterations
+delta kernel on labels, i.e. the paper's order-1 polynomial kernel y^T y' on one-hot labels. Each
+of `steps` iterations
 
 1. draws a Poisson batch S of the members, each independently with probability B / N (B =
    `batch_size`, N = q * n_pool the plan's public expected member count,
@@ -193,7 +194,7 @@ class DPKernelVictim(GanLeaksSearch):
         default=None,
         metadata={
             "help": "Gaussian kernel bandwidth h on the flattened [0, 1] image (default: 2 sqrt(d / 64) for d "
-            "pixels per image: 2 on 8x8 digits, 7 on 28x28)"
+            "values per image: 2 on 8x8 digits, 7 on 28x28)"
         },
     )
     lr: float = field(default=5e-3, metadata={"help": "Adam learning rate of the generator"})
