@@ -254,6 +254,24 @@ def test_gaussian_dp_epsilon_stable_for_tiny_delta():
     assert all(np.isfinite(values)) and np.all(np.diff(values) > 0)
 
 
+@pytest.mark.parametrize(
+    "mu, expected",
+    # roots of delta(eps) = 1e-5 by mpmath at 60 digits; these mu raised ValueError before (the
+    # bracket's doubling reached eps/mu ~ 1e4, where delta(eps)'s two terms cancel to NaN)
+    [(2.9e-5, 3.2871735915297512e-6), (5e-5, 2.4644762513902517e-5), (8e-5, 6.2218914514489321e-5)],
+)
+def test_gaussian_dp_epsilon_tiny_mu(mu, expected):
+    assert gaussian_dp_epsilon(mu, 1e-5) == pytest.approx(expected, rel=1e-9)
+
+
+def test_gaussian_dp_epsilon_defined_on_its_whole_domain():
+    # mu too small for delta: delta(0) = 2 Phi(mu/2) - 1 <= 1e-5 for mu <= 2 sqrt(2) erfinv(1e-5)
+    # = 2.5066e-5 (mpmath), so eps = 0 there; above it a finite eps > 0, rising with mu.
+    assert gaussian_dp_epsilon(2.5e-5, 1e-5) == 0.0
+    values = [gaussian_dp_epsilon(float(mu), 1e-5) for mu in np.geomspace(2.51e-5, 20.0, 400)]
+    assert np.all(np.isfinite(values)) and values[0] > 0 and np.all(np.diff(values) > 0)
+
+
 def test_gaussian_dp_epsilon_monotone_in_mu():
     values = [gaussian_dp_epsilon(mu, 1e-5) for mu in (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)]
     assert np.all(np.diff(values) > 0)
