@@ -62,7 +62,12 @@ def train_missing_runs(
     executor: ExecutorConfig,
     quiet: bool,
 ) -> None:
-    """Train every run of the plan `keep` that the store lacks, storing each as it arrives."""
+    """Train every run of the plan `keep` that the store lacks, storing each as it arrives.
+
+    Ctrl-C (KeyboardInterrupt) stops the training with one line on stderr, what is kept and the
+    command that resumes (`resume_line`), and exit status 130 (128 + SIGINT, the shell's
+    convention), instead of a traceback: every run stored so far is complete (written atomically)
+    and the same command trains only the others."""
     from tqdm import tqdm
 
     finished = store.finished_runs()
@@ -71,12 +76,41 @@ def train_missing_runs(
         for r, row in enumerate(keep)
         if r not in finished
     ]
-    with tqdm(
-        total=len(keep), initial=len(keep) - len(tasks), unit="run", desc=victim.name, disable=quiet, file=sys.stderr
-    ) as bar:
-        for task, obs, meta in execute(tasks, victim=victim, pool=pool, config=executor):
-            store.write_run(task.run, *obs.to_store(meta))
-            bar.update(1)
+    try:
+        with tqdm(
+            total=len(keep),
+            initial=len(keep) - len(tasks),
+            unit="run",
+            desc=victim.name,
+            disable=quiet,
+            file=sys.stderr,
+        ) as bar:
+            for task, obs, meta in execute(tasks, victim=victim, pool=pool, config=executor):
+                store.write_run(task.run, *obs.to_store(meta))
+                bar.update(1)
+    except KeyboardInterrupt:
+        print(resume_line(store, len(keep)), file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
+
+
+def resume_line(store: RunStore, n_runs: int) -> str:
+    """The one line an interrupted training prints: the runs kept, where, and the command that resumes."""
+    kept = len(store.finished_runs() & set(range(n_runs)))
+    return (
+        f"interrupted: {kept} of {n_runs} runs are stored in {store.root} and kept; to train the other "
+        f"{n_runs - kept} and audit, run {resume_command()}"
+    )
+
+
+def resume_command() -> str:
+    """The command this process was started with ("python -m audit.lira --victim psg ..."), or
+    "the same command" when it was not started as `python -m` (a test calling `main`)."""
+    import shlex
+
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is None or not spec.name.startswith("audit."):
+        return "the same command"
+    return shlex.join(["python", "-m", spec.name, *sys.argv[1:]])
 
 
 def check_canary_coins(membership: np.ndarray, canaries: CanaryColumns) -> None:

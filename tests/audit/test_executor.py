@@ -164,3 +164,48 @@ def test_the_task_passes_the_plans_inclusion_rate_to_the_victim(setup):
     [(_, obs, _)] = execute([task], victim=RecordsTheRate(victim), pool=pool, config=ExecutorConfig(kind="inline"))
     assert obs.test_accuracy == 0.3
     assert RunTask(run=0, seed=1, keep=task.keep).inclusion_rate == 0.5  # the plan's default
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_the_stored_runs_says_how_to_resume_and_prints_no_traceback(tmp_path):
+    # Ctrl-C in a terminal sends SIGINT to the whole foreground process group (the driver and its
+    # Ray processes): the command's own process group here, started with SIGINT at its default
+    # (a shell's background jobs ignore it, and Python would then never raise KeyboardInterrupt).
+    import glob
+    import signal
+    import subprocess
+    import time
+
+    runs = tmp_path / "runs"
+    flags = ["--victim", "real", "--n-shadow", "8", "--runs-dir", str(runs), "--train-steps", "100"]
+    command = [sys.executable, "-m", "audit.lira", *flags, "--workers", "2"]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    started = time.monotonic()
+    while not glob.glob(f"{runs}/*/runs/*.json") and time.monotonic() - started < 300:
+        time.sleep(0.1)
+    os.killpg(process.pid, signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130
+    assert "Traceback" not in err
+    last = err.replace("\r", "\n").strip().splitlines()[-1]
+    (experiment,) = runs.iterdir()
+    kept = len(list((experiment / "runs").glob("*.json")))
+    assert 1 <= kept < 8
+    assert last == (
+        f"interrupted: {kept} of 8 runs are stored in {experiment} and kept; to train the other {8 - kept} "
+        f"and audit, run python -m audit.lira {' '.join(flags)} --workers 2"
+    )
+    # the command it names resumes: the kept runs are not trained again (their files stay as they were)
+    before = {p.name: p.stat().st_mtime_ns for p in (experiment / "runs").glob("*.json")}
+    from audit import lira
+
+    assert lira.main([*flags, "--executor", "inline", "--quiet"]) == 0
+    after = {p.name: p.stat().st_mtime_ns for p in (experiment / "runs").glob("*.json")}
+    assert len(after) == 8 and all(after[name] == mtime for name, mtime in before.items())
