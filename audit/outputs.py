@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +56,11 @@ def write_audit(
 
 def _title(summary: dict) -> str:
     runs, targets = summary["n_shadow"], len(summary["target_runs"])
-    return f"{summary['victim']} on {summary['dataset']}, {runs} runs, {targets} targets"
+    return f"{summary['victim']} on {summary['dataset']}, {_count(runs, 'run')}, {_count(targets, 'target')}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun if n == 1 else noun + 's'}"
 
 
 def roc_png(scores: dict[str, np.ndarray], membership: np.ndarray, *, title: str) -> bytes:
@@ -80,17 +85,28 @@ def canary_roc_png(
 
 def describe(summary: dict, path: Path) -> str:
     """A few lines for the terminal: per attack AUC, TPRs, eps_hat, and the one-run bound beside the
-    design's ceiling (what a perfect attack would certify), or why there is no bound."""
+    design's ceiling (what a perfect attack would certify), or why there is no bound; attacks at
+    chance said so; the verdict and the attack it rests on; a warning where the runs are too few
+    for a figure shown (`too_few_runs`); and a legend of every term the lines use (`TERMS`)."""
     canaries = (summary.get("evaluation") or {}).get("canaries")
+    runs, targets = summary["n_shadow"], len(summary["target_runs"])
+    utility = summary["utility"]
+    accuracy = f"test accuracy {utility['test_accuracy']:.3f}"
+    if utility.get("shadow_test_accuracy") is None:
+        accuracy += f" (mean over the {_count(runs, 'run')})"
+    head = f"{summary['victim']} on {summary['dataset']}, {_count(runs, 'run')}: {_count(targets, 'target')}"
+    if summary.get("evaluation", {}).get("membership") is None:
+        head += f", {_count(runs - targets, 'reference run')}"
     lines = [
-        f"{_title(summary)}; test accuracy {summary['utility']['test_accuracy']:.3f}"
-        + (f"; formal epsilon {summary['formal_epsilon']:.3g}" if summary["formal_epsilon"] is not None else "")
+        f"{head}; {accuracy}"
+        + (f"; formal ε {summary['formal_epsilon']:.4g}" if summary["formal_epsilon"] is not None else "")
     ]
     if canaries:
         lines.append(
             f"  each attack: its {canaries['n']} {canaries['kind']} canaries per target, then the natural "
             "examples (descriptive)"
         )
+    used = {"AUC", "TPR@1%FPR", "eps_hat"}
     for name, a in summary["attacks"].items():
         bound = (
             "eps_lower n/a"
@@ -98,13 +114,15 @@ def describe(summary: dict, path: Path) -> str:
             else f"eps_lower {a['eps_lower']:.2f} / f-DP {a['eps_lower_fdp']:.2f} (ceilings {a['eps_ceiling']:.2f} / "
             f"{a['eps_ceiling_fdp']:.2f}, {a['confidence']:.0%} each, {a['guess_rule']})"
         )
+        used |= {"eps_lower", "ceilings", a["guess_rule"]} if a.get("eps_lower") is not None else set()
         views = (a.get("reference_choice") or {}).get("views")
         if views == "image":
             bound += ", image view only"
-        lines.append(
-            f"  {name:<13} AUC {a['auc']:.3f}  TPR@1%FPR {a['tpr_at_fpr']['0.01']:.3f}  "
-            f"TPR@0.1%FPR {a['tpr_at_fpr']['0.001']:.4f}  eps_hat {a['eps_hat']:.2f}  {bound}"
-        )
+            used.add("image view only")
+        tprs = "  ".join(_tpr_text(a, rate) for rate in ("0.01", "0.001"))
+        if "(chance)" in tprs:
+            used.add("(chance)")
+        lines.append(f"  {name:<13} AUC {a['auc']:.3f}  {tprs}  eps_hat {a['eps_hat']:.2f}  {bound}")
         if "natural" in a:  # with canaries: the line above is the canaries, this one the natural examples
             n = a["natural"]
             natural = "n/a" if n.get("eps_lower") is None else f"{n['eps_lower']:.2f} (ceiling {n['eps_ceiling']:.2f})"
@@ -118,8 +136,90 @@ def describe(summary: dict, path: Path) -> str:
         lines.append(f"  ({note})")
     if summary.get("verdict"):
         lines.append(verdict_line(summary))
+        used |= {"verdict", "formal ε"} if summary.get("formal_epsilon") is not None else {"verdict"}
+    lines += [f"  warning: {w}" for w in too_few_runs(summary)]
+    lines.append("  terms: " + "\n         ".join(f"{t}: {TERMS[t]}" for t in TERMS if t in used))
     lines.append(f"  -> {path}")
     return "\n".join(lines)
+
+
+#: what each term the terminal prints means, in the order the legend lists them
+TERMS = {
+    "AUC": "area under the ROC curve of the attack's scores, members against non-members (0.5 = guessing)",
+    "TPR@1%FPR": "the share of members an attacker finds when 1% (0.1%) of non-members are wrongly flagged; "
+    "guessing finds 1% (0.1%)",
+    "eps_hat": "the largest ln(TPR/FPR) at 10%, 1% and 0.1% FPR, a point estimate judged on the scores it "
+    "was read from: never a bound",
+    "eps_lower": "a lower bound on ε that holds with the stated confidence (95% each): Steinke, Nasr & Jagielski's "
+    "one-run bound / the f-DP test (Mahloujifar, Melis & Chaudhuri), over the target runs' coins; each attack's "
+    "holds on its own, so the largest of them is not a 95% statement (the verdict's is)",
+    "ceilings": "what a perfect attack (every guess right) would certify with this many targets and examples; "
+    "a claim at or above it cannot be tested",
+    "tuned": "the guess count was chosen on the reference runs, whose coins are public, before the targets were judged",
+    "grid": "a fixed grid of guess counts, paid for by splitting the confidence across it (too few reference runs "
+    "to choose one)",
+    "image view only": "the reference runs chose to query the image alone rather than it with its shifted copies",
+    "(chance)": "the members found are not significantly more than the FPR's share (one-sided binomial test at "
+    "5%): no better than guessing",
+    "verdict": "the claim against one bound paid for at 95%: the attack, its views and guess count chosen on "
+    "the reference runs (or, with too few of them, every attack at a split confidence)",
+    "formal ε": "the largest ε the victim's own accountant reports over the runs, for the noise it used (a "
+    "victim that calibrates its noise to --epsilon lands at or just below it)",
+}
+
+
+#: TPR at a false-positive rate is shown as measured only where the target runs' non-members give
+#: at least this many false positives at that rate: their count is then binomial with relative
+#: spread <= 1/sqrt(10) = 0.32, and fewer leave the rate (and the TPR read at it) mostly noise
+MIN_FALSE_POSITIVES = 10
+
+
+def too_few_runs(summary: dict) -> list[str]:
+    """Warnings where the runs are too few for a figure the terminal shows, each with how many would
+    do: a TPR at FPR f whose threshold rests on fewer than `MIN_FALSE_POSITIVES` false positives
+    (the targets hold n0 non-members, so f n0 < 10), needing ceil(10 / (f n0 / T)) targets; and a
+    verdict that could not be tuned on the reference runs (the bound then pays for every attack)."""
+    attacks = summary.get("attacks") or {}
+    if not attacks:
+        return []
+    first = next(iter(attacks.values()))
+    targets = len(summary["target_runs"])
+    warnings = []
+    for rate in ("0.01", "0.001"):
+        f, n0 = float(rate), int(first["n_nonmembers"])
+        if f * n0 < MIN_FALSE_POSITIVES:
+            needed = math.ceil(MIN_FALSE_POSITIVES / (f * n0 / targets))
+            warnings.append(
+                f"TPR@{f:.1%}FPR: {f:.1%} of the targets' {n0:,} non-members is {f * n0:.1f} false positives, too "
+                f"few to pin the rate ({MIN_FALSE_POSITIVES} at least): {_count(needed, 'target run')} would "
+                f"(--n-targets {needed}, --n-shadow {2 * needed} or more)".replace(".0%", "%")
+            )
+    verdict = summary.get("verdict") or {}
+    if verdict.get("rule") == "grid" and summary.get("evaluation", {}).get("membership") is None:
+        warnings.append(
+            f"{_count(summary['n_shadow'] - targets, 'reference run')}: too few to choose the verdict's attack "
+            "on (2 at least, and LiRA's 4), so the verdict splits its confidence over every attack: "
+            f"--n-shadow {targets + 4} or more lets the reference runs choose"
+        )
+    return warnings
+
+
+def _tpr_text(attack: dict, rate: str) -> str:
+    digits = 3 if rate == "0.01" else 4
+    text = f"TPR@{float(rate):.1%}FPR {attack['tpr_at_fpr'][rate]:.{digits}f}".replace(".0%", "%")
+    return text + (" (chance)" if at_chance(attack, rate=rate) else "")
+
+
+def at_chance(attack: dict, *, rate: str, level: float = 0.05) -> bool:
+    """Whether the attack finds no more members at FPR `rate` (f) than guessing would: the k of n1
+    members it finds there are not significantly more than f n1 (one-sided binomial test of k against
+    Binomial(n1, f) at `level`). The threshold's own noise is left aside; it would only make a found
+    excess less certain, so an attack called better than chance here may still be near it."""
+    from scipy import stats
+
+    f, n1 = float(rate), int(attack["n_members"])
+    found = round(attack["tpr_at_fpr"][rate] * n1)
+    return float(stats.binom.sf(found - 1, n1, f)) >= level
 
 
 def _claim(summary: dict) -> tuple[float | None, str]:
@@ -153,11 +253,31 @@ def summary_verdict(summary: dict) -> Verdict | None:
 
 def verdict_line(summary: dict) -> str:
     """The ε verdict in words, two lines for the terminal: the claim, the verdict, the bound it
-    rests on beside the ceiling, and the reason."""
+    rests on (its confidence, its test) and which attack that is and why (`_chosen_because`)
+    beside the ceiling; then the reason."""
     found, verdict = summary["verdict"], summary_verdict(summary)
     claimed, source = _claim(summary)
     head = ("" if claimed is None else f"{source} ε = {claimed:.4g} at δ = {found['delta']:g}: ") + verdict.text
     return (
-        f"  verdict: {head}, ε ≥ {found['eps_lower']:.2f} ({found['attack']}, f-DP test, ceiling "
-        f"{found['eps_ceiling']:.2f}, {found['rule']})\n    {verdict.reason}"
+        f"  verdict: {head}; ε ≥ {found['eps_lower']:.2f} at {found['confidence']:.0%} (f-DP test) from "
+        f"{found['attack']}, {_chosen_because(summary)}; ceiling {found['eps_ceiling']:.2f}\n    {verdict.reason}"
+    )
+
+
+def _chosen_because(summary: dict) -> str:
+    """Why the verdict rests on its attack, in words: chosen on the reference runs (the largest
+    predicted bound there, of how many), or the largest of every attack's bound at a split confidence."""
+    found = summary["verdict"]
+    candidates = found.get("candidates") or [found["attack"]]
+    if found["rule"] == "tuned":
+        choice = (summary["attacks"].get(found["attack"]) or {}).get("reference_choice") or {}
+        predicted = choice.get("predicted_eps_lower_fdp")
+        there = "" if predicted is None else f" ({predicted:.2f})"
+        return (
+            f"the attack whose predicted bound on the reference runs{there} was the largest of "
+            f"{_count(len(candidates), 'attack')}, chosen before any target was judged"
+        )
+    return (
+        f"the largest bound of {_count(len(candidates), 'attack')}, each at "
+        f"{found['per_attack_confidence']:.2%} so that the largest holds at {found['confidence']:.0%}"
     )
