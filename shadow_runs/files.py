@@ -12,14 +12,35 @@ from pathlib import Path
 import numpy as np
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it: Linux reports it in /proc/self/status
+    ("Umask:", since 4.7). The fallback, os.umask(0) then os.umask(old), sets the umask to 0 for a
+    moment, and the umask is shared by every thread of the process: a file another thread creates in
+    that moment would be world-writable. So the fallback is taken only where /proc does not say."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0)
+    os.umask(old)
+    return old
+
+
 def atomic_write(path: Path, write) -> None:
-    """Call `write(file_object)` on a temporary file beside `path`, then rename it onto `path`."""
+    """Call `write(file_object)` on a temporary file beside `path`, then rename it onto `path`.
+    The file gets the mode that `open(path, "w")` would give it, 0o666 less the umask (mkstemp
+    creates its file 0o600, readable by the owner only)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
+            fd_or_path = f.fileno() if os.chmod in os.supports_fd else tmp
+            os.chmod(fd_or_path, 0o666 & ~_umask())  # before the rename: the file appears with its mode
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import importlib
 import importlib.metadata
 import inspect
@@ -200,7 +201,10 @@ def get_victim(name: str) -> type:
         return check_victim_class(cls, label=name)
     if ":" in name:
         return check_victim_class(_import_class(name), label=name)
-    raise ValueError(f"unknown victim {name!r} (known: {', '.join(victim_names())}; or a module:Class path)")
+    names = victim_names()
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(names)}; or a module:Class path"
+    raise ValueError(f"unknown victim {name!r} ({hint})")
 
 
 def _first_line(e: BaseException) -> str:

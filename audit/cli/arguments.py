@@ -4,7 +4,9 @@ status 2, and argument types whose messages name the bad value."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
+import sys
 import typing
 
 
@@ -12,6 +14,47 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> typing.NoReturn:
         """One line on stderr, exit status 2 (argparse's default also prints the usage)."""
         self.exit(2, f"{self.prog}: error: {' '.join(str(message).split())}\n")
+
+    def parse_args(self, args=None, namespace=None):
+        """argparse's parse, but an unrecognized argument is reported before a missing required one
+        (a misspelled required flag is both, and the misspelling is what to fix), and the line
+        suggests the closest flag for each misspelled one."""
+        argv = sys.argv[1:] if args is None else list(args)
+        extras = self._unrecognized(argv)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}{self._did_you_mean(extras)}")
+        return super().parse_args(argv, namespace)
+
+    def _unrecognized(self, argv: list[str]) -> list[str]:
+        """The arguments of `argv` that no flag takes: argparse's own parse with nothing required
+        (its other errors, a bad value say, exit as they would in the full parse)."""
+        requirers = [*self._actions, *self._mutually_exclusive_groups]
+        required = [r.required for r in requirers]
+        try:
+            for r in requirers:
+                r.required = False
+            return self.parse_known_args(argv)[1]
+        finally:
+            for r, was in zip(requirers, required):
+                r.required = was
+
+    def _did_you_mean(self, extras: list[str]) -> str:
+        """' (did you mean --flag?)' for the unrecognized flags among `extras` that are close to a
+        flag of this parser (difflib's default cutoff, on the names without their dashes)."""
+        flags = {f.lstrip(self.prefix_chars): f for a in self._actions for f in a.option_strings}
+        hints = []
+        for text in extras:
+            given = text.split("=", 1)[0]
+            if given[:1] not in self.prefix_chars or self._negative_number_matcher.match(given):
+                continue  # a value, not a flag
+            close = difflib.get_close_matches(given.lstrip(self.prefix_chars), flags, n=1)
+            if close:
+                hints.append((given, flags[close[0]]))
+        if not hints:
+            return ""
+        if len(hints) == 1:
+            return f" (did you mean {hints[0][1]}?)"
+        return f" (did you mean {', '.join(f'{flag} for {given}' for given, flag in hints)}?)"
 
 
 def int_at_least(low: int):

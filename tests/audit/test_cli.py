@@ -1,5 +1,6 @@
 """End-to-end runs of the audit CLI on the embedded dataset (tiny training, inline executor)."""
 
+import importlib
 import json
 import subprocess
 import sys
@@ -207,6 +208,93 @@ def test_bad_input_exits_2_with_one_line_naming_the_value(tmp_path, capsys, flag
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and named in err, err
     assert not (tmp_path / "runs").exists()  # nothing written
+
+
+def _cli(module: str):
+    return importlib.import_module(
+        f"audit.cli.{module}" if module in {"compare", "release", "report", "selftest"} else f"audit.{module}"
+    ).main
+
+
+@pytest.mark.parametrize(
+    "module,flags,line",
+    [
+        (
+            "lira",
+            ["--victim", "pgs", "--n-shadow", "4"],
+            "argument --victim: unknown victim 'pgs' (did you mean 'psg'?)",
+        ),
+        (
+            "loss",
+            ["--victim", "dpsdg", "--n-shadow", "4"],
+            "argument --victim: unknown victim 'dpsdg' (did you mean 'dpsgd'?)",
+        ),
+        ("release", ["--victim", "pgs"], "argument --victim: unknown victim 'pgs' (did you mean 'psg'?)"),
+        # A misspelled required flag is reported as the misspelling, not as the flag missing.
+        ("lira", ["--n-shadw", "8"], "unrecognized arguments: --n-shadw 8 (did you mean --n-shadow?)"),
+        (
+            "lira",
+            ["--victim", "psg", "--n-shadw", "8"],
+            "unrecognized arguments: --n-shadw 8 (did you mean --n-shadow?)",
+        ),
+        (
+            "lira",
+            ["--victim", "psg", "--n-shadow", "4", "--n-shadw=8", "--sed", "1"],
+            "unrecognized arguments: --n-shadw=8 --sed 1 (did you mean --n-shadow for --n-shadw, --seed for --sed?)",
+        ),
+        (
+            "lira",
+            ["--victim", "dpsgd", "--n-shadow", "4", "--epsilonn", "1"],
+            "unrecognized arguments: --epsilonn 1 (did you mean --epsilon?)",
+        ),  # a generated victim flag
+        ("lira", ["--victim", "real", "--n-shadow", "4", "--bogus"], "unrecognized arguments: --bogus"),  # none close
+        (
+            "ganleak",
+            ["--victim", "cgan", "--n-shadow", "4", "--canaries=2", "--canary-kinds", "outlier"],
+            "unrecognized arguments: --canary-kinds outlier (did you mean --canary-kind?)",
+        ),
+        ("release", ["--n-shadw", "4"], "unrecognized arguments: --n-shadw 4 (did you mean --n-shadow?)"),
+        ("compare", ["--basline", "a", "b"], "unrecognized arguments: --basline (did you mean --baseline?)"),
+        (
+            "report",
+            ["a", "--clamed-epsilon", "1"],
+            "unrecognized arguments: --clamed-epsilon 1 (did you mean --claimed-epsilon?)",
+        ),
+        ("selftest", ["--sed", "1"], "unrecognized arguments: --sed 1 (did you mean --seed?)"),
+    ],
+)
+def test_a_misspelled_victim_or_flag_exits_2_with_one_line_suggesting_the_name(
+    tmp_path, capsys, monkeypatch, module, flags, line
+):
+    monkeypatch.chdir(tmp_path)  # the default --runs-dir, runs/, would be here
+    with pytest.raises(SystemExit) as exit_info:
+        _cli(module)(flags)
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == f"python -m audit.{module}: error: {line}\n"
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_the_module_entry_point_suggests_the_misspelled_flag(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "audit.lira", "--n-shadw", "8"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert result.returncode == 2
+    assert (
+        result.stderr == "python -m audit.lira: error: unrecognized arguments: --n-shadw 8 (did you mean --n-shadow?)\n"
+    )
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_unknown_victim_with_no_close_name_lists_the_known_ones(capsys):
+    from victims import victim_names
+
+    with pytest.raises(SystemExit) as exit_info:
+        lira.main(["--victim", "zzzz", "--n-shadow", "4"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == (
+        "python -m audit.lira: error: argument --victim: unknown victim 'zzzz' "
+        f"(known: {', '.join(victim_names())}; or a module:Class path)\n"
+    )
 
 
 def test_npz_inputs_are_checked_before_anything_is_written(tmp_path, capsys):

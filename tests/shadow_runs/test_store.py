@@ -1,8 +1,12 @@
 import json
+import os
+import stat
 
 import numpy as np
 import pytest
 
+from shadow_runs import files
+from shadow_runs.files import atomic_write, write_json
 from shadow_runs.store import IDENTITY_KEYS, RunStore, StoreError, experiment_id
 from victims.base import Observations
 
@@ -127,3 +131,36 @@ def test_a_store_of_other_victim_code_is_refused_naming_both_hashes_unless_kept_
     legacy = tmp_path / "legacy"
     RunStore.open(legacy, experiment=EXPERIMENT, pool_labels=LABELS)
     assert RunStore.open(legacy, experiment=new_code, pool_labels=LABELS).finished_runs() == set()
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_every_written_file_gets_the_mode_a_plain_open_would_under_the_umask(tmp_path, umask, mode):
+    old = os.umask(umask)
+    try:
+        store = RunStore.open(tmp_path, experiment=EXPERIMENT, pool_labels=LABELS)
+        store.write_run(0, *obs(0.0).to_store({}))
+        write_json(tmp_path / "summary.json", {"a": 1})
+        atomic_write(tmp_path / "report.html", lambda f: f.write(b"<html></html>"))
+        with open(tmp_path / "plain.txt", "w"):
+            pass
+    finally:
+        os.umask(old)
+    written = [store.root / "experiment.json", store.root / "pool_labels.npy", *store.root.glob("runs/*")]
+    written += [tmp_path / "summary.json", tmp_path / "report.html"]
+    assert len(written) == 6
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in written} == dict.fromkeys((p.name for p in written), mode)
+    assert stat.S_IMODE((tmp_path / "plain.txt").stat().st_mode) == mode
+
+
+def test_the_umask_is_read_from_proc_or_else_set_and_restored(monkeypatch):
+    def no_proc(*args, **kwargs):
+        raise FileNotFoundError("/proc/self/status")
+
+    old = os.umask(0o027)
+    try:
+        assert files._umask() == 0o027  # /proc/self/status "Umask:", the umask left as it is
+        monkeypatch.setattr(files, "open", no_proc, raising=False)  # a system without /proc
+        assert files._umask() == 0o027
+        assert os.umask(0o027) == 0o027  # the fallback put the umask back
+    finally:
+        os.umask(old)
