@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import sys
 from typing import Any
 
@@ -52,6 +53,10 @@ def victim_argument(allowed: tuple[str, ...] | None = None):
         try:
             get_victim(text)
         except ValueError as e:
+            close = difflib.get_close_matches(text, allowed, n=1) if allowed and ":" not in text else None
+            if close is not None:  # suggest only a victim this command audits
+                hint = f"did you mean {close[0]!r}?" if close else f"choose from {', '.join(allowed)}"
+                raise argparse.ArgumentTypeError(f"unknown victim {text!r} ({hint})") from None
             raise argparse.ArgumentTypeError(str(e)) from None
         if allowed is not None and text in victim_names() and text not in allowed:
             raise argparse.ArgumentTypeError(

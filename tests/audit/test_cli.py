@@ -230,6 +230,17 @@ def _cli(module: str):
             "argument --victim: unknown victim 'dpsdg' (did you mean 'dpsgd'?)",
         ),
         ("release", ["--victim", "pgs"], "argument --victim: unknown victim 'pgs' (did you mean 'psg'?)"),
+        # audit.ganleak suggests only the generators it audits
+        (
+            "ganleak",
+            ["--victim", "cgn", "--n-shadow", "4"],
+            "argument --victim: unknown victim 'cgn' (did you mean 'cgan'?)",
+        ),
+        (
+            "ganleak",
+            ["--victim", "pgs", "--n-shadow", "4"],
+            "argument --victim: unknown victim 'pgs' (choose from cgan, dpcgan, dpkernel, datalens)",
+        ),
         # A misspelled required flag is reported as the misspelling, not as the flag missing.
         ("lira", ["--n-shadw", "8"], "unrecognized arguments: --n-shadw 8 (did you mean --n-shadow?)"),
         (
