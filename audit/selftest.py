@@ -1,4 +1,6 @@
-"""`python -m audit.selftest`: the one-run ε bound on mechanisms of known ε (`audit.stats.selftest`)."""
+"""`python -m audit.selftest`: the one-run ε bound on mechanisms of known ε (`audit.stats.selftest`).
+
+Ends with the verdict line; exit status 0 when the self-test passes, 1 when a judged row fails, 2 on a bad flag."""
 
 import sys
 

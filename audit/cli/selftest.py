@@ -1,5 +1,6 @@
 """`python -m audit.selftest`'s command line: every design of `audit.stats.selftest` at a number of
-repetitions, one table block per design, and the power line."""
+repetitions, one table block per design, the power line, and last the verdict (`verdict`): exit
+status 0 when the self-test passes, 1 when a judged row fails."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from audit.stats import guesses
 from audit.stats.guesses import ANALYSES, RULES, BoundCache
 from audit.stats.selftest import (
     CONFIDENCE,
+    FAMILY_LEVEL,
     HEADER,
     QUICK_REPETITIONS,
     REPETITIONS,
@@ -19,6 +21,7 @@ from audit.stats.selftest import (
     designs,
     power_line,
     table_lines,
+    verdict,
 )
 
 
@@ -27,7 +30,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         prog="python -m audit.selftest",
         description="Audit mechanisms of known epsilon through the suite's plan and one-run bounds (tuned and "
         "grid guess rules; Steinke, f-DP and Gaussian analyses); print each one's false-alarm rate "
-        "(bound > true epsilon, or mu) and median bound.",
+        "(bound > true epsilon, or mu) and median bound. The last line is the verdict: 'self-test passed: ...', "
+        "or 'self-test FAILED: ...' naming each failing row and why. A row (a design under the independent plan, "
+        "a rule and an analysis whose alarms are judged) fails when its alarm rate is significantly above the "
+        f"allowed 1 - confidence (one-sided exact binomial test at {FAMILY_LEVEL:g} / the number of judged rows, "
+        "Bonferroni); the rows of the retired pairs plan are shown for comparison and not judged. Exit status: "
+        "0 when the self-test passes, 1 when it fails, 2 on a bad flag.",
     )
     parser.add_argument(
         "--repetitions",
@@ -63,7 +71,7 @@ def main(argv=None) -> int:
     )
     print(HEADER)
     started = time.perf_counter()
-    power, cache = None, BoundCache()
+    power, cache, results = None, BoundCache(), []
     for design in designs():
         found = bounds(design, repetitions=args.repetitions, seed=args.seed, confidence=args.confidence, cache=cache)
         level = 1.0 - (1.0 - args.confidence) / design.attacks
@@ -74,6 +82,7 @@ def main(argv=None) -> int:
             for rule in RULES
             for analysis in ANALYSES
         }
+        results.append((design, found))
         print(design_line(design, args.repetitions))
         print("\n".join(table_lines(design, found, ceilings)), flush=True)
         if design.power_row:
@@ -89,8 +98,11 @@ def main(argv=None) -> int:
         f"mu-GDP for any mu). eps@delta is '-' at delta 0 (mu-GDP implies no pure eps). ceiling: what a\n"
         f"perfect attack certifies under the rule.\n"
         f"OLD pairs: the plan the suite used before (complementary runs, each with half of every class), for\n"
-        f"comparison only. There IN versus OUT replaces a record by another of its class, worth up to 2 eps0 to\n"
-        f"the Laplace class sum; the rule that ranks atypical records first exposes it. It was removed for this.\n"
+        f"comparison only, not judged. There IN versus OUT replaces a record by another of its class, worth up\n"
+        f"to 2 eps0 to the Laplace class sum; the rule that ranks atypical records first exposes it. It was\n"
+        f"removed for this.\n"
         f"({time.perf_counter() - started:.0f} s)"
     )
-    return 0
+    passed, closing = verdict(results, confidence=args.confidence)
+    print(closing)
+    return 0 if passed else 1

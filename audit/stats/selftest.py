@@ -58,7 +58,13 @@ theorem (nor the mechanism's ε0) is about: this mechanism leaks up to 2 ε0 abo
 records first the old plan declares the sound ε0 = 1 violated in nearly every repetition. (The
 plain pooled score puts the atypical records at the bottom, where the grid uses them only as OUT
 guesses beside as many IN guesses on typical records, and does not show it: both rows are
-printed, and the same two rules under the independent plan.)
+printed, and the same two rules under the independent plan.) Those rows are shown marked
+"not judged" (`RETIRED`, `NOT_JUDGED`) and do not enter the verdict.
+
+The command ends with one line (`verdict`): passed, or which judged rows failed and why. A row
+fails when its alarm rate is significantly above the allowed 1 - confidence (one-sided exact
+binomial test at 0.05 / the number of judged rows, Bonferroni), so a sound suite fails with
+probability at most 5% all rows together; the command then exits 1.
 
 The bounds are deterministic functions of (analysis, m, guesses, correct, δ, level), and the same
 ones recur from repetition to repetition; the command shares one `audit.stats.guesses.BoundCache`
@@ -69,6 +75,7 @@ figures are those computed without it (tests/audit/test_selftest.py checks it).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Callable
@@ -356,6 +363,12 @@ class Design:
         return self.n_targets * self.labels.size
 
     @property
+    def judged(self) -> bool:
+        """Whether its alarms are judged: under the suite's independent plan, which the one-run
+        theorems are about; the retired pairs plan (`old_plan`) is shown for comparison only."""
+        return self.plan is independent_plan
+
+    @property
     def n_runs(self) -> int:
         return self.n_targets + (self.n_targets if self.n_references is None else self.n_references)
 
@@ -589,22 +602,30 @@ HEADER = (
 )
 
 
+#: what the line of a design under the retired pairs plan ends with, and its rows' alarms column says
+RETIRED = "[retired pairs plan: shown for comparison, not judged]"
+NOT_JUDGED = "(not judged)"
+
+
 def design_line(design: Design, repetitions: int) -> str:
-    """The line above a design's block: what it is, its truth and its m."""
+    """The line above a design's block: what it is, its truth and its m (and, under the retired
+    pairs plan, `RETIRED`)."""
     truths = f"eps0 {design.epsilon:g}, delta {design.delta:g}"
     if design.mu is not None:
         truths += f", mu {design.mu:.4g}"
     attacks = f", max of {design.attacks} attacks at {design.attacks}-way Bonferroni" if design.attacks > 1 else ""
+    retired = "" if design.judged else f" {RETIRED}"
     return (
         f"{design.name} [{design.plan_name} plan] {truths}; m = {design.n_targets} x {design.labels.size} = "
-        f"{design.m} (+ {design.n_runs - design.n_targets} reference runs){attacks}; {repetitions} reps"
+        f"{design.m} (+ {design.n_runs - design.n_targets} reference runs){attacks}; {repetitions} reps{retired}"
     )
 
 
 def table_lines(design: Design, found: np.ndarray, ceilings: dict) -> list[str]:
     """One line per (rule, analysis): alarms (or '-' where descriptive), their rate and 95%
     Clopper-Pearson interval, the median bound, the truth, their ratio, the ceiling of the rule,
-    and for the Gaussian family the median ε at δ that its μ implies."""
+    and for the Gaussian family the median ε at δ that its μ implies. Under the retired pairs
+    plan (not `Design.judged`) the counts are the same and the line ends with `NOT_JUDGED`."""
     reps = found.shape[0]
     lines = []
     for rule in RULES:
@@ -625,9 +646,10 @@ def table_lines(design: Design, found: np.ndarray, ceilings: dict) -> list[str]:
                 eps_g = found[:, RULES.index(rule), KEYS.index("eps_gaussian")]
                 if not np.isnan(eps_g).any():
                     eps_at_delta = f"{float(np.median(eps_g)):>9.3f}"
+            note = "" if design.judged or alarms is None else f" {NOT_JUDGED}"
             lines.append(
                 f"  {rule:<5} {_ANALYSIS_LABEL[analysis]:<8} {counts} {median:>7.3f} {shown_truth} {ratio} "
-                f"{ceilings[rule, analysis]:>7.3f} {eps_at_delta}"
+                f"{ceilings[rule, analysis]:>7.3f} {eps_at_delta}{note}"
             )
     return lines
 
@@ -643,4 +665,100 @@ def power_line(found: np.ndarray, design: Design) -> str:
     return (
         f"power ({design.name}, eps0 {design.epsilon:g}, delta {design.delta:g}, m = {design.m}): median "
         f"certified eps {eps}; median mu_lower {mu} (true mu {design.mu:.3f})"
+    )
+
+
+# ---------------------------------------------------------------------------
+# the verdict: the closing line
+
+#: the probability that the self-test of a sound suite fails, all judged rows together (family-wise)
+FAMILY_LEVEL = 0.05
+
+
+@dataclass(frozen=True, eq=False)
+class JudgedRow:
+    """One judged (design, rule, analysis): its alarms in `reps` repetitions, and the one-sided
+    binomial p-value P[Binomial(reps, allowed) >= alarms] of its count under the allowed rate."""
+
+    design: Design
+    rule: str
+    analysis: str
+    alarms: int
+    reps: int
+    p_value: float
+
+    @property
+    def rate(self) -> float:
+        return self.alarms / self.reps
+
+    @property
+    def label(self) -> str:
+        """e.g. "tuned steinke, randomised response eps0 2"."""
+        return f"{self.rule} {_ANALYSIS_LABEL[self.analysis]}, {self.design.name} eps0 {self.design.epsilon:g}"
+
+
+def judged_rows(results: Iterable[tuple[Design, np.ndarray]], *, confidence: float = CONFIDENCE) -> list[JudgedRow]:
+    """The judged rows of `results` ((design, `bounds` of it) pairs), in the order printed: every
+    (rule, analysis) of a design under the independent plan (`Design.judged`) whose alarms are not
+    descriptive (`false_alarms` not None). Designs under the retired pairs plan are left out."""
+    allowed = 1.0 - confidence
+    rows = []
+    for design, found in results:
+        if not design.judged:
+            continue
+        reps = int(found.shape[0])
+        for rule in RULES:
+            for analysis in ANALYSES:
+                alarms = false_alarms(design, found, rule, analysis)
+                if alarms is not None:
+                    p_value = float(stats.binom.sf(alarms - 1, reps, allowed))  # P[X >= alarms]
+                    rows.append(JudgedRow(design, rule, analysis, alarms, reps, p_value))
+    return rows
+
+
+def _percent(rate: float) -> str:
+    return f"{100 * rate:g}%"
+
+
+def verdict(
+    results: Iterable[tuple[Design, np.ndarray]], *, confidence: float = CONFIDENCE, family_level: float = FAMILY_LEVEL
+) -> tuple[bool, str]:
+    """(passed, closing line) of the self-test from its `results` ((design, `bounds` of it) pairs).
+
+    Pass rule: a judged row (`judged_rows`) fails when its alarm rate is significantly above the
+    allowed rate 1 - `confidence`: the one-sided exact binomial test of H0: rate <= 1 - confidence,
+    p-value P[Binomial(reps, 1 - confidence) >= alarms], rejects at level `family_level` / N, N the
+    number of judged rows (Bonferroni; equivalently, the one-sided Clopper–Pearson lower limit at
+    confidence 1 - `family_level` / N lies above the allowed rate). Whatever the dependence between
+    rows (they share repetitions), a suite whose every row alarms at most at the allowed rate thus
+    fails with probability at most `family_level`: a true rate of exactly 5% does not fail by chance
+    half the time, as a point estimate above 5% would. The test passes when no row fails.
+
+    The passing line names the largest measured rate (the first such row in the order printed); the
+    failing line names every failing row with its alarms / reps, the 95% Clopper–Pearson interval of
+    its rate (as in the table), its p-value and the threshold. Raises ValueError if no row is judged.
+    """
+    rows = judged_rows(results, confidence=confidence)
+    if not rows:
+        raise ValueError("no judged rows: nothing under the independent plan with a known truth")
+    allowed = _percent(1.0 - confidence)
+    threshold = family_level / len(rows)
+    rule = f"one-sided binomial test, Bonferroni {family_level:g}/{len(rows)}"
+    failing = [row for row in rows if row.p_value < threshold]
+    if not failing:
+        top = max(rows, key=lambda row: row.rate)
+        return True, (
+            f"self-test passed: all {len(rows)} judged rows within the allowed {allowed} ({rule}; largest: "
+            f"{top.alarms}/{top.reps} = {100 * top.rate:.1f}%, {top.label})"
+        )
+    reasons = []
+    for row in failing:
+        low, high = clopper_pearson(row.alarms, row.reps)
+        reasons.append(
+            f"{row.label}: {row.alarms}/{row.reps} alarms = {100 * row.rate:.1f}%, 95% CP [{low:.3f}, {high:.3f}], "
+            f"significantly above the allowed {allowed} (p = {row.p_value:.2g} < {threshold:.2g})"
+        )
+    return False, (
+        f"self-test FAILED: {len(failing)} of {len(rows)} judged rows above the allowed {allowed} ({rule}): "
+        + "; ".join(reasons)
     )

@@ -389,6 +389,20 @@ def test_cli_prints_a_block_per_design_and_a_line_per_rule_and_analysis():
         for line in lines
     )
     assert "descriptive" in result.stdout  # the mu-GDP footer and rows on non-Gaussian mechanisms
+    # the retired pairs plan: its blocks say so and its judged-looking rows read "(not judged)"
+    retired = [k for k, line in enumerate(lines) if "[OLD pairs plan]" in line]
+    assert len(retired) == 2
+    for k in retired:
+        assert lines[k].endswith(" 2 reps [retired pairs plan: shown for comparison, not judged]")
+        block = lines[k + 1 : k + 7]
+        assert sum(line.endswith(" (not judged)") for line in block) == 4  # steinke and f-DP; mu-GDP is descriptive
+    assert not any("not judged" in line for line in lines[: retired[0]])  # the independent plan's rows are judged
+    # the closing line, after the timing: 2 repetitions of seeds 0 and 1 raise no alarm on any judged row
+    assert lines[-2].startswith("(") and lines[-2].endswith(" s)")
+    assert lines[-1] == (
+        "self-test passed: all 64 judged rows within the allowed 5% (one-sided binomial test, Bonferroni 0.05/64; "
+        "largest: 0/2 = 0.0%, tuned steinke, randomised response eps0 1)"
+    )
 
 
 def test_cli_bad_flag_exits_2_with_an_error_line():
@@ -426,3 +440,127 @@ def test_white_box_rows_are_valid_and_have_power_on_the_subsampled_gaussian():
     fdp = selftest.values_of(found, "tuned", "fdp")
     assert (fdp <= claim4.epsilon).all() and np.median(fdp) > 1.4
     assert selftest.false_alarms(claim1, selftest.bounds(claim1, repetitions=3, seed=0), "tuned", "fdp") == 0
+
+
+# ---------------------------------------------------------------------------
+# the verdict: the closing line
+
+
+def constructed(design: Design, reps: int, alarms: dict) -> tuple[Design, np.ndarray]:
+    """(design, found) with `reps` repetitions whose bounds are half the truth (0 for the null),
+    except that the first alarms[rule, analysis] repetitions of that pair exceed the truth by 1."""
+    found = np.zeros((reps, len(RULES), len(selftest.KEYS)))
+    for rule in RULES:
+        for analysis in ANALYSES:
+            limit = selftest.truth(design, analysis)
+            if limit is None:
+                continue
+            column = found[:, RULES.index(rule), selftest.KEYS.index(selftest._KEY_OF[analysis])]
+            column[:] = limit / 2
+            column[: alarms.get((rule, analysis), 0)] = limit + 1.0
+    return design, found
+
+
+def test_verdict_passes_and_names_the_largest_rate():
+    results = [
+        constructed(rr(1.0), 200, {("grid", "fdp"): 3}),
+        constructed(rr(2.0), 200, {("tuned", "steinke"): 9, ("tuned", "fdp"): 8}),
+        constructed(small("null"), 200, {("grid", "gaussian"): 5}),
+    ]
+    assert false_alarms(*results[1], "tuned", "steinke") == 9
+    assert selftest.verdict(results) == (
+        True,
+        "self-test passed: all 14 judged rows within the allowed 5% (one-sided binomial test, Bonferroni 0.05/14; "
+        "largest: 9/200 = 4.5%, tuned steinke, rr eps0 2)",
+    )
+    rows = selftest.judged_rows(results)
+    assert len(rows) == 4 + 4 + 6  # mu-GDP is descriptive on randomised response, judged on the null
+    assert [(row.rule, row.analysis) for row in rows[:4]] == [
+        ("tuned", "steinke"),
+        ("tuned", "fdp"),
+        ("grid", "steinke"),
+        ("grid", "fdp"),
+    ]
+    assert rows[5].p_value == pytest.approx(stats.binom.sf(7, 200, RATE), rel=1e-12)  # P[Binomial(200, 5%) >= 8]
+
+
+def test_verdict_names_a_failing_row_with_its_interval_and_why():
+    results = [constructed(rr(1.0), 200, {("tuned", "steinke"): 200, ("grid", "fdp"): 4})]
+    assert selftest.verdict(results) == (
+        False,
+        "self-test FAILED: 1 of 4 judged rows above the allowed 5% (one-sided binomial test, Bonferroni 0.05/4): "
+        "tuned steinke, rr eps0 1: 200/200 alarms = 100.0%, 95% CP [0.982, 1.000], significantly above the "
+        "allowed 5% (p = 6.2e-261 < 0.013)",
+    )
+
+
+def test_a_true_rate_of_five_percent_does_not_fail_by_chance():
+    """The pass rule is a test, not a point estimate: with the CLI's 64 judged rows at 200
+    repetitions a row fails from 22 alarms on (P[Binomial(200, 5%) >= 22] = 0.00048 < 0.05/64 =
+    0.00078; 21: 0.0012); with 4 rows from 18 on (0.012 < 0.0125; 17: 0.024). A rate measured above
+    5% (12/200 = 6%) passes."""
+    many = [rr(1.0 + k) for k in range(16)]  # 16 designs x 4 judged rows = 64
+
+    def passes(count: int, designs: list) -> bool:
+        return selftest.verdict(
+            [constructed(designs[0], 200, {("grid", "steinke"): count})]
+            + [constructed(design, 200, {}) for design in designs[1:]]
+        )[0]
+
+    assert passes(21, many) and not passes(22, many)
+    assert passes(17, many[:1]) and not passes(18, many[:1])
+    passed, line = selftest.verdict([constructed(rr(1.0), 200, {("tuned", "fdp"): 12})])
+    assert passed and line.endswith("largest: 12/200 = 6.0%, tuned f-DP, rr eps0 1)")
+
+
+def test_retired_plan_rows_are_not_judged():
+    retired = laplace(1.0, plan=old_plan, atypical_first=True)
+    assert not retired.judged and rr(1.0).judged
+    every = {(rule, analysis): 200 for rule in RULES for analysis in ("steinke", "fdp")}
+    results = [constructed(rr(1.0), 200, {}), constructed(retired, 200, every)]
+    assert selftest.verdict(results) == (
+        True,
+        "self-test passed: all 4 judged rows within the allowed 5% (one-sided binomial test, Bonferroni 0.05/4; "
+        "largest: 0/200 = 0.0%, tuned steinke, rr eps0 1)",
+    )
+    assert [row.design for row in selftest.judged_rows(results)] == [results[0][0]] * 4
+    with pytest.raises(ValueError, match="no judged rows"):
+        selftest.verdict(results[1:])
+    # its table rows carry the counts and say they are not judged; the design line says why
+    lines = selftest.table_lines(retired, results[1][1], dict.fromkeys(((r, a) for r in RULES for a in ANALYSES), 0.0))
+    assert lines[0].split()[:4] == ["tuned", "steinke", "200", "1.000"]
+    assert [line.endswith(" (not judged)") for line in lines] == [True, True, False, True, True, False]
+    assert selftest.design_line(retired, 200).endswith(
+        "; 200 reps [retired pairs plan: shown for comparison, not judged]"
+    )
+    assert selftest.design_line(rr(1.0), 200).endswith("; 200 reps")
+
+
+def leaky_response(keep: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+    """Randomised response at ε = 4 whatever ε it claims: a mechanism whose claim is false."""
+    return randomised_response(keep, 4.0, rng)
+
+
+def test_cli_exits_1_and_names_the_rows_when_the_self_test_fails(monkeypatch, capsys):
+    leaky = Design("leaky rr", "independent", 0.5, leaky_response, SMALL_LABELS, 2)
+    monkeypatch.setattr(selftest_cli, "designs", lambda: [leaky])
+    assert selftest_cli.main(["--repetitions", "2"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2].startswith("(") and lines[-2].endswith(" s)")  # the closing line comes after the timing
+    assert lines[-1] == (
+        "self-test FAILED: 4 of 4 judged rows above the allowed 5% (one-sided binomial test, Bonferroni 0.05/4): "
+        + "; ".join(
+            f"{rule} {label}, leaky rr eps0 0.5: 2/2 alarms = 100.0%, 95% CP [0.158, 1.000], significantly above the "
+            "allowed 5% (p = 0.0025 < 0.013)"
+            for rule in RULES
+            for label in ("steinke", "f-DP")
+        )
+    )
+
+
+def test_help_states_the_exit_status(capsys):
+    with pytest.raises(SystemExit):
+        selftest_cli.parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Exit status: 0 when the self-test passes, 1 when it fails, 2 on a bad flag." in text
+    assert "one-sided exact binomial test at 0.05 / the number of judged rows, Bonferroni" in text
