@@ -43,7 +43,8 @@ class Experiment:
     """What an audited experiment directory holds, checked for consistent shapes.
 
     `membership`, `init` and each array of `scores` are [T, n]: one row per target run.
-    `test_accuracy` has one value per run (targets and shadows alike).
+    `test_accuracy` has one value per audited run (`audited_runs`: targets and references alike,
+    the release alone for a release audit), so its mean is summary.json's `utility.test_accuracy`.
     """
 
     path: Path
@@ -162,8 +163,31 @@ def load_experiment(path: str | os.PathLike) -> Experiment:
         membership=membership,
         init=arrays.get("init", np.zeros_like(membership, dtype=bool)),
         scores={k: v for k, v in arrays.items() if k not in _SCORES_META},
-        test_accuracy=_read_accuracies(path / "runs"),
+        test_accuracy=_read_accuracies(run_files(path, summary)),
     )
+
+
+def audited_runs(summary: Mapping) -> list[int] | None:
+    """The runs an audit used, by summary.json: runs 0..n_shadow-1 of an audit of shadow runs (the
+    store may hold more, left by a larger or interrupted --n-shadow before); the release, run 0, of a
+    release audit (`audit.release`, whose n_shadow reference runs live in their own store); None,
+    every stored run, where summary.json records no n_shadow."""
+    if (summary.get("evaluation") or {}).get("target"):
+        return [int(r) for r in summary.get("target_runs", [0])]
+    n_shadow = summary.get("n_shadow")
+    return None if n_shadow is None else list(range(int(n_shadow)))
+
+
+def run_files(path: Path, summary: Mapping) -> list[Path]:
+    """runs/<r:05d>.json of the audited runs (`audited_runs`), in run order; ExperimentError if there are none."""
+    runs_dir = Path(path) / "runs"
+    runs = audited_runs(summary)
+    if runs is not None:
+        return [runs_dir / f"{r:05d}.json" for r in runs]  # a missing one is named when read
+    files = sorted(p for p in runs_dir.glob("*.json") if _RUN_FILE.match(p.name)) if runs_dir.is_dir() else []
+    if not files:
+        raise ExperimentError(f"{runs_dir}: no run files (<r:05d>.json)")
+    return files
 
 
 def check_plan(path: Path, summary: Mapping) -> None:
@@ -212,10 +236,7 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _read_accuracies(runs_dir: Path) -> np.ndarray:
-    files = sorted(p for p in runs_dir.glob("*.json") if _RUN_FILE.match(p.name)) if runs_dir.is_dir() else []
-    if not files:
-        raise ExperimentError(f"{runs_dir}: no run files (<r:05d>.json)")
+def _read_accuracies(files: Sequence[Path]) -> np.ndarray:
     accuracies = []
     for file in files:
         value = _read_json(file).get("test_accuracy")
@@ -267,7 +288,7 @@ class Audited:
 
     experiment: Experiment
     meta: Mapping  # experiment.json ({} if absent)
-    runs: tuple[Mapping, ...]  # runs/<r>.json, in run order
+    runs: tuple[Mapping, ...]  # runs/<r>.json of the audited runs (`audited_runs`), in run order
     label: str
 
     @property
@@ -335,7 +356,7 @@ def load_audited(path: str | os.PathLike, *, label: str | None = None) -> Audite
     meta_path = exp.path / "experiment.json"
     try:
         meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-        runs = tuple(json.loads(p.read_text()) for p in sorted((exp.path / "runs").glob("[0-9]" * 5 + ".json")))
+        runs = tuple(json.loads(p.read_text()) for p in run_files(exp.path, exp.summary))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ExperimentError(f"{exp.path}: unreadable metadata ({' '.join(str(e).split())})") from None
     return Audited(experiment=exp, meta=meta, runs=runs, label=label or experiment_labels([exp])[0])

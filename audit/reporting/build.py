@@ -31,6 +31,7 @@ from audit.reporting.evidence import (
 from audit.reporting.verdict import (
     NO_FAIR_COINS,
     Verdict,
+    count,
     duplicate_canaries_verdict,
     epsilon_verdict,
     no_fair_coins_verdict,
@@ -227,12 +228,14 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
             }
         )
     if canaries and eps.kind != NO_FAIR_COINS:
+        kind = canaries["kind"]
+        inserted = count(canaries["n"], f"inserted {kind} canary", f"inserted {kind} canaries")
         eps = replace(
             eps,
             reason=eps.reason
             + (
-                f". The ε bounds are on the {canaries['n']:,} inserted {canaries['kind']} canaries per target run "
-                "(designated before any training), not on the natural examples, which are reported beside them"
+                f". The ε bounds are on the {inserted} per target run (designated before any training), not on "
+                "the natural examples, which are reported beside them"
             ),
         )
     comparison = None
@@ -348,6 +351,4 @@ def write_report(report: Report, out_dir: Path) -> tuple[Path, Path]:
     page = render(report).encode("utf-8")
     atomic_write(html_path, lambda f: f.write(page))
     write_json(json_path, report.data)
-    for path in (html_path, json_path):  # meant to be read and shared: readable by all, like a plain file
-        path.chmod(0o644)
     return html_path, json_path

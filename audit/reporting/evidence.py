@@ -11,6 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
+from audit.reporting.verdict import count
 from audit.results import Audited
 from audit.stats.epsilon import unfair_coins_reason
 from shadow_runs.plan import DEFAULT_INCLUSION_RATE
@@ -102,12 +103,15 @@ def protocol(audited: Audited) -> str:
     n_runs = int(summary.get("n_shadow") or len(targets))
     n_pool = int(audited.experiment.membership.shape[1])
     if evaluation.get("membership"):
+        shadows, are = (
+            ("The shadow run", "is a reference run, the attacks' only shadow")
+            if n_runs == 1
+            else (f"The {n_runs} shadow runs", "are reference runs, the attacks' only shadows")
+        )
         text = (
-            f"One target, the user's release; its members: {evaluation['membership']}. The "
-            f"{n_runs} shadow runs of the same pipeline on the same pool, each example in each by an "
-            f"independent coin of probability {evaluation.get('inclusion_rate', DEFAULT_INCLUSION_RATE):g}, "
-            "are reference runs, "
-            "the attacks' only shadows."
+            f"One target, the user's release; its members: {evaluation['membership']}. {shadows} of the same "
+            "pipeline on the same pool, each example in each by an independent coin of probability "
+            f"{evaluation.get('inclusion_rate', DEFAULT_INCLUSION_RATE):g}, {are}."
         )
     else:
         rate = evaluation.get("inclusion_rate", DEFAULT_INCLUSION_RATE)
@@ -117,13 +121,19 @@ def protocol(audited: Audited) -> str:
                 int(audited.canaries["n_natural"]) + int(audited.canaries["n"]),
                 "records (examples and canaries)",
             )
+        n_references = n_runs - len(targets)
+        first = "run is the target" if len(targets) == 1 else f"{len(targets)} runs are the targets"
+        others = (
+            "run is a reference run, the attacks' only shadow"
+            if n_references == 1
+            else f"{n_references} runs are reference runs, the attacks' only shadows"
+        )
         text = (
             f"Each of the {n_pool:,} {what} is in each of the {n_runs} runs by an independent coin of "
-            f"probability {rate:g} (plan {evaluation.get('plan', 'independent-coins-v1')}). The first "
-            f"{len(targets)} runs are the targets, whose {len(targets) * n_pool:,} coins "
+            f"probability {rate:g} (plan {evaluation.get('plan', 'independent-coins-v1')}). The first {first}, "
+            f"whose {len(targets) * n_pool:,} coins "
             f"{'are the canaries' if fair_coins(audited) and not audited.canaries else 'the attacks guess'}; the "
-            f"other {n_runs - len(targets)} runs are reference runs, the attacks' only shadows, so no guess "
-            "depends on a target's coins."
+            f"other {others}, so no guess depends on a target's coins."
         )
     if audited.canaries:
         text += " " + canary_protocol(audited)
@@ -145,12 +155,13 @@ def canary_protocol(audited: Audited) -> str:
     """What the inserted canaries are, and per attack a "canaries vs natural examples" line."""
     entry, targets = audited.canaries, audited.summary.get("target_runs", [])
     copies = f" of {entry['copies']} identical rows sharing one coin" if entry.get("copies") else ""
+    canaries = count(entry["n"], f"{entry['kind']} canary", f"{entry['kind']} canaries")
     text = (
-        f"The audit inserted {entry['n']:,} {entry['kind']} canaries{copies} (pool rows from {entry['first_row']:,} "
+        f"The audit inserted {canaries}{copies} (pool rows from {entry['first_row']:,} "
         f"on, after the {entry['n_natural']:,} natural examples) before the plan was drawn, each a record with its "
-        f"own coin per run: the top-level numbers (and any ε verdict) are over the {len(targets) * entry['n']:,} "
-        "canary coins of the target runs, designated before any training; the natural examples are reported "
-        "beside them, descriptively."
+        f"own coin per run: the top-level numbers (and any ε verdict) are over the "
+        f"{count(len(targets) * entry['n'], 'canary coin')} of the target runs, designated before any training; "
+        "the natural examples are reported beside them, descriptively."
     )
     lines = []
     for attack in audited.attacks:
@@ -207,7 +218,9 @@ def _pool_labels(audited: Audited) -> np.ndarray | None:
 
 
 def utility(audited: Audited) -> dict:
-    """Downstream test accuracy over the target runs; for a release audit also the reference runs'."""
+    """Downstream test accuracy over the audited runs, targets and references (runs 0..n_shadow-1, as
+    `Experiment.test_accuracy`): the mean is summary.json's `utility.test_accuracy`, whatever other
+    runs the store holds. For a release audit, the release's, and the reference runs' from summary.json."""
     accuracy = audited.experiment.test_accuracy
     out = {
         "test_accuracy_mean": float(accuracy.mean()),

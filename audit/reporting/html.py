@@ -8,7 +8,7 @@ import json
 from html import escape
 
 from audit.reporting.figures import data_uri
-from audit.reporting.verdict import format_p
+from audit.reporting.verdict import count, format_p
 
 LEVELS = ("0.1", "0.01", "0.001")
 
@@ -96,9 +96,9 @@ def _verdict_card(entry: dict) -> str:
         f'<div class="card {worst}"><h3>{escape(entry["label"])}</h3><ul>{items}</ul>'
         f'<span class="note">{escape(entry["victim"])} on {escape(str(entry["dataset"]))}, '
         + (
-            f"your release against {entry['n_shadow']} reference runs"
+            f"your release against {count(entry['n_shadow'], 'reference run')}"
             if entry.get("release_audit")
-            else f"{entry['n_shadow']} runs, {len(entry['target_runs'])} targets"
+            else f"{count(entry['n_shadow'], 'run')}, {count(len(entry['target_runs']), 'target')}"
         )
         + "</span></div>"
     )
@@ -112,12 +112,12 @@ def _utility(entry: dict) -> str:
         if shadows:
             text += (
                 f"; on the reference runs' releases {shadows['mean']:.3f} ± {shadows['std']:.3f} "
-                f"(mean ± sd over {shadows['n_runs']} runs)"
+                f"(mean ± sd over {count(shadows['n_runs'], 'run')})"
             )
         return text
     return (
         f"downstream test accuracy {u['test_accuracy_mean']:.3f} ± {u['test_accuracy_std']:.3f} "
-        f"(mean ± sd over {u['n_runs']} run{'s' * (u['n_runs'] != 1)})"
+        f"(mean ± sd over {count(u['n_runs'], 'run')})"
     )
 
 
@@ -188,12 +188,13 @@ def _difference_table(comparison: dict) -> str:
 
 
 def _experiment(report, key: str, entry: dict) -> list[str]:
-    claim = entry["claim"]
+    claim, targets, formal = entry["claim"], entry["target_runs"], entry["formal_epsilon"]
     parts = [
         f"<h2>{escape(entry['label'])}</h2>",
-        f'<p class="sub">{escape(entry["path"])} · {entry["n_shadow"]} runs, targets {entry["target_runs"]} · '
-        f"formal ε {entry['formal_epsilon'] if entry['formal_epsilon'] is not None else 'none'}"
-        + (f" · checked against {claim['source']} ε = {claim['epsilon']:g}, δ = {claim['delta']:g}" if claim else "")
+        f'<p class="sub">{escape(entry["path"])} · {count(entry["n_shadow"], "run")}, '
+        f"{'target' if len(targets) == 1 else 'targets'} {targets} · formal ε "
+        + ("none" if formal is None else f"{formal:.4g}")
+        + (f" · checked against {claim['source']} ε = {claim['epsilon']:.4g}, δ = {claim['delta']:g}" if claim else "")
         + "</p>",
         f'<p class="note"><b>Protocol</b>: {escape(entry["protocol"])}</p>',
         f'<div class="row"><div>{_img(report.roc[key], "ROC curves, log-log", "roc")}</div>'
@@ -207,9 +208,10 @@ def _experiment(report, key: str, entry: dict) -> list[str]:
         r = entry["release"]
         parts += [
             (
-                f"<h3>Your release ({r['n_images']} images, shown clipped to [0, 1])</h3>"
+                f"<h3>Your release ({count(r['n_images'], 'image')}, shown clipped to [0, 1])</h3>"
                 if entry.get("release_audit")
-                else f"<h3>The released set of run {r['run']} ({r['n_images']} images, shown clipped to [0, 1])</h3>"
+                else f"<h3>The released set of run {r['run']} ({count(r['n_images'], 'image')}, shown clipped to "
+                "[0, 1])</h3>"
             ),
             _img(report.releases[key], "released synthetic images"),
         ]
@@ -250,16 +252,27 @@ def _metrics_table(entry: dict) -> str:
             f"{extra}</tr>"
         )
     first = next(iter(entry["attacks"].values()), {"confidence": 0.95, "delta": 0.0})
-    head = f"<th>verdict's ε lower (f-DP, {joint:.2%} each)</th><th>its ε ceiling</th>" if joint is not None else ""
+    head = (
+        f"<th>verdict's ε lower (f-DP test, {joint:.2%} each, δ={claim['delta']:g})</th>"
+        "<th>verdict's ε ceiling (f-DP test)</th>"
+        if joint is not None
+        else ""
+    )
     return (
         "<table><tr><th>attack</th><th>AUC</th><th>TPR@10% FPR (FP)</th><th>TPR@1% FPR (FP)</th>"
-        f"<th>TPR@0.1% FPR (FP)</th><th>advantage</th><th>ε̂</th><th>ε lower ({first['confidence']:.0%}, "
-        f"δ={first['delta']:g})</th><th>ε ceiling</th>{head}</tr>" + "".join(rows) + "</table>"
+        f"<th>TPR@0.1% FPR (FP)</th><th>advantage</th><th>ε̂</th><th>ε lower (one-run bound, "
+        f"{first['confidence']:.0%}, δ={first['delta']:g})</th><th>ε ceiling (one-run bound)</th>{head}</tr>"
+        + "".join(rows)
+        + "</table>"
         '<p class="note">FP: false positives behind each TPR. ε̂ = max ln(TPR/FPR), a point estimate, not a bound. '
-        "ε lower: each attack's one-run bound on all the targets' canaries, at its confidence on its own (their "
-        "maximum is not a statement at that confidence); ε ceiling: what a perfect attack would certify with this "
-        "design. The verdict's columns: the bound the ε verdict rests on, paid for (one attack chosen on the "
-        "reference runs at the full confidence, or every attack at a split confidence)."
+        "ε lower (one-run bound): each attack's one-run bound (Steinke, Nasr & Jagielski 2023; summary.json's "
+        "eps_lower) on all the targets' canaries, at its confidence on its own (their maximum is not a statement "
+        "at that confidence); ε ceiling (one-run bound): what a perfect attack would certify by that bound with "
+        "this design (eps_ceiling). The verdict's columns: the bound the ε verdict rests on, by the f-DP test of "
+        "the claim's curve f_{ε,δ} (Mahloujifar, Melis & Chaudhuri 2025), paid for (one attack chosen on the "
+        "reference runs at the full confidence, or every attack at a split confidence), and its ceiling: what a "
+        "perfect attack would certify by that test (at the audit's δ and full confidence, summary.json's "
+        "eps_ceiling_fdp)."
         + (" The joint columns hold for all attacks together and decide the ε verdict." if joint is not None else "")
         + "</p>"
     )

@@ -96,6 +96,11 @@ class Verdict:
         return {"kind": self.kind, "text": self.text, "reason": self.reason, "evidence": list(self.evidence)}
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """`n` and its noun, singular or plural: "1 target", "3,000 canaries" (`plural` where not noun + "s")."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def epsilon_verdict(
     bounds: Mapping[str, float],
     *,
@@ -139,7 +144,7 @@ def epsilon_verdict(
         raise ValueError("epsilon_verdict needs at least one attack's bound")
     level = f"{confidence:.0%}"
     each = 1 - (1 - confidence) / len(bounds)
-    claim = f"{source} ε = {claimed_epsilon:g} (δ = {delta:g})"
+    claim = f"{source} ε = {claimed_epsilon:.4g} (δ = {delta:g})"
     violated = {a: b for a, b in bounds.items() if b > claimed_epsilon}
     if violated:
         worst = sorted(violated.items(), key=lambda item: -item[1])
@@ -153,7 +158,7 @@ def epsilon_verdict(
     attack, best = _best(bounds)
     top = max(ceilings.values())
     design = (
-        f"{n_canaries:,} canaries; " if n_canaries else ""
+        f"{count(n_canaries, 'canary', 'canaries')}; " if n_canaries else ""
     ) + f"{_paid(rule, len(bounds), confidence)}; δ = {delta:g}"
     if claimed_epsilon >= top:
         return Verdict(
@@ -193,7 +198,7 @@ def duplicate_canaries_verdict(why: str) -> Verdict:
 
 
 def _design(n_canaries: int | None, delta: float) -> str:
-    return (f"{n_canaries:,} canaries; " if n_canaries else "") + f"δ = {delta:g}"
+    return (f"{count(n_canaries, 'canary', 'canaries')}; " if n_canaries else "") + f"δ = {delta:g}"
 
 
 def _paid(rule: str, k: int, confidence: float) -> str:
@@ -204,7 +209,7 @@ def _paid(rule: str, k: int, confidence: float) -> str:
             f"target was judged, so its one bound holds at {confidence:.0%}"
         )
     each = 1 - (1 - confidence) / k
-    return f"{each:.2%} per attack, {confidence:.0%} jointly over {k} attack{'s' if k > 1 else ''} (Bonferroni)"
+    return f"{each:.2%} per attack, {confidence:.0%} jointly over {count(k, 'attack')} (Bonferroni)"
 
 
 def _what_would_test(
@@ -224,14 +229,20 @@ def _what_would_test(
                 f"{most_certifiable(analysis='fdp', rule=rule, delta=delta, confidence=confidence):.2f} at "
                 f"δ = {delta:g} with up to {MOST_CANARIES:,} canaries, so this claim cannot be tested this way."
             )
-        return f"More than {MOST_CANARIES:,} canaries would be needed to test it."
+        return f"More than {count(MOST_CANARIES, 'canary', 'canaries')} would be needed to test it."
     if delta > 0 and n_canaries is not None and needed < n_canaries:
         return (
-            f"About {needed:,} canaries (the first power of 2 that suffices) would make it testable: at "
-            f"δ = {delta:g} the bound's 2mδ term grows with the m = {n_canaries:,} canaries, so fewer test more."
+            f"About {count(needed, 'canary', 'canaries')} (the first power of 2 that suffices) would make it "
+            f"testable: at δ = {delta:g} the bound's 2mδ term grows with the m = {n_canaries:,} canaries, so fewer "
+            "test more."
         )
-    runs = f", i.e. {math.ceil(needed / per_target)} target runs of {per_target:,} examples," if per_target else ""
-    return f"About {needed:,} canaries (the first power of 2 that suffices){runs} would make it testable."
+    runs = (
+        f", i.e. {count(math.ceil(needed / per_target), 'target run')} of {count(per_target, 'example')},"
+        if per_target
+        else ""
+    )
+    about = f"About {count(needed, 'canary', 'canaries')} (the first power of 2 that suffices)"
+    return f"{about}{runs} would make it testable."
 
 
 def _ceilings(bounds: Mapping[str, float], ceiling: float | Mapping[str, float]) -> dict[str, float]:
@@ -262,22 +273,23 @@ def subset_verdict(tests: Sequence[MetricComparison], *, baseline_label: str, al
         raise ValueError("subset_verdict needs at least one attack metric compared with the subset")
     gains = [t for t in privacy if t.significant and t.difference.point < 0]
     losses = [t for t in privacy if t.significant and t.difference.point > 0]
-    accuracy = next((t for t in tests if t.metric == "test_accuracy"), None)
-    family = f"{len(tests)} Holm-adjusted tests at α = {alpha:g}"
+    accuracy = _accuracy_note(next((t for t in tests if t.metric == "test_accuracy"), None), baseline_label)
+    family = f"{count(len(tests), 'Holm-adjusted test')} at α = {alpha:g}"
     if gains:
         return Verdict(
             GAIN_OVER_SUBSET,
             "measurably less leakage than a random real subset of the same size",
-            f"significantly lower than {baseline_label} on {_list(gains)} ({family})" + _accuracy_note(accuracy),
+            _after(accuracy, f"significantly lower than {baseline_label} on {_list(gains)} ({family})"),
             evidence=tuple(_key(t) for t in gains),
         )
-    reason = f"none of the {len(privacy)} attack metrics is significantly lower than {baseline_label}'s ({family})"
+    none = "the one attack metric is not" if len(privacy) == 1 else f"none of the {len(privacy)} attack metrics is"
+    reason = _after(accuracy, f"{none} significantly lower than {baseline_label}'s ({family})")
     if losses:
         reason += f"; it leaks significantly more on {_list(losses)}"
     return Verdict(
         NO_GAIN_OVER_SUBSET,
         "no measurable advantage over publishing a random real subset of the same size",
-        reason + _accuracy_note(accuracy),
+        reason,
         evidence=tuple(_key(t) for t in losses),
     )
 
@@ -304,12 +316,13 @@ def release_leakage_verdict(leakage: dict, *, epsilon: dict | None, no_epsilon: 
 
     def counts(f: dict) -> str:
         return (
-            f"{f['members_flagged']:,} of your {f['members']:,} members ({f['tpr']:.1%}) and wrongly flags "
-            f"{f['nonmembers_flagged']:,} of your {f['nonmembers']:,} non-members ({f['realised_fpr']:.1%})"
+            f"{f['members_flagged']:,} of your {count(f['members'], 'member')} ({f['tpr']:.1%}) and wrongly flags "
+            f"{f['nonmembers_flagged']:,} of your {count(f['nonmembers'], 'non-member')} ({f['realised_fpr']:.1%})"
         )
 
     reason = (
-        f"{attack} is the strongest attack on the {leakage['pseudo_targets']} reference runs ({leakage['rule']}), "
+        f"{attack} is the strongest attack on the {count(leakage['pseudo_targets'], 'reference run')} "
+        f"({leakage['rule']}), "
         f"chosen before your membership was looked at. At the threshold set there for 1 in 1,000 non-members it finds "
         f"{counts(tenth)}; at 1 in 100, {counts(one)}. "
     )
@@ -336,12 +349,16 @@ def release_subset_verdict(comparison: dict) -> Verdict:
     if comparison.get("outcome") is None:
         return no_subset_verdict(comparison.get("reason") or "no subset runs")
     n = len(comparison["subset_tpr"])
+    # summary.json's `test` names the subset runs' count S: the reader gets the number
+    test = comparison["test"].replace(
+        "S - 1 degrees of freedom", count(n - 1, "degree of freedom", "degrees of freedom")
+    )
     reason = (
-        f"your release's {comparison['statistic']}: {comparison['release_tpr']:.1%}; {n} random real subsets of "
-        f"the same size on the same pool: median {comparison['subset_median']:.1%}, 5th-95th percentiles "
-        f"{comparison['subset_p5']:.1%}-{comparison['subset_p95']:.1%} ({comparison['subsets_below_release']} of "
-        f"{n} below yours); {comparison['test']}: t = {comparison['t']:.2f}, p {format_p(comparison['p'])} "
-        f"(α = {comparison['alpha']:g})"
+        f"your release's {comparison['statistic']}: {comparison['release_tpr']:.1%}; "
+        f"{count(n, 'random real subset')} of the same size on the same pool: median "
+        f"{comparison['subset_median']:.1%}, 5th-95th percentiles {comparison['subset_p5']:.1%}-"
+        f"{comparison['subset_p95']:.1%} ({comparison['subsets_below_release']} of {n} below yours); {test}: "
+        f"t = {comparison['t']:.2f}, p {format_p(comparison['p'])} (α = {comparison['alpha']:g})"
     )
     if comparison["outcome"] == "less":
         return Verdict(GAIN_OVER_SUBSET, "measurably less leakage than a random real subset of the same size", reason)
@@ -360,7 +377,13 @@ def _list(tests: Sequence[MetricComparison]) -> str:
     )
 
 
-def _accuracy_note(test: MetricComparison | None) -> str:
+def _after(note: str, text: str) -> str:
+    """`text` after the sentence `note` (capitalised there), or as it is without one."""
+    return f"{note}{text[0].upper()}{text[1:]}" if note else text
+
+
+def _accuracy_note(test: MetricComparison | None, baseline_label: str) -> str:
+    """The utility cost first, a sentence of its own: "Test accuracy -0.012 against subset ipc=1 (...). " """
     if test is None:
         return ""
     change = (
@@ -368,4 +391,7 @@ def _accuracy_note(test: MetricComparison | None) -> str:
         if not test.significant
         else ("significantly higher" if test.difference.point > 0 else "significantly lower")
     )
-    return f". Test accuracy {test.difference.point:+.3f} against the subset ({change})"
+    return (
+        f"Test accuracy {test.difference.point:+.3f} against {baseline_label} ({change}, adjusted p "
+        f"{format_p(test.p_adjusted)}). "
+    )

@@ -11,10 +11,10 @@ import subprocess
 import numpy as np
 import pytest
 
-from audit import report
-from audit.results import experiment_dirs
+from audit import lira, report
+from audit.results import experiment_dirs, load_experiment
 from audit.stats.guesses import ceiling
-from tiny_audits import audited_runs
+from tiny_audits import TINY, VICTIMS, audited_runs
 
 VERDICT_KEYS = {"kind", "text", "reason", "evidence"}
 ENTRY_KEYS = {
@@ -85,6 +85,20 @@ def test_report_json_holds_the_numbers_and_the_verdicts(both, experiments):
     )
     assert len(dm["provenance"]["run_seeds"]) == 4 and dm["provenance"]["wall_s_total"] > 0
     assert dm["provenance"]["config"]["iterations"] == 2 and dm["utility"]["n_runs"] == 4
+
+
+def test_the_accuracy_gap_to_the_subset_comes_first_in_the_combined_report(both):
+    data = json.loads((both / "report.json").read_text())
+    dm, tests = data["experiments"][0], data["comparisons"][0]["comparisons"][0]["tests"]
+    (accuracy,) = [t for t in tests if t["metric"] == "test_accuracy"]
+    # the utility cost is its own first sentence, not the tail of the list of attack metrics
+    first = (
+        f"Test accuracy {accuracy['difference']['point']:+.3f} against subset ipc=1 (no significant difference, "
+        f"adjusted p = {accuracy['p_adjusted']:.3g}). Significantly lower than subset ipc=1 on "
+    )
+    assert dm["verdicts"][1]["reason"].startswith(first), dm["verdicts"][1]["reason"]
+    assert dm["verdicts"][1]["reason"].count("Test accuracy") == 1
+    assert first in (both / "report.html").read_text()
 
 
 def test_report_html_is_self_contained(both):
@@ -160,6 +174,67 @@ def test_a_claim_above_the_ceiling_is_not_testable(experiments, tmp_path):
     assert verdict["kind"] == "epsilon_not_testable" and verdict["text"] == "not testable with this design"
     assert "One-run auditing cannot certify more than ε ≈" in verdict["reason"]
     assert "not testable with this design" in (tmp_path / "report.html").read_text()
+
+
+def test_the_accuracy_is_over_the_audited_runs_when_the_store_holds_more(experiments, tmp_path):
+    # An audit of 6 runs, then one of 4 (1 target) of the same store: 6 run files, 4 audited.
+    runs_dir = tmp_path / "runs"
+    exp = runs_dir / experiments["subset"].name
+    shutil.copytree(experiments["subset"], exp)
+    for flags in (["--n-shadow", "6"], ["--n-shadow", "4", "--n-targets", "1"]):
+        assert lira.main(["--runs-dir", str(runs_dir), *flags, *VICTIMS["subset"], *TINY]) == 0
+    stored = [json.loads(p.read_text()) for p in sorted((exp / "runs").glob("*.json"))]
+    summary = json.loads((exp / "audit" / "summary.json").read_text())
+    assert len(stored) == 6 and (summary["n_shadow"], summary["target_runs"]) == (4, [0])
+    # the 6 stored runs' mean is not the audit's: the check below can tell them apart
+    assert np.mean([r["test_accuracy"] for r in stored]) != summary["utility"]["test_accuracy"]
+    assert report.main([str(exp), "--out", str(tmp_path), *FAST]) == 0
+    (entry,) = json.loads((tmp_path / "report.json").read_text())["experiments"]
+    assert entry["utility"] == {
+        "test_accuracy_mean": summary["utility"]["test_accuracy"],
+        "test_accuracy_std": summary["utility"]["test_accuracy_std"],
+        "n_runs": 4,
+    }
+    assert entry["provenance"]["run_seeds"] == [r["seed"] for r in stored[:4]]
+    assert load_experiment(exp).test_accuracy.tolist() == [r["test_accuracy"] for r in stored[:4]]  # audit.compare's
+    # one target: singular wherever it is counted
+    page = (tmp_path / "report.html").read_text()
+    assert "(mean ± sd over 4 runs)" in page and f"{summary['utility']['test_accuracy']:.3f} ± " in page
+    assert "subset on digits, 4 runs, 1 target</span>" in page and "4 runs, target [0] · formal ε none" in page
+    assert (
+        "The first run is the target, whose 1,500 coins are the canaries; the other 3 runs are reference runs"
+        in (entry["protocol"])
+    )
+    assert not re.search(r"\b1 (targets|runs|target runs|canaries|attacks)\b", page)
+
+
+def test_a_formal_epsilon_is_printed_to_4_digits_and_each_ceiling_is_named(experiments, tmp_path):
+    # dm with the formal ε an accountant reports for PSG at ε = 10 (tests/audit/test_verdict.py has the verdict)
+    exp = tmp_path / experiments["dm"].name
+    shutil.copytree(experiments["dm"], exp)
+    summary = json.loads((exp / "audit" / "summary.json").read_text())
+    (exp / "audit" / "summary.json").write_text(json.dumps({**summary, "formal_epsilon": 9.991745145076045}))
+    out = tmp_path / "out"
+    out.mkdir()
+    assert report.main([str(exp), "--out", str(out), "--claimed-delta", "1e-5", *FAST]) == 0
+    (entry,) = json.loads((out / "report.json").read_text())["experiments"]
+    page = (out / "report.html").read_text()
+    assert "4 runs, targets [0, 1] · formal ε 9.992 · checked against formal ε = 9.992, δ = 1e-05</p>" in page
+    assert "formal ε = 9.992 (δ = 1e-05)" in entry["verdicts"][0]["reason"] and "9.9917" not in page
+    # The chosen attack's row holds two ceilings: the one-run bound's (summary.json's eps_ceiling) and the
+    # f-DP test's the verdict rests on; each column says which.
+    claim, chosen = entry["claim"], summary["verdict"]["attack"]
+    assert "<th>ε lower (one-run bound, 95%, δ=0)</th><th>ε ceiling (one-run bound)</th>" in page
+    assert (
+        "<th>verdict's ε lower (f-DP test, 95.00% each, δ=1e-05)</th><th>verdict's ε ceiling (f-DP test)</th>" in page
+    )
+    row = (
+        f"<td>{summary['attacks'][chosen]['eps_ceiling']:.2f}</td><td>{claim['bounds'][chosen]:.2f}</td>"
+        f"<td>{claim['ceilings'][chosen]:.2f}</td></tr>"
+    )
+    assert row in page and claim["ceilings"][chosen] == ceiling(
+        3000, analysis="fdp", rule="tuned", delta=1e-5, confidence=0.95
+    )
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from audit.releases.leakage import PREDICTION_TEST
 from audit.reporting.build import Settings, _experiment_entry
 from audit.reporting.evidence import claim_of, highest_risk, verdict_evidence
 from audit.results import Audited, Experiment
@@ -20,9 +21,11 @@ from audit.reporting.verdict import (
     NO_FAIR_COINS,
     NO_GAIN_OVER_SUBSET,
     Verdict,
+    count,
     epsilon_verdict,
     most_certifiable,
     no_fair_coins_verdict,
+    release_subset_verdict,
     subset_verdict,
 )
 
@@ -39,6 +42,15 @@ def test_a_bound_above_the_claim_is_a_violation_naming_the_attack():
     assert v.kind == EPSILON_VIOLATED and v.text == "claimed ε violated at 95% confidence" and v.alarming
     assert v.evidence == ("dcr", "lira_online")  # largest first; loss (0.4 <= 1) is not evidence
     assert "dcr: ε ≥ 2.00; lira_online: ε ≥ 1.30" in v.reason and "formal ε = 1 (δ = 1e-05)" in v.reason
+
+
+def test_a_formal_epsilon_is_stated_to_4_significant_digits():
+    # an accountant's ε (PSG's at ε = 10, δ = 1e-5), stated as the audit's terminal line states it
+    v = epsilon_verdict(
+        {"loss": 0.02}, ceiling=8.99, claimed_epsilon=9.991745145076045, delta=1e-5, confidence=0.95, source="formal"
+    )
+    assert v.kind == EPSILON_NOT_TESTABLE
+    assert v.reason.startswith("the formal ε = 9.992 (δ = 1e-05) is at or above ε ≈ 8.99") and "9.9917" not in v.reason
 
 
 def test_bounds_at_or_below_a_testable_claim_are_consistent_but_not_a_proof():
@@ -191,9 +203,10 @@ def test_a_significantly_lower_attack_metric_is_a_gain_over_the_subset():
     ]
     v = subset_verdict(tests, baseline_label="subset ipc=1", alpha=0.05)
     assert v.kind == GAIN_OVER_SUBSET and v.evidence == ("lira_online/auc",)
-    assert (
-        "3 Holm-adjusted tests" in v.reason
-        and "Test accuracy +0.100 against the subset (significantly higher)" in v.reason
+    # the accuracy gap first, a sentence of its own; then the metrics
+    assert v.reason == (
+        "Test accuracy +0.100 against subset ipc=1 (significantly higher, adjusted p = 0.001). Significantly lower "
+        "than subset ipc=1 on lira_online auc (-0.04, adjusted p = 0.01) (3 Holm-adjusted tests at α = 0.05)"
     )
 
 
@@ -209,11 +222,65 @@ def test_no_significant_gain_is_no_measurable_advantage_and_a_loss_is_named():
     v = subset_verdict(tests, baseline_label="subset ipc=1", alpha=0.05)
     assert v.kind == NO_GAIN_OVER_SUBSET
     assert v.text == "no measurable advantage over publishing a random real subset of the same size"
-    assert (
-        "none of the 2 attack metrics" in v.reason
-        and "leaks significantly more on lira_online tpr_at_fpr_0.01" in v.reason
+    assert v.reason.startswith(
+        "Test accuracy -0.300 against subset ipc=1 (significantly lower, adjusted p = 0.001). None of the 2 attack "
+        "metrics is significantly lower than subset ipc=1's (4 Holm-adjusted tests at α = 0.05); it leaks "
+        "significantly more on lira_online tpr_at_fpr_0.01"
     )
     assert v.evidence == ("lira_online/tpr_at_fpr_0.01",)
+
+
+def test_counts_of_one_are_singular():
+    assert (count(1, "target"), count(2, "target"), count(3000, "canary", "canaries")) == (
+        "1 target",
+        "2 targets",
+        "3,000 canaries",
+    )
+    v = subset_verdict([comparison("auc", -0.01, 0.5)], baseline_label="subset ipc=1", alpha=0.05)
+    assert (
+        v.reason
+        == "the one attack metric is not significantly lower than subset ipc=1's (1 Holm-adjusted test at α = 0.05)"
+    )
+    # 4,096 canaries needed, 5,000 examples per target run: one target run
+    v = epsilon_verdict(
+        {"loss": 0.3},
+        ceiling=epsilon_ceiling(1500, delta=0.0, confidence=0.95),
+        claimed_epsilon=6.0,
+        delta=0.0,
+        confidence=0.95,
+        n_canaries=1500,
+        per_target=5000,
+    )
+    assert "i.e. 1 target run of 5,000 examples, would make it testable" in v.reason
+    assert (
+        "jointly over 1 attack (Bonferroni)"
+        in epsilon_verdict({"loss": 0.3}, ceiling=5.0, claimed_epsilon=None, delta=0.0, confidence=0.95).reason
+    )
+
+
+def test_a_release_against_the_subsets_states_its_degrees_of_freedom():
+    # summary.json's subset_baseline as audit.releases.leakage writes it, for S = 4 subset runs
+    comparison = {
+        "outcome": "no measurable difference",
+        "statistic": "TPR at the 1% threshold of each release's strongest attack",
+        "release_tpr": 0.02,
+        "subset_tpr": [0.01, 0.02, 0.03, 0.02],
+        "subset_median": 0.02,
+        "subset_p5": 0.0115,
+        "subset_p95": 0.0285,
+        "subsets_below_release": 1,
+        "test": PREDICTION_TEST,
+        "t": 0.0,
+        "p": 1.0,
+        "alpha": 0.05,
+    }
+    v = release_subset_verdict(comparison)
+    assert v.kind == NO_GAIN_OVER_SUBSET and "S - 1" not in v.reason
+    assert (
+        "4 random real subsets of the same size on the same pool: median 2.0%, 5th-95th percentiles 1.1%-2.9% "
+        "(1 of 4 below yours); two-sided Student-t prediction test against the random subsets "
+        "(3 degrees of freedom): t = 0.00, p = 1 (α = 0.05)" in v.reason
+    )
 
 
 def fake(scores, membership, summary=None):
