@@ -25,6 +25,7 @@ from audit.cli.flags import add_n_shadow, add_run_flags, evaluation_settings, ex
 from audit.cli.report import add_claim_flags, add_report_flags, settings_from
 from audit.cli.victim_flags import add_victim_flags, victim_argument, victim_overrides
 from audit.releases.audit import ReleaseRequest, prepare, run_release_audit
+from audit.reporting.verdict import NO_SUBSET_BASELINE
 from shadow_runs import StoreError
 from victims import DataError, victim_names
 
@@ -86,6 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     summary, built, html_path, json_path = run_release_audit(prepared)
     if not args.quiet:
         print(outputs.describe(summary, prepared.out / "audit" / "summary.json"))
-    print("; ".join(v["text"] for v in built.data["experiments"][0]["verdicts"]))
+    for warning in summary["release_leakage"]["warnings"]:  # too few runs: printed even with --quiet
+        print(f"warning: {warning}", file=sys.stderr)
+    print(verdict_line(built.data["experiments"][0]["verdicts"]))
     print(f"  -> {html_path}\n  -> {json_path}")
     return 0
+
+
+def verdict_line(verdicts: list[dict]) -> str:
+    """The report's verdicts on one line for the terminal, a skipped comparison with its reason."""
+    return "; ".join(f"{v['text']}: {v['reason']}" if v["kind"] == NO_SUBSET_BASELINE else v["text"] for v in verdicts)

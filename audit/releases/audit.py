@@ -144,7 +144,7 @@ def subset_baseline(request: ReleaseRequest, inputs: ReleaseInputs, victim) -> S
     counts = inputs.per_class
     if len(set(counts.tolist())) != 1:
         return SubsetBaseline(
-            reason=f"the release holds {counts.tolist()} images per class; a random real subset "
+            reason=f"the release holds {counts.tolist()} images per class, and a random real subset "
             "of the same size is drawn with the same number of every class"
         )
     if request.n_shadow < MIN_SUBSET_RUNS:
@@ -205,7 +205,15 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Pa
         confidence=settings.confidence,
         bounded=bounded,
     )
-    leakage, release_flag = release_leakage(runs, scores, choices, inputs.member, variance=variance)
+    leakage, release_flag = release_leakage(
+        runs,
+        scores,
+        choices,
+        inputs.member,
+        variance=variance,
+        inclusion_rate=settings.inclusion_rate,
+        alpha=request.report.alpha,
+    )
     comparison = {"outcome": None, "reason": baseline.reason}
     if baseline.store is not None:
         subsets = StoredRuns.load(baseline.store, keep=prepared.keep, images=inputs.pool.x, labels=inputs.pool.y)

@@ -65,10 +65,28 @@ def _npz(path: Path, what: str) -> dict[str, np.ndarray]:
         raise ReleaseError(f"--{what} {path} is not a readable .npz file ({' '.join(str(e).split())})") from None
 
 
-def _images(x: np.ndarray, where: str) -> np.ndarray:
-    """[n, h, w] or [n, c, h, w] numbers -> float32 [n, c, h, w] (uint8 / 255), finite."""
-    if x.dtype.kind not in "biuf" or x.ndim not in (3, 4):
-        raise ReleaseError(f"{where} must be numeric [n, h, w] or [n, c, h, w], got {x.dtype} {x.shape}")
+def _check_images(x: np.ndarray, where: str, like: tuple[int, ...] | None = None) -> None:
+    """ReleaseError unless `x` is numbers [n, h, w] or [n, c, h, w]; the shape expected is named with
+    `like`, the pool's image shape (c, h, w), when it is known (a release, a test split)."""
+    if x.dtype.kind not in "biuf":
+        raise ReleaseError(f"{where} must be numeric, got {x.dtype}")
+    if x.ndim in (3, 4):
+        return
+    if like is None:
+        raise ReleaseError(f"{where} has shape {x.shape}, not images: expected [n, h, w] or [n, c, h, w]")
+    n = x.shape[0] if x.ndim else 0
+    expected = f"{(n, *like)}" + (f" or {(n, *like[1:])}" if like[0] == 1 else "")
+    hint = ""
+    if x.ndim == 2 and x.shape[1] == int(np.prod(like)):
+        hint = f"; if each row is one flattened image, x.reshape{(n, *like)}"
+    raise ReleaseError(
+        f"{where} has shape {x.shape}, not images: expected {expected}, the pool's image shape {like}{hint}"
+    )
+
+
+def _images(x: np.ndarray, where: str, like: tuple[int, ...] | None = None) -> np.ndarray:
+    """[n, h, w] or [n, c, h, w] numbers -> float32 [n, c, h, w] (uint8 / 255), finite (`_check_images`)."""
+    _check_images(x, where, like)
     out = np.ascontiguousarray(x[:, None] if x.ndim == 3 else x, dtype=np.float32)
     if x.dtype == np.uint8:
         out /= 255
@@ -189,7 +207,7 @@ def _read_pool(arrays: dict, pool_path: Path):
         raise ReleaseError(f"--pool {pool_path}: 'x_test' and 'y_test' must be given together")
     index = np.arange(len(x))
     if "x_test" in arrays:
-        x_test = _images(arrays["x_test"], f"--pool {pool_path}: 'x_test'")
+        x_test = _images(arrays["x_test"], f"--pool {pool_path}: 'x_test'", x.shape[1:])
         y_test = _labels(arrays["y_test"], len(x_test), f"--pool {pool_path}: 'y_test'")
         if x_test.shape[1:] != x.shape[1:]:
             raise ReleaseError(
@@ -253,6 +271,8 @@ def _read_release(
     for key in ("x", "y"):
         if key not in release:
             raise ReleaseError(f"--release {release_path} has no {key!r} array (needs 'x', 'y'; optional 'init_idx')")
+    where = f"--release {release_path}: 'x'"
+    _check_images(release["x"], where, pool.image_shape)  # before its values are read
     if release["x"].dtype == np.uint8 and pool_dtype != np.uint8:
         raise ReleaseError(
             f"--release {release_path}: 'x' is uint8 (0-255) but the pool's 'x' is {pool_dtype}; write the release "
@@ -266,7 +286,7 @@ def _read_release(
                 f"--release {release_path}: float 'x' reaches {largest:g}, but a float release of a uint8 pool is "
                 "read on the 0-1 scale (uint8 / 255); divide it by 255 (values outside [0, 1] may stay, unclipped)"
             )
-    release_x = _images(release["x"], f"--release {release_path}: 'x'")
+    release_x = _images(release["x"], where, pool.image_shape)
     release_y = _labels(release["y"], len(release_x), f"--release {release_path}: 'y'")
     if release_x.shape[1:] != pool.image_shape:
         raise ReleaseError(

@@ -22,14 +22,27 @@ more draw from the (normal) distribution of a random subset's TPR, t = (x − me
 follows Student's t with S − 1 degrees of freedom. The verdict is "less" or "more" when p < α on
 that side, else "no measurable difference". It is a statement about this release against the
 subset releases of this pool, not about the pipeline in general.
+
+**Too few runs** (`runs_needed`, `choice_runs_needed`, `few_runs_warnings`). A threshold at rate f
+set on N reference non-member scores pins f only when about `PINNING_COUNT` of them are expected
+above it (N ≥ 10 / f), and choosing the strongest attack needs each pseudo-target scored with the
+references its attack needs. Fewer runs are audited all the same, with a warning saying how many
+would do; it is printed and recorded in summary.json.
+
+**No better than guessing** (`guessing_p`). A figure is at chance when the members found are not
+significantly more, at `alpha`, than the non-members wrongly flagged at the same threshold: a
+one-sided Fisher exact test (`GUESSING_TEST`); TPR ≤ the realised FPR always is.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
+from attacks.registry import get_attack
 from audit.evaluate import StoredRuns, attack_scores, can_choose_on_references, pseudo_target_scores
 from audit.stats.significance import prediction_test
 
@@ -38,7 +51,81 @@ FPRS = (0.01, 0.001)
 #: the rate whose TPR is compared with the random subsets
 COMPARED_FPR = 0.01
 STRONGEST_RULE = "the largest TPR at the reference runs' own 1% threshold, then at 0.1%, then registry order"
-PREDICTION_TEST = "two-sided Student-t prediction test against the random subsets (S - 1 degrees of freedom)"
+
+
+def prediction_test_name(n_subsets: int) -> str:
+    """The test's name as summary.json records it, with its degrees of freedom, S - 1."""
+    freedom = "degree" if n_subsets == 2 else "degrees"
+    return f"two-sided Student-t prediction test against the random subsets ({n_subsets - 1} {freedom} of freedom)"
+
+
+#: reference non-member scores expected above a threshold for it to pin its false-positive rate (`runs_needed`)
+PINNING_COUNT = 10
+GUESSING_TEST = (
+    "one-sided Fisher exact test of the members found against the non-members wrongly flagged at the same threshold"
+)
+
+
+def rate_words(fpr: float) -> str:
+    """A false-positive rate as people say it: 0.01 -> "1 in 100", 0.001 -> "1 in 1,000"."""
+    return f"1 in {round(1 / fpr):,}"
+
+
+def runs_needed(fpr: float, *, n_pool: int, inclusion_rate: float) -> int:
+    """The reference runs whose pooled non-member scores pin a threshold at false-positive rate `fpr`.
+
+    The threshold is the (⌊fpr·N⌋ + 1)-th largest of N reference non-member scores. The count of
+    those N scores above a threshold whose true rate is f is Binomial(N, f): mean N·f, relative
+    spread sqrt((1 - f) / (N·f)) < 1 / sqrt(N·f) (equivalently, the true rate of the j-th largest is
+    Beta(j, N + 1 - j), relative spread about 1 / sqrt(j)). With k = N·f expected above it, the
+    threshold pins its rate to a relative spread of at most 1 / sqrt(k). k = PINNING_COUNT = 10:
+    within 1 / sqrt(10) ≈ 32% (one sd; "1 in 1,000" is then between about 1 in 1,500 and 1 in 750),
+    and 10 expected events is the usual least count at which a binomial count is near enough normal
+    for that spread to describe it. Below it the threshold is one of the few largest scores (at
+    ⌊f·N⌋ = 0 the largest), whose rate can be several times f or far below it. So N ≥ 10 / f: 1,000
+    scores at 1 in 100, 10,000 at 1 in 1,000.
+
+    Every reference run is a pseudo-target, and each has about n·(1 - ρ) non-members (`n_pool`
+    examples, coins of rate ρ = `inclusion_rate`), so R runs give R·n·(1 - ρ) scores, and
+    ⌈10 / (f·n·(1 - ρ))⌉ runs do: for 1,500 examples at ρ = 0.5 (750 per run), 2 runs at 1 in 100
+    and ⌈10,000 / 750⌉ = 14 at 1 in 1,000."""
+    per_run = n_pool * (1 - inclusion_rate)
+    return max(1, math.ceil(PINNING_COUNT / (fpr * per_run) - 1e-9))
+
+
+def choice_runs_needed(attacks) -> int:
+    """The reference runs the choice of the strongest attack needs among `attacks`: each reference
+    run is scored as a pseudo-target against the other R - 1, as the release is against all R, so an
+    attack that needs `min_runs` runs (a target and its references; LiRA-style attacks 4) is scored
+    on its pseudo-targets as the audit would score it only when R ≥ min_runs, and a pseudo-target
+    needs one other reference at least (`audit.evaluate.can_choose_on_references`)."""
+    return max(max(2, get_attack(a).min_runs) for a in attacks)
+
+
+def few_runs_warnings(n_runs: int, *, n_pool: int, inclusion_rate: float, attacks) -> tuple[dict, list[str]]:
+    """({"0.01": runs, "0.001": runs, "attack_choice": runs}: what each figure needs, the warnings
+    for those that `n_runs` reference runs fall short of), by `runs_needed` and `choice_runs_needed`."""
+    needed = {str(f): runs_needed(f, n_pool=n_pool, inclusion_rate=inclusion_rate) for f in FPRS}
+    needed["attack_choice"] = choice_runs_needed(attacks)
+    per_run = n_pool * (1 - inclusion_rate)
+    warnings = []
+    for fpr in FPRS:
+        if n_runs < needed[str(fpr)]:
+            pinning = math.ceil(PINNING_COUNT / fpr - 1e-9)
+            warnings.append(
+                f"--n-shadow {n_runs} is too few for the {rate_words(fpr)} figure: its threshold is set on about "
+                f"{n_runs * per_run:,.0f} reference non-member scores ({per_run:,.0f} per run: {n_pool:,} examples at "
+                f"inclusion rate {inclusion_rate:g}), and pinning its rate takes {pinning:,} ({PINNING_COUNT} "
+                f"expected above it); {needed[str(fpr)]} runs would do"
+            )
+    if n_runs < needed["attack_choice"]:
+        short = [a for a in attacks if n_runs < max(2, get_attack(a).min_runs)]
+        warnings.append(
+            f"--n-shadow {n_runs} is too few to choose the strongest attack: each reference run is scored against "
+            f"the other {n_runs - 1}, and {', '.join(short)} need {needed['attack_choice']} runs; "
+            f"{needed['attack_choice']} runs would do"
+        )
+    return needed, warnings
 
 
 def threshold_at(nonmember: np.ndarray, fpr: float) -> float:
@@ -80,6 +167,7 @@ class Flagged:
             "nonmembers_flagged": self.nonmembers_flagged,
             "nonmembers": self.nonmembers,
             "realised_fpr": self.realised_fpr,
+            "p_guessing": guessing_p(self),
         }
 
 
@@ -95,6 +183,26 @@ def flag(scores: np.ndarray, member: np.ndarray, *, threshold: float, fpr: float
         nonmembers_flagged=int((above & ~member).sum()),
         nonmembers=int((scored & ~member).sum()),
     )
+
+
+def guessing_p(found: Flagged) -> float:
+    """How far the members found are above guessing (GUESSING_TEST): an attack that guesses flags
+    members and non-members alike, so given the x + y examples it flags at one threshold (x of the
+    m members, y of the n non-members), the members among them are hypergeometric; p = P(H ≥ x),
+    H ~ Hypergeometric(m + n examples, x + y flagged, m members). It compares with the non-members
+    flagged on the same run, the realised FPR, not with the rate the threshold was set for: a
+    threshold set on other runs can flag more or fewer than that on this one. NaN without members
+    or non-members."""
+    m, n, x, y = found.members, found.nonmembers, found.members_flagged, found.nonmembers_flagged
+    if not m or not n:
+        return float("nan")
+    return float(stats.hypergeom.sf(x - 1, m + n, x + y, m))
+
+
+def at_chance(found: Flagged, *, alpha: float) -> bool:
+    """Whether a figure is no better than guessing: TPR ≤ the realised FPR, or `guessing_p` ≥ `alpha`."""
+    p = guessing_p(found)
+    return bool(found.tpr <= found.realised_fpr or not p < alpha)
 
 
 @dataclass(frozen=True)
@@ -140,14 +248,28 @@ def pseudo_scores(
 
 
 def release_leakage(
-    runs: StoredRuns, scores: dict, choices: dict, member: np.ndarray, *, variance: str
+    runs: StoredRuns,
+    scores: dict,
+    choices: dict,
+    member: np.ndarray,
+    *,
+    variance: str,
+    inclusion_rate: float,
+    alpha: float,
 ) -> tuple[dict, Flagged]:
     """(summary.json's `release_leakage`, what the strongest attack flags at COMPARED_FPR) of the
     release, the last run of `runs` with `scores` [1, n] per attack: thresholds and the strongest
-    attack fixed on the reference runs, then counted against the custodian's `member`."""
+    attack fixed on the reference runs (of coins at `inclusion_rate`), then counted against the
+    custodian's `member`; with the figures that are no better than guessing at `alpha` (`at_chance`)
+    and the warnings of too few reference runs (`few_runs_warnings`)."""
     target = len(runs.keep) - 1
     views = {a: (c.views if c is not None else "all") for a, c in choices.items()}
-    attacker = choose_attacker(pseudo_scores(runs, list(scores), target, variance=variance, views=views))
+    pseudo = pseudo_scores(runs, list(scores), target, variance=variance, views=views)
+    attacker = choose_attacker(pseudo)
+    needed, warnings = few_runs_warnings(
+        target, n_pool=runs.keep.shape[1], inclusion_rate=inclusion_rate, attacks=list(scores)
+    )
+    pseudo_scored, pseudo_keep = pseudo[attacker.strongest]
     flagged = {
         a: {fpr: flag(scores[a][0], member, threshold=attacker.thresholds[a][fpr], fpr=fpr) for fpr in FPRS}
         for a in scores
@@ -158,8 +280,14 @@ def release_leakage(
         "rule": STRONGEST_RULE,
         "pseudo_targets": attacker.n_pseudo,
         "reference_tpr": {a: {str(f): t for f, t in v.items()} for a, v in attacker.reference_tpr.items()},
+        "reference_nonmembers": int((~pseudo_keep & ~np.isnan(pseudo_scored)).sum()),
         "release": as_json[attacker.strongest],
         "attacks": as_json,
+        "guessing_test": GUESSING_TEST,
+        "alpha": alpha,
+        "at_chance": [str(f) for f in FPRS if at_chance(flagged[attacker.strongest][f], alpha=alpha)],
+        "runs_needed": needed,
+        "warnings": warnings,
     }
     return entry, flagged[attacker.strongest][COMPARED_FPR]
 
@@ -197,7 +325,7 @@ def compare_with_subsets(release: Flagged, subsets: list[Flagged], *, alpha: flo
         "subset_p5": float(np.percentile(values, 5)),
         "subset_p95": float(np.percentile(values, 95)),
         "subsets_below_release": int((values < release.tpr).sum()),
-        "test": PREDICTION_TEST,
+        "test": prediction_test_name(len(values)),
         "t": t,
         "p": p_two,
         "alpha": alpha,

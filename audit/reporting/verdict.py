@@ -304,13 +304,17 @@ def format_p(p: float) -> str:
     return "< 1e-6" if p < SMALLEST_P else f"= {p:.3g}"
 
 
+_RATE_WORDS = {"0.01": "1 in 100", "0.001": "1 in 1,000"}
+
+
 def release_leakage_verdict(leakage: dict, *, epsilon: dict | None, no_epsilon: str | None) -> Verdict:
     """How much a release leaks, first and in words (summary.json's `release_leakage`,
     `audit.releases.leakage`): the members the strongest attack finds at the thresholds an
     attacker sets on the reference runs for 1 in 1,000 and 1 in 100 non-members wrongly flagged,
     with the counts; then the ε lower bound when the membership's coins allow one (`epsilon`:
     summary.json's `verdict`, at the audit's own δ: the same with or without a claim), else
-    `no_epsilon`, why there is none."""
+    `no_epsilon`, why there is none. A figure no better than guessing (`at_chance`) says so in the
+    sentence, and the warnings of too few reference runs end the reason."""
     tenth, one = leakage["release"]["0.001"], leakage["release"]["0.01"]
     attack = leakage["strongest"]
 
@@ -334,13 +338,22 @@ def release_leakage_verdict(leakage: dict, *, epsilon: dict | None, no_epsilon: 
         )
     else:
         reason += f"No ε bound: {no_epsilon}."
-    return Verdict(
-        RELEASE_LEAKAGE,
+    text = (
         f"an attacker who wrongly flags 1 in 1,000 non-members finds {tenth['tpr']:.1%} of your members "
-        f"(1 in 100: {one['tpr']:.1%})",
-        reason,
-        evidence=(attack,),
+        f"(1 in 100: {one['tpr']:.1%})"
     )
+    chance = [rate for rate in ("0.001", "0.01") if rate in leakage.get("at_chance", ())]
+    if chance:  # the members found are not significantly more than the non-members wrongly flagged
+        words = " or ".join(_RATE_WORDS[rate] for rate in chance)
+        text += f": no better than guessing at {words}"
+        tests = "; ".join(f"{_RATE_WORDS[r]}: p {format_p(leakage['release'][r]['p_guessing'])}" for r in chance)
+        reason += (
+            f" At {words} it is no better than guessing: the members found are not significantly more than the "
+            f"non-members wrongly flagged ({leakage['guessing_test']}; {tests}; α = {leakage['alpha']:g})."
+        )
+    for warning in leakage.get("warnings", ()):  # too few reference runs for a figure, or for the attack choice
+        reason += f" Warning: {warning}."
+    return Verdict(RELEASE_LEAKAGE, text, reason, evidence=(attack,))
 
 
 def release_subset_verdict(comparison: dict) -> Verdict:
@@ -349,10 +362,7 @@ def release_subset_verdict(comparison: dict) -> Verdict:
     if comparison.get("outcome") is None:
         return no_subset_verdict(comparison.get("reason") or "no subset runs")
     n = len(comparison["subset_tpr"])
-    # summary.json's `test` names the subset runs' count S: the reader gets the number
-    test = comparison["test"].replace(
-        "S - 1 degrees of freedom", count(n - 1, "degree of freedom", "degrees of freedom")
-    )
+    test = comparison["test"]
     reason = (
         f"your release's {comparison['statistic']}: {comparison['release_tpr']:.1%}; "
         f"{count(n, 'random real subset')} of the same size on the same pool: median "

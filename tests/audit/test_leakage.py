@@ -7,7 +7,18 @@ import math
 import numpy as np
 import pytest
 
-from audit.releases.leakage import Flagged, choose_attacker, compare_with_subsets, flag, threshold_at
+from audit.releases.leakage import (
+    Flagged,
+    at_chance,
+    choice_runs_needed,
+    choose_attacker,
+    compare_with_subsets,
+    few_runs_warnings,
+    flag,
+    guessing_p,
+    runs_needed,
+    threshold_at,
+)
 from audit.reporting.verdict import format_p
 from audit.stats.significance import prediction_test
 
@@ -91,3 +102,79 @@ def test_false_alarms_of_the_subset_comparison_at_most_alpha_and_its_power(n_sub
 
 def test_p_values_below_one_in_a_million_are_not_printed_as_digits():
     assert format_p(5.81e-221) == "< 1e-6" and format_p(0.0123) == "= 0.0123" and format_p(1e-6) == "= 1e-06"
+
+
+def test_runs_needed_give_ten_reference_nonmember_scores_above_the_threshold():
+    # 10 / f scores: 1,000 at 1 in 100, 10,000 at 1 in 1,000. The README's pool: 1,200 rows less a 20%
+    # test split, 960, at rate 0.5: 480 non-members per run, ceil(1,000 / 480) = ceil(2.08) = 3 runs and
+    # ceil(10,000 / 480) = ceil(20.8) = 21. 1,500 examples: 750 per run, ceil(1.33) = 2 and ceil(13.3) = 14.
+    assert runs_needed(0.01, n_pool=960, inclusion_rate=0.5) == 3
+    assert runs_needed(0.001, n_pool=960, inclusion_rate=0.5) == 21
+    assert runs_needed(0.01, n_pool=1500, inclusion_rate=0.5) == 2
+    assert runs_needed(0.001, n_pool=1500, inclusion_rate=0.5) == 14
+    # rate 0.2: 1,200 non-members of 1,500 per run, 10,000 / 1,200 = 8.33: 9 runs; exactly 10 scores per run at 1%: 100
+    assert runs_needed(0.001, n_pool=1500, inclusion_rate=0.2) == 9
+    assert runs_needed(0.01, n_pool=2000, inclusion_rate=0.5) == 1  # 1,000 non-members in one run
+    # the choice: a pseudo-target needs one other reference (2 runs), LiRA-style attacks 4 runs
+    assert choice_runs_needed(["loss", "rmia", "dcr"]) == 2
+    assert choice_runs_needed(["loss", "lira_online", "dcr_lira"]) == 4
+
+
+def test_few_runs_warnings_say_how_many_runs_would_do():
+    attacks = ["loss", "lira_online", "rmia", "dcr_lira"]
+    # The README's pool at its 16 runs: 16 x 480 = 7,680 scores, fewer than 10,000 for 1 in 1,000 (21 runs).
+    needed, warnings = few_runs_warnings(16, n_pool=960, inclusion_rate=0.5, attacks=attacks)
+    assert needed == {"0.01": 3, "0.001": 21, "attack_choice": 4}
+    assert warnings == [
+        "--n-shadow 16 is too few for the 1 in 1,000 figure: its threshold is set on about 7,680 reference "
+        "non-member scores (480 per run: 960 examples at inclusion rate 0.5), and pinning its rate takes 10,000 (10 "
+        "expected above it); 21 runs would do"
+    ]
+    assert few_runs_warnings(21, n_pool=960, inclusion_rate=0.5, attacks=attacks)[1] == []
+    # 2 runs: 960 scores, short of 1,000 at 1 in 100 too; and each pseudo-target has 1 reference.
+    _, warnings = few_runs_warnings(2, n_pool=960, inclusion_rate=0.5, attacks=attacks)
+    assert [w.split(":")[0] for w in warnings] == [
+        "--n-shadow 2 is too few for the 1 in 100 figure",
+        "--n-shadow 2 is too few for the 1 in 1,000 figure",
+        "--n-shadow 2 is too few to choose the strongest attack",
+    ]
+    assert "about 960 reference non-member scores" in warnings[0] and warnings[0].endswith("3 runs would do")
+    assert warnings[2] == (
+        "--n-shadow 2 is too few to choose the strongest attack: each reference run is scored against the other 1, "
+        "and lira_online, dcr_lira need 4 runs; 4 runs would do"
+    )
+
+
+@pytest.mark.parametrize("n_scores,pinned", [(10_000, True), (1_500, False)])
+def test_ten_expected_scores_above_a_threshold_pin_its_rate_to_a_third(n_scores, pinned):
+    # The threshold at 1 in 1,000 is the (floor(n/1,000) + 1)-th largest of n non-member scores; its
+    # true rate (the share of fresh uniform scores above it) is Beta(j, n + 1 - j), relative sd
+    # sqrt((n + 1 - j) / (j (n + 2))): j = 11 at 10,000 scores, 0.301 <= 1/sqrt(10) = 0.316 (5th-95th
+    # percentiles 1 in 1,600 to 1 in 590); j = 2 at 1,500 scores (2 runs of 750), 0.707 (1 in 4,200 to
+    # 1 in 320). Measured over 2,000 draws.
+    rng = np.random.default_rng(0)
+    rates = np.array([1 - threshold_at(rng.random(n_scores), 0.001) for _ in range(2000)])
+    j = n_scores // 1000 + 1
+    spread = math.sqrt((n_scores + 1 - j) / (j * (n_scores + 2)))
+    assert rates.std() / rates.mean() == pytest.approx(spread, rel=0.06)
+    assert (spread <= 1 / math.sqrt(10)) == pinned
+
+
+def test_a_figure_is_at_chance_unless_members_found_beat_nonmembers_flagged():
+    # One-sided Fisher exact test: given the x + y examples flagged, x of the m members and y of the n
+    # non-members, P(H >= x) for H ~ Hypergeometric(m + n, x + y, m).
+    # 3 of 4 members, 0 of 4 non-members: P(H = 3) = C(4,3) C(4,0) / C(8,3) = 4 / 56 = 1/14 = 0.071.
+    three = Flagged(0.01, 0.0, 3, 4, 0, 4)
+    assert guessing_p(three) == pytest.approx(1 / 14, rel=1e-12)
+    assert at_chance(three, alpha=0.05) and not at_chance(three, alpha=0.1)
+    # 4 of 4 against 0 of 4: 1 / C(8,4) = 1/70 = 0.014 < 0.05, above guessing.
+    four = Flagged(0.01, 0.0, 4, 4, 0, 4)
+    assert guessing_p(four) == pytest.approx(1 / 70, rel=1e-12) and not at_chance(four, alpha=0.05)
+    # TPR <= realised FPR is guessing at any alpha: 1 of 4 against 1 of 4, P(H >= 1) = 1 - C(4,2) / C(8,2) = 22/28.
+    even = Flagged(0.01, 0.0, 1, 4, 1, 4)
+    assert guessing_p(even) == pytest.approx(22 / 28, rel=1e-12) and at_chance(even, alpha=0.99)
+    # "0.9% found while 1% are wrongly flagged": 4 of 450 members against 5 of 500 non-members.
+    assert at_chance(Flagged(0.01, 0.0, 4, 450, 5, 500), alpha=0.05)
+    # nothing flagged: p = 1; the p-value is recorded with the counts
+    none = Flagged(0.001, 0.0, 0, 450, 0, 500)
+    assert guessing_p(none) == 1.0 and none.to_json()["p_guessing"] == 1.0 and at_chance(none, alpha=0.05)

@@ -6,8 +6,10 @@ import json
 
 import numpy as np
 import pytest
+from scipy.stats import hypergeom
 
 from audit import outputs, release
+from audit.cli.release import verdict_line
 from audit.releases.files import draw_membership, write_pool, write_release
 from audit.releases.inputs import Coins, read_inputs
 from audit.stats.epsilon import unfair_coins_reason
@@ -134,6 +136,11 @@ def test_a_release_is_audited_against_the_users_membership(files, shadows, tmp_p
     assert baseline["text"] == "no measurable difference from a random real subset of the same size"
     assert "Student-t prediction test" in baseline["reason"] and comparison["p"] >= 0.05
     assert "the user's release" in entry["protocol"] and "reference runs" in entry["protocol"]
+    # 1,500 audit-pool examples at inclusion rate 0.5: 750 reference non-member scores per run. 1 in
+    # 100 needs 10 / 0.01 = 1,000 of them (2 runs), 1 in 1,000 needs 10,000 (ceil(13.3) = 14 runs),
+    # the LiRA-style attacks' choice 4 runs: 4 runs fall short for 1 in 1,000 only.
+    assert found["runs_needed"] == {"0.01": 2, "0.001": 14, "attack_choice": 4}
+    assert len(found["warnings"]) == 1 and found["warnings"][0].startswith("--n-shadow 4 is too few for the 1 in 1,000")
     page = (out / "audit" / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 3  # ROC, release, risk
     assert "Your release (20 images" in page and "run 0" not in page and "over 1 runs" not in page
@@ -203,6 +210,99 @@ def test_members_not_drawn_by_fair_coins_get_no_epsilon_verdict(files, shadows, 
     assert "eps_lower n/a" in described and note in described
 
 
+def audit_argv(pool_file, release_file, n_shadow, shadows, out):
+    return [
+        "--pool",
+        str(pool_file),
+        "--release",
+        str(release_file),
+        "--victim",
+        "subset",
+        "--n-shadow",
+        str(n_shadow),
+        "--runs-dir",
+        str(shadows),
+        "--out",
+        str(out),
+        *TINY,
+    ]
+
+
+def test_too_few_runs_are_warned_of_and_a_skipped_comparison_says_why(files, shadows, tmp_path, capsys):
+    root, _, _ = files
+    out = tmp_path / "audit-out"
+    capsys.readouterr()
+    assert release.main(audit_argv(root / "pool.npz", root / "release.npz", 2, shadows, out)) == 0
+    printed = capsys.readouterr()
+    found = json.loads((out / "audit" / "summary.json").read_text())["release_leakage"]
+    # 1,500 audit-pool examples, coins of rate 0.5: 750 non-member scores per reference run, 1,500 from
+    # 2 runs. 1 in 100 needs 10 / 0.01 = 1,000 (2 runs: enough); 1 in 1,000 needs 10 / 0.001 = 10,000,
+    # ceil(10,000 / 750) = 14 runs. Each of the 2 runs is a pseudo-target against the other 1, where
+    # lira_online, lira_offline and dcr_lira need 4 runs (a target and 3 references).
+    warnings = [
+        "--n-shadow 2 is too few for the 1 in 1,000 figure: its threshold is set on about 1,500 reference "
+        "non-member scores (750 per run: 1,500 examples at inclusion rate 0.5), and pinning its rate takes 10,000 (10 "
+        "expected above it); 14 runs would do",
+        "--n-shadow 2 is too few to choose the strongest attack: each reference run is scored against the other "
+        "1, and lira_online, lira_offline, dcr_lira need 4 runs; 4 runs would do",
+    ]
+    assert found["runs_needed"] == {"0.01": 2, "0.001": 14, "attack_choice": 4}
+    assert found["warnings"] == warnings
+    assert printed.err.splitlines() == [f"warning: {w}" for w in warnings]  # printed although --quiet
+    # the pooled non-member scores the thresholds were set on: about 2 x 750
+    assert abs(found["reference_nonmembers"] - 1500) < 100
+    # The comparison needs 4 subset runs: the verdict line says so, with the reason report.json holds.
+    (_, baseline) = json.loads((out / "audit" / "report.json").read_text())["experiments"][0]["verdicts"]
+    reason = (
+        "--n-shadow 2 leaves too few subset runs for the comparison (each is judged against the others: at least 4)"
+    )
+    assert baseline["kind"] == "no_subset_baseline" and baseline["reason"] == reason
+    verdict_line = printed.out.splitlines()[0]
+    assert verdict_line.endswith(f"; not compared with a random real subset of the same size: {reason}")
+
+
+def test_the_verdict_line_gives_the_reason_a_comparison_was_skipped():
+    verdicts = [
+        {"kind": "release_leakage", "text": "an attacker ... finds 3.0% of your members", "reason": "counts"},
+        {"kind": "no_subset_baseline", "text": "not compared with a random real subset", "reason": "too few runs"},
+        {"kind": "epsilon_consistent", "text": "leakage consistent with the claimed ε", "reason": "bounds"},
+    ]
+    assert verdict_line(verdicts) == (
+        "an attacker ... finds 3.0% of your members; not compared with a random real subset: too few runs; "
+        "leakage consistent with the claimed ε"
+    )
+
+
+def test_a_release_of_non_members_is_no_better_than_guessing(files, shadows, tmp_path, capsys):
+    # 2 non-members' images per class: the strongest attack flags those and their look-alikes, more
+    # of the non-members than of the members at both rates, so neither figure is above guessing,
+    # whatever TPR it reads (a one-sided Fisher exact test of the two counts, p >= 0.05).
+    root, arrays, _ = files
+    capsys.readouterr()
+    pool = load_pool("digits")
+    rng = np.random.default_rng(0)
+    outside = np.concatenate(
+        [rng.choice(np.flatnonzero(~arrays["member"] & (pool.y == c)), 2, replace=False) for c in range(10)]
+    )
+    write_release(tmp_path / "release.npz", pool.x[outside], pool.y[outside])
+    out = tmp_path / "audit-out"
+    assert release.main(audit_argv(root / "pool.npz", tmp_path / "release.npz", 2, shadows, out)) == 0
+    found = json.loads((out / "audit" / "summary.json").read_text())["release_leakage"]
+    assert found["at_chance"] == ["0.01", "0.001"] and found["alpha"] == 0.05
+    assert found["guessing_test"].startswith("one-sided Fisher exact test")
+    for f in found["release"].values():
+        assert f["realised_fpr"] > f["tpr"] and f["p_guessing"] > 0.5
+        m, n, x, y = f["members"], f["nonmembers"], f["members_flagged"], f["nonmembers_flagged"]
+        assert f["p_guessing"] == pytest.approx(hypergeom.sf(x - 1, m + n, x + y, m), rel=1e-12)
+    # The verdict says so in plain words, in report.json and in the terminal; the warnings end its reason.
+    leakage = json.loads((out / "audit" / "report.json").read_text())["experiments"][0]["verdicts"][0]
+    assert leakage["text"].startswith("an attacker who wrongly flags 1 in 1,000 non-members finds")
+    assert leakage["text"].endswith("%): no better than guessing at 1 in 1,000 or 1 in 100")
+    assert "At 1 in 1,000 or 1 in 100 it is no better than guessing" in leakage["reason"]
+    assert leakage["reason"].endswith(f" Warning: {found['warnings'][-1]}.")
+    assert capsys.readouterr().out.startswith(leakage["text"] + "; not compared with a random real subset")
+
+
 def test_a_test_split_held_out_of_a_coin_drawn_pool_does_not_depend_on_the_coins(tmp_path):
     # Without x_test, rows are held out without looking at the coins: the same rows for two
     # different coin draws; their non-members are the test split, their members leave the audit.
@@ -239,6 +339,11 @@ def test_a_test_split_held_out_of_a_coin_drawn_pool_does_not_depend_on_the_coins
         ("release_larger_than_pool", "more than the pool's 1500"),
         ("release_label_out_of_range", "label 10 outside"),
         ("release_shape", "images (1, 4, 4) differ"),
+        (
+            "flat_release",
+            "'x' has shape (20, 64), not images: expected (20, 1, 8, 8) or (20, 8, 8), the pool's image shape "
+            "(1, 8, 8); if each row is one flattened image, x.reshape(20, 1, 8, 8)",
+        ),
         ("release_y_length", "'y' has shape (19,)"),
         ("uneven_classes", "images per class"),
         ("ipc_mismatch", "--ipc 3 does not match"),
@@ -270,6 +375,8 @@ def test_bad_inputs_exit_2_with_one_line_before_anything_is_written(files, tmp_p
         release_arrays["y"] = np.where(np.arange(20) == 3, 10, y)
     elif case == "release_shape":
         release_arrays["x"] = x[:, :, :4, :4]
+    elif case == "flat_release":
+        release_arrays["x"] = x.reshape(20, 64)
     elif case == "release_y_length":
         release_arrays["y"] = y[:-1]
     elif case == "uneven_classes":

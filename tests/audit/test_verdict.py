@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from audit.releases.leakage import PREDICTION_TEST
+from audit.releases.leakage import prediction_test_name
 from audit.reporting.build import Settings, _experiment_entry
 from audit.reporting.evidence import claim_of, highest_risk, verdict_evidence
 from audit.results import Audited, Experiment
@@ -269,7 +269,7 @@ def test_a_release_against_the_subsets_states_its_degrees_of_freedom():
         "subset_p5": 0.0115,
         "subset_p95": 0.0285,
         "subsets_below_release": 1,
-        "test": PREDICTION_TEST,
+        "test": prediction_test_name(4),
         "t": 0.0,
         "p": 1.0,
         "alpha": 0.05,
