@@ -168,15 +168,9 @@ def test_psg_stays_below_its_formal_epsilon(tmp_path, epsilon):
     assert release["release_x"].shape == (100, 1, 8, 8) and release["init_idx"].size == 0
 
 
-def test_a_killed_audit_resumes_with_only_the_missing_runs(tmp_path):
-    flags = ["--victim", "real", "--n-shadow", "8", "--train-steps", "100", "--workers", "2", "--quiet"]
+def test_a_killed_or_interrupted_audit_resumes_with_only_the_missing_runs(tmp_path):
+    flags = ["--victim", "real", "--n-shadow", "8", "--train-steps", "100", "--workers", "2"]
     command = [sys.executable, "-m", "audit.lira", "--runs-dir", str(tmp_path), *flags]
-    process = subprocess.Popen(command, start_new_session=True)
-    deadline = time.time() + 300
-    while time.time() < deadline and len(list(tmp_path.glob("*/runs/*.json"))) < 3:
-        time.sleep(0.2)
-    os.killpg(process.pid, signal.SIGKILL)  # kill -9 the audit and its Ray processes mid-run
-    process.wait()
 
     def finished_runs():  # run -> modification times of its two files, for runs with both
         jsons = {p.stem: p for p in tmp_path.glob("*/runs/[0-9]*.json")}
@@ -186,13 +180,46 @@ def test_a_killed_audit_resumes_with_only_the_missing_runs(tmp_path):
             if p.with_suffix(".npz").exists()
         }
 
-    before = finished_runs()
-    assert 3 <= len(before) < 8, "the kill should land part-way"
-    subprocess.run(command, check=True)
+    def start_and_wait_for(runs):
+        # a process group of its own, SIGINT at its default (a shell's background jobs ignore it,
+        # and Python would then never raise KeyboardInterrupt)
+        process = subprocess.Popen(
+            command,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        deadline = time.time() + 300
+        while time.time() < deadline and len(finished_runs()) < runs:
+            time.sleep(0.1)
+        return process
+
+    process = start_and_wait_for(3)
+    os.killpg(process.pid, signal.SIGKILL)  # kill -9 the audit and its Ray processes mid-run
+    process.wait()
+    killed = finished_runs()
+    assert 3 <= len(killed) < 7, "the kill should land part-way"
+
+    # Ctrl-C in a terminal: SIGINT to the whole foreground process group, the driver and its Ray
+    # processes. One line says what is kept and how to resume; no traceback, exit status 130.
+    process = start_and_wait_for(len(killed) + 1)
+    os.killpg(process.pid, signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130 and "Traceback" not in err, err
+    interrupted = finished_runs()
+    (experiment,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert len(interrupted) < 8 and {r: interrupted[r] for r in killed} == killed
+    assert err.replace("\r", "\n").strip().splitlines()[-1] == (
+        f"interrupted: {len(interrupted)} of 8 runs are stored in {experiment} and kept; to train the other "
+        f"{8 - len(interrupted)} and audit, run python -m audit.lira --runs-dir {tmp_path} {' '.join(flags)}"
+    )
+
+    subprocess.run([*command, "--quiet"], check=True)  # the command it names
     after = finished_runs()
     assert len(after) == 8
-    # Every run finished before the kill is kept as it was; only the missing ones were trained.
-    assert {r: after[r] for r in before} == before
+    # Every run finished before the kill or the interrupt is kept as it was; only the missing ones were trained.
+    assert {r: after[r] for r in interrupted} == interrupted
 
 
 def test_dm_with_real_initialisation_leaks_its_initialisation_points(tmp_path):
