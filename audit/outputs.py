@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from audit.evaluate import PREDICTED_KEY
 from audit.reporting import figures
 from audit.reporting.verdict import Verdict, epsilon_verdict
 from shadow_runs.files import atomic_write, write_json
@@ -271,7 +272,7 @@ def _chosen_because(summary: dict) -> str:
     candidates = found.get("candidates") or [found["attack"]]
     if found["rule"] == "tuned":
         choice = (summary["attacks"].get(found["attack"]) or {}).get("reference_choice") or {}
-        predicted = choice.get("predicted_eps_lower_fdp")
+        predicted = choice.get(PREDICTED_KEY)
         there = "" if predicted is None else f" ({predicted:.2f})"
         return (
             f"the attack whose predicted bound on the reference runs{there} was the largest of "

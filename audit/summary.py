@@ -17,6 +17,7 @@ import numpy as np
 from audit.evaluate import StoredRuns, attack_summary, run_delta, tie_order, top_level_bounded, verdict_attack
 from audit.releases.inputs import ReleaseInputs
 from audit.releases.target import TARGET
+from audit.stats.bounds import VERDICT_BOUND
 from audit.stats.epsilon import bound_applies, unfair_coins_reason
 from audit.stats.guesses import verdict_bound
 from shadow_runs.plan import PLAN
@@ -261,7 +262,7 @@ def verdict_entry(
     entry = verdict_bound(
         groups,
         chosen=chosen,
-        guesses=tunable[chosen].tuned["fdp"] if chosen else None,
+        guesses=tunable[chosen].tuned[VERDICT_BOUND.name] if chosen else None,
         delta=delta,
         confidence=settings.confidence,
         rng_of=lambda a: tie_order([settings.seed, zlib.crc32(a.encode())]),

@@ -221,12 +221,12 @@ def _what_would_test(
     per_target: int | None,
     rule: str = "grid",
 ) -> str:
-    needed = canaries_needed(claimed, analysis="fdp", rule=rule, delta=delta, confidence=confidence, most=MOST_CANARIES)
+    needed = canaries_needed(claimed, rule=rule, delta=delta, confidence=confidence, most=MOST_CANARIES)
     if needed is None:
         if delta > 0:
             return (
                 f"One-run auditing cannot certify more than ε ≈ "
-                f"{most_certifiable(analysis='fdp', rule=rule, delta=delta, confidence=confidence):.2f} at "
+                f"{most_certifiable(rule=rule, delta=delta, confidence=confidence):.2f} at "
                 f"δ = {delta:g} with up to {MOST_CANARIES:,} canaries, so this claim cannot be tested this way."
             )
         return f"More than {count(MOST_CANARIES, 'canary', 'canaries')} would be needed to test it."
