@@ -78,7 +78,8 @@ def test_no_import_cycle():
 #: the layers inside `audit`, lowest first: a module imports modules of its own layer or below, never
 #: above (the longest matching prefix decides a module's layer; the bare package `audit` re-exports)
 AUDIT_LAYERS = (
-    ("audit.stats", "audit.results", "audit.executor", "audit.provenance"),  # math, reading audits, running victims
+    # math, the claim checked, reading audits, running victims
+    ("audit.stats", "audit.claim", "audit.results", "audit.executor", "audit.provenance"),
     ("audit.evaluate", "audit.reporting", "audit.releases", "audit.releases.inputs", "audit.epsilon", "audit.metrics"),
     ("audit.summary", "audit.outputs", "audit.pipeline", "audit.releases.target"),  # what an audit writes
     ("audit.releases.audit",),  # a release audit, start to end
