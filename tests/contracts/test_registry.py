@@ -60,6 +60,12 @@ def test_names_are_unique_and_the_fields_are_meaningful():
         assert attack.needs is None if attack.family == "model" else attack.needs is not None
 
 
+def test_an_attack_row_is_built_from_named_fields_only():
+    loss = get_attack("loss")
+    with pytest.raises(TypeError):
+        type(loss)("loss", "model", None, 1, False, loss.score, loss.about)
+
+
 def test_each_command_loops_over_its_families_in_registry_order():
     from audit import ganleak, lira
 
