@@ -3,7 +3,7 @@ how many runs it needs, and its scoring function.
 
 Evaluation (`audit.evaluate`), the command lines (`audit.lira`, `audit.ganleak`,
 `audit.release`) and the report loop over `REGISTRY`; a new attack is one entry here and a test
-in the contract suite (tests/attacks/test_registry.py), which holds every entry to the audit's
+in the contract suite (tests/contracts/test_registry.py), which holds every entry to the audit's
 rule: an attack scores each target run [T, n] from that target's outputs and the reference runs
 (`shadows`, bool [T, R]) alone, so no guess depends on a target's own coins.
 
@@ -34,9 +34,9 @@ WHITEBOX = "whitebox"  # `needs` of a white-box attack: every run stored its can
 HEADLINE_ATTACK = "lira_online"  # the attack whose examples at highest risk the report shows, when scored
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Attack:
-    """One registered attack."""
+    """One registered attack, built from named fields."""
 
     name: str
     family: str  # one of FAMILIES
@@ -93,151 +93,156 @@ def _whitebox(statistic):  # statistic(observations [steps, m], the run's whiteb
 
 REGISTRY: tuple[Attack, ...] = (
     Attack(
-        "loss",
-        "model",
-        None,
-        1,
-        False,
-        lambda runs, targets, shadows, variance: -runs.loss[targets],
-        "minus the cross-entropy of the target's model on the example",
+        name="loss",
+        family="model",
+        needs=None,
+        min_runs=1,
+        calibrated=False,
+        score=lambda runs, targets, shadows, variance: -runs.loss[targets],
+        about="minus the cross-entropy of the target's model on the example",
     ),
     Attack(
-        "lira_online",
-        "model",
-        None,
-        4,
-        True,
-        lambda runs, targets, shadows, variance: lira_online(
+        name="lira_online",
+        family="model",
+        needs=None,
+        min_runs=4,
+        calibrated=True,
+        score=lambda runs, targets, shadows, variance: lira_online(
             runs.confidence, runs.keep, targets, shadows=shadows, variance=variance
         ),
-        "LiRA: likelihood ratio of the logit-scaled confidence under Gaussians fitted on IN and OUT shadows",
+        about="LiRA: likelihood ratio of the logit-scaled confidence under Gaussians fitted on IN and OUT shadows",
         query_views=True,
     ),
     Attack(
-        "lira_offline",
-        "model",
-        None,
-        4,
-        True,
-        lambda runs, targets, shadows, variance: lira_offline(
+        name="lira_offline",
+        family="model",
+        needs=None,
+        min_runs=4,
+        calibrated=True,
+        score=lambda runs, targets, shadows, variance: lira_offline(
             runs.confidence, runs.keep, targets, shadows=shadows, variance=variance
         ),
-        "LiRA offline: how far the confidence lies above the OUT shadows' Gaussian",
+        about="LiRA offline: how far the confidence lies above the OUT shadows' Gaussian",
         query_views=True,
     ),
     Attack(
-        "rmia",
-        "model",
-        None,
-        2,
-        True,
-        lambda runs, targets, shadows, variance: rmia_online(runs.confidence, runs.keep, targets, shadows=shadows),
-        "RMIA: the target's p_y over the reference runs' mean, ranked against the whole pool's ratios",
+        name="rmia",
+        family="model",
+        needs=None,
+        min_runs=2,
+        calibrated=True,
+        score=lambda runs, targets, shadows, variance: rmia_online(
+            runs.confidence, runs.keep, targets, shadows=shadows
+        ),
+        about="RMIA: the target's p_y over the reference runs' mean, ranked against the whole pool's ratios",
         query_views=True,
     ),
     Attack(
-        "rmia_offline",
-        "model",
-        None,
-        2,
-        True,
-        lambda runs, targets, shadows, variance: rmia_offline(runs.confidence, runs.keep, targets, shadows=shadows),
-        "RMIA offline: Pr(x) from the OUT references only, with a fitted on the references",
+        name="rmia_offline",
+        family="model",
+        needs=None,
+        min_runs=2,
+        calibrated=True,
+        score=lambda runs, targets, shadows, variance: rmia_offline(
+            runs.confidence, runs.keep, targets, shadows=shadows
+        ),
+        about="RMIA offline: Pr(x) from the OUT references only, with a fitted on the references",
         query_views=True,
     ),
     Attack(
-        "dcr",
-        "release",
-        RELEASE,
-        1,
-        False,
-        lambda runs, targets, shadows, variance: runs.dcr[targets],
-        "minus the distance to the nearest released image of the same class",
+        name="dcr",
+        family="release",
+        needs=RELEASE,
+        min_runs=1,
+        calibrated=False,
+        score=lambda runs, targets, shadows, variance: runs.dcr[targets],
+        about="minus the distance to the nearest released image of the same class",
     ),
     Attack(
-        "dcr_lira",
-        "release",
-        RELEASE,
-        4,
-        True,
-        _dcr_lira,
-        "that distance calibrated on the OUT shadows (offline LiRA on the DCR statistic)",
+        name="dcr_lira",
+        family="release",
+        needs=RELEASE,
+        min_runs=4,
+        calibrated=True,
+        score=_dcr_lira,
+        about="that distance calibrated on the OUT shadows (offline LiRA on the DCR statistic)",
     ),
     Attack(
-        "ganleak_fbb",
-        "generator",
-        "fbb",
-        1,
-        False,
-        lambda runs, targets, shadows, variance: reconstruction_scores(runs.recon["fbb"][targets]),
-        "minus the distance to the nearest generated sample (full black-box)",
+        name="ganleak_fbb",
+        family="generator",
+        needs="fbb",
+        min_runs=1,
+        calibrated=False,
+        score=lambda runs, targets, shadows, variance: reconstruction_scores(runs.recon["fbb"][targets]),
+        about="minus the distance to the nearest generated sample (full black-box)",
     ),
     Attack(
-        "ganleak_pbb",
-        "generator",
-        "pbb",
-        1,
-        False,
-        lambda runs, targets, shadows, variance: reconstruction_scores(runs.recon["pbb"][targets]),
-        "minus the Powell-search reconstruction loss (partial black-box; NaN where not reconstructed)",
+        name="ganleak_pbb",
+        family="generator",
+        needs="pbb",
+        min_runs=1,
+        calibrated=False,
+        score=lambda runs, targets, shadows, variance: reconstruction_scores(runs.recon["pbb"][targets]),
+        about="minus the Powell-search reconstruction loss (partial black-box; NaN where not reconstructed)",
     ),
     Attack(
-        "ganleak_wb",
-        "generator",
-        "wb",
-        1,
-        False,
-        lambda runs, targets, shadows, variance: reconstruction_scores(runs.recon["wb"][targets]),
-        "minus the gradient-search reconstruction loss (white-box)",
+        name="ganleak_wb",
+        family="generator",
+        needs="wb",
+        min_runs=1,
+        calibrated=False,
+        score=lambda runs, targets, shadows, variance: reconstruction_scores(runs.recon["wb"][targets]),
+        about="minus the gradient-search reconstruction loss (white-box)",
     ),
     Attack(
-        "ganleak_cal",
-        "generator",
-        "wb",
-        4,
-        True,
-        lambda runs, targets, shadows, variance: calibrated_scores(
+        name="ganleak_cal",
+        family="generator",
+        needs="wb",
+        min_runs=4,
+        calibrated=True,
+        score=lambda runs, targets, shadows, variance: calibrated_scores(
             runs.recon["wb"], runs.keep, targets, shadows=shadows
         ),
-        "the white-box loss minus the example's mean loss under the target's OUT shadow generators",
+        about="the white-box loss minus the example's mean loss under the target's OUT shadow generators",
     ),
     Attack(
-        "ganleak_lira",
-        "generator",
-        "wb",
-        4,
-        True,
-        lambda runs, targets, shadows, variance: lira_online(
+        name="ganleak_lira",
+        family="generator",
+        needs="wb",
+        min_runs=4,
+        calibrated=True,
+        score=lambda runs, targets, shadows, variance: lira_online(
             log_loss_statistic(runs.recon["wb"]), runs.keep, targets, shadows=shadows, variance=variance
         ),
-        "online LiRA with minus the log white-box loss as the statistic, IN and OUT shadow generators",
+        about="online LiRA with minus the log white-box loss as the statistic, IN and OUT shadow generators",
     ),
     Attack(
-        "whitebox",
-        "mechanism",
-        WHITEBOX,
-        1,
-        False,
-        _whitebox(lambda o, mechanism: likelihood_ratio(o, **mechanism)),
-        "white-box: the log likelihood ratio of the canary's step projections under the claimed subsampled Gaussian",
+        name="whitebox",
+        family="mechanism",
+        needs=WHITEBOX,
+        min_runs=1,
+        calibrated=False,
+        score=_whitebox(lambda o, mechanism: likelihood_ratio(o, **mechanism)),
+        about="white-box: the log likelihood ratio of the canary's step projections under the claimed "
+        "subsampled Gaussian",
     ),
     Attack(
-        "whitebox_sum",
-        "mechanism",
-        WHITEBOX,
-        1,
-        False,
-        _whitebox(lambda o, mechanism: summed_projection(o)),
-        "white-box: the canary's step projections summed",
+        name="whitebox_sum",
+        family="mechanism",
+        needs=WHITEBOX,
+        min_runs=1,
+        calibrated=False,
+        score=_whitebox(lambda o, mechanism: summed_projection(o)),
+        about="white-box: the canary's step projections summed",
     ),
     Attack(
-        "whitebox_steps",
-        "mechanism",
-        WHITEBOX,
-        1,
-        False,
-        _whitebox(lambda o, mechanism: step_changes(o)),
-        "white-box: the summed absolute changes of the canary's projection between steps (reused noise cancels)",
+        name="whitebox_steps",
+        family="mechanism",
+        needs=WHITEBOX,
+        min_runs=1,
+        calibrated=False,
+        score=_whitebox(lambda o, mechanism: step_changes(o)),
+        about="white-box: the summed absolute changes of the canary's projection between steps (reused noise cancels)",
     ),
 )
 

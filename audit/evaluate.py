@@ -11,8 +11,9 @@ import numpy as np
 from attacks import cross_entropy, dcr_scores, logit_confidence
 from attacks.ganleak import RECON_KINDS
 from attacks.registry import get_attack
+from audit.stats.bounds import ANALYSES, SUMMARY_KEYS, VERDICT_BOUND
 from audit.stats.epsilon import bound_applies
-from audit.stats.guesses import ANALYSES, RankedGuesses, tune
+from audit.stats.guesses import RankedGuesses, tune
 from audit.stats.metrics import MembershipScores
 from shadow_runs.plan import shadow_mask
 from shadow_runs.records import CanaryColumns
@@ -23,18 +24,8 @@ from shadow_runs.store import RunStore
 VIEWS = ("all", "image")
 #: reference runs scored as pseudo-targets (the first ones; each against the other references)
 MOST_PSEUDO_TARGETS = 32
-#: a group's ε keys (`audit.stats.guesses.bounds_of`), all null where no bound applies
-EPSILON_KEYS = (
-    "guess_rule",
-    "eps_lower",
-    "eps_ceiling",
-    "eps_lower_fdp",
-    "eps_ceiling_fdp",
-    "mu_lower",
-    "mu_ceiling",
-    "eps_gaussian",
-    "guesses",
-)
+#: `reference_choice`'s key for the verdict's bound predicted on the pseudo-targets
+PREDICTED_KEY = f"predicted_{VERDICT_BOUND.lower_key}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,7 +139,7 @@ class ReferenceChoice:
 
     views: str  # "all" or "image" ("all" for an attack without query views)
     tuned: dict  # analysis -> Guesses, for the real targets' m
-    predicted_fdp: float  # the f_{ε,δ} bound the pseudo-targets predict with the tuned count
+    predicted: float  # the verdict's bound (`VERDICT_BOUND`) the pseudo-targets predict with its tuned count
     z: float  # how far above chance the pseudo-targets' guesses at that count were (tie-break)
     n_pseudo: int  # pseudo-target runs
 
@@ -156,7 +147,7 @@ class ReferenceChoice:
         return {
             "views": self.views,
             "pseudo_targets": self.n_pseudo,
-            "predicted_eps_lower_fdp": self.predicted_fdp,
+            PREDICTED_KEY: self.predicted,
             "guesses": {a: {"k_in": g.k_in, "k_out": g.k_out} for a, g in self.tuned.items()},
         }
 
@@ -181,10 +172,10 @@ def choose_on_references(
 ) -> ReferenceChoice | None:
     """Score the reference runs as pseudo-targets (`pseudo_target_scores`) on `columns` (the group
     the bound is on: every example, or the canary records) and choose, from their public coins
-    alone: the views (for an attack with query views, the variant whose predicted f_{ε,δ} bound is
-    larger, then the one further above chance), and per analysis the guess count for the real
-    targets' `m` (`audit.stats.guesses.tune`). None if too few references remain
-    (`can_choose_on_references`): the audit then falls back to the grid."""
+    alone: the views (for an attack with query views, the variant whose predicted verdict's bound,
+    `VERDICT_BOUND`, is larger, then the one further above chance), and per registered bound the
+    guess count for the real targets' `m` (`audit.stats.guesses.tune`). None if too few references
+    remain (`can_choose_on_references`): the audit then falls back to the grid."""
     if not can_choose_on_references(runs, attack, targets):
         return None
     spec = get_attack(attack)
@@ -197,10 +188,11 @@ def choose_on_references(
             return None
         ranked = RankedGuesses.of(scores[keep & scored], scores[~keep & scored], rng=np.random.default_rng(0))
         tuned = {a: tune(ranked, m=m, analysis=a, delta=delta, confidence=confidence) for a in ANALYSES}
+        verdict = tuned[VERDICT_BOUND.name]
         choice = ReferenceChoice(
-            views, {a: t.guesses for a, t in tuned.items()}, tuned["fdp"].predicted, tuned["fdp"].z, len(pseudo)
+            views, {a: t.guesses for a, t in tuned.items()}, verdict.predicted, verdict.z, len(pseudo)
         )
-        if best is None or (choice.predicted_fdp, choice.z) > (best.predicted_fdp, best.z):
+        if best is None or (choice.predicted, choice.z) > (best.predicted, best.z):
             best = choice
     return best
 
@@ -311,7 +303,7 @@ def _group_summary(
         summary.update(
             {
                 "eps_hat": float(pooled.eps_hat()),
-                **{key: None for key in EPSILON_KEYS},
+                **{key: None for key in SUMMARY_KEYS},
                 "confidence": float(confidence),
                 "delta": float(delta),
             }
@@ -362,9 +354,9 @@ def score_attacks(
 
 def verdict_attack(choices: dict) -> str | None:
     """The attack the verdict uses, chosen on the reference runs alone: the largest predicted
-    f_{ε,δ} bound, then the pseudo-targets' distance above chance, then registry order. None when
-    no attack could be tuned (the verdict then pays for every attack, Bonferroni)."""
-    tuned = [(c.predicted_fdp, c.z, -i, a) for i, (a, c) in enumerate(choices.items()) if c is not None]
+    verdict's bound (`VERDICT_BOUND`), then the pseudo-targets' distance above chance, then registry
+    order. None when no attack could be tuned (the verdict then pays for every attack, Bonferroni)."""
+    tuned = [(c.predicted, c.z, -i, a) for i, (a, c) in enumerate(choices.items()) if c is not None]
     return max(tuned)[3] if tuned else None
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from audit.claim import resolve_claim
+from audit.evaluate import PREDICTED_KEY
 from audit.reporting import figures
 from audit.reporting.verdict import Verdict, epsilon_verdict
 from shadow_runs.files import atomic_write, write_json
@@ -222,29 +224,21 @@ def at_chance(attack: dict, *, rate: str, level: float = 0.05) -> bool:
     return float(stats.binom.sf(found - 1, n1, f)) >= level
 
 
-def _claim(summary: dict) -> tuple[float | None, str]:
-    """The ε the verdict checks and where it comes from: a release's claimed ε, else the formal ε."""
-    if summary.get("claimed_epsilon") is not None:
-        return summary["claimed_epsilon"], "claimed"
-    return summary.get("formal_epsilon"), "formal"
-
-
 def summary_verdict(summary: dict) -> Verdict | None:
-    """The ε verdict of summary.json's `verdict` (the paid-for bound) against `_claim` (none: "no ε
-    claim was checked"); None where no bound applies."""
+    """The ε verdict of summary.json's `verdict` (the paid-for bound, at the audit's own δ) against
+    the claim it records (`audit.claim.resolve_claim`: a release's claimed ε, else the formal ε;
+    none: "no ε claim was checked"); None where no bound applies."""
     found = summary.get("verdict")
     if not found:
         return None
-    claimed, source = _claim(summary)
     n_canaries = (summary.get("evaluation") or {}).get("n_canaries")
     targets = len(summary.get("target_runs") or []) or 1
     return epsilon_verdict(
         found["bounds"],
         ceiling=found["ceilings"],
-        claimed_epsilon=claimed,
+        claim=resolve_claim(summary),
         delta=found["delta"],
         confidence=found["confidence"],
-        source=source,
         n_canaries=n_canaries,
         per_target=n_canaries // targets if n_canaries else None,
         rule=found["rule"],
@@ -255,9 +249,10 @@ def verdict_line(summary: dict) -> str:
     """The ε verdict in words, two lines for the terminal: the claim, the verdict, the bound it
     rests on (its confidence, its test) and which attack that is and why (`_chosen_because`)
     beside the ceiling; then the reason."""
-    found, verdict = summary["verdict"], summary_verdict(summary)
-    claimed, source = _claim(summary)
-    head = ("" if claimed is None else f"{source} ε = {claimed:.4g} at δ = {found['delta']:g}: ") + verdict.text
+    found, verdict, claim = summary["verdict"], summary_verdict(summary), resolve_claim(summary)
+    head = (
+        "" if claim is None else f"{claim.source} ε = {claim.epsilon:.4g} at δ = {found['delta']:g}: "
+    ) + verdict.text
     return (
         f"  verdict: {head}; ε ≥ {found['eps_lower']:.2f} at {found['confidence']:.0%} (f-DP test) from "
         f"{found['attack']}, {_chosen_because(summary)}; ceiling {found['eps_ceiling']:.2f}\n    {verdict.reason}"
@@ -271,7 +266,7 @@ def _chosen_because(summary: dict) -> str:
     candidates = found.get("candidates") or [found["attack"]]
     if found["rule"] == "tuned":
         choice = (summary["attacks"].get(found["attack"]) or {}).get("reference_choice") or {}
-        predicted = choice.get("predicted_eps_lower_fdp")
+        predicted = choice.get(PREDICTED_KEY)
         there = "" if predicted is None else f" ({predicted:.2f})"
         return (
             f"the attack whose predicted bound on the reference runs{there} was the largest of "

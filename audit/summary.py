@@ -14,9 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from audit.claim import Claim
 from audit.evaluate import StoredRuns, attack_summary, run_delta, tie_order, top_level_bounded, verdict_attack
 from audit.releases.inputs import ReleaseInputs
 from audit.releases.target import TARGET
+from audit.stats.bounds import VERDICT_BOUND
 from audit.stats.epsilon import bound_applies, unfair_coins_reason
 from audit.stats.guesses import verdict_bound
 from shadow_runs.plan import PLAN
@@ -26,15 +28,13 @@ from shadow_runs.records import CanaryColumns
 @dataclass(frozen=True)
 class EvaluationSettings:
     """How an audit's numbers are made, as summary.json records them: the master seed (tie orders,
-    evaluation splits), the confidence of every bound, the plan's inclusion rate, `--lira-variance`
-    as given, and for a release audit the claim (ε, δ) it is checked against."""
+    evaluation splits), the confidence of every bound, the plan's inclusion rate and `--lira-variance`
+    as given."""
 
     seed: int
     confidence: float
     inclusion_rate: float
     lira_variance_flag: str = "auto"
-    claimed_epsilon: float | None = None
-    claimed_delta: float | None = None
 
 
 EPSILON_NOTE = (
@@ -143,14 +143,20 @@ def release_summary(
     experiment: dict,
     variance: str,
     settings: EvaluationSettings,
+    claim: Claim | None = None,
     choices: dict | None = None,
 ) -> dict:
-    """summary.json of the release audit: the same keys (one target: the release) plus the claim.
-    Its bounds use the audit's own δ (the pipeline's, 0 for a non-DP one) whatever is claimed, so
-    no number moves with a claim; the report checks a claim at the claim's δ."""
+    """summary.json of the release audit: the same keys (one target: the release) plus `claim`, the
+    claim the command was given, recorded as `claimed_epsilon` and `claimed_delta` (a claimed ε
+    without a δ gets the audit's own). Its bounds use the audit's own δ (the pipeline's, 0 for a
+    non-DP one) whatever is claimed, so no number moves with a claim; the report checks a claim at
+    the claim's δ."""
     identity = _identity(experiment, shadows, target_runs=[0])
     own_delta = identity["delta"] or 0.0
-    claimed_delta = settings.claimed_delta if settings.claimed_delta is not None else own_delta
+    claim = claim or Claim()
+    claimed_delta = claim.delta
+    if claim.epsilon is not None and claim.delta is None:
+        claimed_delta = own_delta  # a claimed ε without its δ is at the audit's own
     coins = inputs.coins
     fair = coins is not None and coins.fair
     if coins is None:
@@ -166,8 +172,8 @@ def release_summary(
     shadow_accuracy = [m["test_accuracy"] for m in shadows.meta]
     return {
         **identity,
-        "claimed_epsilon": settings.claimed_epsilon,
-        "claimed_delta": claimed_delta if settings.claimed_epsilon is not None else settings.claimed_delta,
+        "claimed_epsilon": claim.epsilon,
+        "claimed_delta": claimed_delta,
         "utility": {
             "test_accuracy": obs.test_accuracy,
             "test_accuracy_std": 0.0,
@@ -261,7 +267,7 @@ def verdict_entry(
     entry = verdict_bound(
         groups,
         chosen=chosen,
-        guesses=tunable[chosen].tuned["fdp"] if chosen else None,
+        guesses=tunable[chosen].tuned[VERDICT_BOUND.name] if chosen else None,
         delta=delta,
         confidence=settings.confidence,
         rng_of=lambda a: tie_order([settings.seed, zlib.crc32(a.encode())]),

@@ -9,6 +9,8 @@ import math
 import sys
 import typing
 
+from audit.claim import DELTA_RULE, EPSILON_RULE, delta_ok, epsilon_ok
+
 
 class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> typing.NoReturn:
@@ -89,10 +91,10 @@ def probability(text: str) -> float:
 
 
 def positive_number(text: str) -> float:
-    """An argument type: a finite number > 0 (an epsilon)."""
-    return _number(text, accepts=lambda v: 0 < v < math.inf, requirement="a finite number > 0")
+    """An argument type: a finite number > 0 (a claim's epsilon, `audit.claim`)."""
+    return _number(text, accepts=epsilon_ok, requirement=EPSILON_RULE)
 
 
 def delta_in_unit(text: str) -> float:
-    """An argument type: a number in [0, 1) (a delta; 0 for pure DP)."""
-    return _number(text, accepts=lambda v: 0 <= v < 1, requirement="a number in [0, 1)")
+    """An argument type: a number in [0, 1) (a claim's delta, `audit.claim`; 0 for pure DP)."""
+    return _number(text, accepts=delta_ok, requirement=DELTA_RULE)

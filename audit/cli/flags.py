@@ -113,15 +113,12 @@ def canary_config(args: argparse.Namespace) -> CanaryConfig | None:
 
 
 def evaluation_settings(args: argparse.Namespace) -> EvaluationSettings:
-    """The settings summary.json records, from the run and evaluation flags (and a release audit's
-    claim flags, where the parser has them)."""
+    """The settings summary.json records, from the run and evaluation flags."""
     return EvaluationSettings(
         seed=args.seed,
         confidence=args.confidence,
         inclusion_rate=args.inclusion_rate,
         lira_variance_flag=args.lira_variance,
-        claimed_epsilon=getattr(args, "claimed_epsilon", None),
-        claimed_delta=getattr(args, "claimed_delta", None),
     )
 
 

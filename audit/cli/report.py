@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from audit.claim import Claim
 from audit.cli.arguments import ArgumentParser, delta_in_unit, int_at_least, positive_number, probability
 from audit.reporting.build import Settings, build_report, write_report
 from audit.results import load_audited, load_many
@@ -55,9 +56,9 @@ def add_report_flags(parser, *, seed: bool = True) -> None:
 
 
 def settings_from(args) -> Settings:
+    """The report's settings from its flags; the claim flags make one `Claim` (None if neither is given)."""
     return Settings(
-        claimed_epsilon=args.claimed_epsilon,
-        claimed_delta=args.claimed_delta,
+        claim=Claim.given(args.claimed_epsilon, args.claimed_delta),
         alpha=args.alpha,
         seed=args.seed,
         n_boot=args.n_boot,

@@ -9,7 +9,8 @@ import time
 
 from audit.cli.arguments import ArgumentParser, int_at_least, probability
 from audit.stats import guesses
-from audit.stats.guesses import ANALYSES, RULES, BoundCache
+from audit.stats.bounds import ANALYSES
+from audit.stats.guesses import RULES, BoundCache
 from audit.stats.selftest import (
     CONFIDENCE,
     FAMILY_LEVEL,

@@ -41,7 +41,8 @@ MIN_SUBSET_RUNS = 4
 @dataclass(frozen=True)
 class ReleaseRequest:
     """What to audit and how: the user's files, the pipeline that made the release (a victim name
-    and overrides of its configuration), the shadow runs, and the evaluation and report settings."""
+    and overrides of its configuration), the shadow runs, and the evaluation and report settings
+    (the claim checked, if any, is the report's: summary.json records it, the report checks it)."""
 
     pool_file: Path
     release_file: Path
@@ -236,6 +237,7 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Pa
         experiment=prepared.experiment,
         variance=variance,
         settings=settings,
+        claim=request.report.claim,
         choices=choices,
     )
     summary["release_leakage"] = leakage

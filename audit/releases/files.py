@@ -1,6 +1,7 @@
 """Writing the two files `python -m audit.release` reads (docs/contracts.md, "audit.release"):
-the members drawn by recorded coins before the release is made (`draw_membership`), the pool with
-its membership (`write_pool`) and the release (`write_release`). Each checks what it writes as
+the members drawn by recorded coins before the release is made (`draw_membership`, defined beside
+the reading that reproduces them, `audit.releases.inputs`), the pool with its membership
+(`write_pool`) and the release (`write_release`). Each checks what it writes as
 `audit.releases.inputs` will read it, so a mistake shows here, with the same one line.
 
     member = draw_membership(len(x), seed=2024)             # before making the release
@@ -19,17 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
+from audit.releases.inputs import check_pool_arrays, draw_membership
 from audit.stats.epsilon import FAIR_COIN_RATE
 from shadow_runs.files import atomic_write
-from shadow_runs.plan import membership_row
 
-MEMBERSHIP_RUN = 0  # a release's recorded coins are run 0 of the plan under its membership_seed
-
-
-def draw_membership(n: int, *, seed: int, rate: float = FAIR_COIN_RATE) -> np.ndarray:
-    """bool [n]: members drawn by independent coins, as `audit.release` reproduces them from a pool
-    file's `membership_seed` and `membership_rate` (draw them so, before making the release)."""
-    return membership_row(n, master_seed=seed, run=MEMBERSHIP_RUN, inclusion_rate=rate)
+__all__ = ["draw_membership", "write_pool", "write_release"]
 
 
 def write_pool(
@@ -48,8 +43,6 @@ def write_pool(
     0.5), so that the audit can reproduce the coins and give an ε bound. `x_test`, `y_test`: an
     optional test split (else the audit holds one out). ValueError (one line) if `read_inputs` would
     refuse the file."""
-    from audit.releases.inputs import check_pool_arrays
-
     arrays = {"x": np.asarray(x), "y": np.asarray(y), "member": np.asarray(member, dtype=bool)}
     if membership_seed is not None:
         arrays["membership_seed"] = np.int64(membership_seed)

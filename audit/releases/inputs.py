@@ -1,6 +1,8 @@
 """The inputs of `audit.release`, read and checked: the custodian's pool with the release's
 membership (POOL.npz) and the release (RELEASE.npz), as docs/contracts.md, "audit.release",
-states them. Any bad or inconsistent input raises `ReleaseError`, one line naming the value."""
+states them, and how recorded membership coins are drawn (`draw_membership`). Any bad or
+inconsistent input raises `ReleaseError`, one line naming the value. It imports nothing of the
+writing side (`audit.releases.files`), which imports it to check what it writes."""
 
 from __future__ import annotations
 
@@ -11,12 +13,20 @@ from pathlib import Path
 
 import numpy as np
 
-from audit.releases.files import draw_membership
-from audit.stats.epsilon import bound_applies
+from audit.stats.epsilon import FAIR_COIN_RATE, bound_applies
+from shadow_runs.plan import membership_row
 from victims.data import DataError, Pool
 
 #: a float release of a uint8 pool is read on the 0-1 scale; beyond this magnitude it is taken for 0-255
 MOST_UNIT_SCALE = 16.0
+MEMBERSHIP_RUN = 0  # a release's recorded coins are run 0 of the plan under its membership_seed
+
+
+def draw_membership(n: int, *, seed: int, rate: float = FAIR_COIN_RATE) -> np.ndarray:
+    """bool [n]: members drawn by independent coins, as `audit.release` reproduces them from a pool
+    file's `membership_seed` and `membership_rate` (draw them so, before making the release; the
+    writing side, `audit.releases.files`, offers it too)."""
+    return membership_row(n, master_seed=seed, run=MEMBERSHIP_RUN, inclusion_rate=rate)
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,11 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from attacks.registry import HEADLINE_ATTACK
+from audit.claim import Claim, resolve_claim
 from audit.provenance import provenance
 from audit.reporting import figures
 from audit.reporting.comparison_tables import to_json as comparison_json
 from audit.reporting.evidence import (
-    Claim,
-    claim_of,
     fair_coins,
     find_subset,
     highest_risk,
@@ -49,10 +48,10 @@ from shadow_runs.files import atomic_write, write_json
 
 @dataclass(frozen=True)
 class Settings:
-    """What the report is asked to check and how hard to resample."""
+    """What the report is asked to check and how hard to resample. `claim`: the claim given (either
+    part may be None, the experiment's own; `audit.claim.resolve_claim`), None for the experiment's."""
 
-    claimed_epsilon: float | None = None
-    claimed_delta: float | None = None
+    claim: Claim | None = None
     alpha: float = 0.05
     seed: int = 0
     n_boot: int = bootstrap.N_BOOT
@@ -60,10 +59,6 @@ class Settings:
     top_k: int = 16
 
     def __post_init__(self) -> None:
-        if self.claimed_epsilon is not None:
-            Claim(epsilon=self.claimed_epsilon, delta=self.claimed_delta or 0.0, source="claimed")  # validates
-        if self.claimed_delta is not None and not 0 <= self.claimed_delta < 1:
-            raise ValueError(f"--claimed-delta must be in [0, 1), got {self.claimed_delta}")
         if not 0 < self.alpha < 1:
             raise ValueError(f"--alpha must be in (0, 1), got {self.alpha}")
         for name, least in (("n_boot", 1), ("n_boot_eps", 0), ("top_k", 1)):
@@ -140,8 +135,8 @@ def build_report(
     overlays = {a: figures.roc_png({e.label: e.scores(a) for e in experiments}, title=a) for a in shared}
     data = {
         "settings": {
-            "claimed_epsilon": settings.claimed_epsilon,
-            "claimed_delta": settings.claimed_delta,
+            "claimed_epsilon": None if settings.claim is None else settings.claim.epsilon,
+            "claimed_delta": None if settings.claim is None else settings.claim.delta,
             "alpha": settings.alpha,
             "seed": settings.seed,
             "n_boot": settings.n_boot,
@@ -164,7 +159,7 @@ def build_report(
 def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settings: Settings, seed: int):
     summary = audited.summary
     confidence = audited.experiment.confidence
-    claim = claim_of(audited, epsilon=settings.claimed_epsilon, delta=settings.claimed_delta)
+    claim = resolve_claim(summary, settings.claim)
     claim_json = (
         None
         if claim is None
@@ -193,7 +188,7 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
         eps = epsilon_verdict(
             found["bounds"],
             ceiling=found["ceilings"],
-            claimed_epsilon=None,
+            claim=None,
             delta=found["delta"],
             confidence=confidence,
             rule=found["rule"],
@@ -208,10 +203,9 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
         eps = epsilon_verdict(
             bounds,
             ceiling=ceilings,
-            claimed_epsilon=claim.epsilon,
+            claim=claim,
             delta=claim.delta,
             confidence=confidence,
-            source=claim.source,
             n_canaries=n_canaries,
             per_target=per_target,
             rule=found["rule"],

@@ -1,12 +1,10 @@
-"""What the report states about one audited experiment: the ε claim it checks, the attacks'
-joint bounds and ceilings, the protocol paragraph, the examples at highest risk, utility and
+"""What the report states about one audited experiment: the attacks' joint bounds and ceilings
+behind its ε verdict, the protocol paragraph, the examples at highest risk, utility and
 provenance, and the `subset` experiment it is compared with."""
 
 from __future__ import annotations
 
-import math
 import zlib
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -16,40 +14,6 @@ from audit.results import Audited
 from audit.stats.epsilon import unfair_coins_reason
 from shadow_runs.plan import DEFAULT_INCLUSION_RATE
 from audit.stats.guesses import Guesses, verdict_bound
-
-
-@dataclass(frozen=True)
-class Claim:
-    """An ε claim to check: the ε, its δ, and where it comes from ("claimed" or "formal")."""
-
-    epsilon: float
-    delta: float
-    source: str
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.epsilon) and self.epsilon > 0):
-            raise ValueError(f"claimed epsilon must be a finite number > 0, got {self.epsilon}")
-        if not 0 <= self.delta < 1:
-            raise ValueError(f"claimed delta must be in [0, 1), got {self.delta}")
-
-
-def claim_of(audited: Audited, *, epsilon: float | None = None, delta: float | None = None) -> Claim | None:
-    """The claim to check: the given one, else summary.json's claimed ε, else the formal ε."""
-    summary = audited.summary
-    own_delta = (
-        summary.get("claimed_delta") if summary.get("claimed_delta") is not None else (summary.get("delta") or 0.0)
-    )
-    if epsilon is not None:
-        return Claim(epsilon=epsilon, delta=own_delta if delta is None else delta, source="claimed")
-    if summary.get("claimed_epsilon") is not None:
-        return Claim(epsilon=summary["claimed_epsilon"], delta=own_delta if delta is None else delta, source="claimed")
-    if summary.get("formal_epsilon") is not None:
-        return Claim(
-            epsilon=summary["formal_epsilon"],
-            delta=(summary.get("delta") or 0.0) if delta is None else delta,
-            source="formal",
-        )
-    return None
 
 
 def verdict_evidence(audited: Audited, *, delta: float, confidence: float, seed: int) -> dict:

@@ -42,6 +42,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from audit.claim import Claim
 from audit.stats.epsilon import MOST_CANARIES
 from audit.stats.guesses import canaries_needed, most_certifiable
 from audit.stats.significance import MetricComparison
@@ -105,10 +106,9 @@ def epsilon_verdict(
     bounds: Mapping[str, float],
     *,
     ceiling: float | Mapping[str, float],
-    claimed_epsilon: float | None,
+    claim: Claim | None,
     delta: float,
     confidence: float,
-    source: str = "claimed",
     n_canaries: int | None = None,
     per_target: int | None = None,
     rule: str = "grid",
@@ -117,15 +117,16 @@ def epsilon_verdict(
 
     `ceiling` is the design's ceiling (`audit.stats.epsilon.epsilon_ceiling`) at the bounds' own
     per-attack confidence 1 - (1 - confidence) / len(bounds) and at `delta`: one number, or one per
-    attack (an attack that scored fewer canaries has a lower one). `source` says where the ε comes
-    from ("formal" for an accountant's ε, "claimed" for the user's); `delta` is the δ the bounds
-    were computed with. `n_canaries` (m) and `per_target` (canaries per target run, the pool size)
+    attack (an attack that scored fewer canaries has a lower one). `claim` is the claim checked,
+    resolved (`audit.claim.resolve_claim`: its ε and where it comes from, "formal" for an
+    accountant's ε, "claimed" for the user's), or None; `delta` is the δ the bounds were computed
+    with. `n_canaries` (m) and `per_target` (canaries per target run, the pool size)
     let an untestable claim's reason say how many canaries and target runs would test it. `rule`
     says how the bounds were paid for: "tuned" (one attack and count chosen on the reference runs)
     or "grid" (Bonferroni over the grid and the attacks).
     """
     ceilings = _ceilings(bounds, ceiling)
-    if claimed_epsilon is None:
+    if claim is None:
         best = _best(bounds)
         tail = ""
         if best:
@@ -138,13 +139,14 @@ def epsilon_verdict(
             "no ε claim was checked",
             f"the victim has no formal ε and none was claimed with --claimed-epsilon{tail}",
         )
-    if not (isinstance(claimed_epsilon, (int, float)) and claimed_epsilon >= 0 and not math.isnan(claimed_epsilon)):
-        raise ValueError(f"claimed_epsilon must be a number >= 0, got {claimed_epsilon!r}")
+    if claim.epsilon is None:
+        raise ValueError("epsilon_verdict needs a resolved claim (audit.claim.resolve_claim), got no epsilon")
+    claimed_epsilon = claim.epsilon
     if not bounds:
         raise ValueError("epsilon_verdict needs at least one attack's bound")
     level = f"{confidence:.0%}"
     each = 1 - (1 - confidence) / len(bounds)
-    claim = f"{source} ε = {claimed_epsilon:.4g} (δ = {delta:g})"
+    stated = f"{claim.source} ε = {claimed_epsilon:.4g} (δ = {delta:g})"
     violated = {a: b for a, b in bounds.items() if b > claimed_epsilon}
     if violated:
         worst = sorted(violated.items(), key=lambda item: -item[1])
@@ -152,7 +154,7 @@ def epsilon_verdict(
         return Verdict(
             EPSILON_VIOLATED,
             f"claimed ε violated at {level} confidence",
-            f"{details} exceeds the {claim}; {_paid(rule, len(bounds), confidence)}",
+            f"{details} exceeds the {stated}; {_paid(rule, len(bounds), confidence)}",
             evidence=tuple(a for a, _ in worst),
         )
     attack, best = _best(bounds)
@@ -164,7 +166,7 @@ def epsilon_verdict(
         return Verdict(
             EPSILON_NOT_TESTABLE,
             "not testable with this design",
-            f"the {claim} is at or above ε ≈ {top:.2f}, the most that even a perfect attack could "
+            f"the {stated} is at or above ε ≈ {top:.2f}, the most that even a perfect attack could "
             f"certify with this design ({design}), so no attack could have shown a violation (the "
             f"largest bound found is ε ≥ {best:.2f}, {attack}). "
             + _what_would_test(
@@ -177,7 +179,7 @@ def epsilon_verdict(
         EPSILON_CONSISTENT,
         "leakage consistent with the claimed ε",
         f"every ε lower bound ({_paid(rule, len(bounds), confidence)}) is at most the "
-        f"{claim}; the largest is ε ≥ {best:.2f} ({attack}), where a perfect attack would have "
+        f"{stated}; the largest is ε ≥ {best:.2f} ({attack}), where a perfect attack would have "
         f"reached ε ≈ {top:.2f} with this design ({_design(n_canaries, delta)}){note}. A lower bound below "
         "the claim "
         f"means these attacks found no violation; it does not prove the claim",
@@ -221,12 +223,12 @@ def _what_would_test(
     per_target: int | None,
     rule: str = "grid",
 ) -> str:
-    needed = canaries_needed(claimed, analysis="fdp", rule=rule, delta=delta, confidence=confidence, most=MOST_CANARIES)
+    needed = canaries_needed(claimed, rule=rule, delta=delta, confidence=confidence, most=MOST_CANARIES)
     if needed is None:
         if delta > 0:
             return (
                 f"One-run auditing cannot certify more than ε ≈ "
-                f"{most_certifiable(analysis='fdp', rule=rule, delta=delta, confidence=confidence):.2f} at "
+                f"{most_certifiable(rule=rule, delta=delta, confidence=confidence):.2f} at "
                 f"δ = {delta:g} with up to {MOST_CANARIES:,} canaries, so this claim cannot be tested this way."
             )
         return f"More than {count(MOST_CANARIES, 'canary', 'canaries')} would be needed to test it."

@@ -16,10 +16,11 @@ not depend on the judged coins is the choice of (k₊, k₋). Two rules make it:
   level (1 - confidence) / |grid| (Bonferroni): the fallback when too few reference runs remain
   to score pseudo-targets, and the rule of `audit.epsilon.epsilon_lower_bound`.
 
-`bounds_of` reports, for one set of scores and one rule: the Steinke-Nasr-Jagielski bound
-(`eps_lower`), the f-DP test of f_{ε,δ} (`eps_lower_fdp`, the claim's own curve; the verdict's
-analysis), and the Gaussian family (`mu_lower`, `eps_gaussian` at the audit's δ, descriptive),
-each beside the ceiling a perfect attack would reach under the same rule.
+`bounds_of` reports, for one set of scores and one rule, every bound of `audit.stats.bounds`
+(today the Steinke-Nasr-Jagielski bound `eps_lower`, the f-DP test of f_{ε,δ} `eps_lower_fdp`, the
+claim's own curve and the verdict's bound, and the Gaussian family `mu_lower` with `eps_gaussian`
+at the audit's δ, descriptive), each beside the ceiling a perfect attack would reach under the same
+rule. `verdict_bound` is the one bound a verdict rests on (`audit.stats.bounds.VERDICT_BOUND`).
 """
 
 from __future__ import annotations
@@ -31,10 +32,9 @@ from scipy import stats
 
 from audit.stats import epsilon as steinke
 from audit.stats import fdp
-from audit.stats.epsilon import Guesses, RankedGuesses, gaussian_dp_epsilon, guess_grid
+from audit.stats.bounds import BOUNDS, FDP, GAUSSIAN, VERDICT_BOUND, get_bound
+from audit.stats.epsilon import Guesses, RankedGuesses, guess_grid
 
-#: the analyses one set of guesses is bounded by: Steinke et al.'s ε, the f_{ε,δ} test, μ-GDP
-ANALYSES = ("steinke", "fdp", "gaussian")
 RULES = ("tuned", "grid")
 #: total guesses r a tuned rule may choose, as r = round(m · 2^(-j/2)), j = 0, 1, ...; share of IN guesses
 TUNED_STEPS_PER_HALVING = 2
@@ -44,30 +44,17 @@ TUNING_PRECISION_LEVEL = 0.84
 
 
 def check_analysis(analysis: str) -> str:
-    if analysis not in ANALYSES:
-        raise ValueError(f"analysis must be one of {', '.join(ANALYSES)}, got {analysis!r}")
+    get_bound(analysis)
     return analysis
 
 
 def bound_at(
     analysis: str, *, m: int, guesses: int, correct: int, delta: float, alpha: float, at_least: float = 0.0
 ) -> float:
-    """One count's bound at level `alpha`: ε for "steinke" and "fdp" (f_{ε,δ}), μ for "gaussian".
-    With `at_least` > 0 a count that cannot beat it returns 0 after a single test."""
-    check_analysis(analysis)
-    if analysis == "steinke":
-        if (
-            at_least > 0.0
-            and not steinke.one_run_p_value(m=m, guesses=guesses, correct=correct, epsilon=at_least, delta=delta)
-            < alpha
-        ):
-            return 0.0
-        return steinke.one_run_epsilon(m=m, guesses=guesses, correct=correct, delta=delta, alpha=alpha)
-    if analysis == "fdp":
-        return fdp.fdp_one_run_epsilon(
-            m=m, guesses=guesses, correct=correct, delta=delta, alpha=alpha, at_least=at_least
-        )
-    return fdp.gaussian_one_run_mu(m=m, guesses=guesses, correct=correct, alpha=alpha, at_least=at_least)
+    """One count's bound at level `alpha` by the registered bound `analysis` (`audit.stats.bounds`:
+    ε, or μ for a μ bound). With `at_least` > 0 a count that cannot beat it returns 0 after a
+    single test."""
+    return get_bound(analysis).test(m=m, guesses=guesses, correct=correct, delta=delta, alpha=alpha, at_least=at_least)
 
 
 class BoundCache:
@@ -161,7 +148,7 @@ class TunedChoice:
     """The count a tuned rule chose for one analysis, with the bound it predicted at the real m."""
 
     guesses: Guesses
-    predicted: float  # the predicted bound (ε, or μ for "gaussian") at the real m
+    predicted: float  # the predicted bound (ε, or μ for a μ bound) at the real m
     z: float  # how far the pseudo-targets' correct count lies above chance at that count (tie-break)
 
 
@@ -211,7 +198,7 @@ def ceiling(
 ) -> float:
     """What a perfect attack (every guess right) certifies under `rule`: for "grid", the best grid
     count at level (1 - confidence)/|grid|; for "tuned", the best candidate count at 1 - confidence
-    (a perfect attack's pseudo-targets would choose it). ε, or μ for "gaussian"."""
+    (a perfect attack's pseudo-targets would choose it). ε, or μ for a μ bound."""
     check_analysis(analysis)
     if rule not in RULES:
         raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
@@ -237,45 +224,35 @@ def bounds_of(
     tuned: dict[str, Guesses] | None = None,
     cache: BoundCache | None = None,
 ) -> dict:
-    """Every bound of one group of canaries (member = coin IN) under one rule: "tuned" with the
-    count chosen for each analysis in `tuned`, else "grid". The summary.json keys of a group:
-    guess_rule, eps_lower / eps_ceiling (Steinke et al.), eps_lower_fdp / eps_ceiling_fdp (f_{ε,δ}),
-    mu_lower / mu_ceiling and eps_gaussian (μ-GDP, ε at `delta`; descriptive), guesses."""
+    """Every registered bound (`audit.stats.bounds.BOUNDS`) of one group of canaries (member = coin
+    IN) under one rule: "tuned" with the count chosen for each analysis in `tuned`, else "grid".
+    The summary.json keys of a group (`audit.stats.bounds.SUMMARY_KEYS`): guess_rule; per bound its
+    lower and ceiling keys (eps_lower / eps_ceiling for Steinke et al., eps_lower_fdp /
+    eps_ceiling_fdp for f_{ε,δ}, mu_lower / mu_ceiling for μ-GDP) and a μ bound's ε at `delta`
+    (eps_gaussian; descriptive); guesses."""
     steinke._check_delta(delta)
     steinke._check_confidence(confidence)
     ranked = RankedGuesses.of(member_scores, nonmember_scores, rng=rng)
     m = ranked.m
     rule = "grid" if tuned is None else "tuned"
     values, used = {}, {}
-    for analysis in ANALYSES:
+    for bound in BOUNDS:
         if tuned is not None:
-            counts, alpha = (tuned[analysis],), 1.0 - confidence
+            counts, alpha = (tuned[bound.name],), 1.0 - confidence
         else:
             counts, alpha = grid_counts(m, confidence)
-        value, guesses, correct = best_count(ranked, counts, analysis=analysis, delta=delta, alpha=alpha, cache=cache)
-        values[analysis] = value
-        used[analysis] = {"k_in": guesses.k_in, "k_out": guesses.k_out, "correct": correct}
-    ceilings = {a: ceiling(m, analysis=a, rule=rule, delta=delta, confidence=confidence, cache=cache) for a in ANALYSES}
-    return {
-        "guess_rule": rule,
-        "eps_lower": float(values["steinke"]),
-        "eps_ceiling": float(ceilings["steinke"]),
-        "eps_lower_fdp": float(values["fdp"]),
-        "eps_ceiling_fdp": float(ceilings["fdp"]),
-        "mu_lower": float(values["gaussian"]),
-        "mu_ceiling": float(ceilings["gaussian"]),
-        "eps_gaussian": _gaussian_epsilon(values["gaussian"], delta),
-        "guesses": used,
-    }
-
-
-def _gaussian_epsilon(mu: float, delta: float) -> float | None:
-    """ε at δ of μ-GDP; None at δ = 0 (μ-GDP with μ > 0 is never pure DP), 0 for μ = 0."""
-    if mu == 0.0:
-        return 0.0
-    if delta == 0.0:
-        return None
-    return float(gaussian_dp_epsilon(mu, delta))
+        value, guesses, correct = best_count(ranked, counts, analysis=bound.name, delta=delta, alpha=alpha, cache=cache)
+        values[bound.name] = value
+        used[bound.name] = {"k_in": guesses.k_in, "k_out": guesses.k_out, "correct": correct}
+    entry = {"guess_rule": rule}
+    for bound in BOUNDS:  # the ceilings after every bound: a shared `cache` sees the calls in the same order
+        entry[bound.lower_key] = float(values[bound.name])
+        entry[bound.ceiling_key] = float(
+            ceiling(m, analysis=bound.name, rule=rule, delta=delta, confidence=confidence, cache=cache)
+        )
+        if bound.epsilon_key:
+            entry[bound.epsilon_key] = bound.to_epsilon(values[bound.name], delta)
+    return {**entry, "guesses": used}
 
 
 def fdp_epsilon_lower_bound(
@@ -305,25 +282,22 @@ def fdp_epsilon_lower_bound(
         raise ValueError(
             f"the gaussian trade-off needs delta > 0, got {delta} (mu-GDP with mu > 0 implies no pure epsilon)"
         )
-    analysis = "fdp" if tradeoff == "eps-delta" else "gaussian"
+    bound = FDP if tradeoff == "eps-delta" else GAUSSIAN
     ranked = RankedGuesses.of(member_scores, nonmember_scores, rng=rng)
     counts, alpha = ((guesses,), 1.0 - confidence) if guesses is not None else grid_counts(ranked.m, confidence)
-    best, _, _ = best_count(ranked, counts, analysis=analysis, delta=delta, alpha=alpha)
-    return best if analysis == "fdp" else float(_gaussian_epsilon(best, delta))
-
-
-#: the verdict's analysis: the f-DP test of the claim's own curve f_{ε,δ}
-VERDICT_ANALYSIS = "f-DP test of f_{eps,delta} (Mahloujifar, Melis & Chaudhuri 2025)"
+    best, _, _ = best_count(ranked, counts, analysis=bound.name, delta=delta, alpha=alpha)
+    return best if bound.unit == "eps" else float(bound.to_epsilon(best, delta))
 
 
 def verdict_bound(
     groups: dict, *, chosen: str | None, guesses: Guesses | None, delta: float, confidence: float, rng_of
 ) -> dict:
-    """The one ε lower bound a verdict rests on, paid for: `groups` maps each attack to its
-    (member scores, non-member scores) of the canaries, `rng_of(attack)` gives its tie-breaking.
+    """The one ε lower bound a verdict rests on, by the verdict's bound (`audit.stats.bounds.
+    VERDICT_BOUND`, the f-DP test of f_{ε,δ}), paid for: `groups` maps each attack to its (member
+    scores, non-member scores) of the canaries, `rng_of(attack)` gives its tie-breaking.
 
-    With `chosen` and `guesses` (the attack and its f_{ε,δ} count, chosen on the reference runs
-    before any target was judged) the bound is that attack's f_{ε,δ} test at the full `confidence`,
+    With `chosen` and `guesses` (the attack and its count for that bound, chosen on the reference
+    runs before any target was judged) the bound is that attack's test at the full `confidence`,
     its ceiling the tuned rule's. Without them every attack is tested on the grid at
     1 - (1 - confidence) / k (Bonferroni over the grid and the k attacks), and the largest bound
     holds at `confidence` jointly. Returns the summary.json `verdict` keys."""
@@ -331,28 +305,31 @@ def verdict_bound(
     steinke._check_confidence(confidence)
     if not groups:
         raise ValueError("verdict_bound needs at least one attack")
+    analysis = VERDICT_BOUND.name
     if chosen is not None:
         if chosen not in groups or guesses is None:
             raise ValueError(f"the chosen attack {chosen!r} needs its scores and its guess count")
         member, nonmember = groups[chosen]
         ranked = RankedGuesses.of(member, nonmember, rng=rng_of(chosen))
-        value, _, correct = best_count(ranked, (guesses,), analysis="fdp", delta=delta, alpha=1.0 - confidence)
+        value, _, correct = best_count(ranked, (guesses,), analysis=analysis, delta=delta, alpha=1.0 - confidence)
         bounds = {chosen: float(value)}
-        ceilings = {chosen: float(ceiling(ranked.m, analysis="fdp", rule="tuned", delta=delta, confidence=confidence))}
+        ceilings = {
+            chosen: float(ceiling(ranked.m, analysis=analysis, rule="tuned", delta=delta, confidence=confidence))
+        }
         each, rule = confidence, "tuned"
         used = {"k_in": guesses.k_in, "k_out": guesses.k_out, "correct": correct}
     else:
         each, rule, used = 1.0 - (1.0 - confidence) / len(groups), "grid", None
         bounds, ceilings = {}, {}
         for attack, (member, nonmember) in groups.items():
-            bounds[attack] = float(
-                fdp_epsilon_lower_bound(member, nonmember, delta=delta, confidence=each, rng=rng_of(attack))
-            )
+            ranked = RankedGuesses.of(member, nonmember, rng=rng_of(attack))
+            counts, alpha = grid_counts(ranked.m, each)
+            bounds[attack] = float(best_count(ranked, counts, analysis=analysis, delta=delta, alpha=alpha)[0])
             m = len(member) + len(nonmember)
-            ceilings[attack] = float(ceiling(m, analysis="fdp", rule="grid", delta=delta, confidence=each))
+            ceilings[attack] = float(ceiling(m, analysis=analysis, rule="grid", delta=delta, confidence=each))
     best = max(bounds, key=lambda a: bounds[a])
     return {
-        "analysis": VERDICT_ANALYSIS,
+        "analysis": VERDICT_BOUND.about,
         "rule": rule,
         "attack": chosen if chosen is not None else best,
         "eps_lower": bounds[best],
@@ -381,7 +358,7 @@ def _rising_ceilings(*, analysis: str, rule: str, delta: float, confidence: floa
 def canaries_needed(
     claimed_epsilon: float,
     *,
-    analysis: str = "fdp",
+    analysis: str = VERDICT_BOUND.name,
     rule: str = "tuned",
     delta: float = 0.0,
     confidence: float = 0.95,
@@ -402,7 +379,12 @@ def canaries_needed(
 
 
 def most_certifiable(
-    *, analysis: str = "fdp", rule: str = "tuned", delta: float, confidence: float, most: int = steinke.MOST_CANARIES
+    *,
+    analysis: str = VERDICT_BOUND.name,
+    rule: str = "tuned",
+    delta: float,
+    confidence: float,
+    most: int = steinke.MOST_CANARIES,
 ) -> float:
     """The largest ceiling over m = 1, 2, 4, ... canaries (up to its peak or `most`)."""
     return max(

@@ -84,7 +84,8 @@ import numpy as np
 from scipy import optimize, stats
 
 from audit.stats.epsilon import gaussian_dp_epsilon
-from audit.stats.guesses import ANALYSES, RULES, BoundCache, RankedGuesses, bounds_of, tune
+from audit.stats.bounds import ANALYSES, BOUNDS, STEINKE, get_bound
+from audit.stats.guesses import RULES, BoundCache, RankedGuesses, bounds_of, tune
 from shadow_runs.plan import membership_matrix, target_runs
 
 CONFIDENCE = 0.95
@@ -112,9 +113,10 @@ WHITEBOX_CLAIMS = {1.0: 8, 4.0: 16}
 # null attacks per repetition whose maximum is reported, each at confidence 1 - (1 - confidence) / NULL_ATTACKS
 NULL_ATTACKS = 5
 
-#: what each repetition records per rule: the three analyses' bounds and the Gaussian family's ε at δ
-KEYS = ("eps_lower", "eps_lower_fdp", "mu_lower", "eps_gaussian")
-_KEY_OF = {"steinke": "eps_lower", "fdp": "eps_lower_fdp", "gaussian": "mu_lower"}
+#: what each repetition records per rule: every registered bound (`audit.stats.bounds`), then the ε at δ of
+#: each μ bound (the Gaussian family's `eps_gaussian`)
+EPSILON_AT_DELTA = tuple(b.epsilon_key for b in BOUNDS if b.epsilon_key)
+KEYS = (*(b.lower_key for b in BOUNDS), *EPSILON_AT_DELTA)
 
 # the mechanism's noise and the tie orders: SeedSequence([master seed, _NOISE_STREAM]); the plan uses streams 0 and 1
 _NOISE_STREAM = 2
@@ -384,7 +386,7 @@ def attack_bounds(
     rngs,
     cache: BoundCache | None = None,
 ) -> np.ndarray:
-    """[rule, key] (`RULES` x `KEYS`; eps_gaussian NaN where undefined, at δ = 0) of one attack's
+    """[rule, key] (`RULES` x `KEYS`; an ε at δ NaN where undefined, at δ = 0) of one attack's
     scores: the targets' scores [T, n] pooled against their coins, the reference runs' scores
     ranked against theirs (pseudo-targets) to tune each analysis' count for the targets' m.
 
@@ -405,7 +407,7 @@ def attack_bounds(
     }
 
     def value(rule: str, key: str) -> float:
-        if key == "eps_gaussian" and (delta == 0.0 or found[rule][key] is None):
+        if key in EPSILON_AT_DELTA and (delta == 0.0 or found[rule][key] is None):
             return math.nan  # μ-GDP implies no pure ε
         return float(found[rule][key])
 
@@ -461,17 +463,17 @@ def bounds(
 
 
 def values_of(found: np.ndarray, rule: str, analysis: str) -> np.ndarray:
-    """The bounds [repetition] of one rule and analysis (ε, or μ for "gaussian") from `bounds`."""
-    return found[:, RULES.index(rule), KEYS.index(_KEY_OF[analysis])]
+    """The bounds [repetition] of one rule and analysis (ε, or μ for a μ bound) from `bounds`."""
+    return found[:, RULES.index(rule), KEYS.index(get_bound(analysis).lower_key)]
 
 
 def truth(design: Design, analysis: str) -> float | None:
-    """What a bound of `analysis` is judged against: ε0 for "steinke" and "fdp", μ for "gaussian"
+    """What a bound of `analysis` is judged against: ε0 for an ε bound, μ for a μ bound (μ-GDP)
     (None where the mechanism's trade-off is not Gaussian: descriptive only)."""
-    return design.mu if analysis == "gaussian" else design.epsilon
+    return design.mu if get_bound(analysis).unit == "mu" else design.epsilon
 
 
-def false_alarms(design: Design, found: np.ndarray, rule: str = "grid", analysis: str = "steinke") -> int | None:
+def false_alarms(design: Design, found: np.ndarray, rule: str = "grid", analysis: str = STEINKE.name) -> int | None:
     """Repetitions whose bound exceeds the truth (`truth`; for the null: whose bound is > 0); None
     for the Gaussian family on a mechanism that is not exactly μ-GDP."""
     limit = truth(design, analysis)
@@ -594,8 +596,6 @@ def designs() -> list[Design]:
 # ---------------------------------------------------------------------------
 # the command line
 
-_ANALYSIS_LABEL = {"steinke": "steinke", "fdp": "f-DP", "gaussian": "mu-GDP"}
-
 HEADER = (
     f"  {'rule':<5} {'analysis':<8} {'alarms':>6} {'rate':>6} {'95% CP interval':>16} {'median':>7} "
     f"{'truth':>6} {'med/truth':>9} {'ceiling':>7} {'eps@delta':>9}"
@@ -629,7 +629,8 @@ def table_lines(design: Design, found: np.ndarray, ceilings: dict) -> list[str]:
     reps = found.shape[0]
     lines = []
     for rule in RULES:
-        for analysis in ANALYSES:
+        for bound in BOUNDS:
+            analysis = bound.name
             values = values_of(found, rule, analysis)
             median = float(np.median(values))
             limit = truth(design, analysis)
@@ -642,29 +643,34 @@ def table_lines(design: Design, found: np.ndarray, ceilings: dict) -> list[str]:
             shown_truth = f"{'-':>6}" if limit is None else f"{limit:>6.3g}"
             ratio = f"{median / limit:>9.2f}" if limit else f"{'-':>9}"
             eps_at_delta = f"{'-':>9}"
-            if analysis == "gaussian":
-                eps_g = found[:, RULES.index(rule), KEYS.index("eps_gaussian")]
+            if bound.epsilon_key:
+                eps_g = found[:, RULES.index(rule), KEYS.index(bound.epsilon_key)]
                 if not np.isnan(eps_g).any():
                     eps_at_delta = f"{float(np.median(eps_g)):>9.3f}"
             note = "" if design.judged or alarms is None else f" {NOT_JUDGED}"
             lines.append(
-                f"  {rule:<5} {_ANALYSIS_LABEL[analysis]:<8} {counts} {median:>7.3f} {shown_truth} {ratio} "
+                f"  {rule:<5} {bound.label:<8} {counts} {median:>7.3f} {shown_truth} {ratio} "
                 f"{ceilings[rule, analysis]:>7.3f} {eps_at_delta}{note}"
             )
     return lines
 
 
 def power_line(found: np.ndarray, design: Design) -> str:
-    """The power row's medians: certified ε under each rule and ε analysis, and μ against the true μ."""
+    """The power row's medians: certified ε under each rule and ε bound (the verdict's first), and
+    each μ bound against the true μ."""
+    eps_bounds = sorted((b for b in BOUNDS if b.unit == "eps"), key=lambda b: not b.verdict)
     eps = ", ".join(
-        f"{rule}+{analysis} {np.median(values_of(found, rule, analysis)):.3f}"
-        for rule in RULES
-        for analysis in ("fdp", "steinke")
+        f"{rule}+{b.name} {np.median(values_of(found, rule, b.name)):.3f}" for rule in RULES for b in eps_bounds
     )
-    mu = ", ".join(f"{rule} {np.median(values_of(found, rule, 'gaussian')):.3f}" for rule in RULES)
+    mu = "; ".join(
+        f"median {b.lower_key} "
+        + ", ".join(f"{rule} {np.median(values_of(found, rule, b.name)):.3f}" for rule in RULES)
+        for b in BOUNDS
+        if b.unit == "mu"
+    )
     return (
         f"power ({design.name}, eps0 {design.epsilon:g}, delta {design.delta:g}, m = {design.m}): median "
-        f"certified eps {eps}; median mu_lower {mu} (true mu {design.mu:.3f})"
+        f"certified eps {eps}; {mu} (true mu {design.mu:.3f})"
     )
 
 
@@ -694,7 +700,7 @@ class JudgedRow:
     @property
     def label(self) -> str:
         """e.g. "tuned steinke, randomised response eps0 2"."""
-        return f"{self.rule} {_ANALYSIS_LABEL[self.analysis]}, {self.design.name} eps0 {self.design.epsilon:g}"
+        return f"{self.rule} {get_bound(self.analysis).label}, {self.design.name} eps0 {self.design.epsilon:g}"
 
 
 def judged_rows(results: Iterable[tuple[Design, np.ndarray]], *, confidence: float = CONFIDENCE) -> list[JudgedRow]:

@@ -24,7 +24,8 @@ from scipy import stats
 from audit.cli import selftest as selftest_cli
 from audit.stats import selftest
 from audit.stats.epsilon import gaussian_dp_epsilon
-from audit.stats.guesses import ANALYSES, RULES, BoundCache, RankedGuesses, tune
+from audit.stats.bounds import ANALYSES, get_bound
+from audit.stats.guesses import RULES, BoundCache, RankedGuesses, tune
 from audit.stats.metrics import MembershipScores
 from audit.stats.selftest import (
     APPROX_DELTA,
@@ -455,7 +456,7 @@ def constructed(design: Design, reps: int, alarms: dict) -> tuple[Design, np.nda
             limit = selftest.truth(design, analysis)
             if limit is None:
                 continue
-            column = found[:, RULES.index(rule), selftest.KEYS.index(selftest._KEY_OF[analysis])]
+            column = found[:, RULES.index(rule), selftest.KEYS.index(get_bound(analysis).lower_key)]
             column[:] = limit / 2
             column[: alarms.get((rule, analysis), 0)] = limit + 1.0
     return design, found

@@ -5,9 +5,10 @@ import math
 import numpy as np
 import pytest
 
+from audit.claim import Claim
 from audit.releases.leakage import prediction_test_name
 from audit.reporting.build import Settings, _experiment_entry
-from audit.reporting.evidence import claim_of, highest_risk, verdict_evidence
+from audit.reporting.evidence import highest_risk, verdict_evidence
 from audit.results import Audited, Experiment
 from audit.stats.bootstrap import Interval
 from audit.stats.significance import MetricComparison
@@ -34,10 +35,9 @@ def test_a_bound_above_the_claim_is_a_violation_naming_the_attack():
     v = epsilon_verdict(
         {"loss": 0.4, "lira_online": 1.3, "dcr": 2.0},
         ceiling=4.0,
-        claimed_epsilon=1.0,
+        claim=Claim(1.0, source="formal"),
         delta=1e-5,
         confidence=0.95,
-        source="formal",
     )
     assert v.kind == EPSILON_VIOLATED and v.text == "claimed ε violated at 95% confidence" and v.alarming
     assert v.evidence == ("dcr", "lira_online")  # largest first; loss (0.4 <= 1) is not evidence
@@ -47,7 +47,7 @@ def test_a_bound_above_the_claim_is_a_violation_naming_the_attack():
 def test_a_formal_epsilon_is_stated_to_4_significant_digits():
     # an accountant's ε (PSG's at ε = 10, δ = 1e-5), stated as the audit's terminal line states it
     v = epsilon_verdict(
-        {"loss": 0.02}, ceiling=8.99, claimed_epsilon=9.991745145076045, delta=1e-5, confidence=0.95, source="formal"
+        {"loss": 0.02}, ceiling=8.99, claim=Claim(9.991745145076045, source="formal"), delta=1e-5, confidence=0.95
     )
     assert v.kind == EPSILON_NOT_TESTABLE
     assert v.reason.startswith("the formal ε = 9.992 (δ = 1e-05) is at or above ε ≈ 8.99") and "9.9917" not in v.reason
@@ -59,7 +59,7 @@ def test_bounds_at_or_below_a_testable_claim_are_consistent_but_not_a_proof():
     v = epsilon_verdict(
         {"loss": 1.0, "lira_online": 0.25},
         ceiling=3.5,
-        claimed_epsilon=1.0,
+        claim=Claim(1.0),
         delta=0.0,
         confidence=0.95,
         n_canaries=3000,
@@ -76,7 +76,7 @@ def test_an_attack_whose_ceiling_is_below_the_claim_is_named_as_blind():
     v = epsilon_verdict(
         {"loss": 0.5, "ganleak_pbb": 0.2},
         ceiling={"loss": 4.0, "ganleak_pbb": 1.5},
-        claimed_epsilon=2.0,
+        claim=Claim(2.0),
         delta=0.0,
         confidence=0.95,
     )
@@ -100,7 +100,7 @@ def test_a_claim_at_or_above_the_ceiling_is_not_testable_and_says_how_many_canar
     v = epsilon_verdict(
         {"loss": 0.3},
         ceiling=ceiling,
-        claimed_epsilon=6.0,
+        claim=Claim(6.0),
         delta=0.0,
         confidence=0.95,
         n_canaries=1500,
@@ -111,7 +111,7 @@ def test_a_claim_at_or_above_the_ceiling_is_not_testable_and_says_how_many_canar
     assert "About 4,096 canaries (the first power of 2 that suffices), i.e. 3 target runs of 1,500 examples" in v.reason
     # A claim exactly at the ceiling cannot be exceeded either (violation is strict).
     assert (
-        epsilon_verdict({"loss": 0.3}, ceiling=ceiling, claimed_epsilon=ceiling, delta=0.0, confidence=0.95).kind
+        epsilon_verdict({"loss": 0.3}, ceiling=ceiling, claim=Claim(ceiling), delta=0.0, confidence=0.95).kind
         == EPSILON_NOT_TESTABLE
     )
 
@@ -127,7 +127,7 @@ def test_a_claim_of_10_at_delta_1e5_says_how_many_canaries_the_fdp_test_needs():
     v = epsilon_verdict(
         {"loss": 0.3},
         ceiling=epsilon_ceiling(3000, delta=1e-5, confidence=0.95),
-        claimed_epsilon=10.0,
+        claim=Claim(10.0),
         delta=1e-5,
         confidence=0.95,
         n_canaries=3000,
@@ -138,7 +138,7 @@ def test_a_claim_of_10_at_delta_1e5_says_how_many_canaries_the_fdp_test_needs():
     tuned = epsilon_verdict(
         {"loss": 0.3},
         ceiling=8.0,
-        claimed_epsilon=10.0,
+        claim=Claim(10.0),
         delta=1e-5,
         confidence=0.95,
         n_canaries=24000,
@@ -151,7 +151,7 @@ def test_a_claim_of_10_at_delta_1e5_says_how_many_canaries_the_fdp_test_needs():
 def test_a_claim_beyond_every_ceiling_up_to_the_largest_design_says_so():
     # ε = 20 at δ = 1e-5 is beyond the grid's ceiling at every m up to 2^24 (14.81 at most).
     v = epsilon_verdict(
-        {"loss": 0.3}, ceiling=5.0, claimed_epsilon=20.0, delta=1e-5, confidence=0.95, n_canaries=3000, per_target=1500
+        {"loss": 0.3}, ceiling=5.0, claim=Claim(20.0), delta=1e-5, confidence=0.95, n_canaries=3000, per_target=1500
     )
     assert v.kind == EPSILON_NOT_TESTABLE
     assert "One-run auditing cannot certify more than ε ≈ 14.81 at δ = 1e-05 with up to 16,777,216 canaries" in v.reason
@@ -159,7 +159,7 @@ def test_a_claim_beyond_every_ceiling_up_to_the_largest_design_says_so():
 
 def test_no_claim_says_so_with_the_ceiling():
     v = epsilon_verdict(
-        {"loss": 0.3, "dcr": 2.5}, ceiling={"loss": 5.0, "dcr": 5.25}, claimed_epsilon=None, delta=0.0, confidence=0.95
+        {"loss": 0.3, "dcr": 2.5}, ceiling={"loss": 5.0, "dcr": 5.25}, claim=None, delta=0.0, confidence=0.95
     )
     assert v.kind == NO_EPSILON_CLAIM and v.text == "no ε claim was checked"
     assert (
@@ -178,9 +178,7 @@ def test_verdict_kinds_are_checked():
     with pytest.raises(ValueError, match="'maybe'"):
         Verdict("maybe", "", "")
     with pytest.raises(ValueError, match="no ceiling for attack 'dcr'"):
-        epsilon_verdict(
-            {"loss": 0.1, "dcr": 0.2}, ceiling={"loss": 3.0}, claimed_epsilon=1.0, delta=0.0, confidence=0.95
-        )
+        epsilon_verdict({"loss": 0.1, "dcr": 0.2}, ceiling={"loss": 3.0}, claim=Claim(1.0), delta=0.0, confidence=0.95)
 
 
 def comparison(metric, point, p_adjusted, *, attack="lira_online", group="all", alpha=0.05):
@@ -245,7 +243,7 @@ def test_counts_of_one_are_singular():
     v = epsilon_verdict(
         {"loss": 0.3},
         ceiling=epsilon_ceiling(1500, delta=0.0, confidence=0.95),
-        claimed_epsilon=6.0,
+        claim=Claim(6.0),
         delta=0.0,
         confidence=0.95,
         n_canaries=1500,
@@ -254,7 +252,7 @@ def test_counts_of_one_are_singular():
     assert "i.e. 1 target run of 5,000 examples, would make it testable" in v.reason
     assert (
         "jointly over 1 attack (Bonferroni)"
-        in epsilon_verdict({"loss": 0.3}, ceiling=5.0, claimed_epsilon=None, delta=0.0, confidence=0.95).reason
+        in epsilon_verdict({"loss": 0.3}, ceiling=5.0, claim=None, delta=0.0, confidence=0.95).reason
     )
 
 
@@ -294,16 +292,6 @@ def fake(scores, membership, summary=None):
         test_accuracy=[0.5],
     )
     return Audited(experiment=exp, meta={}, runs=(), label="fake")
-
-
-def test_the_claim_checked_is_the_given_one_then_the_recorded_one_then_the_formal_one():
-    base = {"formal_epsilon": 8.0, "delta": 1e-5}
-    a = fake([[1, 0]], [[True, False]], base)
-    assert (claim_of(a).epsilon, claim_of(a).delta, claim_of(a).source) == (8.0, 1e-5, "formal")
-    assert (claim_of(a, epsilon=2.0).epsilon, claim_of(a, epsilon=2.0).delta) == (2.0, 1e-5)
-    recorded = fake([[1, 0]], [[True, False]], {**base, "claimed_epsilon": 3.0, "claimed_delta": 0.0})
-    assert (claim_of(recorded).epsilon, claim_of(recorded).delta, claim_of(recorded).source) == (3.0, 0.0, "claimed")
-    assert claim_of(fake([[1, 0]], [[True, False]])) is None
 
 
 def test_without_a_reference_choice_every_attack_is_bounded_at_the_bonferroni_level():

@@ -1,6 +1,7 @@
 """The house rules of the package layout: imports point down (attacks and victims never import the
 audit; the run store never imports the victims), no module imports itself back through others,
-and reading or reporting audits does not import torch."""
+and reading or reporting audits does not import torch. An import inside a function counts as
+much as one at the top: it runs the same import, later."""
 
 import ast
 import subprocess
@@ -9,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("attacks", "audit", "shadow_runs", "victims")
-#: package (or module) -> packages it must not import at module level
+#: package (or module) -> packages it must not import, at module level or inside a function
 FORBIDDEN = {
     "attacks": ("audit", "victims", "shadow_runs"),
     "victims": ("audit", "attacks"),
@@ -26,11 +27,13 @@ def module_names() -> dict[str, Path]:
     return names
 
 
-def top_level_imports(path: Path, name: str, known: dict[str, Path]) -> set[str]:
-    """The package modules `name` imports when it is imported (module level, not inside functions)."""
+def imports_of(path: Path, name: str, known: dict[str, Path], *, inside_functions: bool = True) -> set[str]:
+    """The package modules `name` imports: at module level, and (`inside_functions`) inside its
+    functions and methods too, which run the same import later."""
     found = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.parse(path.read_text()).body:
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree) if inside_functions else tree.body:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -44,9 +47,17 @@ def top_level_imports(path: Path, name: str, known: dict[str, Path]) -> set[str]
     return {m for m in found if m in known and m != name}
 
 
+def test_the_import_graph_sees_imports_inside_functions(tmp_path):
+    module = tmp_path / "late.py"
+    module.write_text("import audit.summary\n\n\ndef f():\n    from audit.releases import files\n")
+    known = {"audit.summary": ROOT, "audit.releases": ROOT, "audit.releases.files": ROOT}
+    assert imports_of(module, "audit.late", known) == {"audit.summary", "audit.releases", "audit.releases.files"}
+    assert imports_of(module, "audit.late", known, inside_functions=False) == {"audit.summary"}
+
+
 def import_graph() -> dict[str, set[str]]:
     known = module_names()
-    return {name: top_level_imports(path, name, known) for name, path in known.items()}
+    return {name: imports_of(path, name, known) for name, path in known.items()}
 
 
 def test_imports_point_down():
@@ -78,8 +89,9 @@ def test_no_import_cycle():
 #: the layers inside `audit`, lowest first: a module imports modules of its own layer or below, never
 #: above (the longest matching prefix decides a module's layer; the bare package `audit` re-exports)
 AUDIT_LAYERS = (
-    ("audit.stats", "audit.results", "audit.executor", "audit.provenance"),  # math, reading audits, running victims
-    ("audit.evaluate", "audit.reporting", "audit.releases", "audit.releases.inputs", "audit.epsilon", "audit.metrics"),
+    # math, the claim checked, reading audits (and a release's input files), running victims
+    ("audit.stats", "audit.claim", "audit.results", "audit.releases.inputs", "audit.executor", "audit.provenance"),
+    ("audit.evaluate", "audit.reporting", "audit.releases", "audit.epsilon", "audit.metrics"),
     ("audit.summary", "audit.outputs", "audit.pipeline", "audit.releases.target"),  # what an audit writes
     ("audit.releases.audit",),  # a release audit, start to end
     ("audit.cli",),  # the command lines

@@ -1,11 +1,18 @@
-"""The attack registry's contract: every registered attack, on stored runs that hold what it needs,
-scores each target [T, n] from the target's outputs and the reference runs alone."""
+"""The registries' contracts. Attacks: every registered attack, on stored runs that hold what it
+needs, scores each target [T, n] from the target's outputs and the reference runs alone. Bounds:
+every registered bound has its keys in summary.json's entries, one of them is the verdict's, and
+each test gives the values it gave before the registry existed."""
+
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from attacks.registry import FAMILIES, HEADLINE_ATTACK, REGISTRY, RELEASE, WHITEBOX, attack_names, get_attack
-from audit.evaluate import StoredRuns, attack_scores
+from audit.evaluate import StoredRuns, attack_scores, attack_summary
+from audit.stats.bounds import ANALYSES, BOUNDS, SUMMARY_KEYS, UNITS, VERDICT_BOUND, gaussian_epsilon, get_bound
+from audit.stats.epsilon import Guesses
+from audit.stats.guesses import bound_at, bounds_of, verdict_bound
 from shadow_runs.plan import membership_matrix
 
 N_RUNS, N, Q, TARGETS = 6, 40, 2, np.array([0, 1])
@@ -51,6 +58,12 @@ def test_names_are_unique_and_the_fields_are_meaningful():
         # an attack calibrated on reference runs needs one beside each target
         assert attack.min_runs >= 2 if attack.calibrated else attack.min_runs == 1
         assert attack.needs is None if attack.family == "model" else attack.needs is not None
+
+
+def test_an_attack_row_is_built_from_named_fields_only():
+    loss = get_attack("loss")
+    with pytest.raises(TypeError):
+        type(loss)("loss", "model", None, 1, False, loss.score, loss.about)
 
 
 def test_each_command_loops_over_its_families_in_registry_order():
@@ -116,3 +129,136 @@ def test_an_attack_whose_needs_the_runs_lack_is_left_out_or_refused_by_name(name
 def test_an_unknown_attack_is_refused_by_name():
     with pytest.raises(ValueError, match="unknown attack 'lira_twice' \\(known: loss, lira_online"):
         get_attack("lira_twice")
+
+
+# ---------------------------------------------------------------------------
+# the bound registry (audit.stats.bounds)
+
+CONTRACTS = Path(__file__).resolve().parents[2] / "docs" / "contracts.md"
+
+
+def test_bound_names_labels_and_keys_are_unique_and_the_fields_are_meaningful():
+    assert ANALYSES == tuple(b.name for b in BOUNDS) and len(set(ANALYSES)) == len(BOUNDS)
+    assert len({b.label for b in BOUNDS}) == len(BOUNDS)
+    keys = [key for b in BOUNDS for key in b.keys]
+    assert len(keys) == len(set(keys)) and SUMMARY_KEYS == ("guess_rule", *keys, "guesses")
+    for bound in BOUNDS:
+        assert bound.unit in UNITS and bound.about and callable(bound.test)
+        assert get_bound(bound.name) is bound
+    with pytest.raises(ValueError, match="analysis must be one of steinke, fdp, gaussian, got 'renyi'"):
+        get_bound("renyi")
+
+
+def test_a_bound_row_is_built_from_named_fields_only():
+    with pytest.raises(TypeError):
+        type(VERDICT_BOUND)("fdp", "eps_lower_fdp", "eps_ceiling_fdp", "f-DP", "eps", bound_at, "about")
+
+
+def test_exactly_one_bound_is_the_verdict_s_an_epsilon_bound_named_in_summary_json():
+    assert [b for b in BOUNDS if b.verdict] == [VERDICT_BOUND]
+    assert VERDICT_BOUND.unit == "eps"  # a verdict compares it with a claimed ε
+    groups = {"a": (np.arange(20.0) + 10, np.arange(20.0))}
+    found = verdict_bound(
+        groups, chosen=None, guesses=None, delta=0.0, confidence=0.95, rng_of=lambda _: np.random.default_rng(0)
+    )
+    assert found["analysis"] == VERDICT_BOUND.about
+
+
+def test_every_bound_s_keys_are_in_summary_json_entries_and_documented():
+    rng = np.random.default_rng(0)
+    membership = rng.random((2, 60)) < 0.5
+    scores = membership + rng.normal(0, 1, membership.shape)
+    init = np.zeros_like(membership)
+    bounded = attack_summary(scores, membership, init, delta=1e-5, confidence=0.95, seed=0)
+    unbounded = attack_summary(scores, membership, init, delta=1e-5, confidence=0.95, seed=0, fair_coins=False)
+    contracts = CONTRACTS.read_text()
+    for bound in BOUNDS:
+        for key in bound.keys:
+            assert isinstance(bounded[key], float), key
+            assert key in unbounded and unbounded[key] is None, key
+            assert f"`{key}`" in contracts, f"{key} is not described in docs/contracts.md"
+        assert set(bounded["guesses"][bound.name]) == {"k_in", "k_out", "correct"}
+    assert set(bounded["guesses"]) == set(ANALYSES)
+
+
+#: each bound's test on one design, as `bound_at` gave it before the registry (commit 550a47e)
+DESIGN = {"m": 1000, "guesses": 100, "correct": 90, "alpha": 0.05}
+BEFORE = {
+    ("steinke", 1e-5): 1.6261434806956458,
+    ("steinke", 0.0): 1.6308231927405359,
+    ("fdp", 1e-5): 1.6143181101106165,
+    ("fdp", 0.0): 1.6149327402590643,
+    ("gaussian", 1e-5): 0.6025036074388481,
+    ("gaussian", 0.0): 0.6025036074388481,
+}
+
+
+@pytest.mark.parametrize("name", ANALYSES)
+def test_each_bound_s_test_gives_the_values_it_gave_before(name):
+    bound = get_bound(name)
+    for delta in (1e-5, 0.0):
+        expected = pytest.approx(BEFORE[name, delta], rel=1e-12)
+        assert bound.test(**DESIGN, delta=delta) == expected
+        assert bound_at(name, **DESIGN, delta=delta) == expected
+        # a count that cannot beat a bound already found is dismissed with 0
+        assert bound.test(**DESIGN, delta=delta, at_least=5.0) == 0.0
+    assert gaussian_epsilon(1.0, 1e-5) == pytest.approx(4.3771780956812245, rel=1e-12)
+    assert gaussian_epsilon(1.0, 0.0) is None and gaussian_epsilon(0.0, 0.0) == 0.0
+
+
+def test_bounds_of_and_the_verdict_s_bound_give_the_values_they_gave_before():
+    rng = np.random.default_rng(0)
+    member, nonmember = rng.normal(1.5, 1, 400), rng.normal(0, 1, 400)
+    grid = bounds_of(member, nonmember, delta=1e-5, confidence=0.95, rng=np.random.default_rng(1))
+    assert list(grid) == list(SUMMARY_KEYS)
+    assert grid == {
+        "guess_rule": "grid",
+        "eps_lower": pytest.approx(1.9947115228142138, rel=1e-12),
+        "eps_ceiling": pytest.approx(4.7326258158063865, rel=1e-12),
+        "eps_lower_fdp": pytest.approx(2.0404333709766593, rel=1e-12),
+        "eps_ceiling_fdp": pytest.approx(4.881690481634575, rel=1e-12),
+        "mu_lower": pytest.approx(0.6714181020776955, rel=1e-12),
+        "mu_ceiling": pytest.approx(1.663791232861299, rel=1e-12),
+        "eps_gaussian": pytest.approx(2.775580749738337, rel=1e-12),
+        "guesses": {
+            "steinke": {"k_in": 100, "k_out": 100, "correct": 189},
+            "fdp": {"k_in": 50, "k_out": 0, "correct": 50},
+            "gaussian": {"k_in": 100, "k_out": 100, "correct": 189},
+        },
+    }
+    tuned = bounds_of(
+        member,
+        nonmember,
+        delta=0.0,
+        confidence=0.95,
+        rng=np.random.default_rng(1),
+        tuned=dict.fromkeys(ANALYSES, Guesses(50, 50)),
+    )
+    assert (tuned["guess_rule"], tuned["eps_lower_fdp"], tuned["eps_gaussian"]) == (
+        "tuned",
+        pytest.approx(2.4867672103991936, rel=1e-12),
+        None,
+    )
+    rng = np.random.default_rng(0)
+    groups = {
+        "a": (rng.normal(1.5, 1, 200), rng.normal(0, 1, 200)),
+        "b": (rng.normal(0.5, 1, 200), rng.normal(0, 1, 200)),
+    }
+
+    def rng_of(attack):
+        return np.random.default_rng([0, ord(attack)])
+
+    grid = verdict_bound(groups, chosen=None, guesses=None, delta=1e-5, confidence=0.95, rng_of=rng_of)
+    assert (grid["rule"], grid["attack"], grid["bounds"], grid["ceilings"]) == (
+        "grid",
+        "a",
+        {"a": pytest.approx(1.6494488917327854, rel=1e-12), "b": pytest.approx(0.4966918046015798, rel=1e-12)},
+        {"a": pytest.approx(4.089898753082595, rel=1e-12), "b": pytest.approx(4.089898753082595, rel=1e-12)},
+    )
+    tuned = verdict_bound(groups, chosen="b", guesses=Guesses(20, 20), delta=1e-5, confidence=0.95, rng_of=rng_of)
+    assert (tuned["rule"], tuned["eps_lower"], tuned["eps_ceiling"], tuned["guesses"]) == (
+        "tuned",
+        pytest.approx(0.5573046322933806, rel=1e-12),
+        pytest.approx(4.890465178286051, rel=1e-12),
+        {"k_in": 20, "k_out": 20, "correct": 31},
+    )

@@ -232,6 +232,7 @@ def test_the_release_audit_rejects_canaries(tmp_path, capsys):
 
 
 def test_an_audit_with_mislabeled_canaries_reports_them_as_its_top_level(tmp_path, pool):
+    from audit.claim import Claim
     from audit.reporting.build import Settings, build_report
     from audit.results import load_audited
 
@@ -284,7 +285,7 @@ def test_an_audit_with_mislabeled_canaries_reports_them_as_its_top_level(tmp_pat
             lira.main(["--runs-dir", str(runs_dir), "--victim", "real", "--n-shadow", "6", *flags, *TINY])
     assert {p: p.read_bytes() for p in runs_dir.rglob("*") if p.is_file()} == before
 
-    built = build_report([load_audited(root)], settings=Settings(claimed_epsilon=1.0, n_boot=10))
+    built = build_report([load_audited(root)], settings=Settings(claim=Claim(epsilon=1.0), n_boot=10))
     (experiment_entry,) = built.data["experiments"]
     assert "inserted mislabeled canaries" in experiment_entry["verdicts"][0]["reason"]
     assert experiment_entry["claim"]["n_canaries"] == 100

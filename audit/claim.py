@@ -1,0 +1,71 @@
+"""The ε claim an audit is checked against: one value, `Claim`, validated where it is made, and the
+one rule that says which claim an audit checks, `resolve_claim`, used by the terminal
+(`audit.outputs`) and the report (`audit.reporting`).
+
+A claim is ε, a finite number > 0, at δ in [0, 1): δ = 0 is a pure ε-DP claim, the δ a claim
+has on a victim without one (summary.json's `delta` null). On the command line
+(`--claimed-epsilon`, `--claimed-delta`, whose argument types test the same rules) either part may
+be left out, and is then the audit's own: `Claim` holds None there until `resolve_claim` fills it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+#: where a claim's ε comes from: the user's (`--claimed-epsilon`, or recorded by `audit.release`),
+#: or the victim's own accountant (summary.json's `formal_epsilon`)
+CLAIMED, FORMAL = "claimed", "formal"
+EPSILON_RULE = "a finite number > 0"
+DELTA_RULE = "a number in [0, 1)"
+
+
+def epsilon_ok(value: float) -> bool:
+    """Whether `value` may be a claim's ε (`EPSILON_RULE`)."""
+    return math.isfinite(value) and value > 0
+
+
+def delta_ok(value: float) -> bool:
+    """Whether `value` may be a claim's δ (`DELTA_RULE`; NaN is not)."""
+    return 0 <= value < 1
+
+
+@dataclass(frozen=True)
+class Claim:
+    """An (ε, δ) claim and where its ε comes from. ValueError naming the bad value otherwise.
+    `epsilon` or `delta` None: not given, the audit's own (`resolve_claim`)."""
+
+    epsilon: float | None = None
+    delta: float | None = None
+    source: str = CLAIMED
+
+    def __post_init__(self) -> None:
+        if self.source not in (CLAIMED, FORMAL):
+            raise ValueError(f"a claim's source is {CLAIMED!r} or {FORMAL!r}, got {self.source!r}")
+        if self.epsilon is not None and not epsilon_ok(self.epsilon):
+            raise ValueError(f"{self.source} epsilon must be {EPSILON_RULE}, got {self.epsilon}")
+        if self.delta is not None and not delta_ok(self.delta):
+            raise ValueError(f"{self.source} delta must be {DELTA_RULE}, got {self.delta}")
+
+    @classmethod
+    def given(cls, epsilon: float | None, delta: float | None) -> Claim | None:
+        """The claim of `--claimed-epsilon` and `--claimed-delta` (None where neither is given)."""
+        return None if epsilon is None and delta is None else cls(epsilon=epsilon, delta=delta)
+
+
+def resolve_claim(summary: Mapping, given: Claim | None = None) -> Claim | None:
+    """The claim an audit (its summary.json) is checked against, with both parts set: the given ε,
+    else the claimed ε summary.json records (`audit.release` writes one), else the victim's formal
+    ε; None when there is none. Its δ: the given one, else (for a claimed ε) summary.json's
+    `claimed_delta`, else the audit's `delta`, else 0."""
+    delta = None if given is None else given.delta
+    audit_delta = summary.get("delta") or 0.0
+    own_delta = summary.get("claimed_delta") if summary.get("claimed_delta") is not None else audit_delta
+    if given is not None and given.epsilon is not None:
+        return Claim(epsilon=given.epsilon, delta=own_delta if delta is None else delta, source=CLAIMED)
+    if summary.get("claimed_epsilon") is not None:
+        return Claim(epsilon=summary["claimed_epsilon"], delta=own_delta if delta is None else delta, source=CLAIMED)
+    if summary.get("formal_epsilon") is not None:
+        return Claim(epsilon=summary["formal_epsilon"], delta=audit_delta if delta is None else delta, source=FORMAL)
+    return None

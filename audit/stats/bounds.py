@@ -1,0 +1,129 @@
+"""Every one-run bound an audit computes from one set of guesses, registered once: its name, its
+summary.json keys, its label, its unit, its test, and whether the verdict may rest on it.
+
+`audit.stats.guesses` (`bound_at`, `bounds_of`, `tune`, `ceiling`), `audit.evaluate`, the verdict
+(`audit.stats.guesses.verdict_bound`, `audit.reporting.verdict`) and the self-test
+(`audit.stats.selftest`, `audit.cli.selftest`) loop over `BOUNDS` or read `VERDICT_BOUND`; a new
+bound is one row here and its test (tests/contracts/test_registry.py holds every row to the
+contract: keys in summary.json, one verdict bound, the test's values).
+
+A row's `test(m=, guesses=, correct=, delta=, alpha=, at_least=0.0)` is the largest value of its
+parameter (ε, or μ) that `correct` right guesses of `guesses` among `m` canaries reject at level
+`alpha`; 0 if none is. With `at_least` > 0 a count that cannot beat it returns 0 after a single
+test (what the searches over counts need). The guesses must be made by a rule that never sees the
+coins they are judged on (`audit.stats.guesses`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from audit.stats import epsilon as steinke
+from audit.stats import fdp
+from audit.stats.epsilon import gaussian_dp_epsilon
+
+#: what a bound's value is a bound on: an ε, or the μ of μ-GDP
+UNITS = ("eps", "mu")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bound:
+    """One registered bound."""
+
+    name: str  # the analysis: `bound_at`'s first argument, a key of summary.json's `guesses`
+    lower_key: str  # summary.json key of the bound the guesses give
+    ceiling_key: str  # summary.json key of what a perfect attack would certify (`audit.stats.guesses.ceiling`)
+    label: str  # how the self-test's table names it
+    unit: str  # one of UNITS
+    test: Callable[..., float]  # (m=, guesses=, correct=, delta=, alpha=, at_least=0.0) -> the largest rejected value
+    about: str  # what the bound is, in one line (summary.json's `verdict.analysis` for the verdict's bound)
+    verdict: bool = False  # whether the verdict may rest on it (exactly one row)
+    epsilon_key: str | None = None  # for a μ bound: summary.json key of the ε at the audit's δ it implies
+    to_epsilon: Callable[[float, float], float | None] | None = None  # (value, δ) -> that ε (None: undefined)
+
+    def __post_init__(self) -> None:
+        if self.unit not in UNITS:
+            raise ValueError(f"a bound's unit is one of {', '.join(UNITS)}, got {self.unit!r}")
+        if (self.epsilon_key is None) != (self.to_epsilon is None):
+            raise ValueError(f"bound {self.name!r}: epsilon_key and to_epsilon come together")
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Its summary.json keys, in the order an entry lists them."""
+        return (self.lower_key, self.ceiling_key) + ((self.epsilon_key,) if self.epsilon_key else ())
+
+
+def steinke_test(*, m: int, guesses: int, correct: int, delta: float, alpha: float, at_least: float = 0.0) -> float:
+    """Steinke, Nasr & Jagielski's bound (`audit.stats.epsilon.one_run_epsilon`), 0 at once where
+    the guesses do not reject ε = `at_least`."""
+    if (
+        at_least > 0.0
+        and not steinke.one_run_p_value(m=m, guesses=guesses, correct=correct, epsilon=at_least, delta=delta) < alpha
+    ):
+        return 0.0
+    return steinke.one_run_epsilon(m=m, guesses=guesses, correct=correct, delta=delta, alpha=alpha)
+
+
+def gaussian_test(*, m: int, guesses: int, correct: int, delta: float, alpha: float, at_least: float = 0.0) -> float:
+    """The largest μ whose μ-GDP the f-DP test rejects (`audit.stats.fdp.gaussian_one_run_mu`);
+    μ-GDP has no δ, so `delta` is not used."""
+    return fdp.gaussian_one_run_mu(m=m, guesses=guesses, correct=correct, alpha=alpha, at_least=at_least)
+
+
+def gaussian_epsilon(mu: float, delta: float) -> float | None:
+    """ε at δ of μ-GDP; None at δ = 0 (μ-GDP with μ > 0 is never pure DP), 0 for μ = 0."""
+    if mu == 0.0:
+        return 0.0
+    if delta == 0.0:
+        return None
+    return float(gaussian_dp_epsilon(mu, delta))
+
+
+STEINKE = Bound(
+    name="steinke",
+    lower_key="eps_lower",
+    ceiling_key="eps_ceiling",
+    label="steinke",
+    unit="eps",
+    test=steinke_test,
+    about="one-run bound (Steinke, Nasr & Jagielski 2023)",
+)
+FDP = Bound(
+    name="fdp",
+    lower_key="eps_lower_fdp",
+    ceiling_key="eps_ceiling_fdp",
+    label="f-DP",
+    unit="eps",
+    test=fdp.fdp_one_run_epsilon,
+    about="f-DP test of f_{eps,delta} (Mahloujifar, Melis & Chaudhuri 2025)",
+    verdict=True,
+)
+GAUSSIAN = Bound(
+    name="gaussian",
+    lower_key="mu_lower",
+    ceiling_key="mu_ceiling",
+    label="mu-GDP",
+    unit="mu",
+    test=gaussian_test,
+    about="f-DP test of mu-GDP (descriptive: holds for a Gaussian trade-off)",
+    epsilon_key="eps_gaussian",
+    to_epsilon=gaussian_epsilon,
+)
+
+#: every bound, in the order summary.json lists their keys
+BOUNDS: tuple[Bound, ...] = (STEINKE, FDP, GAUSSIAN)
+#: the bounds' names, registry order
+ANALYSES = tuple(b.name for b in BOUNDS)
+#: the one bound an ε verdict rests on: the f-DP test of the claim's own curve f_{ε,δ}
+(VERDICT_BOUND,) = (b for b in BOUNDS if b.verdict)
+#: a group's ε keys in summary.json (`audit.stats.guesses.bounds_of`), all null where no bound applies
+SUMMARY_KEYS = ("guess_rule", *(key for b in BOUNDS for key in b.keys), "guesses")
+
+
+def get_bound(name: str) -> Bound:
+    """The registered bound `name`; ValueError naming the known ones otherwise."""
+    for bound in BOUNDS:
+        if bound.name == name:
+            return bound
+    raise ValueError(f"analysis must be one of {', '.join(ANALYSES)}, got {name!r}")
