@@ -11,7 +11,7 @@ import numpy as np
 from audit.claim import resolve_claim
 from audit.evaluate import PREDICTED_KEY
 from audit.reporting import figures
-from audit.reporting.verdict import Verdict, epsilon_verdict
+from audit.reporting.verdict import Verdict, count, epsilon_verdict
 from shadow_runs.files import atomic_write, write_json
 from shadow_runs.records import CanaryColumns
 
@@ -58,11 +58,7 @@ def write_audit(
 
 def _title(summary: dict) -> str:
     runs, targets = summary["n_shadow"], len(summary["target_runs"])
-    return f"{summary['victim']} on {summary['dataset']}, {_count(runs, 'run')}, {_count(targets, 'target')}"
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun if n == 1 else noun + 's'}"
+    return f"{summary['victim']} on {summary['dataset']}, {count(runs, 'run')}, {count(targets, 'target')}"
 
 
 def roc_png(scores: dict[str, np.ndarray], membership: np.ndarray, *, title: str) -> bytes:
@@ -95,10 +91,10 @@ def describe(summary: dict, path: Path) -> str:
     utility = summary["utility"]
     accuracy = f"test accuracy {utility['test_accuracy']:.3f}"
     if utility.get("shadow_test_accuracy") is None:
-        accuracy += f" (mean over the {_count(runs, 'run')})"
-    head = f"{summary['victim']} on {summary['dataset']}, {_count(runs, 'run')}: {_count(targets, 'target')}"
+        accuracy += f" (mean over the {count(runs, 'run')})"
+    head = f"{summary['victim']} on {summary['dataset']}, {count(runs, 'run')}: {count(targets, 'target')}"
     if summary.get("evaluation", {}).get("membership") is None:
-        head += f", {_count(runs - targets, 'reference run')}"
+        head += f", {count(runs - targets, 'reference run')}"
     lines = [
         f"{head}; {accuracy}"
         + (f"; formal ε {summary['formal_epsilon']:.4g}" if summary["formal_epsilon"] is not None else "")
@@ -193,13 +189,13 @@ def too_few_runs(summary: dict) -> list[str]:
             needed = math.ceil(MIN_FALSE_POSITIVES / (f * n0 / targets))
             warnings.append(
                 f"TPR@{f:.1%}FPR: {f:.1%} of the targets' {n0:,} non-members is {f * n0:.1f} false positives, too "
-                f"few to pin the rate ({MIN_FALSE_POSITIVES} at least): {_count(needed, 'target run')} would "
+                f"few to pin the rate ({MIN_FALSE_POSITIVES} at least): {count(needed, 'target run')} would "
                 f"(--n-targets {needed}, --n-shadow {2 * needed} or more)".replace(".0%", "%")
             )
     verdict = summary.get("verdict") or {}
     if verdict.get("rule") == "grid" and summary.get("evaluation", {}).get("membership") is None:
         warnings.append(
-            f"{_count(summary['n_shadow'] - targets, 'reference run')}: too few to choose the verdict's attack "
+            f"{count(summary['n_shadow'] - targets, 'reference run')}: too few to choose the verdict's attack "
             "on (2 at least, and LiRA's 4), so the verdict splits its confidence over every attack: "
             f"--n-shadow {targets + 4} or more lets the reference runs choose"
         )
@@ -270,9 +266,9 @@ def _chosen_because(summary: dict) -> str:
         there = "" if predicted is None else f" ({predicted:.2f})"
         return (
             f"the attack whose predicted bound on the reference runs{there} was the largest of "
-            f"{_count(len(candidates), 'attack')}, chosen before any target was judged"
+            f"{count(len(candidates), 'attack')}, chosen before any target was judged"
         )
     return (
-        f"the largest bound of {_count(len(candidates), 'attack')}, each at "
+        f"the largest bound of {count(len(candidates), 'attack')}, each at "
         f"{found['per_attack_confidence']:.2%} so that the largest holds at {found['confidence']:.0%}"
     )
