@@ -44,6 +44,7 @@ from scipy import stats
 
 from attacks.registry import get_attack
 from audit.evaluate import StoredRuns, attack_scores, can_choose_on_references, pseudo_target_scores
+from audit.reporting.verdict import rate_words
 from audit.stats.significance import prediction_test
 
 #: the false-positive rates at which the attacker's thresholds are set: 1 in 100, 1 in 1,000
@@ -64,11 +65,6 @@ PINNING_COUNT = 10
 GUESSING_TEST = (
     "one-sided Fisher exact test of the members found against the non-members wrongly flagged at the same threshold"
 )
-
-
-def rate_words(fpr: float) -> str:
-    """A false-positive rate as people say it: 0.01 -> "1 in 100", 0.001 -> "1 in 1,000"."""
-    return f"1 in {round(1 / fpr):,}"
 
 
 def runs_needed(fpr: float, *, n_pool: int, inclusion_rate: float) -> int:

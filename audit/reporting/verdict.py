@@ -306,7 +306,9 @@ def format_p(p: float) -> str:
     return "< 1e-6" if p < SMALLEST_P else f"= {p:.3g}"
 
 
-_RATE_WORDS = {"0.01": "1 in 100", "0.001": "1 in 1,000"}
+def rate_words(fpr: float | str) -> str:
+    """A false-positive rate as people say it: 0.01 -> "1 in 100", 0.001 -> "1 in 1,000"."""
+    return f"1 in {round(1 / float(fpr)):,}"
 
 
 def release_leakage_verdict(leakage: dict, *, epsilon: dict | None, no_epsilon: str | None) -> Verdict:
@@ -346,9 +348,9 @@ def release_leakage_verdict(leakage: dict, *, epsilon: dict | None, no_epsilon: 
     )
     chance = [rate for rate in ("0.001", "0.01") if rate in leakage.get("at_chance", ())]
     if chance:  # the members found are not significantly more than the non-members wrongly flagged
-        words = " or ".join(_RATE_WORDS[rate] for rate in chance)
+        words = " or ".join(rate_words(rate) for rate in chance)
         text += f": no better than guessing at {words}"
-        tests = "; ".join(f"{_RATE_WORDS[r]}: p {format_p(leakage['release'][r]['p_guessing'])}" for r in chance)
+        tests = "; ".join(f"{rate_words(r)}: p {format_p(leakage['release'][r]['p_guessing'])}" for r in chance)
         reason += (
             f" At {words} it is no better than guessing: the members found are not significantly more than the "
             f"non-members wrongly flagged ({leakage['guessing_test']}; {tests}; α = {leakage['alpha']:g})."
