@@ -93,10 +93,7 @@ def gaussian_blow_up_inverse(mu: float) -> Callable[[float], float]:
 def fdp_rejects(blow_up_inverse: Callable[[float], float], *, m: int, guesses: int, correct: int, alpha: float) -> bool:
     """Whether `correct` right guesses out of `guesses` among `m` canaries reject "f-DP" at level
     `alpha` (the recursion of the module docstring, f given by its inverse blow-up)."""
-    if not 0 <= correct <= guesses <= m or m < 1:
-        raise ValueError(f"need 0 <= correct <= guesses <= m and m >= 1, got {correct}, {guesses}, {m}")
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    _check_counts(m=m, guesses=guesses, correct=correct, alpha=alpha)
     if correct == 0:
         return False
     r = alpha * correct / m
@@ -106,6 +103,64 @@ def fdp_rejects(blow_up_inverse: Callable[[float], float], *, m: int, guesses: i
         if new_h == h:
             break
         r = min(1.0, r + i / (guesses - i) * (new_h - h))
+        h = new_h
+    return r + h > guesses / m
+
+
+def _check_counts(*, m: int, guesses: int, correct: int, alpha: float) -> None:
+    if not 0 <= correct <= guesses <= m or m < 1:
+        raise ValueError(f"need 0 <= correct <= guesses <= m and m >= 1, got {correct}, {guesses}, {m}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+
+
+def eps_delta_rejects(epsilon: float, delta: float, *, m: int, guesses: int, correct: int, alpha: float) -> bool:
+    """`fdp_rejects(eps_delta_blow_up_inverse(epsilon, delta), ...)` with the inverse written into the
+    loop: the same floating-point operations in the same order, hence the same answers
+    (tests/audit/test_fdp.py compares them on a grid), about 5x faster (measured: five ε bounds at
+    m = 1,000 to 24,000, 26 ms against 5 ms). It is the
+    inner loop of every ε bound's bisection (`fdp_one_run_epsilon`), which an audit's summary step
+    and the self-test call hundreds of thousands of times.
+
+    One rewrite that changes no answer: `max(h, max(0, a, b)) == h` exactly when `max(a, b) <= h`,
+    since h >= 0 throughout, and a step that leaves h unchanged ends the loop (module docstring)."""
+    eps_delta_blow_up_inverse(epsilon, delta)  # the same checks
+    _check_counts(m=m, guesses=guesses, correct=correct, alpha=alpha)
+    if correct == 0:
+        return False
+    up, down, kept = math.exp(epsilon), math.exp(-epsilon), 1.0 - delta
+    r = alpha * correct / m
+    h = alpha * (guesses - correct) / m
+    for i in range(correct - 1, -1, -1):
+        below, above = (r - delta) * down, kept - up * (1.0 - r)
+        new_h = below if below > above else above
+        if new_h <= h:
+            break
+        r = r + i / (guesses - i) * (new_h - h)
+        if r > 1.0:
+            r = 1.0
+        h = new_h
+    return r + h > guesses / m
+
+
+def gaussian_rejects(mu: float, *, m: int, guesses: int, correct: int, alpha: float) -> bool:
+    """`fdp_rejects(gaussian_blow_up_inverse(mu), ...)` with the inverse written into the loop, as
+    `eps_delta_rejects` (the same answers; r > 0 throughout, so only the r >= 1 end needs a branch):
+    20 repetitions of the self-test's Gaussian design at ε0 = 4 took 2.0 s against 3.7 s."""
+    gaussian_blow_up_inverse(mu)  # the same checks
+    _check_counts(m=m, guesses=guesses, correct=correct, alpha=alpha)
+    if correct == 0:
+        return False
+    cdf, inv_cdf = _NORMAL.cdf, _NORMAL.inv_cdf
+    r = alpha * correct / m
+    h = alpha * (guesses - correct) / m
+    for i in range(correct - 1, -1, -1):
+        new_h = 1.0 if r >= 1.0 else cdf(inv_cdf(r) - mu)
+        if new_h <= h:
+            break
+        r = r + i / (guesses - i) * (new_h - h)
+        if r > 1.0:
+            r = 1.0
         h = new_h
     return r + h > guesses / m
 
@@ -134,9 +189,7 @@ def fdp_one_run_epsilon(
     only wants to know whether a count beats a bound it already has)."""
 
     def rejected(epsilon: float) -> bool:
-        return fdp_rejects(
-            eps_delta_blow_up_inverse(epsilon, delta), m=m, guesses=guesses, correct=correct, alpha=alpha
-        )
+        return eps_delta_rejects(epsilon, delta, m=m, guesses=guesses, correct=correct, alpha=alpha)
 
     if at_least > 0.0 and not rejected(at_least):
         return 0.0
@@ -147,7 +200,7 @@ def gaussian_one_run_mu(*, m: int, guesses: int, correct: int, alpha: float, at_
     """The largest μ whose μ-GDP the guesses reject at level `alpha`; 0 if none is."""
 
     def rejected(mu: float) -> bool:
-        return fdp_rejects(gaussian_blow_up_inverse(mu), m=m, guesses=guesses, correct=correct, alpha=alpha)
+        return gaussian_rejects(mu, m=m, guesses=guesses, correct=correct, alpha=alpha)
 
     if at_least > 0.0 and not rejected(at_least):
         return 0.0

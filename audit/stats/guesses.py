@@ -25,6 +25,7 @@ rule. `verdict_bound` is the one bound a verdict rests on (`audit.stats.bounds.V
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -120,9 +121,10 @@ def best_count(
     return value, chosen, ranked.correct(chosen)
 
 
+@functools.lru_cache(maxsize=256)
 def tuned_candidates(m: int) -> tuple[Guesses, ...]:
     """The counts a tuned rule chooses among, fixed by m: r = round(m 2^(-j/2)) down to 1, all IN
-    or half IN (top) and half OUT (bottom)."""
+    or half IN (top) and half OUT (bottom). Remembered per m (every `tune` and `ceiling` asks)."""
     if m < 1:
         raise ValueError(f"m must be >= 1, got {m}")
     totals, j = [], 0
@@ -152,10 +154,12 @@ class TunedChoice:
     z: float  # how far the pseudo-targets' correct count lies above chance at that count (tie-break)
 
 
+@functools.lru_cache(maxsize=65536)
 def cautious_precision(hits: int, total: int, *, level: float = TUNING_PRECISION_LEVEL) -> float:
     """A lower confidence limit (Clopper-Pearson, one-sided at `level`) on the precision behind `hits`
     right guesses of `total` on the pseudo-targets: a count that happened to be perfect on a few
-    reference guesses is not trusted to be perfect on the targets."""
+    reference guesses is not trusted to be perfect on the targets. Remembered (scipy's beta
+    quantile costs ~160 µs, and `tune` asks it for every candidate count of every analysis)."""
     if hits <= 0:
         return 0.0
     return float(stats.beta.ppf(1.0 - level, hits, total - hits + 1))

@@ -23,9 +23,12 @@ import pytest
 from scipy.stats import binom, norm
 
 from audit.epsilon import fdp_epsilon_lower_bound as exported_fdp_epsilon_lower_bound
+from audit.stats import fdp as fdp_module
 from audit.stats.epsilon import gaussian_dp_epsilon, one_run_epsilon
 from audit.stats.fdp import (
     eps_delta_blow_up_inverse,
+    eps_delta_rejects,
+    gaussian_rejects,
     fdp_one_run_epsilon,
     fdp_rejects,
     gaussian_blow_up_inverse,
@@ -144,6 +147,46 @@ def test_naive_inverses_against_brute_force():
         inverse = naive_gaussian_inverse(mu)
         for y in (0.01, 0.3, 0.9):
             assert inverse(y) == pytest.approx(brute(lambda x: norm.cdf(norm.ppf(x) + mu), y), abs=1e-12)
+
+
+def test_the_inlined_tests_give_the_generic_tests_answer_everywhere():
+    # eps_delta_rejects and gaussian_rejects are fdp_rejects with the family's inverse written into
+    # its loop: the same answer on every case of a random grid, rejections and not.
+    rng = np.random.default_rng(0)
+    answers = []
+    for _ in range(3000):
+        m = int(rng.integers(1, 30_000))
+        guesses = int(rng.integers(0, m + 1)) if rng.random() < 0.5 else int(rng.integers(0, min(m, 600) + 1))
+        correct = int(rng.integers(0, guesses + 1)) if rng.random() < 0.3 else int(guesses * rng.uniform(0.5, 1.0))
+        epsilon, delta = (
+            float(rng.choice([0.0, rng.uniform(0, 10)])),
+            float(rng.choice([0.0, 1e-5, rng.uniform(0, 0.3)])),
+        )
+        alpha = float(rng.choice([0.05, rng.uniform(0.001, 0.5)]))
+        kwargs = dict(m=m, guesses=guesses, correct=correct, alpha=alpha)
+        generic = fdp_rejects(eps_delta_blow_up_inverse(epsilon, delta), **kwargs)
+        assert eps_delta_rejects(epsilon, delta, **kwargs) == generic, (epsilon, delta, kwargs)
+        mu = float(rng.choice([0.0, rng.uniform(0, 0.3), rng.uniform(0, 5)]))
+        gaussian = fdp_rejects(gaussian_blow_up_inverse(mu), **kwargs)
+        assert gaussian_rejects(mu, **kwargs) == gaussian, (mu, kwargs)
+        answers += [generic, gaussian]
+    assert 0.05 < np.mean(answers) < 0.95  # both answers are exercised
+    # and the bound searched with it is the bound searched with the generic test, bit for bit
+    for m, guesses, correct in [(1000, 100, 80), (10_000, 2000, 1500), (24_000, 500, 300), (1500, 300, 200)]:
+
+        def generic(epsilon):
+            return fdp_rejects(
+                eps_delta_blow_up_inverse(epsilon, 1e-5), m=m, guesses=guesses, correct=correct, alpha=0.05
+            )
+
+        searched = fdp_module._largest_rejected(generic)
+        assert fdp_one_run_epsilon(m=m, guesses=guesses, correct=correct, delta=1e-5, alpha=0.05) == searched > 0
+    with pytest.raises(ValueError, match="epsilon must be >= 0"):
+        eps_delta_rejects(-1.0, 0.0, m=1, guesses=1, correct=1, alpha=0.05)
+    with pytest.raises(ValueError, match="need 0 <= correct <= guesses <= m"):
+        eps_delta_rejects(1.0, 0.0, m=1, guesses=2, correct=1, alpha=0.05)
+    with pytest.raises(ValueError, match="mu must be finite"):
+        gaussian_rejects(-1.0, m=1, guesses=1, correct=1, alpha=0.05)
 
 
 def test_inverse_blow_ups_match_the_naive_ones():
