@@ -80,8 +80,9 @@ def summarise(
     membership, init_mask = runs.keep[targets], runs.init_mask[targets]
     fair = bound_applies(settings.inclusion_rate)
     accuracies = [m["test_accuracy"] for m in runs.meta]
-    # an attack that scored too few canaries (ganleak_pbb reconstructs only the first rows) has no canary group
-    unscored = [a for a, s in scores.items() if canaries and min(canaries.coins_scored(membership, s)) < 2]
+    # an attack that scored too few canaries (ganleak_pbb reconstructs only the first rows, none
+    # with --pbb-examples 0) has no canary group
+    unscored = [a for a, s in scores.items() if min(_coins_scored(s, membership, canaries)) < 2]
     identity = _identity(experiment, runs, target_runs=targets.tolist())
     summary = {
         **identity,
@@ -129,9 +130,18 @@ def summarise(
         summary["evaluation"].update(
             {"n_canaries": len(targets) * entry["n"] if fair else None, "epsilon_note": note, "canaries": entry}
         )
-        if unscored:
-            summary["evaluation"]["attacks_without_canary_scores"] = unscored
+    if unscored:
+        summary["evaluation"]["attacks_without_canary_scores"] = unscored
     return summary
+
+
+def _coins_scored(scores: np.ndarray, membership: np.ndarray, canaries: CanaryColumns | None) -> tuple[int, int]:
+    """(IN, OUT) coins of the audited canaries (every example without planted canaries) that an
+    attack scored (its scores not NaN)."""
+    if canaries:
+        return canaries.coins_scored(membership, scores)
+    seen = ~np.isnan(scores)
+    return int((seen & membership).sum()), int((seen & ~membership).sum())
 
 
 def release_summary(
