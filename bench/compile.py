@@ -27,7 +27,6 @@ ROOT = Path(__file__).resolve().parents[1]
 def worker(victim: str, dataset: str, runs: int, compiled: bool, flags: dict) -> list[float]:
     import torch
 
-    sys.path.insert(0, str(ROOT))
     from shadow_runs import membership_matrix
     from victims import get_victim, load_pool
     from victims.compiled import compiled_steps

@@ -26,14 +26,13 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from shadow_runs.plan import membership_matrix  # noqa: E402
-from victims import get_victim, load_pool  # noqa: E402
-from victims.base import seeded  # noqa: E402
-from victims.condense import Members  # noqa: E402
-from victims.data import write_class_balanced_subset  # noqa: E402
-from victims.latent_search import gradient_reconstruct, nearest_samples, powell_reconstruct  # noqa: E402
+from shadow_runs.plan import membership_matrix
+from victims import get_victim, load_pool
+from victims.base import seeded
+from victims.condense import Members
+from victims.data import write_class_balanced_subset
+from victims.latent_search import gradient_reconstruct, nearest_samples, powell_reconstruct
 
 
 def _value(text: str):

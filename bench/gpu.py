@@ -152,7 +152,6 @@ def in_process(args, record, affordable) -> dict[str, float]:
 
 def shared_gpu(args, record, affordable, elapsed, one_run: dict[str, float]) -> None:
     """Part 2: the audit command with P tasks on the GPU."""
-    sys.path.insert(0, str(Path(__file__).parent))
     from timing import timed_audit
 
     for combination in args.shared:

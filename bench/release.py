@@ -18,12 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from audit.releases.files import draw_membership, write_pool, write_release
+from victims import get_victim, load_pool
+from victims.data import make_pool
 
-from audit.releases.files import draw_membership, write_pool, write_release  # noqa: E402
-from victims import get_victim, load_pool  # noqa: E402
-from victims.data import make_pool  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 MEMBERSHIP_SEED = 2024
 

@@ -1,4 +1,4 @@
-"""Every relative link in README.md and docs/ resolves: the file exists, and a #anchor names a
+"""Every relative link in README.md, bench/README.md and docs/ resolves: the file exists, and a #anchor names a
 heading of that file (GitHub's rule: lower case, punctuation but hyphens dropped, spaces to '-')."""
 
 import re
@@ -18,8 +18,8 @@ def relative_links(path: Path) -> list[str]:
 
 
 def test_every_relative_link_and_anchor_resolves():
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-    assert len(pages) >= 8  # README, contracts, performance and the results pages
+    pages = [ROOT / "README.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    assert len(pages) >= 9  # README, bench's index, contracts, performance and the results pages
     broken = []
     for page in pages:
         for target in relative_links(page):
@@ -41,3 +41,21 @@ def test_the_checker_catches_a_broken_anchor(tmp_path):
 
 def test_the_readme_stays_a_short_front_door():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 300
+
+
+def test_bench_readme_indexes_every_script_and_each_has_a_usage_line():
+    """bench/ is a part: each script is a row of bench/README.md's index, starts with a docstring
+    holding its usage line, runs behind a main guard, and imports the suite from the install
+    (no sys.path edits)."""
+    bench = ROOT / "bench"
+    index = (bench / "README.md").read_text()
+    scripts = sorted(p for p in bench.iterdir() if p.suffix in (".py", ".sh"))
+    assert len(scripts) >= 20
+    for script in scripts:
+        assert f"| `{script.name}` |" in index, f"{script.name} is not in bench/README.md's index"
+        text = script.read_text()
+        assert "sys.path" not in text, script.name
+        if script.name == "timing.py" or script.suffix == ".sh":
+            continue  # the shared helper; the shell script's usage is its second comment line
+        assert text.startswith('"""') and f"python bench/{script.name}" in text.split('"""')[1], script.name
+        assert 'if __name__ == "__main__":' in text, script.name

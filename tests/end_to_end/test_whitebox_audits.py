@@ -1,25 +1,19 @@
 """White-box audits from the command line: the refusals (exit 2, one line, nothing written), and the
-DP bugs a white-box audit must flag (slow; the bug victims are bench/dp_bugs.py's, loaded as
+DP bugs a white-box audit must flag (slow; the bug victims are victims/bugs.py's, loaded as
 module:Class)."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
 def audit(runs_dir: Path, *flags: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(
         [sys.executable, "-m", "audit.lira", "--runs-dir", str(runs_dir), "--quiet", "--executor", "inline", *flags],
         capture_output=True,
         text=True,
-        env=env,
         timeout=900,
     )
 
@@ -84,7 +78,7 @@ def test_white_box_flags_the_noise_and_clipping_bugs_at_their_claim(tmp_path, bu
     result = audit(
         tmp_path,
         "--victim",
-        f"dp_bugs:{bug}",
+        f"victims.bugs:{bug}",
         "--epsilon",
         "1",
         "--epochs",

@@ -1,0 +1,129 @@
+"""Deliberately broken DP victims: each differs from a correct built-in pipeline in one place, so
+that an audit's power can be measured on an implementation whose claim is known to be false.
+
+Not registered as `--victim` names: each is loaded by its path, e.g.
+`python -m audit.lira --victim victims.bugs:NoiseForTen --epsilon 1`, and CLAIMS the ε of its
+`epsilon` field (report it against that claim with `--claimed-epsilon`). Used by
+`bench/dp_bugs.py` (the catalogue, docs/results/white-box.md) and
+tests/end_to_end/test_whitebox_audits.py.
+
+    NoiseForTen          dpsgd whose noise is calibrated for 10 x the claimed ε
+    NoClipping           dpsgd that skips per-example clipping (the noise still assumes norm C)
+    ReusedNoise          dpsgd that draws its noise once and reuses it at every step
+    HalfRateAccountant   dpsgd whose accountant is told half the true sampling rate
+    KernelNoiseOffGraph  dpkernel whose generator trains on the noiseless embedding loss (the noise
+                         enters the loss as a constant, outside the autograd graph)
+    RealisedDivisor      dpsgd that divides the noisy sum by the realised batch size, not B
+
+A new bug is one class here, differing from its correct twin in one overridden method.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from victims.dpkernel import DPKernelVictim, class_embedding_sum
+from victims.dpsgd import DPSGDPrivacy, DPSGDVictim
+from victims.privacy import noise_multiplier_for
+
+
+@dataclass(frozen=True)
+class NoiseForTen(DPSGDVictim):
+    """Bug a: sigma calibrated for 10 x epsilon while epsilon is claimed."""
+
+    name = "dpsgd_noise_for_ten"
+
+    def privacy(self, pool, inclusion_rate=0.5) -> DPSGDPrivacy:
+        return DPSGDVictim.privacy(dataclasses.replace(self, epsilon=10 * self.epsilon), pool, inclusion_rate)
+
+
+@dataclass(frozen=True)
+class NoClipping(DPSGDVictim):
+    """Bug b: per-example gradients summed unclipped; the noise is still N(0, sigma^2 C^2)."""
+
+    name = "dpsgd_no_clipping"
+
+    def optimizer(self, model, plan, *, generator, probe):
+        optimizer = DPSGDVictim.optimizer(self, model, plan, generator=generator, probe=probe)
+        clip_and_accumulate = optimizer.clip_and_accumulate
+
+        def sum_unclipped() -> None:  # opacus clips to max_grad_norm here, and draws noise from it after
+            optimizer.max_grad_norm = float("inf")
+            try:
+                clip_and_accumulate()
+            finally:
+                optimizer.max_grad_norm = self.max_grad_norm
+
+        optimizer.clip_and_accumulate = sum_unclipped
+        return optimizer
+
+
+@dataclass(frozen=True)
+class ReusedNoise(DPSGDVictim):
+    """Bug c: the noise generator is reset before every step, so every step adds the same noise."""
+
+    name = "dpsgd_reused_noise"
+
+    def optimizer(self, model, plan, *, generator, probe):
+        optimizer = DPSGDVictim.optimizer(self, model, plan, generator=generator, probe=probe)
+        start, add_noise = generator.get_state(), optimizer.add_noise
+
+        def same_noise() -> None:
+            generator.set_state(start)
+            add_noise()
+
+        optimizer.add_noise = same_noise
+        return optimizer
+
+
+@dataclass(frozen=True)
+class HalfRateAccountant(DPSGDVictim):
+    """Bug d: sigma from an accountant told half the true Poisson rate."""
+
+    name = "dpsgd_half_rate"
+
+    def privacy(self, pool, inclusion_rate=0.5) -> DPSGDPrivacy:
+        plan = DPSGDVictim.privacy(self, pool, inclusion_rate)
+        sigma = noise_multiplier_for(
+            epsilon=self.epsilon,
+            delta=self.delta,
+            sample_rate=plan.sample_rate / 2,
+            steps=plan.steps,
+            accountant=self.accountant,
+        )
+        return dataclasses.replace(plan, noise_multiplier=sigma)
+
+
+@dataclass(frozen=True)
+class KernelNoiseOffGraph(DPKernelVictim):
+    """Bug e: the released noisy embedding is computed, but the generator's loss is the noiseless
+    distance (the noise enters it, if at all, as a constant outside the autograd graph, which
+    leaves the gradient that of the noiseless loss)."""
+
+    name = "dpkernel_noise_off_graph"
+
+    def matched_embedding(self, features, labels, *, n_classes, sigma, generator, probe=None):
+        DPKernelVictim.matched_embedding(
+            self, features, labels, n_classes=n_classes, sigma=sigma, generator=generator, probe=probe
+        )  # the noisy release is made (and observed), then left out of the generator's loss: the bug
+        return class_embedding_sum(features, labels, n_classes=n_classes) / self.batch_size
+
+
+@dataclass(frozen=True)
+class RealisedDivisor(DPSGDVictim):
+    """Bug f: the noisy sum divided by the realised batch size instead of the expected B."""
+
+    name = "dpsgd_realised_divisor"
+
+    def optimizer(self, model, plan, *, generator, probe):
+        optimizer = DPSGDVictim.optimizer(self, model, plan, generator=generator, probe=probe)
+
+        def scale_grad() -> None:
+            per_example = optimizer.params[0].grad_sample
+            realised = max(1, 0 if per_example is None else len(per_example))
+            for p in optimizer.params:
+                p.grad /= realised
+
+        optimizer.scale_grad = scale_grad
+        return optimizer
