@@ -7,23 +7,107 @@ from __future__ import annotations
 import argparse
 import time
 
+import numpy as np
+
 from audit.cli.arguments import ArgumentParser, int_at_least, probability
 from audit.stats import guesses
-from audit.stats.bounds import ANALYSES
+from audit.stats.bounds import ANALYSES, BOUNDS
 from audit.stats.guesses import RULES, BoundCache
 from audit.stats.selftest import (
     CONFIDENCE,
     FAMILY_LEVEL,
-    HEADER,
+    KEYS,
     QUICK_REPETITIONS,
     REPETITIONS,
+    Design,
     bounds,
-    design_line,
+    clopper_pearson,
     designs,
-    power_line,
-    table_lines,
+    false_alarms,
+    truth,
+    values_of,
     verdict,
 )
+
+
+# the table: a block per design
+
+HEADER = (
+    f"  {'rule':<5} {'analysis':<8} {'alarms':>6} {'rate':>6} {'95% CP interval':>16} {'median':>7} "
+    f"{'truth':>6} {'med/truth':>9} {'ceiling':>7} {'eps@delta':>9}"
+)
+
+
+#: what the line of a design under the retired pairs plan ends with, and its rows' alarms column says
+RETIRED = "[retired pairs plan: shown for comparison, not judged]"
+NOT_JUDGED = "(not judged)"
+
+
+def design_line(design: Design, repetitions: int) -> str:
+    """The line above a design's block: what it is, its truth and its m (and, under the retired
+    pairs plan, `RETIRED`)."""
+    truths = f"eps0 {design.epsilon:g}, delta {design.delta:g}"
+    if design.mu is not None:
+        truths += f", mu {design.mu:.4g}"
+    attacks = f", max of {design.attacks} attacks at {design.attacks}-way Bonferroni" if design.attacks > 1 else ""
+    retired = "" if design.judged else f" {RETIRED}"
+    return (
+        f"{design.name} [{design.plan_name} plan] {truths}; m = {design.n_targets} x {design.labels.size} = "
+        f"{design.m} (+ {design.n_runs - design.n_targets} reference runs){attacks}; {repetitions} reps{retired}"
+    )
+
+
+def table_lines(design: Design, found: np.ndarray, ceilings: dict) -> list[str]:
+    """One line per (rule, analysis): alarms (or '-' where descriptive), their rate and 95%
+    Clopper-Pearson interval, the median bound, the truth, their ratio, the ceiling of the rule,
+    and for the Gaussian family the median ε at δ that its μ implies. Under the retired pairs
+    plan (not `Design.judged`) the counts are the same and the line ends with `NOT_JUDGED`."""
+    reps = found.shape[0]
+    lines = []
+    for rule in RULES:
+        for bound in BOUNDS:
+            analysis = bound.name
+            values = values_of(found, rule, analysis)
+            median = float(np.median(values))
+            limit = truth(design, analysis)
+            alarms = false_alarms(design, found, rule, analysis)
+            if alarms is None:
+                counts = f"{'-':>6} {'-':>6} {'(descriptive)':>16}"
+            else:
+                low, high = clopper_pearson(alarms, reps)
+                counts = f"{alarms:>6d} {alarms / reps:>6.3f} {f'[{low:.3f}, {high:.3f}]':>16}"
+            shown_truth = f"{'-':>6}" if limit is None else f"{limit:>6.3g}"
+            ratio = f"{median / limit:>9.2f}" if limit else f"{'-':>9}"
+            eps_at_delta = f"{'-':>9}"
+            if bound.epsilon_key:
+                eps_g = found[:, RULES.index(rule), KEYS.index(bound.epsilon_key)]
+                if not np.isnan(eps_g).any():
+                    eps_at_delta = f"{float(np.median(eps_g)):>9.3f}"
+            note = "" if design.judged or alarms is None else f" {NOT_JUDGED}"
+            lines.append(
+                f"  {rule:<5} {bound.label:<8} {counts} {median:>7.3f} {shown_truth} {ratio} "
+                f"{ceilings[rule, analysis]:>7.3f} {eps_at_delta}{note}"
+            )
+    return lines
+
+
+def power_line(found: np.ndarray, design: Design) -> str:
+    """The power row's medians: certified ε under each rule and ε bound (the verdict's first), and
+    each μ bound against the true μ."""
+    eps_bounds = sorted((b for b in BOUNDS if b.unit == "eps"), key=lambda b: not b.verdict)
+    eps = ", ".join(
+        f"{rule}+{b.name} {np.median(values_of(found, rule, b.name)):.3f}" for rule in RULES for b in eps_bounds
+    )
+    mu = "; ".join(
+        f"median {b.lower_key} "
+        + ", ".join(f"{rule} {np.median(values_of(found, rule, b.name)):.3f}" for rule in RULES)
+        for b in BOUNDS
+        if b.unit == "mu"
+    )
+    return (
+        f"power ({design.name}, eps0 {design.epsilon:g}, delta {design.delta:g}, m = {design.m}): median "
+        f"certified eps {eps}; {mu} (true mu {design.mu:.3f})"
+    )
 
 
 def parse_args(argv=None) -> argparse.Namespace:

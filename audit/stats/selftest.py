@@ -22,8 +22,8 @@ The one-run theorems make the false-alarm rate of every (rule, analysis) at most
 (5%) whatever the mechanism; the table shows the measured rate with its 95% Clopper–Pearson
 interval, and how close the bound comes to the truth (the median bound over the true ε or μ).
 
-Mechanisms (all ε are with respect to adding or removing one canary, the relation the plan's
-independent coins realise):
+Mechanisms (`audit.stats.mechanisms`; all ε are with respect to adding or removing one canary,
+the relation the plan's independent coins realise):
 
 * randomised response on each membership bit, tight at ε0 (`randomised_response`);
 * randomised response that publishes the coin with probability δ (`published_coin_response`):
@@ -59,7 +59,7 @@ records first the old plan declares the sound ε0 = 1 violated in nearly every r
 plain pooled score puts the atypical records at the bottom, where the grid uses them only as OUT
 guesses beside as many IN guesses on typical records, and does not show it: both rows are
 printed, and the same two rules under the independent plan.) Those rows are shown marked
-"not judged" (`RETIRED`, `NOT_JUDGED`) and do not enter the verdict.
+"not judged" (`audit.cli.selftest.RETIRED`, `NOT_JUDGED`) and do not enter the verdict.
 
 The command ends with one line (`verdict`): passed, or which judged rows failed and why. A row
 fails when its alarm rate is significantly above the allowed 1 - confidence (one-sided exact
@@ -81,24 +81,34 @@ from functools import partial
 from typing import Callable
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import stats
 
-from audit.stats.epsilon import gaussian_dp_epsilon
 from audit.stats.bounds import ANALYSES, BOUNDS, STEINKE, get_bound
 from audit.stats.guesses import RULES, BoundCache, RankedGuesses, bounds_of, tune
+from audit.stats.mechanisms import (
+    APPROX_DELTA,
+    class_pool,
+    gaussian_mechanism,
+    gaussian_mu,
+    laplace_mechanism,
+    null_scores,
+    published_coin_response,
+    randomised_response,
+    whitebox_gaussian,
+    whitebox_sigma,
+    whitebox_true_epsilon,
+)
 from shadow_runs.plan import membership_matrix, target_runs
 
 CONFIDENCE = 0.95
-APPROX_DELTA = 1e-5  # the δ of the Gaussian mechanism and of randomised response with a published coin
 REPETITIONS = 200
 QUICK_REPETITIONS = 20
 
 # randomised response and null: 8 target runs x 1250 examples = 10,000 canaries (and 8 reference runs)
 RR_TARGETS, RR_POOL = 8, 1250
 RR_EPSILONS = (1.0, 2.0, 4.0)
-# Laplace class sum: 150 classes of 10 (one atypical record, nine typical), 4 target runs (and 4 references):
-# 6,000 canaries (16 x 1,500 triples the run time of its rows for no new finding)
-N_CLASSES, CLASS_SIZE = 150, 10
+# Laplace class sum: `class_pool`'s 150 classes of 10, 4 target runs (and 4 references): 6,000 canaries
+# (16 x 1,500 triples the run time of its rows for no new finding)
 LAPLACE_TARGETS = 4
 LAPLACE_EPSILONS = (1.0, 4.0)
 OLD_PLAN_EPSILON = 1.0
@@ -106,9 +116,9 @@ OLD_PLAN_EPSILON = 1.0
 POWER_TARGETS, APPROX_TARGETS, APPROX_POOL = 16, 4, 1500
 APPROX_EPSILONS = (1.0, 4.0)
 POWER_EPSILON = 4.0
-# the white-box subsampled Gaussian: dpsgd's digits audit with 1,000 gradient canaries (q = 128 / 1,250, 30 epochs of
-# 10 steps), 1,000 canaries per run; 8 target runs at the claim 1, 16 (the audit's) at the claim 4
-WHITEBOX_RATE, WHITEBOX_STEPS, WHITEBOX_CANARIES = 0.1024, 300, 1000
+# the white-box subsampled Gaussian (`whitebox_gaussian`): 1,000 gradient canaries per run; 8 target runs at the
+# claim 1, 16 (the audit's) at the claim 4
+WHITEBOX_CANARIES = 1000
 WHITEBOX_CLAIMS = {1.0: 8, 4.0: 16}
 # null attacks per repetition whose maximum is reported, each at confidence 1 - (1 - confidence) / NULL_ATTACKS
 NULL_ATTACKS = 5
@@ -122,176 +132,6 @@ KEYS = (*(b.lower_key for b in BOUNDS), *EPSILON_AT_DELTA)
 _NOISE_STREAM = 2
 # per attack, children of that stream: target noise, grid ties, reference noise, reference ties, tuned ties
 _STREAMS_PER_ATTACK = 5
-
-
-# ---------------------------------------------------------------------------
-# the mechanisms: coins of some runs [R, n] (and a generator) in, scores [R, n] out
-
-
-def randomised_response(keep: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
-    """Each canary's coin, told truthfully with probability p = e^ε / (1 + e^ε), flipped otherwise.
-
-    Why its ε is exactly `epsilon`: adding or removing canary i changes only output i, whose
-    probability of any value moves between p and 1 - p, a ratio of p / (1 - p) = e^ε, and no
-    smaller ε bounds it (pure ε-DP, tight, δ = 0). The score is the output itself (1.0 for IN,
-    0.0 for OUT); the many ties are broken by the bound's own independent random order.
-    """
-    truthful = rng.random(keep.shape) < 1.0 / (1.0 + math.exp(-epsilon))
-    return np.where(truthful, keep, ~keep).astype(np.float64)
-
-
-#: scores of `published_coin_response`: a published IN above every told IN, a published OUT below every told OUT
-PUBLISHED_IN, TOLD_IN, TOLD_OUT, PUBLISHED_OUT = 2.0, 1.0, 0.0, -1.0
-
-
-def published_coin_response(
-    keep: np.ndarray, epsilon: float, rng: np.random.Generator, *, delta: float = APPROX_DELTA
-) -> np.ndarray:
-    """Per canary: with probability δ its coin published as it is, otherwise `randomised_response`
-    at ε0 = `epsilon`.
-
-    Why it is exactly (ε0, δ)-DP, with trade-off curve f_{ε0,δ}: adding or removing canary i
-    changes only output i. With p = e^ε0 / (1 + e^ε0), its distribution is, IN versus OUT:
-    published IN δ vs 0, published OUT 0 vs δ, told IN (1-δ)p vs (1-δ)(1-p), told OUT (1-δ)(1-p)
-    vs (1-δ)p. For any set S of outputs, P_IN(S) <= e^ε0 P_OUT(S) + δ (the told outputs have ratio
-    at most e^ε0, the published IN carries the δ) and symmetrically, so it is (ε0, δ)-DP. Nothing
-    smaller holds: S = {published IN, told IN} gives P_IN(S) - e^ε' P_OUT(S) = δ + (1-δ)(p - e^ε'
-    (1-p)) > δ for every ε' < ε0, and δ' < δ fails on S = {published IN} (P_OUT = 0). It is the
-    canonical mechanism whose trade-off curve is f_{ε0,δ} itself (Kairouz, Oh and Viswanath): the
-    likelihood-ratio tests between the two output laws trace exactly f_{ε0,δ}(x) = max(0, 1 - δ -
-    e^ε0 x, e^-ε0 (1 - δ - x)).
-
-    Scores (`PUBLISHED_IN` > `TOLD_IN` > `TOLD_OUT` > `PUBLISHED_OUT`): the published coins are
-    ranked as certain, above (IN) and below (OUT) every told one, the likelihood-ratio order.
-    """
-    told = randomised_response(keep, epsilon, rng)
-    published = rng.random(keep.shape) < delta
-    scores = np.where(told > 0, TOLD_IN, TOLD_OUT)
-    return np.where(published, np.where(keep, PUBLISHED_IN, PUBLISHED_OUT), scores)
-
-
-def gaussian_mu(epsilon: float, delta: float = APPROX_DELTA) -> float:
-    """The μ whose μ-GDP is exactly (`epsilon`, `delta`)-DP: the root of
-    `gaussian_dp_epsilon`(μ, δ) = ε (brentq; ε at δ grows with μ). 0.268 for ε = 1, 0.925 for ε = 4."""
-    if epsilon <= 0:
-        return 0.0
-    return float(optimize.brentq(lambda mu: gaussian_dp_epsilon(mu, delta) - epsilon, 1e-6, 100.0, xtol=1e-14))
-
-
-def gaussian_mechanism(
-    keep: np.ndarray, epsilon: float, rng: np.random.Generator, *, delta: float = APPROX_DELTA
-) -> np.ndarray:
-    """Per canary the output coin·μ + N(0, 1), μ = `gaussian_mu`(ε0, δ); the score is the output.
-
-    Why it is exactly μ-GDP, and exactly (ε0, δ)-DP: adding or removing canary i changes only
-    output i, from N(0, 1) to N(μ, 1); the trade-off curve between those two laws is
-    G_μ(x) = Φ(Φ⁻¹(1 - x) - μ) by definition of μ-GDP (Dong, Roth and Su), attained by the
-    likelihood-ratio (threshold) tests, so the mechanism is μ-GDP and no smaller μ holds. μ-GDP is
-    (ε, δ(ε))-DP exactly for δ(ε) = Φ(-ε/μ + μ/2) - e^ε Φ(-ε/μ - μ/2) (their Corollary 2.13,
-    `gaussian_dp_epsilon`), and μ solves δ(ε0) = δ: (ε0, δ)-DP and not (ε', δ) for ε' < ε0. The
-    output is monotone in the likelihood ratio, so it is the optimal score.
-    """
-    return keep * gaussian_mu(epsilon, delta) + rng.standard_normal(keep.shape)
-
-
-def whitebox_sigma(claimed_epsilon: float) -> float:
-    """The noise multiplier opacus's RDP accountant calibrates to `claimed_epsilon` at δ = 1e-5 for
-    `WHITEBOX_STEPS` steps at rate `WHITEBOX_RATE` (as a DP victim does)."""
-    from victims.privacy import noise_multiplier_for
-
-    return noise_multiplier_for(
-        epsilon=claimed_epsilon, delta=APPROX_DELTA, sample_rate=WHITEBOX_RATE, steps=WHITEBOX_STEPS
-    )
-
-
-def whitebox_true_epsilon(sigma: float) -> float:
-    """The PRV accountant's ε at δ = 1e-5 of the white-box design at noise multiplier `sigma`."""
-    from victims.privacy import epsilon_spent
-
-    return epsilon_spent(
-        noise_multiplier=sigma, sample_rate=WHITEBOX_RATE, steps=WHITEBOX_STEPS, delta=APPROX_DELTA, accountant="prv"
-    )
-
-
-def whitebox_gaussian(keep: np.ndarray, epsilon: float, rng: np.random.Generator, *, sigma: float) -> np.ndarray:
-    """The white-box likelihood-ratio scores of canaries under a Poisson-subsampled Gaussian
-    mechanism: per canary and step t, o_t = b_t + σ z_t with b_t ~ Bernoulli(`WHITEBOX_RATE`) when
-    its coin is IN (0 when OUT) and z_t ~ N(0, 1), over `WHITEBOX_STEPS` steps, scored by
-    `attacks.whitebox.likelihood_ratio` at (σ, q): what a white-box audit of a DP victim computes,
-    without the other records' share of the sums. Adding or removing the canary is this
-    mechanism's neighbouring relation; its ε is that of the subsampled Gaussian composed over the
-    steps (`epsilon` is ignored: σ fixes it)."""
-    from attacks.whitebox import likelihood_ratio
-
-    sampled = rng.random((WHITEBOX_STEPS, *keep.shape)) < WHITEBOX_RATE
-    observations = (sampled & keep).astype(np.float64) + sigma * rng.standard_normal((WHITEBOX_STEPS, *keep.shape))
-    return likelihood_ratio(
-        observations.reshape(WHITEBOX_STEPS, -1), noise_multiplier=sigma, sample_rate=WHITEBOX_RATE
-    ).reshape(keep.shape)
-
-
-def null_scores(keep: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
-    """Standard normal scores drawn without looking at the coins: the output says nothing about
-    membership, so ε = 0 and μ = 0 (`epsilon` is ignored), and a bound > 0 is a false alarm."""
-    return rng.standard_normal(keep.shape)
-
-
-def class_pool(n_classes: int = N_CLASSES, class_size: int = CLASS_SIZE) -> tuple[np.ndarray, np.ndarray]:
-    """labels [n] and record values [n] of the Laplace pool: in every class the first record is
-    atypical (value -1), the others typical (+1)."""
-    labels = np.repeat(np.arange(n_classes), class_size)
-    values = np.where(np.arange(labels.size) % class_size == 0, -1.0, 1.0)
-    return labels, values
-
-
-def laplace_class_sum(
-    keep: np.ndarray, epsilon: float, rng: np.random.Generator, *, labels: np.ndarray, values: np.ndarray
-) -> np.ndarray:
-    """Outputs [R, C]: per run and class, the sum of the values of the run's members of that
-    class plus Laplace(1 / ε) noise.
-
-    Why its ε is exactly `epsilon`: adding or removing one record changes one class sum of one
-    run by its value, ±1, so the sensitivity under add/remove is 1 and Laplace noise of scale
-    1 / ε makes each run ε-DP (the Laplace mechanism); the runs are independent given their
-    coins and each coin enters one run only, so the whole output is ε-DP in each coin. It is
-    exact: in the tails the likelihood ratio of two sums one apart is e^ε.
-    Under a replace-one relation (one record swapped for another of the class) the sum can move
-    by 2 (an atypical record for a typical one): up to 2 ε.
-    """
-    n_classes = int(labels.max()) + 1
-    sums = np.zeros((keep.shape[0], n_classes))
-    for r in range(keep.shape[0]):
-        sums[r] = np.bincount(labels, weights=keep[r] * values, minlength=n_classes)
-    return sums + rng.laplace(scale=1.0 / epsilon, size=sums.shape)
-
-
-def laplace_scores(
-    outputs: np.ndarray, *, labels: np.ndarray, values: np.ndarray, atypical_first: bool = False
-) -> np.ndarray:
-    """Scores [R, n] from the class outputs [R, C]: a typical record scores its class's output (its
-    membership raises the sum), an atypical one minus it (its membership lowers the sum).
-
-    Pooled, typical records (sums near +4) rank above atypical ones (near -4), so the grid's
-    IN guesses fall on typical records and only its OUT guesses on atypical ones. With
-    `atypical_first` every atypical score is raised by a constant that puts it above every
-    typical score, order within each kind unchanged: the IN guesses then fall on atypical
-    records. Both rules see the outputs only, never the coins, so both are valid guessing rules.
-    """
-    per_record = outputs[:, labels]
-    scores = np.where(values > 0, per_record, -per_record)
-    if atypical_first:
-        offset = 2.0 * float(np.abs(outputs).max()) + 1.0
-        scores = np.where(values > 0, scores, scores + offset)
-    return scores
-
-
-def laplace_mechanism(
-    keep: np.ndarray, epsilon: float, rng: np.random.Generator, *, atypical_first: bool = False
-) -> np.ndarray:
-    """`laplace_class_sum` on the `class_pool`, scored by `laplace_scores`."""
-    labels, values = class_pool()
-    outputs = laplace_class_sum(keep, epsilon, rng, labels=labels, values=values)
-    return laplace_scores(outputs, labels=labels, values=values, atypical_first=atypical_first)
 
 
 # ---------------------------------------------------------------------------
@@ -591,87 +431,6 @@ def designs() -> list[Design]:
         ),
     ]
     return rows
-
-
-# ---------------------------------------------------------------------------
-# the command line
-
-HEADER = (
-    f"  {'rule':<5} {'analysis':<8} {'alarms':>6} {'rate':>6} {'95% CP interval':>16} {'median':>7} "
-    f"{'truth':>6} {'med/truth':>9} {'ceiling':>7} {'eps@delta':>9}"
-)
-
-
-#: what the line of a design under the retired pairs plan ends with, and its rows' alarms column says
-RETIRED = "[retired pairs plan: shown for comparison, not judged]"
-NOT_JUDGED = "(not judged)"
-
-
-def design_line(design: Design, repetitions: int) -> str:
-    """The line above a design's block: what it is, its truth and its m (and, under the retired
-    pairs plan, `RETIRED`)."""
-    truths = f"eps0 {design.epsilon:g}, delta {design.delta:g}"
-    if design.mu is not None:
-        truths += f", mu {design.mu:.4g}"
-    attacks = f", max of {design.attacks} attacks at {design.attacks}-way Bonferroni" if design.attacks > 1 else ""
-    retired = "" if design.judged else f" {RETIRED}"
-    return (
-        f"{design.name} [{design.plan_name} plan] {truths}; m = {design.n_targets} x {design.labels.size} = "
-        f"{design.m} (+ {design.n_runs - design.n_targets} reference runs){attacks}; {repetitions} reps{retired}"
-    )
-
-
-def table_lines(design: Design, found: np.ndarray, ceilings: dict) -> list[str]:
-    """One line per (rule, analysis): alarms (or '-' where descriptive), their rate and 95%
-    Clopper-Pearson interval, the median bound, the truth, their ratio, the ceiling of the rule,
-    and for the Gaussian family the median ε at δ that its μ implies. Under the retired pairs
-    plan (not `Design.judged`) the counts are the same and the line ends with `NOT_JUDGED`."""
-    reps = found.shape[0]
-    lines = []
-    for rule in RULES:
-        for bound in BOUNDS:
-            analysis = bound.name
-            values = values_of(found, rule, analysis)
-            median = float(np.median(values))
-            limit = truth(design, analysis)
-            alarms = false_alarms(design, found, rule, analysis)
-            if alarms is None:
-                counts = f"{'-':>6} {'-':>6} {'(descriptive)':>16}"
-            else:
-                low, high = clopper_pearson(alarms, reps)
-                counts = f"{alarms:>6d} {alarms / reps:>6.3f} {f'[{low:.3f}, {high:.3f}]':>16}"
-            shown_truth = f"{'-':>6}" if limit is None else f"{limit:>6.3g}"
-            ratio = f"{median / limit:>9.2f}" if limit else f"{'-':>9}"
-            eps_at_delta = f"{'-':>9}"
-            if bound.epsilon_key:
-                eps_g = found[:, RULES.index(rule), KEYS.index(bound.epsilon_key)]
-                if not np.isnan(eps_g).any():
-                    eps_at_delta = f"{float(np.median(eps_g)):>9.3f}"
-            note = "" if design.judged or alarms is None else f" {NOT_JUDGED}"
-            lines.append(
-                f"  {rule:<5} {bound.label:<8} {counts} {median:>7.3f} {shown_truth} {ratio} "
-                f"{ceilings[rule, analysis]:>7.3f} {eps_at_delta}{note}"
-            )
-    return lines
-
-
-def power_line(found: np.ndarray, design: Design) -> str:
-    """The power row's medians: certified ε under each rule and ε bound (the verdict's first), and
-    each μ bound against the true μ."""
-    eps_bounds = sorted((b for b in BOUNDS if b.unit == "eps"), key=lambda b: not b.verdict)
-    eps = ", ".join(
-        f"{rule}+{b.name} {np.median(values_of(found, rule, b.name)):.3f}" for rule in RULES for b in eps_bounds
-    )
-    mu = "; ".join(
-        f"median {b.lower_key} "
-        + ", ".join(f"{rule} {np.median(values_of(found, rule, b.name)):.3f}" for rule in RULES)
-        for b in BOUNDS
-        if b.unit == "mu"
-    )
-    return (
-        f"power ({design.name}, eps0 {design.epsilon:g}, delta {design.delta:g}, m = {design.m}): median "
-        f"certified eps {eps}; {mu} (true mu {design.mu:.3f})"
-    )
 
 
 # ---------------------------------------------------------------------------

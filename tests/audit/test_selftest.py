@@ -27,29 +27,31 @@ from audit.stats.epsilon import gaussian_dp_epsilon
 from audit.stats.bounds import ANALYSES, get_bound
 from audit.stats.guesses import RULES, BoundCache, RankedGuesses, tune
 from audit.stats.metrics import MembershipScores
-from audit.stats.selftest import (
+from audit.stats.mechanisms import (
     APPROX_DELTA,
-    LAPLACE_TARGETS,
-    NULL_ATTACKS,
     PUBLISHED_IN,
     PUBLISHED_OUT,
-    RR_TARGETS,
     TOLD_IN,
     TOLD_OUT,
-    Design,
-    attack_bounds,
     class_pool,
-    complement_pair_plan,
-    false_alarms,
     gaussian_mechanism,
     gaussian_mu,
     laplace_class_sum,
     laplace_mechanism,
     laplace_scores,
     null_scores,
-    old_plan,
     published_coin_response,
     randomised_response,
+)
+from audit.stats.selftest import (
+    LAPLACE_TARGETS,
+    NULL_ATTACKS,
+    RR_TARGETS,
+    Design,
+    attack_bounds,
+    complement_pair_plan,
+    false_alarms,
+    old_plan,
     repetition_bounds,
     values_of,
 )
@@ -531,13 +533,15 @@ def test_retired_plan_rows_are_not_judged():
     with pytest.raises(ValueError, match="no judged rows"):
         selftest.verdict(results[1:])
     # its table rows carry the counts and say they are not judged; the design line says why
-    lines = selftest.table_lines(retired, results[1][1], dict.fromkeys(((r, a) for r in RULES for a in ANALYSES), 0.0))
+    lines = selftest_cli.table_lines(
+        retired, results[1][1], dict.fromkeys(((r, a) for r in RULES for a in ANALYSES), 0.0)
+    )
     assert lines[0].split()[:4] == ["tuned", "steinke", "200", "1.000"]
     assert [line.endswith(" (not judged)") for line in lines] == [True, True, False, True, True, False]
-    assert selftest.design_line(retired, 200).endswith(
+    assert selftest_cli.design_line(retired, 200).endswith(
         "; 200 reps [retired pairs plan: shown for comparison, not judged]"
     )
-    assert selftest.design_line(rr(1.0), 200).endswith("; 200 reps")
+    assert selftest_cli.design_line(rr(1.0), 200).endswith("; 200 reps")
 
 
 def leaky_response(keep: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
