@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+
 def audit(runs_dir: Path, *flags: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "audit.lira", "--runs-dir", str(runs_dir), "--quiet", "--executor", "inline", *flags],
