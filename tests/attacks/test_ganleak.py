@@ -385,9 +385,10 @@ def test_ganleak_finds_a_gan_trained_on_a_small_set_and_not_the_same_gan_trained
     # One test for both audits (the power check of the second is the first): 8 runs of the default
     # cgan on 100 digits (50 members each; 4 targets x 100 examples, 4 reference runs), then 4 runs
     # of dpcgan at epsilon 1 on the same 100 digits (a validity check, which holds at any size),
-    # batches of 16 of the 50 members. Neither runs the Powell search (pbb: 2.3 s of a run's ~9; test_the_command_writes_every_ganleak_attack
-    # covers it): measured on 8 cgan runs without it, every figure below as with it (the verdict's
-    # bound 0.226 from ganleak_cal, ganleak_wb AUC 0.676, TPR at 1% FPR 0.082 at 1 false positive).
+    # batches of 16 of the 50 members. Neither runs the Powell search (pbb: 2.3 s of a run's ~9;
+    # test_the_command_writes_every_ganleak_attack covers it): measured on 8 cgan runs without it,
+    # every figure below as with it (the verdict's bound 0.226 from ganleak_cal, ganleak_wb AUC
+    # 0.676, TPR at 1% FPR 0.082 at 1 false positive).
     (tmp_path / "gan").mkdir()
     (tmp_path / "dp").mkdir()
     gan = audit_small_digits(tmp_path / "gan", pool, "--victim", "cgan", "--n-shadow", "8", "--pbb-examples", "0")
