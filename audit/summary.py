@@ -80,9 +80,16 @@ def summarise(
     membership, init_mask = runs.keep[targets], runs.init_mask[targets]
     fair = bound_applies(settings.inclusion_rate)
     accuracies = [m["test_accuracy"] for m in runs.meta]
-    # an attack that scored too few canaries (ganleak_pbb reconstructs only the first rows, none
-    # with --pbb-examples 0) has no canary group
-    unscored = [a for a, s in scores.items() if min(_coins_scored(s, membership, canaries)) < 2]
+    # the audited canaries: the planted ones, else every example. An attack that scored too few of
+    # them (ganleak_pbb reconstructs only the first rows, none with --pbb-examples 0) has no group.
+    columns = canaries.scored if canaries else slice(None)
+    audited = membership[:, columns]
+
+    def too_few(s: np.ndarray) -> bool:
+        seen = ~np.isnan(s[:, columns])
+        return min(int((seen & audited).sum()), int((seen & ~audited).sum())) < 2
+
+    unscored = [a for a, s in scores.items() if too_few(s)]
     identity = _identity(experiment, runs, target_runs=targets.tolist())
     summary = {
         **identity,
@@ -105,7 +112,6 @@ def summarise(
             choices=choices,
         ),
     }
-    columns = canaries.scored if canaries else slice(None)
     summary["verdict"] = (
         verdict_entry(
             {a: s for a, s in scores.items() if a not in unscored},
@@ -133,15 +139,6 @@ def summarise(
     if unscored:
         summary["evaluation"]["attacks_without_canary_scores"] = unscored
     return summary
-
-
-def _coins_scored(scores: np.ndarray, membership: np.ndarray, canaries: CanaryColumns | None) -> tuple[int, int]:
-    """(IN, OUT) coins of the audited canaries (every example without planted canaries) that an
-    attack scored (its scores not NaN)."""
-    if canaries:
-        return canaries.coins_scored(membership, scores)
-    seen = ~np.isnan(scores)
-    return int((seen & membership).sum()), int((seen & ~membership).sum())
 
 
 def release_summary(

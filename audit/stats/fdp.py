@@ -63,10 +63,7 @@ def eps_delta_blow_up_inverse(epsilon: float, delta: float) -> Callable[[float],
 
     Hand check: ε = 0, δ = 0 gives the identity (no privacy loss: an event keeps its probability).
     """
-    if not epsilon >= 0:
-        raise ValueError(f"epsilon must be >= 0, got {epsilon}")
-    if not 0.0 <= delta < 1.0:
-        raise ValueError(f"delta must be in [0, 1), got {delta}")
+    _check_eps_delta(epsilon, delta)
     up, down = math.exp(epsilon), math.exp(-epsilon)
 
     def inverse(y: float) -> float:
@@ -77,8 +74,7 @@ def eps_delta_blow_up_inverse(epsilon: float, delta: float) -> Callable[[float],
 
 def gaussian_blow_up_inverse(mu: float) -> Callable[[float], float]:
     """B⁻¹ of μ-GDP: y -> Φ(Φ⁻¹(y) - μ) (0 at y <= 0, 1 at y >= 1)."""
-    if not (math.isfinite(mu) and mu >= 0):
-        raise ValueError(f"mu must be finite and >= 0, got {mu}")
+    _check_mu(mu)
 
     def inverse(y: float) -> float:
         if y <= 0.0:
@@ -107,6 +103,18 @@ def fdp_rejects(blow_up_inverse: Callable[[float], float], *, m: int, guesses: i
     return r + h > guesses / m
 
 
+def _check_eps_delta(epsilon: float, delta: float) -> None:
+    if not epsilon >= 0:
+        raise ValueError(f"epsilon must be >= 0, got {epsilon}")
+    if not 0.0 <= delta < 1.0:
+        raise ValueError(f"delta must be in [0, 1), got {delta}")
+
+
+def _check_mu(mu: float) -> None:
+    if not (math.isfinite(mu) and mu >= 0):
+        raise ValueError(f"mu must be finite and >= 0, got {mu}")
+
+
 def _check_counts(*, m: int, guesses: int, correct: int, alpha: float) -> None:
     if not 0 <= correct <= guesses <= m or m < 1:
         raise ValueError(f"need 0 <= correct <= guesses <= m and m >= 1, got {correct}, {guesses}, {m}")
@@ -124,7 +132,7 @@ def eps_delta_rejects(epsilon: float, delta: float, *, m: int, guesses: int, cor
 
     One rewrite that changes no answer: `max(h, max(0, a, b)) == h` exactly when `max(a, b) <= h`,
     since h >= 0 throughout, and a step that leaves h unchanged ends the loop (module docstring)."""
-    eps_delta_blow_up_inverse(epsilon, delta)  # the same checks
+    _check_eps_delta(epsilon, delta)
     _check_counts(m=m, guesses=guesses, correct=correct, alpha=alpha)
     if correct == 0:
         return False
@@ -147,7 +155,7 @@ def gaussian_rejects(mu: float, *, m: int, guesses: int, correct: int, alpha: fl
     """`fdp_rejects(gaussian_blow_up_inverse(mu), ...)` with the inverse written into the loop, as
     `eps_delta_rejects` (the same answers; r > 0 throughout, so only the r >= 1 end needs a branch):
     20 repetitions of the self-test's Gaussian design at ε0 = 4 took 2.0 s against 3.7 s."""
-    gaussian_blow_up_inverse(mu)  # the same checks
+    _check_mu(mu)
     _check_counts(m=m, guesses=guesses, correct=correct, alpha=alpha)
     if correct == 0:
         return False
