@@ -1,0 +1,388 @@
+"""The claimed mechanism's own trade-off curve: the f-DP one-run test (`audit.stats.fdp`) against the
+curve of the very mechanism a DP victim's accountant composes, a Poisson-subsampled Gaussian with
+public noise multiplier σ, sampling rate q and T steps (the Gaussian mechanism G_{√T/σ} when q = 1).
+
+Why a second test. The verdict tests the canaries against f_{ε,δ}, the weakest curve any (ε, δ)-DP
+mechanism may have. A DP victim claims more than (ε, δ): its accountant states one mechanism, and
+that mechanism's curve lies well above f_{ε,δ} (a subsampled Gaussian spends its δ over a range of
+ε, not at one kink), so the same canaries reject it sooner. Two figures come from it:
+
+* **whether the claimed mechanism is rejected**: the implementation leaks more than its own
+  accounting allows (too little noise, no clipping, a wrong rate or step count told to the
+  accountant). It is a statement about (σ, q, T), not about ε.
+* **the strongest member of the family the canaries rule out**: with q and T fixed, the smallest
+  noise multiplier σ* whose curve is rejected (every σ ≥ σ* is rejected, below), and the ε that σ*
+  would spend at the audit's δ (`MechanismFamily.epsilon`). That ε is relative to the family: it
+  says "if this pipeline is a subsampled Gaussian at this rate and step count, its ε is at least
+  that", and nothing about a pipeline of another kind.
+
+Validity (what is assumed). The theorem of `audit.stats.fdp` holds for any trade-off function f
+for which the released output is f-DP under adding or removing one canary, canaries included by
+independent fair coins and guesses made without the judged coins. Here:
+
+1. The auditor's whole view (the final model, or every noisy release for a white-box audit) is a
+   post-processing of T adaptively composed releases, each a Poisson-subsampled Gaussian at (σ, q)
+   of sums clipped to norm C (adaptive composition of trade-off functions, Dong, Roth and Su 2022,
+   Thm 3.2; post-processing, their Prop 2.8). This is the accountant's own assumption: the test
+   asks whether the implementation meets it.
+2. The curve is computed pessimistically, never above the true one (`tradeoff_points`): per step
+   the privacy loss L = log(1 - q + q e^{(2x - 1)/(2σ²)}) of the remove pair P = (1-q) N(0, σ²) +
+   q N(1, σ²), Q = N(0, σ²) is rounded UP onto a grid (`LOSS_RESOLUTION`), P-mass beyond the
+   grid goes to +∞ (a loss Q never produces) and the Q-mass the rounding takes away to -∞ (a loss
+   P never produces). Rounding the loss up raises every hockey-stick divergence H_{e^ε}(P‖Q) and
+   H_{e^ε}(Q‖P), for every real ε (a pointwise check per grid cell), hence lowers the trade-off
+   curve T(P, Q)(α) = sup_ε 1 - H_{e^ε}(Q‖P) - e^ε α; composition keeps the order (tensor products
+   of trade-off functions are monotone, Dong et al. Lemma C.1), and so does the same rounding
+   after each convolution (mass below the composed grid is moved up to its first point). The
+   remaining error is floating point (~1e-15 per value).
+3. Add and remove: the relation is symmetric, so the mechanism is f-DP for f = min(T(P,Q),
+   T(Q,P)) = min(f_rem, f_rem⁻¹), and for its lower convex envelope, the curve used here (what
+   Zhu, Dong and Wang 2022 show is tight for Poisson subsampling).
+4. The smallest rejected σ*: a larger σ is a post-processing of a smaller one (add independent
+   noise), so the true curves increase with σ and so does the test's rejection (`audit.stats.fdp`:
+   a pointwise larger inverse blow-up is rejected whenever a smaller one is). The search
+   (`smallest_rejected_noise`) bisects over the fixed grid `NOISE_GRID`, so σ* is a grid point;
+   tests/audit/test_mechanism.py checks that the discretised curves are ordered in σ on it.
+
+Not assumed: that the pipeline is a subsampled Gaussian at all. If it is something else, the
+rejection of (σ, q, T) still says its releases are not what the accountant composed; only the ε
+of σ* is then meaningless (it is labelled relative to the family).
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy import signal, special
+
+from audit.stats import fdp
+from audit.stats.epsilon import gaussian_dp_epsilon
+
+#: spacing of the privacy-loss grid, as a share of the composed loss's standard deviation over T: the
+#: rounding up moves the composed loss by at most T·Δ = LOSS_RESOLUTION standard deviations
+LOSS_RESOLUTION = 0.05
+#: the most points a loss grid may have: a mechanism too leaky for LOSS_RESOLUTION within it gets a coarser
+#: grid (still pessimistic)
+MOST_GRID_POINTS = 1_000_000
+#: the composed loss grid spans its mean ± this many standard deviations (from 0 where the mean is
+#: above that); mass beyond its top counts as infinite loss, mass below its bottom is rounded up onto
+#: it (both pessimistic)
+LOSS_SPAN_SDS = 10.0
+#: the noise multipliers the family search bisects over: 1% apart from 0.05 to 100
+NOISE_GRID = tuple(float(s) for s in np.geomspace(0.05, 100.0, int(round(math.log(2000.0) / math.log(1.01))) + 1))
+
+
+@dataclass(frozen=True)
+class SubsampledGaussian:
+    """T Poisson-subsampled Gaussian steps at noise multiplier σ and rate q: what a DP victim's
+    accountant composes (sensitivity 1 after dividing by the clipping norm)."""
+
+    noise_multiplier: float
+    sample_rate: float
+    steps: int
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.noise_multiplier) and self.noise_multiplier > 0):
+            raise ValueError(f"noise_multiplier must be a positive number, got {self.noise_multiplier}")
+        if not 0.0 < self.sample_rate <= 1.0:
+            raise ValueError(f"sample_rate must be in (0, 1], got {self.sample_rate}")
+        if int(self.steps) != self.steps or self.steps < 1:
+            raise ValueError(f"steps must be an integer >= 1, got {self.steps}")
+
+    @property
+    def full_batch(self) -> bool:
+        return self.sample_rate == 1.0
+
+    @property
+    def mu(self) -> float:
+        """√T / σ: the mechanism is exactly μ-GDP with this μ when q = 1 (composition of Gaussians)."""
+        return math.sqrt(self.steps) / self.noise_multiplier
+
+    def with_noise(self, noise_multiplier: float) -> SubsampledGaussian:
+        return replace(self, noise_multiplier=float(noise_multiplier))
+
+    def to_json(self) -> dict:
+        return {"noise_multiplier": self.noise_multiplier, "sample_rate": self.sample_rate, "steps": int(self.steps)}
+
+    @classmethod
+    def of(cls, record: dict) -> SubsampledGaussian:
+        return cls(float(record["noise_multiplier"]), float(record["sample_rate"]), int(record["steps"]))
+
+
+@dataclass(frozen=True)
+class LossDistribution:
+    """A composed privacy loss ℓ = log(dA/dB) under A, pessimistic: A-masses `a` at losses
+    `index · step` (ascending), the rest of A at ℓ = +∞ (where B has none); B-masses e^{-ℓ} a at
+    each, the rest of B at ℓ = -∞ (where A has none)."""
+
+    step: float
+    index: np.ndarray  # int64 [n]
+    a: np.ndarray  # float64 [n]
+
+    @property
+    def losses(self) -> np.ndarray:
+        return self.index * self.step
+
+    @property
+    def b(self) -> np.ndarray:
+        return self.a * np.exp(-self.losses)
+
+    @property
+    def a_infinite(self) -> float:
+        return max(0.0, 1.0 - float(self.a.sum()))
+
+    def hockey_stick(self, epsilon: float) -> float:
+        """H_{e^ε}(A‖B) = E_A[(1 - e^{ε - ℓ})+] (+∞ losses count 1): an upper bound on the true one."""
+        return float((self.a * -np.expm1(np.minimum(epsilon - self.losses, 0.0))).sum()) + self.a_infinite
+
+    def tradeoff(self) -> tuple[np.ndarray, np.ndarray]:
+        """Vertices (α ascending, β descending) of T(B, A), pessimistic: the tests rejecting B on the
+        highest losses, α = B-mass rejected, β = A-mass accepted; exact at α = 0 (f(0) = 1 - A's
+        mass at +∞)."""
+        alpha = np.concatenate([[0.0, 0.0], np.cumsum(self.b[::-1]), [1.0]])
+        below = np.concatenate([np.cumsum(self.a)[::-1], [0.0]])  # A-mass at or below each loss, then 0
+        beta = np.concatenate([[1.0], below, [0.0]])
+        return alpha, beta
+
+
+class _Side:
+    """One step of the pair P = (1 - q) N(0, σ²) + q N(1, σ²) (the canary in), Q = N(0, σ²) (out),
+    seen from A = P (`remove`: ℓ = L(x)) or A = Q (ℓ = -L(x)), where the privacy loss
+    L(x) = log(1 - q + q e^{(2x - 1)/(2σ²)}) increases in x."""
+
+    def __init__(self, mechanism: SubsampledGaussian, *, remove: bool) -> None:
+        self.sigma, self.q, self.remove = mechanism.noise_multiplier, mechanism.sample_rate, remove
+        self.x_low, self.x_high = -LOSS_SPAN_SDS * self.sigma, (1.0 if remove else 0.0) + LOSS_SPAN_SDS * self.sigma
+
+    def L(self, x: np.ndarray) -> np.ndarray:
+        shift = (2.0 * x - 1.0) / (2.0 * self.sigma**2)
+        return shift if self.q == 1.0 else np.log1p(self.q * np.expm1(shift))
+
+    def x_of(self, loss: np.ndarray) -> np.ndarray:
+        """The x with L(x) = `loss` (-∞ for a loss below every L)."""
+        if self.q == 1.0:
+            return self.sigma**2 * loss + 0.5
+        arg = np.expm1(loss) + self.q
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = self.sigma**2 * (np.log(arg) - math.log(self.q)) + 0.5
+        return np.where(arg > 0, x, -np.inf)
+
+    def x_cdf(self, x: np.ndarray) -> np.ndarray:
+        """A's cdf in x."""
+        if self.remove:
+            return (1.0 - self.q) * special.ndtr(x / self.sigma) + self.q * special.ndtr((x - 1.0) / self.sigma)
+        return special.ndtr(x / self.sigma)
+
+    def loss_cdf(self, v: np.ndarray) -> np.ndarray:
+        """A[ℓ <= v]."""
+        if self.remove:
+            return self.x_cdf(self.x_of(v))
+        return special.ndtr(-self.x_of(-v) / self.sigma)  # Q[L(x) >= -v] = Q[x >= x_of(-v)]
+
+    def loss_range(self) -> tuple[float, float]:
+        ends = self.L(np.array([self.x_low, self.x_high]))
+        return (float(ends[0]), float(ends[1])) if self.remove else (float(-ends[1]), float(-ends[0]))
+
+    def moments(self) -> tuple[float, float]:
+        """The mean and standard deviation of ℓ under A (a fine midpoint sum; they size the grid)."""
+        edges = np.linspace(self.x_low, self.x_high, 200_001)
+        mass = np.diff(self.x_cdf(edges))
+        loss = self.L((edges[1:] + edges[:-1]) / 2) * (1.0 if self.remove else -1.0)
+        mean = float((mass * loss).sum() / mass.sum())
+        return mean, math.sqrt(max(float((mass * (loss - mean) ** 2).sum() / mass.sum()), 0.0))
+
+    def pmf(self, step: float) -> tuple[int, np.ndarray]:
+        """ℓ rounded UP onto multiples of `step`: (first index, masses); A's mass above the range is
+        left out (+∞), the mass below it rounded up onto its first point."""
+        bottom, top = self.loss_range()
+        low, high = int(math.floor(bottom / step)), int(math.ceil(top / step))
+        cumulative = self.loss_cdf(np.arange(low, high + 1) * step)  # cell k: losses ((k-1)Δ, kΔ]
+        masses = np.diff(cumulative)
+        masses[0] += cumulative[0]
+        return low + 1, np.clip(masses, 0.0, None)
+
+
+def _convolve(a: tuple[int, np.ndarray], b: tuple[int, np.ndarray], window: tuple[int, int]):
+    """The pmf of the sum of two grid losses, kept on [window): below it rounded up onto its first
+    point, above it dropped (to +∞)."""
+    start = a[0] + b[0]
+    masses = np.clip(signal.fftconvolve(a[1], b[1]), 0.0, None)
+    low, high = window
+    first, last = max(start, low), min(start + masses.size, high)
+    kept = masses[first - start : last - start].copy()
+    kept[0] += masses[: max(0, low - start)].sum()
+    return first, kept
+
+
+@functools.lru_cache(maxsize=1024)
+def loss_distribution(mechanism: SubsampledGaussian, *, remove: bool) -> LossDistribution:
+    """The T-fold composed privacy loss seen from P (`remove`) or from Q, pessimistic (module
+    docstring, 2), on a grid of spacing Δ = LOSS_RESOLUTION · sd / √T (sd: one step's), composed
+    by repeated squaring."""
+    one = _Side(mechanism, remove=remove)
+    mean, sd = one.moments()
+    T = mechanism.steps
+    half = LOSS_SPAN_SDS * sd * math.sqrt(T)
+    # partial sums of j <= T steps lie within j·mean ± half, inside this window
+    low, high = min(0.0, T * mean) - half, max(0.0, T * mean) + half
+    bottom, top = one.loss_range()
+    step = max(LOSS_RESOLUTION * max(sd, 1e-12) / math.sqrt(T), (max(high, top) - min(low, bottom)) / MOST_GRID_POINTS)
+    window = (int(math.floor(low / step)), int(math.ceil(high / step)) + 1)
+    power = one.pmf(step)
+    result, n = None, T
+    while n:
+        if n & 1:
+            result = power if result is None else _convolve(result, power, window)
+        n >>= 1
+        if n:
+            power = _convolve(power, power, window)
+    first, kept = result
+    return LossDistribution(step=step, index=first + np.arange(kept.size, dtype=np.int64), a=kept)
+
+
+def _lowest_per_x(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.lexsort((ys, xs))
+    xs, ys = xs[order], ys[order]
+    first = np.concatenate([[True], xs[1:] != xs[:-1]])
+    return xs[first], ys[first]
+
+
+def _upper_envelope(one: tuple[np.ndarray, np.ndarray], other: tuple[np.ndarray, np.ndarray]):
+    """Vertices of max(f, g) of two piecewise-linear functions on [0, 1] (crossings included)."""
+    f, g = _lowest_per_x(*one), _lowest_per_x(*other)
+    xs = np.union1d(f[0], g[0])
+    yf, yg = np.interp(xs, *f), np.interp(xs, *g)
+    gap = yf - yg
+    cross = np.flatnonzero(gap[:-1] * gap[1:] < 0)
+    t = gap[cross] / (gap[cross] - gap[cross + 1])
+    cx = xs[cross] + t * (xs[cross + 1] - xs[cross])
+    cy = yf[cross] + t * (yf[cross + 1] - yf[cross])
+    return _lowest_per_x(np.concatenate([xs, cx]), np.concatenate([np.maximum(yf, yg), cy]))
+
+
+@functools.lru_cache(maxsize=1024)
+def tradeoff_points(mechanism: SubsampledGaussian) -> tuple[np.ndarray, np.ndarray]:
+    """The vertices (α ascending, β descending) of the symmetrised, pessimistic trade-off curve
+    (module docstring, 3): g = max(T̃(P, Q), T̃(Q, P)⁻¹), two lower bounds on T(P, Q), each exact
+    at one end (T̃(P, Q) from the loss seen from Q, T̃(Q, P) from the loss seen from P), then the
+    lower convex envelope of min(g, g⁻¹)."""
+    rem = loss_distribution(mechanism, remove=False).tradeoff()  # T(P, Q): A = Q, B = P
+    add = loss_distribution(mechanism, remove=True).tradeoff()  # T(Q, P): A = P, B = Q
+    g = _upper_envelope(rem, (add[1], add[0]))
+    xs, ys = np.concatenate([g[0], g[1]]), np.concatenate([g[1], g[0]])
+    return _lower_hull(xs, ys)
+
+
+def _lower_hull(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The lower convex hull of points: qhull's hull, walked counter-clockwise from its lowest
+    vertex at the smallest x to its lowest vertex at the largest x."""
+    from scipy.spatial import ConvexHull
+
+    xs, ys = _lowest_per_x(xs, ys)
+    points = np.column_stack([xs, ys])
+    if points.shape[0] < 3:
+        return xs, ys
+    try:
+        vertices = ConvexHull(points).vertices  # counter-clockwise
+    except Exception:  # all points on one line: that line is the hull
+        return xs[[0, -1]], ys[[0, -1]]
+    hx, hy = xs[vertices], ys[vertices]
+    start = int(np.lexsort((hy, hx))[0])  # the lowest vertex at the smallest x
+    walk = np.roll(vertices, -start)
+    wx, wy = xs[walk], ys[walk]
+    end = int(np.lexsort((wy, -wx))[0])  # the lowest vertex at the largest x
+    chain = walk[: end + 1]
+    return xs[chain], ys[chain]
+
+
+@functools.lru_cache(maxsize=512)
+def _blow_up_table(mechanism: SubsampledGaussian) -> tuple[list[float], list[float]]:
+    """(β ascending, α descending) of the curve's strictly decreasing part, for B⁻¹ lookups."""
+    alpha, beta = tradeoff_points(mechanism)
+    end = int(np.argmax(beta <= 0.0)) if (beta <= 0.0).any() else beta.size - 1
+    return beta[: end + 1][::-1].tolist(), alpha[: end + 1][::-1].tolist()
+
+
+def blow_up_inverse(mechanism: SubsampledGaussian):
+    """B⁻¹(y) = inf{x : f(x) <= 1 - y} of the mechanism's curve f: exact G_μ for q = 1
+    (`audit.stats.fdp.gaussian_blow_up_inverse`), else read off `tradeoff_points`."""
+    if mechanism.full_batch:
+        return fdp.gaussian_blow_up_inverse(mechanism.mu)
+    betas, alphas = _blow_up_table(mechanism)
+
+    def inverse(y: float) -> float:
+        target = 1.0 - y
+        if target <= betas[0]:
+            return min(1.0, alphas[0])  # f reaches 0 (or below the target) there: the smallest such x
+        if target >= betas[-1]:
+            return 0.0
+        i = bisect.bisect_left(betas, target)
+        b0, b1, a0, a1 = betas[i - 1], betas[i], alphas[i - 1], alphas[i]
+        return min(1.0, a0 + (a1 - a0) * (target - b0) / (b1 - b0))
+
+    return inverse
+
+
+def rejects(mechanism: SubsampledGaussian, *, m: int, guesses: int, correct: int, alpha: float) -> bool:
+    """Whether `correct` right guesses of `guesses` among `m` canaries reject, at level `alpha`, that
+    the output is f-DP for the mechanism's own curve (the f-DP test of `audit.stats.fdp`)."""
+    if mechanism.full_batch:
+        return fdp.gaussian_rejects(mechanism.mu, m=m, guesses=guesses, correct=correct, alpha=alpha)
+    return fdp.fdp_rejects(blow_up_inverse(mechanism), m=m, guesses=guesses, correct=correct, alpha=alpha)
+
+
+def epsilon_at(mechanism: SubsampledGaussian, delta: float) -> float:
+    """The mechanism's ε at δ: exact for q = 1 (μ-GDP, `gaussian_dp_epsilon`); else from the
+    pessimistic loss distribution, the smallest ε with max(H_{e^ε}(P‖Q), H_{e^ε}(Q‖P)) <= δ (an upper
+    bound on the true ε, within the grid's resolution of it)."""
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    if mechanism.full_batch:
+        return float(gaussian_dp_epsilon(mechanism.mu, delta))
+    from_p, from_q = loss_distribution(mechanism, remove=True), loss_distribution(mechanism, remove=False)
+
+    def delta_of(epsilon: float) -> float:
+        return max(from_p.hockey_stick(epsilon), from_q.hockey_stick(epsilon))
+
+    if delta_of(0.0) <= delta:
+        return 0.0
+    low, high = 0.0, 1.0
+    while delta_of(high) > delta:
+        low, high = high, 2.0 * high
+        if high > 1e4:
+            return math.inf
+    for _ in range(50):
+        middle = (low + high) / 2
+        low, high = (low, middle) if delta_of(middle) <= delta else (middle, high)
+    return high
+
+
+def smallest_rejected_noise(
+    sample_rate: float, steps: int, *, m: int, guesses: int, correct: int, alpha: float
+) -> float | None:
+    """The smallest noise multiplier σ* of `NOISE_GRID` whose mechanism (σ*, `sample_rate`,
+    `steps`) the guesses reject at level `alpha` (every larger σ is rejected too, module docstring
+    4); None if not even the largest grid σ is. For q = 1 the exact Gaussian search instead:
+    σ* = √T / μ* for the largest rejected μ* (`audit.stats.fdp.gaussian_one_run_mu`)."""
+    if sample_rate == 1.0:
+        mu = fdp.gaussian_one_run_mu(m=m, guesses=guesses, correct=correct, alpha=alpha)
+        return None if mu == 0.0 else (0.0 if math.isinf(mu) else math.sqrt(steps) / mu)
+
+    def rejected(i: int) -> bool:
+        mechanism = SubsampledGaussian(NOISE_GRID[i], sample_rate, steps)
+        return rejects(mechanism, m=m, guesses=guesses, correct=correct, alpha=alpha)
+
+    top = len(NOISE_GRID) - 1
+    if not rejected(top):
+        return None
+    if rejected(0):
+        return NOISE_GRID[0]
+    low, high = 0, top  # not rejected at low, rejected at high
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if rejected(middle) else (middle, high)
+    return NOISE_GRID[high]
