@@ -11,9 +11,10 @@ import numpy as np
 from attacks import cross_entropy, dcr_scores, logit_confidence
 from attacks.ganleak import RECON_KINDS
 from attacks.registry import get_attack
-from audit.stats.bounds import ANALYSES, SUMMARY_KEYS, VERDICT_BOUND
+from audit.stats.bounds import SUMMARY_KEYS, VERDICT_BOUND
 from audit.stats.epsilon import bound_applies
-from audit.stats.guesses import RankedGuesses, tune
+from audit.stats.guesses import RankedGuesses, applicable, tune
+from audit.stats.mechanism import SubsampledGaussian
 from audit.stats.metrics import MembershipScores
 from shadow_runs.plan import shadow_mask
 from shadow_runs.records import CanaryColumns
@@ -169,13 +170,15 @@ def choose_on_references(
     m: int,
     delta: float,
     confidence: float,
+    mechanism: SubsampledGaussian | None = None,
 ) -> ReferenceChoice | None:
     """Score the reference runs as pseudo-targets (`pseudo_target_scores`) on `columns` (the group
     the bound is on: every example, or the canary records) and choose, from their public coins
     alone: the views (for an attack with query views, the variant whose predicted verdict's bound,
     `VERDICT_BOUND`, is larger, then the one further above chance), and per registered bound the
-    guess count for the real targets' `m` (`audit.stats.guesses.tune`). None if too few references
-    remain (`can_choose_on_references`): the audit then falls back to the grid."""
+    guess count for the real targets' `m` (`audit.stats.guesses.tune`; the claimed mechanism's own
+    curve too when the runs record a `mechanism`). None if too few references remain
+    (`can_choose_on_references`): the audit then falls back to the grid."""
     if not can_choose_on_references(runs, attack, targets):
         return None
     spec = get_attack(attack)
@@ -187,7 +190,10 @@ def choose_on_references(
         if not (keep & scored).any() or not (~keep & scored).any():
             return None
         ranked = RankedGuesses.of(scores[keep & scored], scores[~keep & scored], rng=np.random.default_rng(0))
-        tuned = {a: tune(ranked, m=m, analysis=a, delta=delta, confidence=confidence) for a in ANALYSES}
+        tuned = {
+            a: tune(ranked, m=m, analysis=a, delta=delta, confidence=confidence, mechanism=mechanism)
+            for a in applicable(mechanism, delta)
+        }
         verdict = tuned[VERDICT_BOUND.name]
         choice = ReferenceChoice(
             views, {a: t.guesses for a, t in tuned.items()}, verdict.predicted, verdict.z, len(pseudo)
@@ -208,6 +214,7 @@ def attack_summary(
     fair_coins: bool = True,
     canaries: CanaryColumns | None = None,
     choice: ReferenceChoice | None = None,
+    mechanism: SubsampledGaussian | None = None,
 ) -> dict:
     """Metrics of scores [T, n] pooled over targets, with the one-run ε bound and ceiling when the
     plan's coins are fair (`fair_coins`; otherwise `eps_lower` and `eps_ceiling` are null).
@@ -228,7 +235,8 @@ def attack_summary(
     `choice` (`choose_on_references`) gives the top-level group's guess counts ("tuned"); without
     it they come from the grid. The `natural` group of a canary audit always uses the grid. The
     top-level group's bounds break ties in an order seeded by `seed` alone (`tie_order`), as the
-    verdict (`audit.summary.verdict_entry`) and the report do, so all three agree."""
+    verdict (`audit.summary.verdict_entry`) and the report do, so all three agree. The claimed
+    `mechanism` (`claimed_mechanism`) adds its own curve's bound to the top-level group."""
     tuned = None if choice is None else choice.tuned
     if canaries is None:
         return _group_summary(
@@ -241,6 +249,7 @@ def attack_summary(
             epsilon=fair_coins,
             tuned=tuned,
             tie_rng=tie_order(seed),
+            mechanism=mechanism,
         )
     canary_cols, natural_cols = canaries.scored, canaries.natural
     canary_rng, natural_rng = np.random.default_rng(seed).spawn(2)
@@ -254,6 +263,7 @@ def attack_summary(
         epsilon=fair_coins and canaries.single_rows,
         tuned=tuned,
         tie_rng=tie_order(seed),
+        mechanism=mechanism,
     )
     if np.isnan(scores[:, natural_cols]).all():  # a white-box attack scores the canaries only: no natural entry
         return summary
@@ -290,6 +300,7 @@ def _group_summary(
     epsilon: bool,
     tuned: dict | None = None,
     tie_rng: np.random.Generator | None = None,
+    mechanism: SubsampledGaussian | None = None,
 ) -> dict:
     """`attack_summary` of one group of examples (columns), sub-groups by `init_mask` if given."""
     scored = ~np.isnan(scores)  # an attack may score only some examples (ganleak_pbb); the others are NaN
@@ -298,7 +309,9 @@ def _group_summary(
     pooled = MembershipScores(scores[membership], nonmember)
     if tuned is not None and max(g.total for g in tuned.values()) > pooled.member.size + pooled.nonmember.size:
         tuned = None  # fewer canaries scored than the targets' m the counts were tuned for (a partial attack)
-    summary = pooled.summary(delta=delta, confidence=confidence, rng=rng, epsilon=epsilon, tuned=tuned, tie_rng=tie_rng)
+    summary = pooled.summary(
+        delta=delta, confidence=confidence, rng=rng, epsilon=epsilon, tuned=tuned, tie_rng=tie_rng, mechanism=mechanism
+    )
     if not epsilon:
         summary.update(
             {
@@ -333,14 +346,25 @@ def score_attacks(
     """(attack -> scores [T, n], attack -> ReferenceChoice or None) for the attacks these runs can
     score. When the top-level group (`columns`) gets a one-run bound (`bounded`), each attack's
     views and guess counts are first chosen on the reference runs (`choose_on_references`), and
-    the targets are scored with the chosen views; otherwise with every view and no choice."""
+    the targets are scored with the chosen views; otherwise with every view and no choice. The
+    counts include the claimed mechanism's own curve where the target runs record one
+    (`claimed_mechanism`)."""
     columns = np.arange(runs.keep.shape[1])[columns]
+    mechanism = claimed_mechanism(runs, targets)
     m = len(np.asarray(targets).reshape(-1)) * len(columns)
     scores, choices = {}, {}
     for attack in runs.available(attacks):
         choice = (
             choose_on_references(
-                runs, attack, targets, variance=variance, columns=columns, m=m, delta=delta, confidence=confidence
+                runs,
+                attack,
+                targets,
+                variance=variance,
+                columns=columns,
+                m=m,
+                delta=delta,
+                confidence=confidence,
+                mechanism=mechanism,
             )
             if bounded
             else None
@@ -358,6 +382,16 @@ def verdict_attack(choices: dict) -> str | None:
     order. None when no attack could be tuned (the verdict then pays for every attack, Bonferroni)."""
     tuned = [(c.predicted, c.z, -i, a) for i, (a, c) in enumerate(choices.items()) if c is not None]
     return max(tuned)[3] if tuned else None
+
+
+def claimed_mechanism(runs: StoredRuns, targets) -> SubsampledGaussian | None:
+    """The mechanism the target runs' accountant composed (`mechanism` in their metadata: noise
+    multiplier, sampling rate and steps, `victims.base.Observations.mechanism`), when every target
+    run records the same one; None otherwise (a victim that records none, or runs that differ)."""
+    records = [runs.meta[int(t)].get("mechanism") for t in np.asarray(targets).reshape(-1)]
+    if not records or any(r is None or r != records[0] for r in records):
+        return None
+    return SubsampledGaussian.of(records[0])
 
 
 def run_delta(runs: StoredRuns) -> float | None:

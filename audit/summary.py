@@ -15,12 +15,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from audit.claim import Claim
-from audit.evaluate import StoredRuns, attack_summary, run_delta, tie_order, top_level_bounded, verdict_attack
+from audit.evaluate import (
+    StoredRuns,
+    attack_summary,
+    claimed_mechanism,
+    run_delta,
+    tie_order,
+    top_level_bounded,
+    verdict_attack,
+)
 from audit.releases.inputs import ReleaseInputs
 from audit.releases.target import TARGET
-from audit.stats.bounds import VERDICT_BOUND
+from audit.stats.bounds import MECHANISM, VERDICT_BOUND
 from audit.stats.epsilon import bound_applies, unfair_coins_reason
-from audit.stats.guesses import verdict_bound
+from audit.stats.guesses import applicable, mechanism_verdict, verdict_bound
+from audit.stats.mechanism import SubsampledGaussian
 from shadow_runs.plan import PLAN
 from shadow_runs.records import CanaryColumns
 
@@ -91,6 +100,7 @@ def summarise(
 
     unscored = [a for a, s in scores.items() if too_few(s)]
     identity = _identity(experiment, runs, target_runs=targets.tolist())
+    mechanism = claimed_mechanism(runs, targets) if fair else None
     summary = {
         **identity,
         "utility": {"test_accuracy": float(np.mean(accuracies)), "test_accuracy_std": float(np.std(accuracies))},
@@ -110,6 +120,7 @@ def summarise(
             canaries=canaries,
             settings=settings,
             choices=choices,
+            mechanism=mechanism,
         ),
     }
     summary["verdict"] = (
@@ -120,6 +131,7 @@ def summarise(
             choices or {},
             delta=identity["delta"] or 0.0,
             settings=settings,
+            mechanism=mechanism,
         )
         if top_level_bounded(settings.inclusion_rate, canaries)
         else None
@@ -219,6 +231,7 @@ def attacks_summary(
     settings: EvaluationSettings,
     canaries: CanaryColumns | None = None,
     choices: dict | None = None,
+    mechanism: SubsampledGaussian | None = None,
 ) -> dict:
     """attack -> `attack_summary` of its scores, with `reference_choice`: what the reference runs
     chose for it (views, guess counts) or null. The bound uses `delta` (the victim's, 0 for
@@ -241,6 +254,7 @@ def attacks_summary(
                 fair_coins=fair,
                 canaries=canaries,
                 choice=choice,
+                mechanism=mechanism,
             ),
             "reference_choice": None if choice is None else choice.to_json(),
         }
@@ -255,12 +269,15 @@ def verdict_entry(
     *,
     delta: float,
     settings: EvaluationSettings,
+    mechanism: SubsampledGaussian | None = None,
 ) -> dict | None:
     """summary.json's `verdict`: the one ε lower bound an ε verdict rests on, paid for
     (`audit.stats.guesses.verdict_bound`): the attack, views and f_{ε,δ} guess count the reference
     runs chose, at the full confidence; or, when no attack could be tuned, the largest of every
     attack's grid bounds at the confidence split across them. Only attacks that scored every
-    canary take part. `candidates` lists them."""
+    canary take part. `candidates` lists them. With a claimed `mechanism` (and δ > 0), `mechanism`
+    holds the test of its own curve (`audit.stats.guesses.mechanism_verdict`) on the same attack
+    with its own tuned count (or the grid, paid for the same way); else null."""
     groups = {}
     for attack, s in scores.items():
         s, keep = s[:, columns], membership[:, columns]
@@ -281,6 +298,19 @@ def verdict_entry(
     )
     entry["views"] = tunable[chosen].views if chosen else None
     entry["candidates"] = sorted(tunable) if chosen else sorted(groups)
+    entry["mechanism"] = (
+        mechanism_verdict(
+            groups,
+            chosen=chosen,
+            guesses=tunable[chosen].tuned.get(MECHANISM.name) if chosen else None,
+            mechanism=mechanism,
+            delta=delta,
+            confidence=settings.confidence,
+            rng_of=lambda a: tie_order([settings.seed, zlib.crc32(a.encode())]),
+        )
+        if MECHANISM.name in applicable(mechanism, delta)
+        else None
+    )
     return entry
 
 

@@ -54,6 +54,9 @@ class Observations:
     # white-box runs only: float32 [steps, canaries], each canary's projection of each noisy release (victims.whitebox)
     whitebox: np.ndarray | None = None
     whitebox_mechanism: dict | None = None  # with `whitebox`: the mechanism's public noise_multiplier and sample_rate
+    # the mechanism the accountant composed, when it is T Poisson-subsampled Gaussian steps at one (sigma, q):
+    # {"noise_multiplier", "sample_rate", "steps"}; the audit tests its own curve (audit.stats.mechanism)
+    mechanism: dict | None = None
 
     def __post_init__(self) -> None:
         if self.logits.ndim != 3:
@@ -80,6 +83,10 @@ class Observations:
                 )
         if (self.whitebox is None) != (self.whitebox_mechanism is None):
             raise ValueError("whitebox and whitebox_mechanism come together")
+        if self.mechanism is not None and set(self.mechanism) != {"noise_multiplier", "sample_rate", "steps"}:
+            raise ValueError(
+                f"mechanism must hold noise_multiplier, sample_rate and steps, got {sorted(self.mechanism)}"
+            )
         if self.whitebox is not None:
             object.__setattr__(self, "whitebox", np.asarray(self.whitebox, dtype=np.float32))
             if self.whitebox.ndim != 2:
@@ -90,7 +97,7 @@ class Observations:
         meta)`): the arrays of its .npz (`logits`, `init_idx`, `recon_loss_<kind>` float32 for each
         reconstruction kind, `release_x` and `release_y` where the victim releases a set), and the
         metadata of its .json: `meta` (the executor's: run, seed, wall time, ...) followed by
-        `formal_epsilon`, `delta` and `test_accuracy`."""
+        `formal_epsilon`, `delta` and `test_accuracy` (and `whitebox_mechanism`, `mechanism` where set)."""
         arrays = {"logits": self.logits, "init_idx": self.init_idx}
         for kind, loss in (self.recon_loss or {}).items():
             arrays[f"recon_loss_{kind}"] = np.asarray(loss, dtype=np.float32)
@@ -100,6 +107,8 @@ class Observations:
         if self.whitebox is not None:
             arrays["whitebox"] = self.whitebox
             extra["whitebox_mechanism"] = dict(self.whitebox_mechanism)
+        if self.mechanism is not None:
+            extra["mechanism"] = dict(self.mechanism)
         return arrays, {
             **(meta or {}),
             "formal_epsilon": self.formal_epsilon,

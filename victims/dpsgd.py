@@ -56,6 +56,11 @@ class DPSGDPrivacy:
     steps: int  # epochs * round(q * n_pool / B)
     noise_multiplier: float  # sigma
 
+    def mechanism(self) -> dict:
+        """What the accountant composes (`victims.base.Observations.mechanism`): `steps` steps at
+        (sigma, rate), the same figures its step hook is given."""
+        return {"noise_multiplier": self.noise_multiplier, "sample_rate": self.sample_rate, "steps": self.steps}
+
 
 @register_victim("dpsgd")
 @dataclass(frozen=True)
@@ -156,6 +161,7 @@ class DPSGDVictim:
                 device=device,
                 formal_epsilon=float(epsilon),
                 delta=self.delta,
+                mechanism=plan.mechanism(),
                 **whitebox_fields(probe, noise_multiplier=plan.noise_multiplier),
             )
 

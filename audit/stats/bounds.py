@@ -12,15 +12,21 @@ parameter (ε, or μ) that `correct` right guesses of `guesses` among `m` canari
 `alpha`; 0 if none is. With `at_least` > 0 a count that cannot beat it returns 0 after a single
 test (what the searches over counts need). The guesses must be made by a rule that never sees the
 coins they are judged on (`audit.stats.guesses`).
+
+A row that tests a claimed mechanism (`needs_mechanism`: today `MECHANISM`, the claimed mechanism's
+own curve, `audit.stats.mechanism`) also takes `mechanism=` (a `SubsampledGaussian`): its keys are
+null in an audit whose runs record no mechanism.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
 from audit.stats import epsilon as steinke
 from audit.stats import fdp
+from audit.stats import mechanism as claimed
 from audit.stats.epsilon import gaussian_dp_epsilon
 
 #: what a bound's value is a bound on: an ε, or the μ of μ-GDP
@@ -41,6 +47,7 @@ class Bound:
     verdict: bool = False  # whether the verdict may rest on it (exactly one row)
     epsilon_key: str | None = None  # for a μ bound: summary.json key of the ε at the audit's δ it implies
     to_epsilon: Callable[[float, float], float | None] | None = None  # (value, δ) -> that ε (None: undefined)
+    needs_mechanism: bool = False  # its test takes mechanism= (the claimed SubsampledGaussian); null without one
 
     def __post_init__(self) -> None:
         if self.unit not in UNITS:
@@ -80,6 +87,32 @@ def gaussian_epsilon(mu: float, delta: float) -> float | None:
     return float(gaussian_dp_epsilon(mu, delta))
 
 
+def mechanism_test(
+    *,
+    m: int,
+    guesses: int,
+    correct: int,
+    delta: float,
+    alpha: float,
+    at_least: float = 0.0,
+    mechanism: claimed.SubsampledGaussian,
+) -> float:
+    """The ε at `delta` of the strongest member of the claimed mechanism's family (its sampling rate
+    and step count, any noise multiplier) that the guesses reject: the smallest rejected σ*
+    (`audit.stats.mechanism.smallest_rejected_noise`), spent at δ (`epsilon_at`); 0 if none is.
+    Relative to the family (`audit.stats.mechanism`, "not assumed"); needs δ > 0 (a Gaussian has
+    no pure ε)."""
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"the claimed mechanism's test needs delta in (0, 1), got {delta}")
+    sigma = claimed.smallest_rejected_noise(
+        mechanism.sample_rate, mechanism.steps, m=m, guesses=guesses, correct=correct, alpha=alpha
+    )
+    if sigma is None:
+        return 0.0
+    value = math.inf if sigma == 0.0 else claimed.epsilon_at(mechanism.with_noise(sigma), delta)
+    return value if value >= at_least else 0.0
+
+
 STEINKE = Bound(
     name="steinke",
     lower_key="eps_lower",
@@ -111,8 +144,19 @@ GAUSSIAN = Bound(
     to_epsilon=gaussian_epsilon,
 )
 
+MECHANISM = Bound(
+    name="mechanism",
+    lower_key="eps_lower_mechanism",
+    ceiling_key="eps_ceiling_mechanism",
+    label="own curve",
+    unit="eps",
+    test=mechanism_test,
+    about="f-DP test of the claimed mechanism's own curve (a Poisson-subsampled Gaussian; eps relative to its family)",
+    needs_mechanism=True,
+)
+
 #: every bound, in the order summary.json lists their keys
-BOUNDS: tuple[Bound, ...] = (STEINKE, FDP, GAUSSIAN)
+BOUNDS: tuple[Bound, ...] = (STEINKE, FDP, GAUSSIAN, MECHANISM)
 #: the bounds' names, registry order
 ANALYSES = tuple(b.name for b in BOUNDS)
 #: the one bound an ε verdict rests on: the f-DP test of the claim's own curve f_{ε,δ}

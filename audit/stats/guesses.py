@@ -33,8 +33,9 @@ from scipy import stats
 
 from audit.stats import epsilon as steinke
 from audit.stats import fdp
-from audit.stats.bounds import BOUNDS, FDP, GAUSSIAN, VERDICT_BOUND, get_bound
+from audit.stats.bounds import BOUNDS, FDP, GAUSSIAN, MECHANISM, VERDICT_BOUND, get_bound
 from audit.stats.epsilon import Guesses, RankedGuesses, guess_grid
+from audit.stats.mechanism import SubsampledGaussian
 
 RULES = ("tuned", "grid")
 #: total guesses r a tuned rule may choose, as r = round(m · 2^(-j/2)), j = 0, 1, ...; share of IN guesses
@@ -50,12 +51,32 @@ def check_analysis(analysis: str) -> str:
 
 
 def bound_at(
-    analysis: str, *, m: int, guesses: int, correct: int, delta: float, alpha: float, at_least: float = 0.0
+    analysis: str,
+    *,
+    m: int,
+    guesses: int,
+    correct: int,
+    delta: float,
+    alpha: float,
+    at_least: float = 0.0,
+    mechanism: SubsampledGaussian | None = None,
 ) -> float:
     """One count's bound at level `alpha` by the registered bound `analysis` (`audit.stats.bounds`:
     ε, or μ for a μ bound). With `at_least` > 0 a count that cannot beat it returns 0 after a
-    single test."""
-    return get_bound(analysis).test(m=m, guesses=guesses, correct=correct, delta=delta, alpha=alpha, at_least=at_least)
+    single test. A bound that tests a claimed mechanism (`Bound.needs_mechanism`) needs `mechanism`."""
+    bound = get_bound(analysis)
+    kwargs = dict(m=m, guesses=guesses, correct=correct, delta=delta, alpha=alpha, at_least=at_least)
+    if bound.needs_mechanism:
+        if mechanism is None:
+            raise ValueError(f"bound {analysis!r} tests a claimed mechanism: pass mechanism=")
+        return bound.test(**kwargs, mechanism=mechanism)
+    return bound.test(**kwargs)
+
+
+def applicable(mechanism: SubsampledGaussian | None, delta: float) -> tuple[str, ...]:
+    """The analyses an audit computes: every registered bound, less those that test a claimed
+    mechanism when the runs record none or δ = 0 (a Gaussian mechanism has no pure ε)."""
+    return tuple(b.name for b in BOUNDS if not b.needs_mechanism or (mechanism is not None and delta > 0.0))
 
 
 class BoundCache:
@@ -73,15 +94,33 @@ class BoundCache:
         self.below: dict[tuple, float] = {}
 
     def bound(
-        self, analysis: str, *, m: int, guesses: int, correct: int, delta: float, alpha: float, at_least: float = 0.0
+        self,
+        analysis: str,
+        *,
+        m: int,
+        guesses: int,
+        correct: int,
+        delta: float,
+        alpha: float,
+        at_least: float = 0.0,
+        mechanism: SubsampledGaussian | None = None,
     ) -> float:
-        key = (analysis, m, guesses, correct, delta, alpha)
+        key = (analysis, m, guesses, correct, delta, alpha, mechanism if get_bound(analysis).needs_mechanism else None)
         if key in self.exact:
             value = self.exact[key]
             return value if value >= at_least else 0.0
         if key in self.below and at_least >= self.below[key]:
             return 0.0
-        value = bound_at(analysis, m=m, guesses=guesses, correct=correct, delta=delta, alpha=alpha, at_least=at_least)
+        value = bound_at(
+            analysis,
+            m=m,
+            guesses=guesses,
+            correct=correct,
+            delta=delta,
+            alpha=alpha,
+            at_least=at_least,
+            mechanism=mechanism,
+        )
         if value > 0.0 or at_least == 0.0:
             self.exact[key] = value
         else:
@@ -100,7 +139,14 @@ def grid_counts(m: int, confidence: float) -> tuple[tuple[Guesses, ...], float]:
 
 
 def best_count(
-    ranked: RankedGuesses, counts, *, analysis: str, delta: float, alpha: float, cache: BoundCache | None = None
+    ranked: RankedGuesses,
+    counts,
+    *,
+    analysis: str,
+    delta: float,
+    alpha: float,
+    cache: BoundCache | None = None,
+    mechanism: SubsampledGaussian | None = None,
 ) -> tuple[float, Guesses, int]:
     """(bound, count, correct guesses) of the count among `counts` whose bound at level `alpha` is
     largest; the first count (bound 0) if none rejects anything."""
@@ -115,6 +161,7 @@ def best_count(
             delta=delta,
             alpha=alpha,
             at_least=value,
+            mechanism=mechanism,
         )
         if found > value:
             value, chosen = found, count
@@ -166,14 +213,27 @@ def cautious_precision(hits: int, total: int, *, level: float = TUNING_PRECISION
 
 
 def tune(
-    pseudo: RankedGuesses, *, m: int, analysis: str, delta: float, confidence: float, cache: BoundCache | None = None
+    pseudo: RankedGuesses,
+    *,
+    m: int,
+    analysis: str,
+    delta: float,
+    confidence: float,
+    cache: BoundCache | None = None,
+    mechanism: SubsampledGaussian | None = None,
 ) -> TunedChoice:
     """The candidate count (`tuned_candidates(m)`) whose bound at the real m, predicted from the
     pseudo-targets' precision at the same fractions of their own m (its `cautious_precision`, so
     that a few lucky reference guesses do not pick a tiny count), is largest; ties (all 0, say) go
     to the count whose pseudo-target hits lie most standard deviations above chance.
 
-    `pseudo` must rank the reference runs' scores against their public coins only."""
+    `pseudo` must rank the reference runs' scores against their public coins only.
+
+    A bound that tests a claimed mechanism takes the count of the Gaussian family (`GAUSSIAN`):
+    at q = 1 its test is exactly that one, and tuning on the mechanism's own curves would build a
+    curve for every candidate's search (measured on a 16-run white-box dpsgd audit: 96 of 150 s)."""
+    if get_bound(analysis).needs_mechanism:
+        return tune(pseudo, m=m, analysis=GAUSSIAN.name, delta=delta, confidence=confidence, cache=cache)
     check_analysis(analysis)
     steinke._check_confidence(confidence)
     alpha = 1.0 - confidence
@@ -188,7 +248,15 @@ def tune(
         z = (hits / small.total - 0.5) * math.sqrt(small.total) / 0.5
         at_least = best.predicted if best is not None else 0.0
         value = _bound(
-            cache, analysis, m=m, guesses=candidate.total, correct=correct, delta=delta, alpha=alpha, at_least=at_least
+            cache,
+            analysis,
+            m=m,
+            guesses=candidate.total,
+            correct=correct,
+            delta=delta,
+            alpha=alpha,
+            at_least=at_least,
+            mechanism=mechanism,
         )
         if best is None or value > best.predicted or (value == best.predicted and z > best.z):
             best = TunedChoice(candidate, value, z)
@@ -198,7 +266,14 @@ def tune(
 
 
 def ceiling(
-    m: int, *, analysis: str, rule: str, delta: float, confidence: float, cache: BoundCache | None = None
+    m: int,
+    *,
+    analysis: str,
+    rule: str,
+    delta: float,
+    confidence: float,
+    cache: BoundCache | None = None,
+    mechanism: SubsampledGaussian | None = None,
 ) -> float:
     """What a perfect attack (every guess right) certifies under `rule`: for "grid", the best grid
     count at level (1 - confidence)/|grid|; for "tuned", the best candidate count at 1 - confidence
@@ -214,7 +289,12 @@ def ceiling(
         totals, alpha = sorted({g.total for g in tuned_candidates(m)}), 1.0 - confidence
     best = 0.0
     for r in totals:
-        best = max(best, _bound(cache, analysis, m=m, guesses=r, correct=r, delta=delta, alpha=alpha, at_least=best))
+        best = max(
+            best,
+            _bound(
+                cache, analysis, m=m, guesses=r, correct=r, delta=delta, alpha=alpha, at_least=best, mechanism=mechanism
+            ),
+        )
     return best
 
 
@@ -227,9 +307,12 @@ def bounds_of(
     rng=None,
     tuned: dict[str, Guesses] | None = None,
     cache: BoundCache | None = None,
+    mechanism: SubsampledGaussian | None = None,
 ) -> dict:
     """Every registered bound (`audit.stats.bounds.BOUNDS`) of one group of canaries (member = coin
-    IN) under one rule: "tuned" with the count chosen for each analysis in `tuned`, else "grid".
+    IN) under one rule: "tuned" with the count chosen for each analysis in `tuned`, else "grid". A
+    bound that tests a claimed mechanism is computed with `mechanism`, and null without one (and
+    under "tuned" when `tuned` has no count for it).
     The summary.json keys of a group (`audit.stats.bounds.SUMMARY_KEYS`): guess_rule; per bound its
     lower and ceiling keys (eps_lower / eps_ceiling for Steinke et al., eps_lower_fdp /
     eps_ceiling_fdp for f_{ε,δ}, mu_lower / mu_ceiling for μ-GDP) and a μ bound's ε at `delta`
@@ -240,19 +323,27 @@ def bounds_of(
     m = ranked.m
     rule = "grid" if tuned is None else "tuned"
     values, used = {}, {}
-    for bound in BOUNDS:
+    computed = [b for b in BOUNDS if b.name in applicable(mechanism, delta) and (tuned is None or b.name in tuned)]
+    for bound in computed:
         if tuned is not None:
             counts, alpha = (tuned[bound.name],), 1.0 - confidence
         else:
             counts, alpha = grid_counts(m, confidence)
-        value, guesses, correct = best_count(ranked, counts, analysis=bound.name, delta=delta, alpha=alpha, cache=cache)
+        value, guesses, correct = best_count(
+            ranked, counts, analysis=bound.name, delta=delta, alpha=alpha, cache=cache, mechanism=mechanism
+        )
         values[bound.name] = value
         used[bound.name] = {"k_in": guesses.k_in, "k_out": guesses.k_out, "correct": correct}
     entry = {"guess_rule": rule}
     for bound in BOUNDS:  # the ceilings after every bound: a shared `cache` sees the calls in the same order
+        if bound not in computed:
+            entry.update({key: None for key in bound.keys})
+            continue
         entry[bound.lower_key] = float(values[bound.name])
         entry[bound.ceiling_key] = float(
-            ceiling(m, analysis=bound.name, rule=rule, delta=delta, confidence=confidence, cache=cache)
+            ceiling(
+                m, analysis=bound.name, rule=rule, delta=delta, confidence=confidence, cache=cache, mechanism=mechanism
+            )
         )
         if bound.epsilon_key:
             entry[bound.epsilon_key] = bound.to_epsilon(values[bound.name], delta)
@@ -344,6 +435,73 @@ def verdict_bound(
         "guesses": used,
         "bounds": bounds,
         "ceilings": ceilings,
+    }
+
+
+def mechanism_verdict(
+    groups: dict,
+    *,
+    chosen: str | None,
+    guesses: Guesses | None,
+    mechanism: SubsampledGaussian,
+    delta: float,
+    confidence: float,
+    rng_of,
+) -> dict:
+    """summary.json's `verdict.mechanism`: the f-DP test of the claimed mechanism's own curve
+    (`audit.stats.mechanism`), beside the ε verdict. With `chosen` and `guesses` (the verdict's
+    attack and the count its reference runs chose for this test) one test at the full
+    `confidence`; otherwise every attack (`groups`, as for `verdict_bound`) on the grid at
+    1 - (1 - confidence) / k, each count at that share of the grid (Bonferroni), rejected if any is.
+
+    `rejected`: whether the claimed (σ, q, T) itself is rejected, i.e. the implementation leaks
+    more than its own accounting allows. `noise_rejected` (σ*) and `eps_lower`: the strongest
+    member of the family (same q and T, any σ) the canaries rule out, and the ε at `delta` it would
+    spend (relative to the family; 0 when no member is ruled out). `eps_claimed`: the claimed
+    mechanism's own ε at `delta` by the same accounting (`audit.stats.mechanism.epsilon_at`)."""
+    from audit.stats import mechanism as claimed
+
+    if chosen is not None and guesses is not None:
+        member, nonmember = groups[chosen]
+        ranked = RankedGuesses.of(member, nonmember, rng=rng_of(chosen))
+        each, rule = confidence, "tuned"
+        trials = [(chosen, ranked, (guesses,), 1.0 - confidence)]
+    else:
+        each, rule = 1.0 - (1.0 - confidence) / len(groups), "grid"
+        trials = []
+        for attack, (member, nonmember) in groups.items():
+            ranked = RankedGuesses.of(member, nonmember, rng=rng_of(attack))
+            trials.append((attack, ranked, *grid_counts(ranked.m, each)))
+    rejected, best = False, None  # best: (σ*, attack, count, correct)
+    for attack, ranked, counts, alpha in trials:
+        for count in counts:
+            test = dict(m=ranked.m, guesses=count.total, correct=ranked.correct(count), alpha=alpha)
+            rejected = rejected or claimed.rejects(mechanism, **test)
+            sigma = claimed.smallest_rejected_noise(mechanism.sample_rate, mechanism.steps, **test)
+            if sigma is not None and (best is None or sigma < best[0]):
+                best = (sigma, attack, count, test["correct"])
+    m = trials[0][1].m
+    ceiling_value = ceiling(m, analysis=MECHANISM.name, rule=rule, delta=delta, confidence=each, mechanism=mechanism)
+    if best is None:
+        lower, attack, used = 0.0, chosen if rule == "tuned" else None, None
+    else:
+        sigma, attack, count, correct = best
+        lower = math.inf if sigma == 0.0 else claimed.epsilon_at(mechanism.with_noise(sigma), delta)
+        used = {"k_in": count.k_in, "k_out": count.k_out, "correct": correct}
+    return {
+        "analysis": MECHANISM.about,
+        "claimed": mechanism.to_json(),
+        "eps_claimed": float(claimed.epsilon_at(mechanism, delta)),
+        "rejected": bool(rejected),
+        "noise_rejected": None if best is None else float(best[0]),
+        "eps_lower": float(lower),
+        "eps_ceiling": float(ceiling_value),
+        "rule": rule,
+        "attack": attack,
+        "confidence": float(confidence),
+        "per_attack_confidence": float(each),
+        "delta": float(delta),
+        "guesses": used,
     }
 
 

@@ -67,11 +67,11 @@ from audit.stats.epsilon import gaussian_dp_epsilon
 LOSS_RESOLUTION = 0.05
 #: the most points a loss grid may have: a mechanism too leaky for LOSS_RESOLUTION within it gets a coarser
 #: grid (still pessimistic)
-MOST_GRID_POINTS = 1_000_000
+MOST_GRID_POINTS = 200_000
 #: the composed loss grid spans its mean ± this many standard deviations (from 0 where the mean is
 #: above that); mass beyond its top counts as infinite loss, mass below its bottom is rounded up onto
 #: it (both pessimistic)
-LOSS_SPAN_SDS = 10.0
+LOSS_SPAN_SDS = 8.0
 #: the noise multipliers the family search bisects over: 1% apart from 0.05 to 100
 NOISE_GRID = tuple(float(s) for s in np.geomspace(0.05, 100.0, int(round(math.log(2000.0) / math.log(1.01))) + 1))
 
@@ -142,11 +142,48 @@ class LossDistribution:
     def tradeoff(self) -> tuple[np.ndarray, np.ndarray]:
         """Vertices (α ascending, β descending) of T(B, A), pessimistic: the tests rejecting B on the
         highest losses, α = B-mass rejected, β = A-mass accepted; exact at α = 0 (f(0) = 1 - A's
-        mass at +∞)."""
-        alpha = np.concatenate([[0.0, 0.0], np.cumsum(self.b[::-1]), [1.0]])
-        below = np.concatenate([np.cumsum(self.a)[::-1], [0.0]])  # A-mass at or below each loss, then 0
-        beta = np.concatenate([[1.0], below, [0.0]])
-        return alpha, beta
+        mass at +∞). The segment of the cell at loss ℓ has slope -e^ℓ, rising along the curve (it is
+        convex). Beyond `CURVE_LINES` cells the curve is replaced by the upper envelope of the
+        lines through a chosen `CURVE_LINES` of its segments (`_chosen_cells`): each supports the
+        convex curve, so the envelope is nowhere above it, and a curve of 10⁵ vertices becomes one
+        of a few thousand (what the symmetrisation's hull then costs)."""
+        b_top = np.cumsum(self.b[::-1])[::-1]  # B-mass at or above each loss: α once its cell is rejected
+        below = np.concatenate([[0.0], np.cumsum(self.a)[:-1]])  # A-mass below each loss: β then
+        if self.a.size <= CURVE_LINES:
+            alpha = np.concatenate([[0.0, 0.0], b_top[::-1], [1.0]])
+            beta = np.concatenate([[1.0, 1.0 - self.a_infinite], below[::-1], [0.0]])
+            return alpha, beta
+        cells = _chosen_cells(self.a, self.b)[::-1]  # descending loss: rising slope
+        cells = cells[self.losses[cells] < 700.0]  # steeper lines overflow; leaving lines out only lowers the curve
+        slope = np.append(-np.exp(self.losses[cells]), 0.0)  # the last line: β = 0 once B is all rejected
+        through = np.append(below[cells] - slope[:-1] * b_top[cells], 0.0)  # intercepts at α = 0
+        # consecutive lines (each supports the convex curve, slopes rising) meet at the envelope's vertices
+        meet = (through[1:] - through[:-1]) / (slope[:-1] - slope[1:])
+        inside = (meet > 0.0) & (meet < 1.0)
+        on_line = np.flatnonzero(inside)
+        alpha = np.concatenate([[0.0], meet[inside], [1.0]])
+        ends = np.max(slope[:, None] * np.array([[0.0, 1.0]]) + through[:, None], axis=0)
+        beta = np.concatenate([[ends[0]], slope[on_line] * meet[on_line] + through[on_line], [ends[1]]])
+        return alpha, np.clip(beta, 0.0, 1.0)
+
+
+#: how many of a loss distribution's segments carry the trade-off curve (`LossDistribution.tradeoff`)
+CURVE_LINES = 4000
+
+
+def _chosen_cells(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cell indices (ascending) evenly spread over the grid and over both masses' cumulative sums, on
+    a linear and a log scale from either end, so that both ends of the curve keep their resolution;
+    the first and last cells always. Cells of zero mass carry no segment and are left out."""
+    n, per = a.size, CURVE_LINES // 8
+    chosen = [np.array([0, n - 1]), np.linspace(0, n - 1, per).astype(np.int64)]
+    for mass in (a, b):
+        up, down = np.cumsum(mass), np.cumsum(mass[::-1])
+        for levels in (np.linspace(0.0, up[-1], per), np.geomspace(1e-18, max(up[-1], 1e-18), per)):
+            chosen.append(np.searchsorted(up, levels))
+            chosen.append(n - 1 - np.searchsorted(down, levels))
+    cells = np.unique(np.clip(np.concatenate(chosen), 0, n - 1))
+    return cells[(a[cells] > 0.0) & (b[cells] > 0.0)]
 
 
 class _Side:
@@ -213,6 +250,8 @@ def _convolve(a: tuple[int, np.ndarray], b: tuple[int, np.ndarray], window: tupl
     masses = np.clip(signal.fftconvolve(a[1], b[1]), 0.0, None)
     low, high = window
     first, last = max(start, low), min(start + masses.size, high)
+    if last <= first:  # nothing inside: all of it below (rounded up onto the window's first point) or above
+        return low, np.array([masses.sum() if start + masses.size <= low else 0.0])
     kept = masses[first - start : last - start].copy()
     kept[0] += masses[: max(0, low - start)].sum()
     return first, kept
@@ -273,8 +312,13 @@ def tradeoff_points(mechanism: SubsampledGaussian) -> tuple[np.ndarray, np.ndarr
     rem = loss_distribution(mechanism, remove=False).tradeoff()  # T(P, Q): A = Q, B = P
     add = loss_distribution(mechanism, remove=True).tradeoff()  # T(Q, P): A = P, B = Q
     g = _upper_envelope(rem, (add[1], add[0]))
-    xs, ys = np.concatenate([g[0], g[1]]), np.concatenate([g[1], g[0]])
-    return _lower_hull(xs, ys)
+    return _symmetrised(*g)
+
+
+def _symmetrised(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """conv(min(g, g⁻¹)) of a decreasing g given by its vertices: the lower hull of g's vertices and
+    their reflections."""
+    return _lower_hull(np.concatenate([xs, ys]), np.concatenate([ys, xs]))
 
 
 def _lower_hull(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -335,6 +379,7 @@ def rejects(mechanism: SubsampledGaussian, *, m: int, guesses: int, correct: int
     return fdp.fdp_rejects(blow_up_inverse(mechanism), m=m, guesses=guesses, correct=correct, alpha=alpha)
 
 
+@functools.lru_cache(maxsize=4096)
 def epsilon_at(mechanism: SubsampledGaussian, delta: float) -> float:
     """The mechanism's ε at δ: exact for q = 1 (μ-GDP, `gaussian_dp_epsilon`); else from the
     pessimistic loss distribution, the smallest ε with max(H_{e^ε}(P‖Q), H_{e^ε}(Q‖P)) <= δ (an upper
@@ -361,13 +406,15 @@ def epsilon_at(mechanism: SubsampledGaussian, delta: float) -> float:
     return high
 
 
+@functools.lru_cache(maxsize=65536)
 def smallest_rejected_noise(
     sample_rate: float, steps: int, *, m: int, guesses: int, correct: int, alpha: float
 ) -> float | None:
     """The smallest noise multiplier σ* of `NOISE_GRID` whose mechanism (σ*, `sample_rate`,
     `steps`) the guesses reject at level `alpha` (every larger σ is rejected too, module docstring
     4); None if not even the largest grid σ is. For q = 1 the exact Gaussian search instead:
-    σ* = √T / μ* for the largest rejected μ* (`audit.stats.fdp.gaussian_one_run_mu`)."""
+    σ* = √T / μ* for the largest rejected μ* (`audit.stats.fdp.gaussian_one_run_mu`). Remembered
+    (the ceilings of every attack ask the same counts)."""
     if sample_rate == 1.0:
         mu = fdp.gaussian_one_run_mu(m=m, guesses=guesses, correct=correct, alpha=alpha)
         return None if mu == 0.0 else (0.0 if math.isinf(mu) else math.sqrt(steps) / mu)

@@ -15,6 +15,7 @@ from scipy import stats
 from audit.stats import epsilon as _epsilon
 from audit.stats.epsilon import as_score_array
 from audit.stats.guesses import bounds_of
+from audit.stats.mechanism import SubsampledGaussian
 
 FPR_LEVELS = (0.1, 0.01, 0.001)
 
@@ -180,6 +181,7 @@ class MembershipScores:
         epsilon: bool = True,
         tuned: dict | None = None,
         tie_rng: np.random.Generator | int | list[int] | None = None,
+        mechanism: SubsampledGaussian | None = None,
     ) -> dict:
         """All headline numbers; the key set is a contract that reports rely on.
 
@@ -187,7 +189,9 @@ class MembershipScores:
         the summary also carries `eps_hat` and every one-run bound of `audit.stats.guesses.bounds_of`
         (m = all the scores): `eps_lower` and `eps_ceiling` (Steinke et al.), `eps_lower_fdp` and
         `eps_ceiling_fdp` (the f-DP test of f_{ε,δ}), `mu_lower`, `mu_ceiling` and `eps_gaussian`
-        (μ-GDP, descriptive), under the guess rule `guess_rule`: "tuned" with the counts in `tuned`
+        (μ-GDP, descriptive), `eps_lower_mechanism` and `eps_ceiling_mechanism` (the claimed
+        `mechanism`'s own curve, `audit.stats.mechanism`; null without one), under the guess rule
+        `guess_rule`: "tuned" with the counts in `tuned`
         (analysis -> `Guesses`, chosen without these scores' coins), else "grid". Without it (a
         sub-group, which the mechanism itself picked; a plan whose coins are not fair) it holds
         leakage statistics only. `tie_rng`, if given, orders tied scores for the bounds (so that
@@ -214,6 +218,7 @@ class MembershipScores:
                         confidence=confidence,
                         rng=epsilon_rng if tie_rng is None else tie_rng,
                         tuned=tuned,
+                        mechanism=mechanism,
                     ),
                     "confidence": float(confidence),
                     "delta": float(delta),

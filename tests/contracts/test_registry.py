@@ -10,7 +10,17 @@ import pytest
 
 from attacks.registry import FAMILIES, HEADLINE_ATTACK, REGISTRY, RELEASE, WHITEBOX, attack_names, get_attack
 from audit.evaluate import StoredRuns, attack_scores, attack_summary
-from audit.stats.bounds import ANALYSES, BOUNDS, SUMMARY_KEYS, UNITS, VERDICT_BOUND, gaussian_epsilon, get_bound
+from audit.stats.bounds import (
+    ANALYSES,
+    BOUNDS,
+    MECHANISM as MECHANISM_BOUND,
+    SUMMARY_KEYS,
+    UNITS,
+    VERDICT_BOUND,
+    gaussian_epsilon,
+    get_bound,
+)
+from audit.stats.mechanism import SubsampledGaussian
 from audit.stats.epsilon import Guesses
 from audit.stats.guesses import bound_at, bounds_of, verdict_bound
 from shadow_runs.plan import membership_matrix
@@ -145,7 +155,7 @@ def test_bound_names_labels_and_keys_are_unique_and_the_fields_are_meaningful():
     for bound in BOUNDS:
         assert bound.unit in UNITS and bound.about and callable(bound.test)
         assert get_bound(bound.name) is bound
-    with pytest.raises(ValueError, match="analysis must be one of steinke, fdp, gaussian, got 'renyi'"):
+    with pytest.raises(ValueError, match="analysis must be one of steinke, fdp, gaussian, mechanism, got 'renyi'"):
         get_bound("renyi")
 
 
@@ -169,16 +179,20 @@ def test_every_bound_s_keys_are_in_summary_json_entries_and_documented():
     membership = rng.random((2, 60)) < 0.5
     scores = membership + rng.normal(0, 1, membership.shape)
     init = np.zeros_like(membership)
-    bounded = attack_summary(scores, membership, init, delta=1e-5, confidence=0.95, seed=0)
+    mechanism = SubsampledGaussian(2.0, 1.0, 4)  # a claimed mechanism: its own curve's keys are set too
+    bounded = attack_summary(scores, membership, init, delta=1e-5, confidence=0.95, seed=0, mechanism=mechanism)
+    unclaimed = attack_summary(scores, membership, init, delta=1e-5, confidence=0.95, seed=0)
     unbounded = attack_summary(scores, membership, init, delta=1e-5, confidence=0.95, seed=0, fair_coins=False)
     contracts = CONTRACTS.read_text()
     for bound in BOUNDS:
         for key in bound.keys:
             assert isinstance(bounded[key], float), key
             assert key in unbounded and unbounded[key] is None, key
+            assert (unclaimed[key] is None) == bound.needs_mechanism, key
             assert f"`{key}`" in contracts, f"{key} is not described in docs/contracts.md"
         assert set(bounded["guesses"][bound.name]) == {"k_in", "k_out", "correct"}
     assert set(bounded["guesses"]) == set(ANALYSES)
+    assert set(unclaimed["guesses"]) == {b.name for b in BOUNDS if not b.needs_mechanism}
 
 
 #: each bound's test on one design, as `bound_at` gave it before the registry (commit 550a47e)
@@ -193,7 +207,7 @@ BEFORE = {
 }
 
 
-@pytest.mark.parametrize("name", ANALYSES)
+@pytest.mark.parametrize("name", [b.name for b in BOUNDS if not b.needs_mechanism])
 def test_each_bound_s_test_gives_the_values_it_gave_before(name):
     bound = get_bound(name)
     for delta in (1e-5, 0.0):
@@ -204,6 +218,22 @@ def test_each_bound_s_test_gives_the_values_it_gave_before(name):
         assert bound.test(**DESIGN, delta=delta, at_least=5.0) == 0.0
     assert gaussian_epsilon(1.0, 1e-5) == pytest.approx(4.3771780956812245, rel=1e-12)
     assert gaussian_epsilon(1.0, 0.0) is None and gaussian_epsilon(0.0, 0.0) == 0.0
+
+
+def test_the_claimed_mechanism_s_test_is_the_gaussian_family_s_epsilon_at_full_batch():
+    # q = 1: the claimed mechanism is exactly μ-GDP with μ = √T / σ, so the smallest rejected σ* is
+    # √T / μ* for the largest rejected μ* (0.6025 on DESIGN, above), and its ε at δ is μ*'s:
+    # gaussian_epsilon(0.6025, 1e-5) = 2.384 (measured), whatever σ and T were claimed
+    mu = BEFORE["gaussian", 1e-5]
+    for claim in (SubsampledGaussian(3.0, 1.0, 9), SubsampledGaussian(0.5, 1.0, 1)):
+        found = MECHANISM_BOUND.test(**DESIGN, delta=1e-5, mechanism=claim)
+        assert found == pytest.approx(gaussian_epsilon(mu, 1e-5), rel=1e-9)
+        assert bound_at("mechanism", **DESIGN, delta=1e-5, mechanism=claim) == found
+        assert MECHANISM_BOUND.test(**DESIGN, delta=1e-5, mechanism=claim, at_least=found + 0.1) == 0.0
+    with pytest.raises(ValueError, match="pass mechanism="):
+        bound_at("mechanism", **DESIGN, delta=1e-5)
+    with pytest.raises(ValueError, match="needs delta in"):
+        MECHANISM_BOUND.test(**DESIGN, delta=0.0, mechanism=SubsampledGaussian(3.0, 1.0, 9))
 
 
 def test_bounds_of_and_the_verdict_s_bound_give_the_values_they_gave_before():
@@ -220,6 +250,8 @@ def test_bounds_of_and_the_verdict_s_bound_give_the_values_they_gave_before():
         "mu_lower": pytest.approx(0.6714181020776955, rel=1e-12),
         "mu_ceiling": pytest.approx(1.663791232861299, rel=1e-12),
         "eps_gaussian": pytest.approx(2.775580749738337, rel=1e-12),
+        "eps_lower_mechanism": None,
+        "eps_ceiling_mechanism": None,
         "guesses": {
             "steinke": {"k_in": 100, "k_out": 100, "correct": 189},
             "fdp": {"k_in": 50, "k_out": 0, "correct": 50},
