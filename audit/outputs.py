@@ -135,6 +135,9 @@ def describe(summary: dict, path: Path) -> str:
     if summary.get("verdict"):
         lines.append(verdict_line(summary))
         used |= {"verdict", "formal ε"} if summary.get("formal_epsilon") is not None else {"verdict"}
+        if summary["verdict"].get("mechanism"):
+            lines.append(mechanism_line(summary["verdict"]["mechanism"]))
+            used.add("own curve")
     lines += [f"  warning: {w}" for w in too_few_runs(summary)]
     lines.append("  terms: " + "\n         ".join(f"{t}: {TERMS[t]}" for t in TERMS if t in used))
     lines.append(f"  -> {path}")
@@ -161,6 +164,9 @@ TERMS = {
     "5%): no better than guessing",
     "verdict": "the claim against one bound paid for at 95%: the attack, its views and guess count chosen on "
     "the reference runs (or, with too few of them, every attack at a split confidence)",
+    "own curve": "the f-DP test against the trade-off curve of the very mechanism the runs' accountant composed "
+    "(sigma, q, T): stronger than the test of the claimed ε, which holds for any mechanism; its ε is relative to "
+    "that family (if the pipeline is a subsampled Gaussian at that q and T, its ε is at least this)",
     "formal ε": "the largest ε the victim's own accountant reports over the runs, for the noise it used (a "
     "victim that calibrates its noise to --epsilon lands at or just below it)",
 }
@@ -252,6 +258,31 @@ def verdict_line(summary: dict) -> str:
     return (
         f"  verdict: {head}; ε ≥ {found['eps_lower']:.2f} at {found['confidence']:.0%} (f-DP test) from "
         f"{found['attack']}, {_chosen_because(summary)}; ceiling {found['eps_ceiling']:.2f}\n    {verdict.reason}"
+    )
+
+
+def mechanism_line(found: dict) -> str:
+    """The test of the claimed mechanism's own curve (summary.json's `verdict.mechanism`) in words:
+    whether the mechanism itself is rejected, and the strongest member of its family ruled out."""
+    claimed = found["claimed"]
+    mechanism = (
+        f"sigma {claimed['noise_multiplier']:.4g}, q {claimed['sample_rate']:.4g}, T {claimed['steps']}; "
+        f"ε {found['eps_claimed']:.2f} at δ = {found['delta']:g}"
+    )
+    outcome = (
+        "REJECTED: the implementation leaks more than its own accounting allows"
+        if found["rejected"]
+        else "not rejected"
+    )
+    family = (
+        "no member of its family is ruled out"
+        if found["noise_rejected"] is None
+        else f"every sigma >= {found['noise_rejected']:.3g} at this q and T is ruled out: ε ≥ {found['eps_lower']:.2f} "
+        "relative to the family"
+    )
+    return (
+        f"  own curve: the claimed mechanism ({mechanism}) {outcome} at {found['confidence']:.0%}"
+        f" ({found['attack'] or 'every attack'}, {found['rule']}); {family}; ceiling {found['eps_ceiling']:.2f}"
     )
 
 

@@ -104,9 +104,8 @@ def mechanism_test(
     no pure ε)."""
     if not 0.0 < delta < 1.0:
         raise ValueError(f"the claimed mechanism's test needs delta in (0, 1), got {delta}")
-    sigma = claimed.smallest_rejected_noise(
-        mechanism.sample_rate, mechanism.steps, m=m, guesses=guesses, correct=correct, alpha=alpha
-    )
+    q, steps = mechanism.sample_rate, mechanism.steps
+    sigma = claimed.smallest_rejected_noise(q, steps, m=m, guesses=guesses, correct=correct, alpha=alpha)
     if sigma is None:
         return 0.0
     value = math.inf if sigma == 0.0 else claimed.epsilon_at(mechanism.with_noise(sigma), delta)

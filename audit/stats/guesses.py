@@ -73,6 +73,15 @@ def bound_at(
     return bound.test(**kwargs)
 
 
+def computed_under(rule: str, mechanism: SubsampledGaussian | None, delta: float) -> tuple[str, ...]:
+    """The analyses `bounds_of` computes under `rule`: every applicable one under "tuned", and
+    under "grid" those that need no claimed mechanism (a family search per grid count would build
+    its curves by the hundred; the verdict's grid fallback tests the mechanism itself,
+    `mechanism_verdict`)."""
+    names = applicable(mechanism, delta)
+    return names if rule == "tuned" else tuple(a for a in names if not get_bound(a).needs_mechanism)
+
+
 def applicable(mechanism: SubsampledGaussian | None, delta: float) -> tuple[str, ...]:
     """The analyses an audit computes: every registered bound, less those that test a claimed
     mechanism when the runs record none or δ = 0 (a Gaussian mechanism has no pure ε)."""
@@ -277,7 +286,8 @@ def ceiling(
 ) -> float:
     """What a perfect attack (every guess right) certifies under `rule`: for "grid", the best grid
     count at level (1 - confidence)/|grid|; for "tuned", the best candidate count at 1 - confidence
-    (a perfect attack's pseudo-targets would choose it). ε, or μ for a μ bound."""
+    (a perfect attack's pseudo-targets would choose it). ε, or μ for a μ bound. For a claimed
+    mechanism's own curve, the total at which the Gaussian family's ceiling peaks only."""
     check_analysis(analysis)
     if rule not in RULES:
         raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
@@ -287,6 +297,13 @@ def ceiling(
         totals = sorted({g.total for g in counts})
     else:
         totals, alpha = sorted({g.total for g in tuned_candidates(m)}), 1.0 - confidence
+    if get_bound(analysis).needs_mechanism:
+        # one family search, at the total where a perfect attack certifies the most μ (the same test
+        # at q = 1): a search per total would build curves by the hundred. A lower estimate of the max.
+        mu_best = [
+            (_bound(cache, GAUSSIAN.name, m=m, guesses=r, correct=r, delta=delta, alpha=alpha), r) for r in totals
+        ]
+        totals = [max(mu_best)[1]]
     best = 0.0
     for r in totals:
         best = max(
@@ -311,8 +328,8 @@ def bounds_of(
 ) -> dict:
     """Every registered bound (`audit.stats.bounds.BOUNDS`) of one group of canaries (member = coin
     IN) under one rule: "tuned" with the count chosen for each analysis in `tuned`, else "grid". A
-    bound that tests a claimed mechanism is computed with `mechanism`, and null without one (and
-    under "tuned" when `tuned` has no count for it).
+    bound that tests a claimed mechanism is computed with `mechanism` under "tuned" only, and null
+    without one, under "grid", or when `tuned` has no count for it.
     The summary.json keys of a group (`audit.stats.bounds.SUMMARY_KEYS`): guess_rule; per bound its
     lower and ceiling keys (eps_lower / eps_ceiling for Steinke et al., eps_lower_fdp /
     eps_ceiling_fdp for f_{ε,δ}, mu_lower / mu_ceiling for μ-GDP) and a μ bound's ε at `delta`
@@ -323,7 +340,8 @@ def bounds_of(
     m = ranked.m
     rule = "grid" if tuned is None else "tuned"
     values, used = {}, {}
-    computed = [b for b in BOUNDS if b.name in applicable(mechanism, delta) and (tuned is None or b.name in tuned)]
+    names = computed_under(rule, mechanism, delta)
+    computed = [b for b in BOUNDS if b.name in names and (tuned is None or b.name in tuned)]
     for bound in computed:
         if tuned is not None:
             counts, alpha = (tuned[bound.name],), 1.0 - confidence

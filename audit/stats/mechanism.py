@@ -412,9 +412,9 @@ def smallest_rejected_noise(
 ) -> float | None:
     """The smallest noise multiplier σ* of `NOISE_GRID` whose mechanism (σ*, `sample_rate`,
     `steps`) the guesses reject at level `alpha` (every larger σ is rejected too, module docstring
-    4); None if not even the largest grid σ is. For q = 1 the exact Gaussian search instead:
-    σ* = √T / μ* for the largest rejected μ* (`audit.stats.fdp.gaussian_one_run_mu`). Remembered
-    (the ceilings of every attack ask the same counts)."""
+    4); None if not even the largest grid σ is. For q = 1 the exact Gaussian search
+    instead: σ* = √T / μ* for the largest rejected μ* (`audit.stats.fdp.gaussian_one_run_mu`).
+    Remembered (the ceilings of every attack ask the same counts)."""
     if sample_rate == 1.0:
         mu = fdp.gaussian_one_run_mu(m=m, guesses=guesses, correct=correct, alpha=alpha)
         return None if mu == 0.0 else (0.0 if math.isinf(mu) else math.sqrt(steps) / mu)

@@ -84,9 +84,12 @@ import numpy as np
 from scipy import stats
 
 from audit.stats.bounds import ANALYSES, BOUNDS, STEINKE, get_bound
-from audit.stats.guesses import RULES, BoundCache, RankedGuesses, bounds_of, tune
+from audit.stats.guesses import RULES, BoundCache, RankedGuesses, applicable, bounds_of, computed_under, tune
+from audit.stats.mechanism import SubsampledGaussian, epsilon_at
 from audit.stats.mechanisms import (
     APPROX_DELTA,
+    WHITEBOX_RATE,
+    WHITEBOX_STEPS,
     class_pool,
     gaussian_mechanism,
     gaussian_mu,
@@ -199,6 +202,10 @@ class Design:
     attacks: int = 1  # independent attacks per repetition, the maximum reported (each at a Bonferroni share)
     n_references: int | None = None  # reference runs (None: as many as targets)
     power_row: bool = False  # the row whose medians the CLI sums up (`power_line`)
+    # the mechanism whose own curve is tested (`audit.stats.mechanism`): the true one, or with `noise_halved` the
+    # claim of a mechanism that really adds half that noise; None: no "own curve" rows
+    claimed: SubsampledGaussian | None = None
+    noise_halved: bool = False  # the claim is false: its "own curve" alarms are detections (power), not judged
 
     @property
     def m(self) -> int:
@@ -207,8 +214,9 @@ class Design:
     @property
     def judged(self) -> bool:
         """Whether its alarms are judged: under the suite's independent plan, which the one-run
-        theorems are about; the retired pairs plan (`old_plan`) is shown for comparison only."""
-        return self.plan is independent_plan
+        theorems are about, and with a true claim; the retired pairs plan (`old_plan`) is shown for
+        comparison only, and a claimed noise twice the real one measures power."""
+        return self.plan is independent_plan and not self.noise_halved
 
     @property
     def n_runs(self) -> int:
@@ -225,6 +233,7 @@ def attack_bounds(
     confidence: float,
     rngs,
     cache: BoundCache | None = None,
+    mechanism: SubsampledGaussian | None = None,
 ) -> np.ndarray:
     """[rule, key] (`RULES` x `KEYS`; an ε at δ NaN where undefined, at δ = 0) of one attack's
     scores: the targets' scores [T, n] pooled against their coins, the reference runs' scores
@@ -237,18 +246,27 @@ def attack_bounds(
     pseudo = RankedGuesses.of(reference_scores[reference_keep], reference_scores[~reference_keep], rng=reference_rng)
     chosen = {
         a: tune(pseudo, m=keep.size, analysis=a, delta=delta, confidence=confidence, cache=cache).guesses
-        for a in ANALYSES
+        for a in applicable(mechanism, delta)
     }
     found = {
         "tuned": bounds_of(
-            member, nonmember, delta=delta, confidence=confidence, rng=tuned_rng, tuned=chosen, cache=cache
+            member,
+            nonmember,
+            delta=delta,
+            confidence=confidence,
+            rng=tuned_rng,
+            tuned=chosen,
+            cache=cache,
+            mechanism=mechanism,
         ),
-        "grid": bounds_of(member, nonmember, delta=delta, confidence=confidence, rng=grid_rng, cache=cache),
+        "grid": bounds_of(
+            member, nonmember, delta=delta, confidence=confidence, rng=grid_rng, cache=cache, mechanism=mechanism
+        ),
     }
 
     def value(rule: str, key: str) -> float:
-        if key in EPSILON_AT_DELTA and (delta == 0.0 or found[rule][key] is None):
-            return math.nan  # μ-GDP implies no pure ε
+        if found[rule][key] is None:
+            return math.nan  # μ-GDP implies no pure ε; no claimed mechanism, no own curve
         return float(found[rule][key])
 
     return np.array([[value(rule, key) for key in KEYS] for rule in RULES])
@@ -286,6 +304,7 @@ def repetition_bounds(
                 confidence=each,
                 rngs=(grid_rng, reference_rng, tuned_rng),
                 cache=cache,
+                mechanism=design.claimed,
             )
         )
     return np.max(np.stack(found), axis=0)
@@ -309,15 +328,22 @@ def values_of(found: np.ndarray, rule: str, analysis: str) -> np.ndarray:
 
 def truth(design: Design, analysis: str) -> float | None:
     """What a bound of `analysis` is judged against: ε0 for an ε bound, μ for a μ bound (μ-GDP)
-    (None where the mechanism's trade-off is not Gaussian: descriptive only)."""
-    return design.mu if get_bound(analysis).unit == "mu" else design.epsilon
+    (None where the mechanism's trade-off is not Gaussian: descriptive only); for the claimed
+    mechanism's own curve, the claimed mechanism's ε at δ by the same accounting
+    (`audit.stats.mechanism.epsilon_at`), None without one."""
+    bound = get_bound(analysis)
+    if bound.needs_mechanism:
+        return None if design.claimed is None else epsilon_at(design.claimed, design.delta)
+    return design.mu if bound.unit == "mu" else design.epsilon
 
 
 def false_alarms(design: Design, found: np.ndarray, rule: str = "grid", analysis: str = STEINKE.name) -> int | None:
     """Repetitions whose bound exceeds the truth (`truth`; for the null: whose bound is > 0); None
     for the Gaussian family on a mechanism that is not exactly μ-GDP."""
     limit = truth(design, analysis)
-    return None if limit is None else int(np.sum(values_of(found, rule, analysis) > limit))
+    if limit is None or analysis not in computed_under(rule, design.claimed, design.delta):
+        return None
+    return int(np.sum(values_of(found, rule, analysis) > limit))
 
 
 def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
@@ -337,6 +363,8 @@ def approx_labels() -> np.ndarray:
 
 
 def gaussian_design(epsilon: float, n_targets: int) -> Design:
+    """The Gaussian mechanism at ε0: one full-batch Gaussian step of noise multiplier 1 / μ, so its own
+    curve is G_μ itself."""
     mu = gaussian_mu(epsilon, APPROX_DELTA)
     return Design(
         "gaussian mechanism",
@@ -347,6 +375,7 @@ def gaussian_design(epsilon: float, n_targets: int) -> Design:
         n_targets,
         delta=APPROX_DELTA,
         mu=mu,
+        claimed=SubsampledGaussian(1.0 / mu, 1.0, 1),
     )
 
 
@@ -369,7 +398,8 @@ def power_design() -> Design:
 
 def whitebox_designs() -> list[Design]:
     """The white-box rows: the subsampled Gaussian at each claimed ε of `WHITEBOX_CLAIMS`, judged
-    against its PRV ε."""
+    against its PRV ε (its own curve against the same mechanism's ε by `epsilon_at`); then the
+    claim 4 of a mechanism that really adds half its noise (σ halved): a power row, not judged."""
     rows = []
     for claim, n_targets in WHITEBOX_CLAIMS.items():
         sigma = whitebox_sigma(claim)
@@ -382,8 +412,19 @@ def whitebox_designs() -> list[Design]:
                 np.zeros(WHITEBOX_CANARIES, dtype=np.int64),
                 n_targets,
                 delta=APPROX_DELTA,
+                claimed=SubsampledGaussian(sigma, WHITEBOX_RATE, WHITEBOX_STEPS),
             )
         )
+    claim = max(WHITEBOX_CLAIMS)
+    sigma = whitebox_sigma(claim)
+    rows.append(
+        replace(
+            rows[-1],
+            name=f"white-box, sigma halved (claim {claim:g}, sigma {sigma:.4g}, real {sigma / 2:.4g})",
+            mechanism=partial(whitebox_gaussian, sigma=sigma / 2),
+            noise_halved=True,
+        )
+    )
     return rows
 
 

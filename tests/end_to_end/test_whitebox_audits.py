@@ -98,6 +98,14 @@ def test_white_box_flags_the_noise_and_clipping_bugs_at_their_claim(tmp_path, bu
     kind, claim = claimed_verdict(root, 1.0)
     assert kind == "epsilon_violated", claim
     assert max(claim["bounds"].values()) > bound_above
+    # The test of the mechanism the run's accountant composed (its own curve): bugs b and c release
+    # more than (sigma, q, T) allows, and are flagged as such; bug a releases exactly what its
+    # accountant composed (sigma for epsilon 10), so its own curve is not rejected: its fault is the
+    # claim, not the accounting. Measured as here: b rejected, the family's eps >= 7.24 (sigma* 0.76
+    # against the claimed mechanism's 0.89); c rejected, 8.15; a not rejected (its own eps 8.65,
+    # the family's bound 2.50).
+    mechanism = json.loads((root / "audit" / "summary.json").read_text())["verdict"]["mechanism"]
+    assert mechanism["rejected"] == (bug != "NoiseForTen"), mechanism
 
 
 def test_a_command_without_white_box_attacks_refuses_the_white_box_threat_model(tmp_path):
