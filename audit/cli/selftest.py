@@ -69,8 +69,8 @@ def table_lines(design: Design, found: np.ndarray, ceilings: dict) -> list[str]:
     for rule in RULES:
         for bound in BOUNDS:
             analysis = bound.name
-            if (rule, analysis) not in ceilings:
-                continue  # the claimed mechanism's own curve, on a design without one
+            if analysis not in guesses.computed_under(rule, design.claimed, design.delta):
+                continue  # the claimed mechanism's own curve: only with a claimed mechanism, only tuned
             values = values_of(found, rule, analysis)
             median = float(np.median(values))
             limit = truth(design, analysis)

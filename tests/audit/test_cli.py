@@ -46,6 +46,8 @@ METRIC_KEYS = {
     "mu_lower",
     "mu_ceiling",
     "eps_gaussian",
+    "eps_lower_mechanism",  # null for a victim that records no mechanism (docs/contracts.md)
+    "eps_ceiling_mechanism",
     "guesses",
     "reference_choice",
 }

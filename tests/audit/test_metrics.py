@@ -310,6 +310,8 @@ def test_summary_contract():
         "mu_lower",
         "mu_ceiling",
         "eps_gaussian",
+        "eps_lower_mechanism",
+        "eps_ceiling_mechanism",
         "guesses",
     }
     assert summary["guess_rule"] == "grid"  # no count was tuned on reference runs

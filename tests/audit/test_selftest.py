@@ -232,7 +232,9 @@ def test_bounds_are_the_ones_every_victims_audit_computes():
     assert grid["eps_lower"] > 0.5  # a real signal
     for rule, summary in (("tuned", tuned), ("grid", grid)):
         row = found[RULES.index(rule)]
-        np.testing.assert_allclose(row, [summary[key] for key in selftest.KEYS], rtol=1e-9)
+        # a key the summary leaves null (the own curve, without a claimed mechanism) is NaN in the row
+        expected = [np.nan if summary[key] is None else summary[key] for key in selftest.KEYS]
+        np.testing.assert_allclose(row, expected, rtol=1e-9)
     assert grid["n_members"] + grid["n_nonmembers"] == targets.size
 
 
@@ -389,7 +391,19 @@ def test_cli_prints_a_block_per_design_and_a_line_per_rule_and_analysis():
     assert any("OLD" in line for line in blocks)
     assert all(" 2 reps" in line for line in blocks)
     rows = [line for line in lines if line.startswith(("  tuned", "  grid"))]
-    assert len(rows) == 6 * len(blocks)  # 2 rules x 3 analyses per design
+    # 2 rules x 3 analyses per design, and a tuned row of the claimed mechanism's own curve where the
+    # design has one (the Gaussian and white-box designs)
+    claimed = [d for d in selftest.designs() if d.claimed is not None]
+    assert len(claimed) == 2 + 3  # the Gaussian mechanism at eps0 1 and 4; white-box claims 1, 4 and sigma halved
+    assert len(rows) == 6 * len(blocks) + len(claimed)
+    own = [line for line in rows if "own curve" in line]
+    assert len(own) == len(claimed) and all(line.startswith("  tuned own curve") for line in own)
+    halved = [k for k, line in enumerate(lines) if "sigma halved" in line]
+    assert len(halved) == 1
+    assert lines[halved[0]].endswith("[the claim is false: alarms here are detections (power), not judged]")
+    # with 2 repetitions the halved noise is flagged by the own curve both times (measured median 5.65
+    # against the claimed mechanism's 3.69)
+    assert any(line.startswith("  tuned own curve      2  1.000") for line in lines[halved[0] :][:8])
     assert any(
         line.startswith("power (gaussian mechanism, eps0 4") and "tuned+fdp" in line and "grid+steinke" in line
         for line in lines
@@ -402,11 +416,12 @@ def test_cli_prints_a_block_per_design_and_a_line_per_rule_and_analysis():
         assert lines[k].endswith(" 2 reps [retired pairs plan: shown for comparison, not judged]")
         block = lines[k + 1 : k + 7]
         assert sum(line.endswith(" (not judged)") for line in block) == 4  # steinke and f-DP; mu-GDP is descriptive
-    assert not any("not judged" in line for line in lines[: retired[0]])  # the independent plan's rows are judged
+    # the independent plan's rows are judged (the sigma-halved row's count detections)
+    assert not any(line.endswith(" (not judged)") for line in lines[: retired[0]])
     # the closing line, after the timing: 2 repetitions of seeds 0 and 1 raise no alarm on any judged row
     assert lines[-2].startswith("(") and lines[-2].endswith(" s)")
     assert lines[-1] == (
-        "self-test passed: all 64 judged rows within the allowed 5% (one-sided binomial test, Bonferroni 0.05/64; "
+        "self-test passed: all 68 judged rows within the allowed 5% (one-sided binomial test, Bonferroni 0.05/68; "
         "largest: 0/2 = 0.0%, tuned steinke, randomised response eps0 1)"
     )
 
@@ -440,12 +455,19 @@ def test_flag_defaults():
 def test_white_box_rows_are_valid_and_have_power_on_the_subsampled_gaussian():
     # claim 4 -> sigma 2.256 (RDP), true (PRV) eps 3.68; 16 x 1,000 canaries, 300 steps at q = 0.1024.
     # Measured at 3 repetitions: tuned f-DP bounds 1.74, 1.92, 1.66; 200 repetitions in docs/results/selftest.md.
-    claim1, claim4 = selftest.whitebox_designs()
+    # The claimed mechanism's own curve on the same repetitions: 2.22, 2.36, 2.44 against its PLD epsilon
+    # 3.69 (a share of 0.63, where the f-DP test of f_{eps,delta} reaches 0.49).
+    claim1, claim4, halved = selftest.whitebox_designs()
     assert claim1.epsilon < 1.0 and 3.6 < claim4.epsilon < 4.0  # PRV is tighter than the RDP claim
     found = selftest.bounds(claim4, repetitions=3, seed=0)
     fdp = selftest.values_of(found, "tuned", "fdp")
     assert (fdp <= claim4.epsilon).all() and np.median(fdp) > 1.4
+    own = selftest.values_of(found, "tuned", "mechanism")
+    assert (own <= selftest.truth(claim4, "mechanism")).all() and (own > fdp).all()
     assert selftest.false_alarms(claim1, selftest.bounds(claim1, repetitions=3, seed=0), "tuned", "fdp") == 0
+    # the claim of twice the real noise: the own curve flags it every time (measured 5.44 to 5.85 against 3.69)
+    assert halved.claimed == claim4.claimed and not halved.judged
+    assert selftest.false_alarms(halved, selftest.bounds(halved, repetitions=3, seed=0), "tuned", "mechanism") == 3
 
 
 # ---------------------------------------------------------------------------
