@@ -18,6 +18,8 @@ import sys
 from functools import partial
 
 import numpy as np
+from dataclasses import replace
+
 import pytest
 from scipy import stats
 
@@ -368,6 +370,7 @@ def test_old_complement_pair_plan_raises_false_alarms_the_independent_plan_does_
 # the command line
 
 
+@pytest.mark.slow  # the whole self-test at 2 repetitions: ~25 s, most of it the white-box own-curve rows
 def test_cli_prints_a_block_per_design_and_a_line_per_rule_and_analysis():
     result = subprocess.run(
         [sys.executable, "-m", "audit.selftest", "--repetitions", "2"], capture_output=True, text=True, timeout=300
@@ -464,6 +467,8 @@ def test_white_box_rows_are_valid_and_have_power_on_the_subsampled_gaussian():
     assert (fdp <= claim4.epsilon).all() and np.median(fdp) > 1.4
     own = selftest.values_of(found, "tuned", "mechanism")
     assert (own <= selftest.truth(claim4, "mechanism")).all() and (own > fdp).all()
+    # claim 1's f-DP alarms only (its own curve's are the 200-repetition self-test's; its curves take ~10 s)
+    claim1 = replace(claim1, claimed=None)
     assert selftest.false_alarms(claim1, selftest.bounds(claim1, repetitions=3, seed=0), "tuned", "fdp") == 0
     # the claim of twice the real noise: the own curve flags it every time (measured 5.44 to 5.85 against 3.69)
     assert halved.claimed == claim4.claimed and not halved.judged
