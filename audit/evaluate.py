@@ -13,7 +13,7 @@ from attacks.ganleak import RECON_KINDS
 from attacks.registry import get_attack
 from audit.stats.bounds import SUMMARY_KEYS, VERDICT_BOUND
 from audit.stats.epsilon import bound_applies
-from audit.stats.guesses import RankedGuesses, applicable, tune
+from audit.stats.guesses import BoundCache, RankedGuesses, applicable, tune
 from audit.stats.mechanism import SubsampledGaussian
 from audit.stats.metrics import MembershipScores
 from shadow_runs.plan import shadow_mask
@@ -190,8 +190,9 @@ def choose_on_references(
         if not (keep & scored).any() or not (~keep & scored).any():
             return None
         ranked = RankedGuesses.of(scores[keep & scored], scores[~keep & scored], rng=np.random.default_rng(0))
+        cache = BoundCache()  # the own curve's count is the Gaussian family's (`tune`): tuned once
         tuned = {
-            a: tune(ranked, m=m, analysis=a, delta=delta, confidence=confidence, mechanism=mechanism)
+            a: tune(ranked, m=m, analysis=a, delta=delta, confidence=confidence, cache=cache)
             for a in applicable(mechanism, delta)
         }
         verdict = tuned[VERDICT_BOUND.name]

@@ -69,7 +69,7 @@ def table_lines(design: Design, found: np.ndarray, ceilings: dict) -> list[str]:
     for rule in RULES:
         for bound in BOUNDS:
             analysis = bound.name
-            if analysis not in guesses.computed_under(rule, design.claimed, design.delta):
+            if analysis not in guesses.applicable(design.claimed, design.delta, rule):
                 continue  # the claimed mechanism's own curve: only with a claimed mechanism, only tuned
             values = values_of(found, rule, analysis)
             median = float(np.median(values))
@@ -105,7 +105,7 @@ def power_line(found: np.ndarray, design: Design) -> str:
         f"{rule}+{b.name} {np.median(values_of(found, rule, b.name)):.3f}"
         for rule in RULES
         for b in eps_bounds
-        if b.name in guesses.computed_under(rule, design.claimed, design.delta)
+        if b.name in guesses.applicable(design.claimed, design.delta, rule)
     )
     mu = "; ".join(
         f"median {b.lower_key} "
@@ -180,7 +180,7 @@ def main(argv=None) -> int:
                 mechanism=design.claimed,
             )
             for rule in RULES
-            for analysis in guesses.computed_under(rule, design.claimed, design.delta)
+            for analysis in guesses.applicable(design.claimed, design.delta, rule)
         }
         results.append((design, found))
         print(design_line(design, args.repetitions))

@@ -35,6 +35,7 @@ from audit.stats import epsilon as steinke
 from audit.stats import fdp
 from audit.stats.bounds import BOUNDS, FDP, GAUSSIAN, MECHANISM, VERDICT_BOUND, get_bound
 from audit.stats.epsilon import Guesses, RankedGuesses, guess_grid
+from audit.stats import mechanism as claimed
 from audit.stats.mechanism import SubsampledGaussian
 
 RULES = ("tuned", "grid")
@@ -73,19 +74,14 @@ def bound_at(
     return bound.test(**kwargs)
 
 
-def computed_under(rule: str, mechanism: SubsampledGaussian | None, delta: float) -> tuple[str, ...]:
-    """The analyses `bounds_of` computes under `rule`: every applicable one under "tuned", and
-    under "grid" those that need no claimed mechanism (a family search per grid count would build
-    its curves by the hundred; the verdict's grid fallback tests the mechanism itself,
-    `mechanism_verdict`)."""
-    names = applicable(mechanism, delta)
-    return names if rule == "tuned" else tuple(a for a in names if not get_bound(a).needs_mechanism)
-
-
-def applicable(mechanism: SubsampledGaussian | None, delta: float) -> tuple[str, ...]:
-    """The analyses an audit computes: every registered bound, less those that test a claimed
-    mechanism when the runs record none or δ = 0 (a Gaussian mechanism has no pure ε)."""
-    return tuple(b.name for b in BOUNDS if not b.needs_mechanism or (mechanism is not None and delta > 0.0))
+def applicable(mechanism: SubsampledGaussian | None, delta: float, rule: str = "tuned") -> tuple[str, ...]:
+    """The analyses an audit computes under `rule`: every registered bound, less those that test a
+    claimed mechanism when the runs record none or δ = 0 (a Gaussian mechanism has no pure ε), and
+    under "grid" less those too (a family search per grid count would build its curves by the
+    hundred; the verdict's grid fallback tests the mechanism itself, `mechanism_verdict`)."""
+    return tuple(
+        b.name for b in BOUNDS if not b.needs_mechanism or (mechanism is not None and delta > 0.0 and rule == "tuned")
+    )
 
 
 class BoundCache:
@@ -229,7 +225,6 @@ def tune(
     delta: float,
     confidence: float,
     cache: BoundCache | None = None,
-    mechanism: SubsampledGaussian | None = None,
 ) -> TunedChoice:
     """The candidate count (`tuned_candidates(m)`) whose bound at the real m, predicted from the
     pseudo-targets' precision at the same fractions of their own m (its `cautious_precision`, so
@@ -265,7 +260,6 @@ def tune(
             delta=delta,
             alpha=alpha,
             at_least=at_least,
-            mechanism=mechanism,
         )
         if best is None or value > best.predicted or (value == best.predicted and z > best.z):
             best = TunedChoice(candidate, value, z)
@@ -340,7 +334,7 @@ def bounds_of(
     m = ranked.m
     rule = "grid" if tuned is None else "tuned"
     values, used = {}, {}
-    names = computed_under(rule, mechanism, delta)
+    names = applicable(mechanism, delta, rule)
     computed = [b for b in BOUNDS if b.name in names and (tuned is None or b.name in tuned)]
     for bound in computed:
         if tuned is not None:
@@ -477,8 +471,6 @@ def mechanism_verdict(
     member of the family (same q and T, any σ) the canaries rule out, and the ε at `delta` it would
     spend (relative to the family; 0 when no member is ruled out). `eps_claimed`: the claimed
     mechanism's own ε at `delta` by the same accounting (`audit.stats.mechanism.epsilon_at`)."""
-    from audit.stats import mechanism as claimed
-
     if chosen is not None and guesses is not None:
         member, nonmember = groups[chosen]
         ranked = RankedGuesses.of(member, nonmember, rng=rng_of(chosen))

@@ -33,8 +33,10 @@ independent fair coins and guesses made without the judged coins. Here:
    H_{e^ε}(Q‖P), for every real ε (a pointwise check per grid cell), hence lowers the trade-off
    curve T(P, Q)(α) = sup_ε 1 - H_{e^ε}(Q‖P) - e^ε α; composition keeps the order (tensor products
    of trade-off functions are monotone, Dong et al. Lemma C.1), and so does the same rounding
-   after each convolution (mass below the composed grid is moved up to its first point). The
-   remaining error is floating point (~1e-15 per value).
+   after each convolution (mass below the composed grid is moved up to its first point). Each
+   side's curve is then carried by a few thousand of its own segment lines, whose upper envelope
+   supports it from below (`LossDistribution.tradeoff`). The remaining error is floating point
+   (~1e-14 per value).
 3. Add and remove: the relation is symmetric, so the mechanism is f-DP for f = min(T(P,Q),
    T(Q,P)) = min(f_rem, f_rem⁻¹), and for its lower convex envelope, the curve used here (what
    Zhu, Dong and Wang 2022 show is tight for Poisson subsampling).
@@ -311,14 +313,8 @@ def tradeoff_points(mechanism: SubsampledGaussian) -> tuple[np.ndarray, np.ndarr
     lower convex envelope of min(g, g⁻¹)."""
     rem = loss_distribution(mechanism, remove=False).tradeoff()  # T(P, Q): A = Q, B = P
     add = loss_distribution(mechanism, remove=True).tradeoff()  # T(Q, P): A = P, B = Q
-    g = _upper_envelope(rem, (add[1], add[0]))
-    return _symmetrised(*g)
-
-
-def _symmetrised(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """conv(min(g, g⁻¹)) of a decreasing g given by its vertices: the lower hull of g's vertices and
-    their reflections."""
-    return _lower_hull(np.concatenate([xs, ys]), np.concatenate([ys, xs]))
+    xs, ys = _upper_envelope(rem, (add[1], add[0]))
+    return _lower_hull(np.concatenate([xs, ys]), np.concatenate([ys, xs]))  # g's vertices and their reflections
 
 
 def _lower_hull(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -84,7 +84,7 @@ import numpy as np
 from scipy import stats
 
 from audit.stats.bounds import ANALYSES, BOUNDS, STEINKE, get_bound
-from audit.stats.guesses import RULES, BoundCache, RankedGuesses, applicable, bounds_of, computed_under, tune
+from audit.stats.guesses import RULES, BoundCache, RankedGuesses, applicable, bounds_of, tune
 from audit.stats.mechanism import SubsampledGaussian, epsilon_at
 from audit.stats.mechanisms import (
     APPROX_DELTA,
@@ -341,7 +341,7 @@ def false_alarms(design: Design, found: np.ndarray, rule: str = "grid", analysis
     """Repetitions whose bound exceeds the truth (`truth`; for the null: whose bound is > 0); None
     for the Gaussian family on a mechanism that is not exactly μ-GDP."""
     limit = truth(design, analysis)
-    if limit is None or analysis not in computed_under(rule, design.claimed, design.delta):
+    if limit is None or analysis not in applicable(design.claimed, design.delta, rule):
         return None
     return int(np.sum(values_of(found, rule, analysis) > limit))
 
