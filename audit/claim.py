@@ -6,6 +6,8 @@ A claim is ε, a finite number > 0, at δ in [0, 1): δ = 0 is a pure ε-DP clai
 has on a victim without one (summary.json's `delta` null). On the command line
 (`--claimed-epsilon`, `--claimed-delta`, whose argument types test the same rules) either part may
 be left out, and is then the audit's own: `Claim` holds None there until `resolve_claim` fills it.
+The audit commands record the claim in summary.json (`claimed_epsilon`, `claimed_delta`) and take
+their verdict at its δ (`verdict_delta`); the report checks the recorded claim, or one given to it.
 """
 
 from __future__ import annotations
@@ -54,18 +56,26 @@ class Claim:
         return None if epsilon is None and delta is None else cls(epsilon=epsilon, delta=delta)
 
 
+def verdict_delta(claim: Claim | None, own_delta: float) -> float:
+    """The δ an audit's verdict is computed at: the claim's δ where one is given, else the audit's
+    own (the victim's δ, 0 for a non-DP victim). A bound at one δ says nothing about a claim at a
+    larger one, so the verdict is taken at the δ of what it is compared with."""
+    return own_delta if claim is None or claim.delta is None else claim.delta
+
+
 def resolve_claim(summary: Mapping, given: Claim | None = None) -> Claim | None:
     """The claim an audit (its summary.json) is checked against, with both parts set: the given ε,
-    else the claimed ε summary.json records (`audit.release` writes one), else the victim's formal
-    ε; None when there is none. Its δ: the given one, else (for a claimed ε) summary.json's
-    `claimed_delta`, else the audit's `delta`, else 0."""
-    delta = None if given is None else given.delta
-    audit_delta = summary.get("delta") or 0.0
-    own_delta = summary.get("claimed_delta") if summary.get("claimed_delta") is not None else audit_delta
+    else the claimed ε summary.json records (the audit commands' `--claimed-epsilon`), else the
+    victim's formal ε; None when there is none. Its δ: the given one, else summary.json's
+    `claimed_delta` (the δ its verdict is at, `verdict_delta`), else the audit's `delta`, else 0."""
+    recorded = summary.get("claimed_delta")
+    delta = (summary.get("delta") or 0.0) if recorded is None else recorded
+    if given is not None and given.delta is not None:
+        delta = given.delta
     if given is not None and given.epsilon is not None:
-        return Claim(epsilon=given.epsilon, delta=own_delta if delta is None else delta, source=CLAIMED)
+        return Claim(epsilon=given.epsilon, delta=delta, source=CLAIMED)
     if summary.get("claimed_epsilon") is not None:
-        return Claim(epsilon=summary["claimed_epsilon"], delta=own_delta if delta is None else delta, source=CLAIMED)
+        return Claim(epsilon=summary["claimed_epsilon"], delta=delta, source=CLAIMED)
     if summary.get("formal_epsilon") is not None:
-        return Claim(epsilon=summary["formal_epsilon"], delta=audit_delta if delta is None else delta, source=FORMAL)
+        return Claim(epsilon=summary["formal_epsilon"], delta=delta, source=FORMAL)
     return None

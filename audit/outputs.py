@@ -227,7 +227,7 @@ def at_chance(attack: dict, *, rate: str, level: float = 0.05) -> bool:
 
 
 def summary_verdict(summary: dict) -> Verdict | None:
-    """The ε verdict of summary.json's `verdict` (the paid-for bound, at the audit's own δ) against
+    """The ε verdict of summary.json's `verdict` (the paid-for bound, at the claim's δ) against
     the claim it records (`audit.claim.resolve_claim`: a release's claimed ε, else the formal ε;
     none: "no ε claim was checked"); None where no bound applies."""
     found = summary.get("verdict")

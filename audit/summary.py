@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from audit.claim import Claim
+from audit.claim import Claim, verdict_delta
 from audit.evaluate import (
     StoredRuns,
     attack_summary,
@@ -83,9 +83,11 @@ def summarise(
     canaries: CanaryColumns | None,
     settings: EvaluationSettings,
     choices: dict | None = None,
+    claim: Claim | None = None,
 ) -> dict:
     """summary.json of an audit of shadow runs: metrics of every attack, pooled over the targets;
-    `choices` (attack -> `audit.evaluate.ReferenceChoice` or None) what the reference runs chose."""
+    `choices` (attack -> `audit.evaluate.ReferenceChoice` or None) what the reference runs chose;
+    `claim` the claim the command was given (`claim_keys`), whose δ the verdict is at."""
     membership, init_mask = runs.keep[targets], runs.init_mask[targets]
     fair = bound_applies(settings.inclusion_rate)
     accuracies = [m["test_accuracy"] for m in runs.meta]
@@ -103,6 +105,7 @@ def summarise(
     mechanism = claimed_mechanism(runs, targets) if fair else None
     summary = {
         **identity,
+        **claim_keys(claim, identity["delta"] or 0.0),
         "utility": {"test_accuracy": float(np.mean(accuracies)), "test_accuracy_std": float(np.std(accuracies))},
         "evaluation": {
             **_settings(variance, settings),
@@ -129,7 +132,7 @@ def summarise(
             membership,
             columns,
             choices or {},
-            delta=identity["delta"] or 0.0,
+            delta=verdict_delta(claim, identity["delta"] or 0.0),
             settings=settings,
             mechanism=mechanism,
         )
@@ -165,17 +168,11 @@ def release_summary(
     claim: Claim | None = None,
     choices: dict | None = None,
 ) -> dict:
-    """summary.json of the release audit: the same keys (one target: the release) plus `claim`, the
-    claim the command was given, recorded as `claimed_epsilon` and `claimed_delta` (a claimed ε
-    without a δ gets the audit's own). Its bounds use the audit's own δ (the pipeline's, 0 for a
-    non-DP one) whatever is claimed, so no number moves with a claim; the report checks a claim at
-    the claim's δ."""
+    """summary.json of the release audit: the same keys (one target: the release) with the claim
+    the command was given (`claim_keys`). Its attacks' bounds use the audit's own δ (the
+    pipeline's, 0 for a non-DP one) whatever is claimed; its verdict is at the claim's δ."""
     identity = _identity(experiment, shadows, target_runs=[0])
     own_delta = identity["delta"] or 0.0
-    claim = claim or Claim()
-    claimed_delta = claim.delta
-    if claim.epsilon is not None and claim.delta is None:
-        claimed_delta = own_delta  # a claimed ε without its δ is at the audit's own
     coins = inputs.coins
     fair = coins is not None and coins.fair
     if coins is None:
@@ -191,8 +188,7 @@ def release_summary(
     shadow_accuracy = [m["test_accuracy"] for m in shadows.meta]
     return {
         **identity,
-        "claimed_epsilon": claim.epsilon,
-        "claimed_delta": claimed_delta,
+        **claim_keys(claim, own_delta),
         "utility": {
             "test_accuracy": obs.test_accuracy,
             "test_accuracy_std": 0.0,
@@ -214,11 +210,22 @@ def release_summary(
             scores, membership, init, delta=own_delta, fair=fair, settings=settings, choices=choices
         ),
         "verdict": (
-            verdict_entry(scores, membership, slice(None), choices or {}, delta=own_delta, settings=settings)
+            verdict_entry(
+                scores, membership, slice(None), choices or {}, delta=verdict_delta(claim, own_delta), settings=settings
+            )
             if fair
             else None
         ),
     }
+
+
+def claim_keys(claim: Claim | None, own_delta: float) -> dict:
+    """summary.json's `claimed_epsilon` and `claimed_delta`: the claim an audit command was given
+    (`--claimed-epsilon`, `--claimed-delta`), null where not given; a claimed ε without its δ is at
+    the audit's own δ. `audit.claim.resolve_claim` reads them back."""
+    claim = claim or Claim()
+    delta = own_delta if claim.epsilon is not None and claim.delta is None else claim.delta
+    return {"claimed_epsilon": claim.epsilon, "claimed_delta": delta}
 
 
 def attacks_summary(

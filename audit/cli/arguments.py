@@ -98,3 +98,17 @@ def positive_number(text: str) -> float:
 def delta_in_unit(text: str) -> float:
     """An argument type: a number in [0, 1) (a claim's delta, `audit.claim`; 0 for pure DP)."""
     return _number(text, accepts=delta_ok, requirement=DELTA_RULE)
+
+
+def add_claim_flags(parser: argparse.ArgumentParser) -> None:
+    """--claimed-epsilon and --claimed-delta, the claim an audit checks (`audit.claim`): the audit
+    commands record it in summary.json, whose verdict is then at the claim's δ; the report checks it."""
+    parser.add_argument(
+        "--claimed-epsilon",
+        type=positive_number,
+        default=None,
+        help="the ε the pipeline claims, checked by the verdict (default: the victim's formal ε, if any)",
+    )
+    parser.add_argument(
+        "--claimed-delta", type=delta_in_unit, default=None, help="the δ of that claim (default: the victim's δ, or 0)"
+    )

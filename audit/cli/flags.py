@@ -7,7 +7,7 @@ import argparse
 
 from attacks import VARIANCES
 from attacks.lira import PER_EXAMPLE_FROM
-from audit.cli.arguments import ArgumentParser, int_at_least, probability
+from audit.cli.arguments import ArgumentParser, add_claim_flags, int_at_least, probability
 from audit.cli.victim_flags import add_victim_flags, victim_argument
 from audit.executor import EXECUTORS, ExecutorConfig
 from audit.summary import EvaluationSettings
@@ -44,7 +44,7 @@ def build_parser(
         type=int_at_least(1),
         default=None,
         help="target runs (the first runs; their coins are the canaries of the epsilon bound), each attacked with "
-        "the other, reference runs as shadows (default: min(R/2, 16))",
+        "the other, reference runs as shadows (default: R/2)",
     )
     p.add_argument(
         "--dataset",
@@ -55,6 +55,7 @@ def build_parser(
     p.add_argument("--download", action="store_true", help="let torchvision download the dataset")
     add_run_flags(p)
     add_canary_flags(p)
+    add_claim_flags(p)
     add_victim_flags(p, argv)
     return p
 

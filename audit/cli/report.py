@@ -19,22 +19,10 @@ import sys
 from pathlib import Path
 
 from audit.claim import Claim
-from audit.cli.arguments import ArgumentParser, delta_in_unit, int_at_least, positive_number, probability
+from audit.cli.arguments import ArgumentParser, add_claim_flags, int_at_least, probability
 from audit.reporting.build import Settings, build_report, write_report
 from audit.results import load_audited, load_many
 from audit.stats.bootstrap import N_BOOT, N_BOOT_EPS
-
-
-def add_claim_flags(parser) -> None:
-    parser.add_argument(
-        "--claimed-epsilon",
-        type=positive_number,
-        default=None,
-        help="the ε the release claims (default: the victim's formal ε, if any)",
-    )
-    parser.add_argument(
-        "--claimed-delta", type=delta_in_unit, default=None, help="the δ of that claim (default: the victim's δ, or 0)"
-    )
 
 
 def add_report_flags(parser, *, seed: bool = True) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 
 from attacks.lira import variance_for
 from audit import outputs
+from audit.claim import Claim, verdict_delta
 from audit.cli.flags import build_parser, canary_config, evaluation_settings, executor_config
 from audit.cli.victim_flags import victim_overrides
 from victims.overrides import build_victim
@@ -40,6 +41,7 @@ def main(
     """Run the audit; `victims` restricts `--victim` (default: every registered victim)."""
     parser = build_parser(prog, description, victims=victims, argv=argv)
     args = parser.parse_args(argv)
+    claim = Claim.given(args.claimed_epsilon, args.claimed_delta)
     try:
         victim = build_victim(args.victim, victim_overrides(args))
         executor = executor_config(args)
@@ -100,7 +102,7 @@ def main(
         targets,
         variance=variance,
         columns=canaries.scored if canaries else slice(None),
-        delta=run_delta(runs) or 0.0,
+        delta=verdict_delta(claim, run_delta(runs) or 0.0),  # the counts are tuned at the verdict's δ
         confidence=args.confidence,
         bounded=top_level_bounded(args.inclusion_rate, canaries),
     )
@@ -113,6 +115,7 @@ def main(
         canaries=canaries,
         settings=evaluation_settings(args),
         choices=choices,
+        claim=claim,
     )
     # scores.npz and the ROC plot take attacks that scored every example the bound is over (a white-box
     # attack scores the canaries only, NaN on the natural examples); one that scored a subset of those

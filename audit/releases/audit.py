@@ -20,6 +20,7 @@ import numpy as np
 from attacks.lira import variance_for
 from attacks.registry import attack_names
 from audit import outputs
+from audit.claim import verdict_delta
 from audit.evaluate import StoredRuns, run_delta, score_attacks
 from audit.executor import ExecutorConfig
 from audit.pipeline import experiment_record, train_missing_runs
@@ -195,7 +196,8 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Pa
     targets = np.array([request.n_shadow])
     variance = variance_for(request.lira_variance, n_reference=request.n_shadow)
     bounded = inputs.coins is not None and inputs.coins.fair
-    delta = run_delta(shadows) or 0.0  # the audit's own δ, whatever is claimed: the numbers do not move with a claim
+    # the reference runs tune the guess counts at the verdict's δ: the claim's, else the audit's own
+    delta = verdict_delta(request.report.claim, run_delta(shadows) or 0.0)
     scores, choices = score_attacks(
         runs,
         attack_names(),

@@ -316,7 +316,7 @@ def release_leakage_verdict(leakage: dict, *, epsilon: dict | None, no_epsilon: 
     `audit.releases.leakage`): the members the strongest attack finds at the thresholds an
     attacker sets on the reference runs for 1 in 1,000 and 1 in 100 non-members wrongly flagged,
     with the counts; then the ε lower bound when the membership's coins allow one (`epsilon`:
-    summary.json's `verdict`, at the audit's own δ: the same with or without a claim), else
+    summary.json's `verdict`, at the claim's δ where one was given, else the audit's own), else
     `no_epsilon`, why there is none. A figure no better than guessing (`at_chance`) says so in the
     sentence, and the warnings of too few reference runs end the reason."""
     tenth, one = leakage["release"]["0.001"], leakage["release"]["0.01"]

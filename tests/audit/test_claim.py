@@ -6,7 +6,7 @@ import math
 import pytest
 
 from audit import outputs
-from audit.claim import Claim, resolve_claim
+from audit.claim import Claim, resolve_claim, verdict_delta
 from audit.cli import report
 from audit.cli.arguments import delta_in_unit, positive_number
 from audit.reporting.build import Settings
@@ -18,11 +18,20 @@ def test_the_claim_checked_is_the_given_one_then_the_recorded_one_then_the_forma
     # a given ε takes the audit's δ; a given δ alone applies to the formal ε too
     assert resolve_claim(formal, Claim(epsilon=2.0)) == Claim(epsilon=2.0, delta=1e-5, source="claimed")
     assert resolve_claim(formal, Claim(delta=1e-3)) == Claim(epsilon=8.0, delta=1e-3, source="formal")
-    # audit.release records its claim: it comes before the formal ε, with its recorded δ
+    # the audit commands record their claim: it comes before the formal ε, with its recorded δ
     recorded = {**formal, "claimed_epsilon": 3.0, "claimed_delta": 0.0}
     assert resolve_claim(recorded) == Claim(epsilon=3.0, delta=0.0, source="claimed")
     assert resolve_claim(recorded, Claim(epsilon=5.0)) == Claim(epsilon=5.0, delta=0.0, source="claimed")
     assert resolve_claim({"formal_epsilon": None, "delta": None}) is None
+    # only a δ was claimed (`--claimed-delta` alone): the formal ε, at that δ, where the verdict was taken
+    assert resolve_claim({**formal, "claimed_epsilon": None, "claimed_delta": 1e-6}) == Claim(8.0, 1e-6, "formal")
+
+
+def test_the_verdict_is_taken_at_the_claims_delta_else_the_audits_own():
+    assert verdict_delta(None, 1e-5) == 1e-5
+    assert verdict_delta(Claim(epsilon=2.0), 1e-5) == 1e-5  # a claimed ε without δ: the audit's
+    assert verdict_delta(Claim(epsilon=2.0, delta=1e-6), 1e-5) == 1e-6
+    assert verdict_delta(Claim(delta=0.0), 1e-5) == 0.0  # a pure ε-DP claim
 
 
 def test_a_claim_on_a_victim_without_delta_is_pure_dp():

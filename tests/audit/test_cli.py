@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from audit import lira, loss
+from audit import lira, loss, outputs
 from attacks.registry import get_attack
 from audit.stats.epsilon import epsilon_ceiling
 from audit.stats.guesses import ceiling
@@ -22,6 +22,8 @@ SUMMARY_KEYS = {
     "n_shadow",
     "target_runs",
     "formal_epsilon",
+    "claimed_epsilon",
+    "claimed_delta",
     "delta",
     "utility",
     "evaluation",
@@ -130,6 +132,31 @@ def test_subset_audit_writes_the_contract_files(tmp_path, tiny_flags):
     assert (root / "audit" / "roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_claim_from_the_command_line_is_what_the_verdict_checks_at_its_delta(tmp_path, tiny_flags, capsys):
+    # a non-DP victim (no formal ε, δ null): without a claim no ε claim is checked; with one, summary.json
+    # records it and the verdict is taken at the claim's δ, the terminal naming the claim
+    flags = ["--victim", "real", "--n-shadow", "4", *tiny_flags]
+    assert audit(lira.main, tmp_path, *flags) == 0
+    root = only_experiment(tmp_path)
+    plain = json.loads((root / "audit" / "summary.json").read_text())
+    assert plain["claimed_epsilon"] is None and plain["claimed_delta"] is None and plain["verdict"]["delta"] == 0.0
+    assert "no ε claim was checked" in outputs.verdict_line(plain)
+    capsys.readouterr()
+    claimed = ["--claimed-epsilon", "0.05", "--claimed-delta", "1e-5"]
+    assert audit(lira.main, tmp_path, *flags, *claimed) == 0  # re-scores the stored runs
+    summary = json.loads((root / "audit" / "summary.json").read_text())
+    assert summary["claimed_epsilon"] == 0.05 and summary["claimed_delta"] == 1e-5
+    found = summary["verdict"]
+    assert found["delta"] == 1e-5 and found["rule"] == "tuned"  # 2 targets x 1500 coins, 2 reference runs
+    assert found["eps_ceiling"] == pytest.approx(
+        ceiling(3000, analysis="fdp", rule="tuned", delta=1e-5, confidence=0.95), abs=1e-9
+    )
+    line = outputs.verdict_line(summary)
+    assert line.startswith("  verdict: claimed ε = 0.05 at δ = 1e-05: ")
+    assert ("violated" in line) == (found["eps_lower"] > 0.05)
+    assert summary["attacks"]["loss"]["eps_ceiling"] == plain["attacks"]["loss"]["eps_ceiling"]  # at the victim's δ
+
+
 def test_rerun_rescoring_more_shadows_and_determinism(tmp_path, tiny_flags):
     flags = ["--victim", "real", "--n-shadow", "4", *tiny_flags]
     assert audit(lira.main, tmp_path / "a", *flags) == 0
@@ -201,6 +228,8 @@ def test_loss_and_lira_summaries_share_the_directory(tmp_path, tiny_flags):
         (["--victim", "dm", "--n-shadow", "4", "--preset", "faithful"], "--preset faithful is not available for dm"),
         (["--victim", "kip", "--n-shadow", "4", "--preset", "faithful"], "--preset faithful is not available for kip"),
         (["--victim", "psg", "--n-shadow", "4", "--preset", "fast"], "'fast'"),
+        (["--victim", "real", "--n-shadow", "4", "--claimed-epsilon", "0"], "--claimed-epsilon: must be a finite"),
+        (["--victim", "real", "--n-shadow", "4", "--claimed-delta", "1"], "--claimed-delta: must be a number in [0"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_naming_the_value(tmp_path, capsys, flags, named):
