@@ -4,8 +4,10 @@ correct one in one place, audited under both threat models beside its correct tw
     python bench/dp_bugs.py [--n-shadow 16] [--rows a b c ...] [--runs-dir runs/dp_bugs]
 
 Every bug victim is a class of `victims/bugs.py`, loaded through the `--victim module:Class` path
-(`victims.bugs:NoiseForTen`), and CLAIMS the ε of its `epsilon` field; each audit is reported
-against that claim (`python -m audit.report DIR --claimed-epsilon EPS`).
+(`victims.bugs:NoiseForTen`), and CLAIMS the ε of its `epsilon` field; each audit is checked
+against that claim (`python -m audit.lira ... --claimed-epsilon EPS`). An accounting bug (d, g)
+records what its accountant was told, so the test of the claimed mechanism's own curve checks the
+claim, while training spends more.
 
     a  NoiseForTen          dpsgd whose noise is calibrated for 10 x the claimed ε
     b  NoClipping           dpsgd that skips per-example clipping (the noise still assumes norm C)
@@ -14,13 +16,16 @@ against that claim (`python -m audit.report DIR --claimed-epsilon EPS`).
     e  KernelNoiseOffGraph  dpkernel whose generator trains on the noiseless embedding loss (the
                             noise enters the loss as a constant, outside the autograd graph)
     f  RealisedDivisor      dpsgd that divides the noisy sum by the realised batch size, not B
+    g  OneEpochAccountant   dpsgd whose accountant is told one epoch's steps of the ten trained
 
 Each row runs black-box (record canaries, mislabeled) and white-box (gradient canaries, which in
 dpsgd enter as per-example gradients of 10 C before clipping) audits; row b also white-box with
 mislabeled record canaries scored through their own gradients (`--threats record`). Printed per audit: the
-claimed ε, the verdict's bound with its ceiling (summary.json's `verdict`, recomputed by the
-report at the claim's δ), the verdict against the claim, runs and minutes. The correct twins
-(`dpsgd1` ... `datalens4`) are the built-in victims at ε = 1 and 4, reported against their own ε.
+claimed ε, the verdict's bound with its ceiling (summary.json's `verdict`, at the claim's δ), the
+verdict against the claim, the own-curve test where the runs record their mechanism (whether the
+claimed mechanism is rejected, and the ε of the strongest member of its family ruled out), runs
+and minutes. The correct twins (`dpsgd1` ... `datalens4`) are the built-in victims at ε = 1 and
+4, reported against their own ε.
 """
 
 from __future__ import annotations
@@ -45,6 +50,11 @@ ROWS = {  # label -> (what, victim flags, claimed epsilon)
         1.0,
     ),
     "e": ("dpkernel: noise off the graph", ["--victim", "victims.bugs:KernelNoiseOffGraph", "--epsilon", "1"], 1.0),
+    "g": (
+        "accountant told one epoch of ten",
+        ["--victim", "victims.bugs:OneEpochAccountant", "--epsilon", "1", *DPSGD_SMALL],
+        1.0,
+    ),
     "f": (
         "divided by the realised batch",
         ["--victim", "victims.bugs:RealisedDivisor", "--epsilon", "1", *DPSGD_SMALL],
@@ -68,38 +78,38 @@ THREATS = {  # label -> canary flags
 }
 
 
-def audit(where: Path, flags: list[str], claim: float) -> tuple[dict, dict, float]:
-    """(summary.json, report.json's claim entry, minutes) of one audit reported against `claim`."""
+def audit(where: Path, flags: list[str], claim: float) -> tuple[dict, float]:
+    """(summary.json, minutes) of one audit checked against `claim` (`--claimed-epsilon`)."""
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "audit.lira", *flags, "--runs-dir", str(where), "--quiet"], check=True)
+    command = [sys.executable, "-m", "audit.lira", *flags, "--claimed-epsilon", str(claim)]
+    subprocess.run([*command, "--runs-dir", str(where), "--quiet"], check=True)
     minutes = (time.perf_counter() - start) / 60
-    experiment = next(where.glob("*/audit/summary.json")).parent.parent
-    subprocess.run(
-        [sys.executable, "-m", "audit.report", str(experiment), "--claimed-epsilon", str(claim)],
-        check=True,
-        capture_output=True,
-    )
-    report = json.loads((experiment / "audit" / "report.json").read_text())
-    summary = json.loads((experiment / "audit" / "summary.json").read_text())
-    return summary, report["experiments"][0], minutes
+    summary = json.loads(next(where.glob("*/audit/summary.json")).read_text())
+    return summary, minutes
 
 
-def row(label: str, threat: str, summary: dict, reported: dict, claim: float, minutes: float) -> str:
+def row(label: str, threat: str, summary: dict, claim: float, minutes: float) -> str:
+    """One table row: the verdict's bound against the claim, and the claimed mechanism's own curve."""
+    from audit.outputs import summary_verdict
+
     what = ROWS[label][0]
-    claimed = reported.get("claim") or {}
-    verdict = next((v for v in reported.get("verdicts", []) if v["kind"].startswith("epsilon")), {})
+    found = summary.get("verdict") or {}
+    verdict = summary_verdict(summary)
     word = {
         "epsilon_violated": "violated",
         "epsilon_consistent": "consistent",
         "epsilon_not_testable": "not testable",
-    }.get(verdict.get("kind"), "-")
-    bounds, ceilings = claimed.get("bounds") or {}, claimed.get("ceilings") or {}
-    if bounds:
-        attack = max(bounds, key=lambda a: bounds[a])
-        cell = f"{bounds[attack]:.2f} ({attack}) / {ceilings[attack]:.2f}"
-    else:
-        cell = "-"
-    return f"| {label} | {what} | {threat} | {claim:g} | {cell} | {word} | {summary['n_shadow']} | {minutes:.1f} |"
+    }.get(verdict.kind if verdict else None, "-")
+    cell = f"{found['eps_lower']:.2f} ({found['attack']}) / {found['eps_ceiling']:.2f}" if found else "-"
+    own = found.get("mechanism")
+    own_cell = "-"
+    if own:
+        outcome = "**rejected**" if own["rejected"] else "not rejected"
+        own_cell = f"{outcome}; ε ≥ {own['eps_lower']:.2f} of {own['eps_claimed']:.2f}"
+    return (
+        f"| {label} | {what} | {threat} | {claim:g} | {cell} | {word} | {own_cell} | {summary['n_shadow']} | "
+        f"{minutes:.1f} |"
+    )
 
 
 def main() -> None:
@@ -109,16 +119,17 @@ def main() -> None:
     p.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
     p.add_argument("--threats", nargs="+", choices=THREATS, default=["black-box", "white-box"])
     args = p.parse_args()
-    print("| bug | what | threat model | claimed eps | verdict's bound (attack) / ceiling | verdict | runs | minutes |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| bug | what | threat model | claimed eps | verdict's bound (attack) / ceiling | verdict | own curve | runs "
+        "| minutes |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for label in args.rows:
         _, flags, claim = ROWS[label]
         for threat in args.threats:
             where = args.runs_dir / f"{label}_{threat}"
-            summary, reported, minutes = audit(
-                where, [*flags, *THREATS[threat], "--n-shadow", str(args.n_shadow)], claim
-            )
-            print(row(label, threat, summary, reported, claim, minutes), flush=True)
+            summary, minutes = audit(where, [*flags, *THREATS[threat], "--n-shadow", str(args.n_shadow)], claim)
+            print(row(label, threat, summary, claim, minutes), flush=True)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ tests/end_to_end/test_whitebox_audits.py.
     KernelNoiseOffGraph  dpkernel whose generator trains on the noiseless embedding loss (the noise
                          enters the loss as a constant, outside the autograd graph)
     RealisedDivisor      dpsgd that divides the noisy sum by the realised batch size, not B
+    OneEpochAccountant   dpsgd whose accountant is told one epoch's steps of those trained
 
 A new bug is one class here, differing from its correct twin in one overridden method.
 """
@@ -79,20 +80,34 @@ class ReusedNoise(DPSGDVictim):
 
 @dataclass(frozen=True)
 class HalfRateAccountant(DPSGDVictim):
-    """Bug d: sigma from an accountant told half the true Poisson rate."""
+    """Bug d: the accountant is told half the true Poisson rate: sigma is calibrated, and the run's
+    ε and mechanism recorded, for rate q/2 while batches are drawn at q."""
 
     name = "dpsgd_half_rate"
 
     def privacy(self, pool, inclusion_rate=0.5) -> DPSGDPrivacy:
         plan = DPSGDVictim.privacy(self, pool, inclusion_rate)
+        told = plan.sample_rate / 2
         sigma = noise_multiplier_for(
-            epsilon=self.epsilon,
-            delta=self.delta,
-            sample_rate=plan.sample_rate / 2,
-            steps=plan.steps,
-            accountant=self.accountant,
+            epsilon=self.epsilon, delta=self.delta, sample_rate=told, steps=plan.steps, accountant=self.accountant
         )
-        return dataclasses.replace(plan, noise_multiplier=sigma)
+        return dataclasses.replace(plan, noise_multiplier=sigma, accounted_rate=told)
+
+
+@dataclass(frozen=True)
+class OneEpochAccountant(DPSGDVictim):
+    """Bug g: the accountant is told one epoch's steps of the `epochs` trained: sigma is calibrated,
+    and the run's ε and mechanism recorded, for steps / epochs steps."""
+
+    name = "dpsgd_one_epoch"
+
+    def privacy(self, pool, inclusion_rate=0.5) -> DPSGDPrivacy:
+        plan = DPSGDVictim.privacy(self, pool, inclusion_rate)
+        told = max(1, plan.steps // self.epochs)
+        sigma = noise_multiplier_for(
+            epsilon=self.epsilon, delta=self.delta, sample_rate=plan.sample_rate, steps=told, accountant=self.accountant
+        )
+        return dataclasses.replace(plan, noise_multiplier=sigma, accounted_steps=told)
 
 
 @dataclass(frozen=True)

@@ -55,11 +55,21 @@ class DPSGDPrivacy:
     sample_rate: float  # B / (q * n_pool)
     steps: int  # epochs * round(q * n_pool / B)
     noise_multiplier: float  # sigma
+    #: what the accountant is told, where it differs from what is trained (a bug, `victims.bugs`):
+    #: None, the sample rate and steps above
+    accounted_rate: float | None = None
+    accounted_steps: int | None = None
+
+    def accounted(self) -> tuple[float, int]:
+        """(sample rate, steps) the accountant composes: the trained ones unless told otherwise."""
+        rate = self.sample_rate if self.accounted_rate is None else self.accounted_rate
+        return rate, self.steps if self.accounted_steps is None else self.accounted_steps
 
     def mechanism(self) -> dict:
-        """What the accountant composes (`victims.base.Observations.mechanism`): `steps` steps at
-        (sigma, rate), the same figures its step hook is given."""
-        return {"noise_multiplier": self.noise_multiplier, "sample_rate": self.sample_rate, "steps": self.steps}
+        """What the accountant composes (`victims.base.Observations.mechanism`): its steps at
+        (sigma, rate), the same figures its step hook is given: the claim a run's ε rests on."""
+        rate, steps = self.accounted()
+        return {"noise_multiplier": self.noise_multiplier, "sample_rate": rate, "steps": steps}
 
 
 @register_victim("dpsgd")
@@ -140,7 +150,8 @@ class DPSGDVictim:
             )
             optimizer = self.optimizer(model, plan, generator=generator, probe=probe)
             accountant = create_accountant(mechanism=self.accountant)
-            optimizer.attach_step_hook(accountant.get_optimizer_hook_fn(sample_rate=plan.sample_rate))
+            accounted_rate, accounted_steps = plan.accounted()
+            optimizer.attach_step_hook(accountant.get_optimizer_hook_fn(sample_rate=accounted_rate))
             # the sampler's own generator lives on the CPU (opacus draws its coins there)
             sampler = torch.Generator().manual_seed(draw_seed(generator))
             model.train()
@@ -153,6 +164,8 @@ class DPSGDVictim:
                     optimizer.zero_grad(set_to_none=True)
                     F.cross_entropy(model(x[batch]), y[batch], reduction="sum").backward()
                     optimizer.step()
+                if accounted_steps != plan.steps:  # told another step count than the hook has seen (a bug)
+                    accountant.history = [(plan.noise_multiplier, accounted_rate, accounted_steps)]
                 epsilon = accountant.get_epsilon(delta=self.delta)
             model.remove_hooks()
             return observe(
