@@ -238,7 +238,10 @@ class _Side:
         """ℓ rounded UP onto multiples of `step`: (first index, masses); A's mass above the range is
         left out (+∞), the mass below it rounded up onto its first point."""
         bottom, top = self.loss_range()
-        low, high = int(math.floor(bottom / step)), int(math.ceil(top / step))
+        low = int(math.floor(bottom / step))
+        # at least one cell: at tiny σ one side's loss is a point mass (log(1 - q) wherever a noise
+        # draw can land), whose range would otherwise hold no cell
+        high = max(int(math.ceil(top / step)), low + 1)
         cumulative = self.loss_cdf(np.arange(low, high + 1) * step)  # cell k: losses ((k-1)Δ, kΔ]
         masses = np.diff(cumulative)
         masses[0] += cumulative[0]

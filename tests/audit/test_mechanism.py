@@ -108,6 +108,19 @@ def test_the_family_search_returns_the_smallest_rejected_grid_noise():
     assert smallest_rejected_noise(0.2, 40, m=4000, guesses=400, correct=200, alpha=0.05) is None
 
 
+def test_a_noise_so_small_that_one_side_s_loss_is_a_point_mass_still_has_a_curve():
+    # σ = 0.05 at q = 0.128: every noise draw of Q lands where the likelihood ratio is 1 - q, so Q's
+    # loss is the single value -log(1 - q) = 0.137 (its range held no grid cell, and the family
+    # search crashed on bug g's claimed mechanism, σ 2.13, q 0.128, 8 steps, bench/dp_bugs.py)
+    tiny = SubsampledGaussian(0.05, 0.128, 8)
+    alpha, beta = tradeoff_points(tiny)
+    assert alpha[0] == 0.0 and alpha[-1] == 1.0 and np.all(np.diff(beta) <= 1e-12)
+    assert 0.0 <= curve(tiny, XS).min() and curve(tiny, XS).max() <= 1.0
+    counts = dict(m=8000, guesses=200, correct=150, alpha=0.05)
+    found = smallest_rejected_noise(0.128, 8, **counts)
+    assert found is not None and rejects(SubsampledGaussian(found, 0.128, 8), **counts)
+
+
 # the claim: σ = 2 at q = 0.25 over 20 steps, ε = 2.81 at δ = 1e-5 (σ halved: 8.11)
 SIGMA, RATE, STEPS, CANARIES, GUESSES, REPETITIONS = 2.0, 0.25, 20, 4000, 400, 200
 
