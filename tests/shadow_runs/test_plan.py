@@ -53,7 +53,7 @@ def test_plan_and_seeds_depend_on_the_master_seed():
 
 def test_targets_are_the_first_runs_and_the_rest_are_references():
     assert target_runs(64, 16).tolist() == list(range(16))
-    assert [default_targets(r) for r in (2, 3, 8, 32, 256)] == [1, 1, 4, 16, 16]
+    assert [default_targets(r) for r in (2, 3, 8, 32, 64, 256)] == [1, 1, 4, 16, 32, 128]
     with pytest.raises(ValueError, match="--n-targets 4 must be between 1 and 3"):
         target_runs(4, 4)  # no reference run would be left
 
