@@ -497,3 +497,21 @@ def test_packed_runs_leave_the_same_store_and_summary_keys(tmp_path, tiny_flags)
     assert a.keys() == b.keys() and a["attacks"].keys() == b["attacks"].keys()
     for attack in a["attacks"]:
         assert round(a["attacks"][attack]["auc"], 3) == round(b["attacks"][attack]["auc"], 3)
+
+
+@pytest.mark.parametrize(
+    "argv,expected",
+    [
+        ([], None),  # black-box: no canaries unless asked
+        (["--canaries", "8"], ("mislabeled", 8)),
+        (["--threat-model", "white-box"], ("gradient", 1000)),  # the white-box defaults (flags.py)
+        (["--threat-model", "white-box", "--canaries", "50"], ("gradient", 50)),
+        (["--threat-model", "white-box", "--canary-kind", "mislabeled"], ("mislabeled", 1000)),
+        (["--threat-model", "white-box", "--canaries", "0"], None),  # refused later: white-box needs canaries
+    ],
+)
+def test_a_white_box_audit_defaults_to_a_thousand_gradient_canaries(argv, expected):
+    from audit.cli.flags import build_parser, canary_config
+
+    config = canary_config(build_parser("test", "").parse_args(["--victim", "dpsgd", "--n-shadow", "2", *argv]))
+    assert (None if config is None else (config.kind, config.n)) == expected

@@ -45,7 +45,10 @@ def audit(runs_dir: Path, *flags: str) -> subprocess.CompletedProcess:
             ),  # 10 classes x 2 x 2 frequencies = 40 coordinates
             "--canaries 41: dpkernel's release has 40 coordinates",
         ),
-        (("--victim", "dpsgd", "--threat-model", "white-box"), "--threat-model white-box needs --canaries N"),
+        (
+            ("--victim", "dpsgd", "--threat-model", "white-box", "--canaries", "0"),
+            "--threat-model white-box needs --canaries N",
+        ),
     ],
 )
 def test_what_cannot_be_audited_white_box_exits_2_with_one_line_and_writes_nothing(tmp_path, flags, message):
