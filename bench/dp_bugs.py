@@ -50,14 +50,14 @@ ROWS = {  # label -> (what, victim flags, claimed epsilon)
         1.0,
     ),
     "e": ("dpkernel: noise off the graph", ["--victim", "victims.bugs:KernelNoiseOffGraph", "--epsilon", "1"], 1.0),
-    "g": (
-        "accountant told one epoch of ten",
-        ["--victim", "victims.bugs:OneEpochAccountant", "--epsilon", "1", *DPSGD_SMALL],
-        1.0,
-    ),
     "f": (
         "divided by the realised batch",
         ["--victim", "victims.bugs:RealisedDivisor", "--epsilon", "1", *DPSGD_SMALL],
+        1.0,
+    ),
+    "g": (
+        "accountant told one epoch of ten",
+        ["--victim", "victims.bugs:OneEpochAccountant", "--epsilon", "1", *DPSGD_SMALL],
         1.0,
     ),
     "dpsgd1": ("correct dpsgd", ["--victim", "dpsgd", "--epsilon", "1", *DPSGD_SMALL], 1.0),

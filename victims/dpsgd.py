@@ -37,6 +37,7 @@ from victims.data import Pool
 from victims.nets import NetConfig, build_net, without_inplace
 from victims.privacy import (
     accountant_field,
+    epsilon_spent,
     noise_multiplier_for,
     per_example_gradients,
     poisson_batches,
@@ -164,9 +165,17 @@ class DPSGDVictim:
                     optimizer.zero_grad(set_to_none=True)
                     F.cross_entropy(model(x[batch]), y[batch], reduction="sum").backward()
                     optimizer.step()
-                if accounted_steps != plan.steps:  # told another step count than the hook has seen (a bug)
-                    accountant.history = [(plan.noise_multiplier, accounted_rate, accounted_steps)]
-                epsilon = accountant.get_epsilon(delta=self.delta)
+                epsilon = (
+                    accountant.get_epsilon(delta=self.delta)
+                    if accounted_steps == plan.steps
+                    else epsilon_spent(  # told another step count than the hook has seen (a bug)
+                        noise_multiplier=plan.noise_multiplier,
+                        sample_rate=accounted_rate,
+                        steps=accounted_steps,
+                        delta=self.delta,
+                        accountant=self.accountant,
+                    )
+                )
             model.remove_hooks()
             return observe(
                 net,
