@@ -18,6 +18,12 @@ seed and the pool alone):
   as K identical rows that form ONE record: the K rows share one coin in every run. One coin then
   moves K rows, so an (ε, δ)-DP guarantee per record does not bound them (group privacy gives Kε):
   the audit reports their leakage but no ε bound for them.
+* `blank`: N blank pages, every pixel at the pool's minimum (per channel), canary j labelled class
+  j mod C: a record far from every natural image, whose loss under a network fitted to the data
+  stays high, so its clipped gradient keeps its full norm C in every step. The crafted canary of
+  the worst-case black-box design (`victims.dpsgd`: `--sampling full-batch --start pretrained`,
+  one canary per run, Annamalai & De Cristofaro 2024); several blank canaries share one image and
+  differ in the label only, so their effects overlap;
 * `gradient` (white-box audits only, `victims.whitebox`): N rows that hold no image (zeros, label
   drawn uniformly): the victim does not train on them; instead, in every step where the canary's
   coin is IN and it is Poisson-sampled, its Gaussian mechanism adds a vector of norm exactly Δ in
@@ -39,8 +45,9 @@ import numpy as np
 
 from victims.data import Pool, make_pool
 
-CANARY_KINDS = ("mislabeled", "outlier", "duplicate", "gradient")
-RECORD_KINDS = ("mislabeled", "outlier")  # the record canaries a white-box audit can score (one row, one image)
+CANARY_KINDS = ("mislabeled", "outlier", "duplicate", "gradient", "blank")
+#: the record canaries a white-box audit can score (one row, one image)
+RECORD_KINDS = ("mislabeled", "outlier", "blank")
 DEFAULT_COPIES = 4  # rows per duplicate canary
 #: SeedSequence stream of the canaries under the master seed (shadow_runs.plan uses 0 for the coins
 #: and 1 for the run seeds; audit.selftest's 2 and audit.release's 7 are other streams again)
@@ -99,7 +106,7 @@ class CanaryConfig:
 
 def check_fits(pool: Pool, config: CanaryConfig) -> None:
     """ValueError (one line) unless `pool` can hold the canaries of `config`."""
-    if config.kind != "gradient" and config.n > pool.n_pool:  # gradient canaries copy no pool image
+    if config.kind not in ("gradient", "blank") and config.n > pool.n_pool:  # these copy no pool image
         raise ValueError(f"--canaries {config.n} is more than the pool's {pool.n_pool} examples can hold")
     if config.kind == "mislabeled" and config.n and pool.n_classes < 2:
         raise ValueError(f"--canary-kind mislabeled needs at least 2 classes, the pool has {pool.n_classes}")
@@ -121,6 +128,10 @@ def canary_arrays(pool: Pool, config: CanaryConfig) -> tuple[np.ndarray, np.ndar
         noise = low + (high - low) * rng.random((n, *pool.image_shape))
         x = np.clip(noise, low, high).astype(np.float32)
         return x, rng.integers(0, n_classes, size=n).astype(np.int64), np.full(n, -1, dtype=np.int64)
+    if config.kind == "blank":
+        low = pool.x.min(axis=(0, 2, 3)).astype(np.float32)[None, :, None, None]
+        x = np.broadcast_to(low, (n, *pool.image_shape)).copy()
+        return x, (np.arange(n) % n_classes).astype(np.int64), np.full(n, -1, dtype=np.int64)
     if config.kind == "gradient":  # no image: the victim's mechanism adds these (victims.whitebox)
         x = np.zeros((n, *pool.image_shape), dtype=np.float32)
         return x, rng.integers(0, n_classes, size=n).astype(np.int64), np.full(n, -1, dtype=np.int64)

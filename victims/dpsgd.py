@@ -18,6 +18,20 @@ N = q * n_pool the plan's expected member count (`victims.base.expected_members`
 
 So two runs of the same plan share their sample rate, steps, sigma and epsilon whatever their
 member counts (tests/contracts/test_victims.py). Empty Poisson batches happen and are stepped on (pure noise).
+
+Two options make the worst-case black-box design of Annamalai & De Cristofaro (NeurIPS 2024,
+"Nearly tight black-box auditing of differentially private machine learning"): an audit that sees
+only the final model gets closest to the accountant when nothing but the canary moves the model.
+
+- `--sampling full-batch`: noisy gradient descent, every member in every step (q = 1, `epochs`
+  steps), the noisy sum divided by N. The mechanism is then T compositions of the Gaussian
+  mechanism, G_{sqrt(T)/sigma}, whose curve the audit tests exactly (`audit.stats.mechanism`).
+- `--start pretrained`: every run starts from ONE network, fitted without privacy on the pool's
+  held-out test split (`Pool.x_test`: disjoint from the pool, so from every member and canary)
+  with a fixed seed (`pretrained_start`). DP-SGD's analysis holds for any start that does not
+  depend on the members, so the start may be chosen by the auditor; a fitted one leaves the
+  natural members' gradients small, so the canary's clipped gradient dominates each step. The run's
+  `test_accuracy` is then measured on the data the start was fitted to (not a held-out figure).
 """
 
 from __future__ import annotations
@@ -49,13 +63,21 @@ from victims.train import to_model_space
 from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
 
 
+SAMPLINGS = ("poisson", "full-batch")
+STARTS = ("random", "pretrained")
+#: seed of the pretrained start: one public network for every run of every store
+PRETRAIN_SEED = 0
+PRETRAIN_LR = 0.01  # Adam, full batch over the public split
+
+
 @dataclass(frozen=True)
 class DPSGDPrivacy:
     """The public privacy parameters of a `dpsgd` run: functions of (config, n_pool, q) only."""
 
-    sample_rate: float  # B / (q * n_pool)
-    steps: int  # epochs * round(q * n_pool / B)
+    sample_rate: float  # B / (q * n_pool); 1 for full-batch
+    steps: int  # epochs * round(q * n_pool / B); epochs for full-batch
     noise_multiplier: float  # sigma
+    batch_divisor: float  # what the noisy sum is divided by: B, or q * n_pool for full-batch
     #: what the accountant is told, where it differs from what is trained (a bug, `victims.bugs`):
     #: None, the sample rate and steps above
     accounted_rate: float | None = None
@@ -93,9 +115,37 @@ class DPSGDVictim:
     )  # digits, epsilon 1: 0.25 -> 68-69% test accuracy, 0.5 -> 64%, 1.0 -> 38-50%
     accountant: str = accountant_field()
     net: NetConfig = field(default_factory=NetConfig)
+    sampling: str = field(
+        default="poisson",
+        metadata={
+            "help": "poisson: each member in each step with probability B/N; full-batch: every member in "
+            "every step (q = 1, --epochs steps, --batch-size unused)",
+            "choices": SAMPLINGS,
+            "omit_at_default": True,
+        },
+    )
+    start: str = field(
+        default="random",
+        metadata={
+            "help": "initial parameters: random (per run), or pretrained: one network fitted without privacy "
+            "on the pool's public test split (the worst-case start of black-box audits)",
+            "choices": STARTS,
+            "omit_at_default": True,
+        },
+    )
+    pretrain_steps: int = field(
+        default=300,
+        metadata={"help": "full-batch Adam steps of --start pretrained on the public split", "omit_at_default": True},
+    )
 
     def __post_init__(self) -> None:
         require_privacy_target(self)
+        if self.sampling not in SAMPLINGS:
+            raise ValueError(f"--sampling must be one of {SAMPLINGS}, got {self.sampling!r}")
+        if self.start not in STARTS:
+            raise ValueError(f"--start must be one of {STARTS}, got {self.start!r}")
+        if self.pretrain_steps < 1:
+            raise ValueError(f"--pretrain-steps must be >= 1, got {self.pretrain_steps}")
         if not self.max_grad_norm > 0:
             raise ValueError(f"--max-grad-norm must be > 0, got {self.max_grad_norm}")
         if self.batch_size < 1 or self.epochs < 1:
@@ -103,16 +153,23 @@ class DPSGDVictim:
         require_accountant(self)
 
     def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
-        poisson_rate(self.batch_size, pool, inclusion_rate)
+        if self.sampling == "poisson":
+            poisson_rate(self.batch_size, pool, inclusion_rate)
 
     def privacy(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> DPSGDPrivacy:
-        """Sample rate B/N, steps and sigma for N = q * n_pool, the plan's expected member count."""
-        sample_rate = poisson_rate(self.batch_size, pool, inclusion_rate)
-        steps = self.epochs * max(1, round(expected_members(pool, inclusion_rate) / self.batch_size))
+        """Sample rate B/N, steps and sigma for N = q * n_pool, the plan's expected member count
+        (full-batch: rate 1, `epochs` steps, the sum divided by N)."""
+        members = expected_members(pool, inclusion_rate)
+        if self.sampling == "full-batch":
+            sample_rate, steps, divisor = 1.0, self.epochs, members
+        else:
+            sample_rate = poisson_rate(self.batch_size, pool, inclusion_rate)
+            steps = self.epochs * max(1, round(members / self.batch_size))
+            divisor = self.batch_size
         sigma = noise_multiplier_for(
             epsilon=self.epsilon, delta=self.delta, sample_rate=sample_rate, steps=steps, accountant=self.accountant
         )
-        return DPSGDPrivacy(sample_rate=sample_rate, steps=steps, noise_multiplier=sigma)
+        return DPSGDPrivacy(sample_rate=sample_rate, steps=steps, noise_multiplier=sigma, batch_divisor=divisor)
 
     def release_dimension(self, pool: Pool) -> int:
         """Coordinates of each noisy gradient sum (the ConvNet's parameters): what white-box gradient
@@ -138,6 +195,8 @@ class DPSGDVictim:
             x = to_model_space(pool.x[idx], mean=pool.mean, std=pool.std, device=device)
             y = torch.as_tensor(pool.y[idx], device=device)
             net = build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes).to(device)
+            if self.start == "pretrained":
+                net.load_state_dict(pretrained_start(self.net, pool, self.pretrain_steps))
             record_gradients = _canary_gradients(net, pool, device)  # before opacus hooks the net
             # per-example gradients of the summed loss; DPOptimizer's "mean" divides the noisy sum by B
             model = GradSampleModule(without_inplace(net), loss_reduction="sum")
@@ -160,7 +219,7 @@ class DPSGDVictim:
                 # opacus warns that secure_mode is off (seeded noise is what makes runs reproducible), and
                 # torch that the full backward hooks fire without input gradients (the images need none)
                 warnings.simplefilter("ignore", UserWarning)
-                for batch in poisson_batches(len(idx), plan.sample_rate, plan.steps, generator=sampler):
+                for batch in self.batches(len(idx), plan, generator=sampler):
                     batch = batch.to(device)
                     optimizer.zero_grad(set_to_none=True)
                     F.cross_entropy(model(x[batch]), y[batch], reduction="sum").backward()
@@ -187,9 +246,17 @@ class DPSGDVictim:
                 **whitebox_fields(probe, noise_multiplier=plan.noise_multiplier),
             )
 
+    def batches(self, n: int, plan: DPSGDPrivacy, *, generator: torch.Generator):
+        """The steps' batches of indices into the n members: Poisson samples at the plan's rate, or
+        all n in every step (full-batch)."""
+        if self.sampling == "full-batch":
+            every = torch.arange(n)
+            return (every for _ in range(plan.steps))
+        return poisson_batches(n, plan.sample_rate, plan.steps, generator=generator)
+
     def optimizer(self, model, plan: DPSGDPrivacy, *, generator: torch.Generator, probe: CanaryProbe | None):
         """opacus's DPOptimizer over `model`'s parameters: clip to C, sum, add N(0, sigma^2 C^2),
-        divide by B. With a white-box `probe`, its noise step is wrapped in the probe's two calls
+        divide by B (N for full-batch). With a white-box `probe`, its noise step is wrapped in the probe's two calls
         (`victims.privacy.gaussian_release` does the same for the other DP victims), and gradient
         canaries join the per-example gradients before clipping (`CanaryProbe.per_example_rows`)."""
         from opacus.optimizers import DPOptimizer
@@ -198,7 +265,7 @@ class DPSGDVictim:
             torch.optim.SGD(model.parameters(), lr=self.lr, momentum=0.0),
             noise_multiplier=plan.noise_multiplier,
             max_grad_norm=self.max_grad_norm,
-            expected_batch_size=self.batch_size,
+            expected_batch_size=plan.batch_divisor,
             loss_reduction="mean",
             generator=generator,
         )
@@ -226,6 +293,39 @@ class DPSGDVictim:
 
             optimizer.add_noise = probed_add_noise
         return optimizer
+
+
+_FITTED_STARTS: dict[tuple, dict[str, torch.Tensor]] = {}  # (net, public split, steps) -> state
+
+
+def _fitted_start(net_config: NetConfig, pool: Pool, steps: int) -> dict[str, torch.Tensor]:
+    key = (net_config, pool.fingerprint, pool.mean, pool.std, steps)
+    if key not in _FITTED_STARTS:
+        _FITTED_STARTS.clear()  # one start per worker at a time: a store's runs share it
+        _FITTED_STARTS[key] = _fit_start(net_config, pool, steps)
+    return _FITTED_STARTS[key]
+
+
+def _fit_start(net_config: NetConfig, pool: Pool, steps: int) -> dict[str, torch.Tensor]:
+    x = to_model_space(pool.x_test, mean=pool.mean, std=pool.std)
+    y = torch.tensor(pool.y_test)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(PRETRAIN_SEED)
+        net = build_net(net_config, image_shape=pool.image_shape, n_classes=pool.n_classes)
+        optimizer = torch.optim.Adam(net.parameters(), lr=PRETRAIN_LR)
+        for _ in range(steps):
+            optimizer.zero_grad(set_to_none=True)
+            F.cross_entropy(net(x), y).backward()
+            optimizer.step()
+    return {name: value.detach().clone() for name, value in net.state_dict().items()}
+
+
+def pretrained_start(net_config: NetConfig, pool: Pool, steps: int) -> dict[str, torch.Tensor]:
+    """The state of the pretrained start: `net_config`'s network seeded with PRETRAIN_SEED and
+    fitted by `steps` full-batch Adam steps (lr PRETRAIN_LR, cross-entropy) to the pool's test split
+    only, on the CPU, so the same for every run, worker and device. Fitted once per process and
+    pool, and copied for each run."""
+    return {name: value.clone() for name, value in _fitted_start(net_config, pool, steps).items()}
 
 
 def _canary_gradients(net: torch.nn.Module, pool: Pool, device: str):

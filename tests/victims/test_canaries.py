@@ -19,7 +19,14 @@ TINY = ["--train-steps", "10", "--train-net-width", "8", "--executor", "inline",
 
 
 def test_kinds():
-    assert CANARY_KINDS == ("mislabeled", "outlier", "duplicate", "gradient")
+    assert CANARY_KINDS == ("mislabeled", "outlier", "duplicate", "gradient", "blank")
+
+
+def test_blank_canaries_are_the_pools_darkest_page_with_labels_in_turn(pool):
+    # digits' pixels span 0..1, so a blank page is all 0; 12 canaries over 10 classes: labels 0..9, 0, 1
+    x, y, source = canary_arrays(pool, CanaryConfig(n=12, kind="blank", seed=3))
+    assert x.shape == (12, *pool.image_shape) and float(pool.x.min()) == 0.0 and not x.any()
+    assert y.tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1] and (source == -1).all()
 
 
 def test_mislabeled_canaries_are_pool_images_with_a_wrong_label(pool):
