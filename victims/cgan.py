@@ -67,7 +67,7 @@ from victims.latent_search import WB_OPTIMIZERS, gradient_reconstruct, nearest_s
 from victims.nets import ConditionalDiscriminator, ConditionalGenerator
 from victims.privacy import (
     accountant_field,
-    epsilon_spent,
+    accounted_fields,
     gaussian_mean,
     noise_multiplier_for,
     poisson_rate,
@@ -273,11 +273,12 @@ class DPCGANVictim(CGANVictim):
         return sigma, rate
 
     def privacy_spent(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> dict:
+        """The Observations' privacy fields: the accountant's ε for the `steps` critic updates, and
+        the mechanism it composed."""
         sigma, rate = self.noise(pool, inclusion_rate)
-        spent = epsilon_spent(
+        return accounted_fields(
             noise_multiplier=sigma, sample_rate=rate, steps=self.steps, delta=self.delta, accountant=self.accountant
         )
-        return {"formal_epsilon": spent, "delta": self.delta}
 
     def probe(self, pool: Pool, keep: np.ndarray, seed: int, inclusion_rate: float) -> CanaryProbe | None:
         """The white-box probe of the critic's noisy gradient sums (sensitivity C), or None."""

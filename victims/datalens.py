@@ -100,7 +100,7 @@ from victims.base import DEFAULT_INCLUSION_RATE, expected_members, register_vict
 from victims.cgan import CGANVictim, observe_generator
 from victims.data import Pool
 from victims.nets import ConditionalDiscriminator
-from victims.privacy import epsilon_spent, gaussian_release, noise_multiplier_for, require_privacy_target
+from victims.privacy import accounted_fields, gaussian_release, noise_multiplier_for, require_privacy_target
 from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
 from victims.train import to_model_space
 
@@ -450,10 +450,9 @@ class DataLensVictim(CGANVictim):
     def privacy_spent(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> dict:
         if not self.noise:
             return {}
-        spent = epsilon_spent(
+        return accounted_fields(
             noise_multiplier=self.noise_multiplier(), sample_rate=1.0, steps=self.steps, delta=self.delta
         )
-        return {"formal_epsilon": spent, "delta": self.delta}
 
     def teachers_for(self, pool: Pool, keep: np.ndarray, seed: int, *, device: str) -> Teachers:
         """Fresh teachers (parameters from torch's global RNG), each holding its members in model space."""

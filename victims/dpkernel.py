@@ -101,7 +101,7 @@ from victims.nets import ConditionalGenerator
 from victims.privacy import (
     gaussian_release,
     accountant_field,
-    epsilon_spent,
+    accounted_fields,
     noise_multiplier_for,
     poisson_rate,
     poisson_sample,
@@ -252,14 +252,14 @@ class DPKernelVictim(GanLeaksSearch):
         return sigma, rate
 
     def privacy_spent(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> dict:
-        """The Observations' privacy fields: the accountant's epsilon for the `steps` releases."""
+        """The Observations' privacy fields: the accountant's epsilon for the `steps` releases, and
+        the mechanism it composed."""
         if not self.noise:
             return {}
         sigma, rate = self.calibration(pool, inclusion_rate)
-        spent = epsilon_spent(
+        return accounted_fields(
             noise_multiplier=sigma, sample_rate=rate, steps=self.steps, delta=self.delta, accountant=self.accountant
         )
-        return {"formal_epsilon": spent, "delta": self.delta}
 
     def latents(self, n: int, *, generator: torch.Generator, device: str) -> torch.Tensor:
         return torch.randn(n, self.latent_dim, generator=generator, device=generator.device).to(device)

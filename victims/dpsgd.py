@@ -52,6 +52,7 @@ from victims.nets import NetConfig, build_net, without_inplace
 from victims.privacy import (
     accountant_field,
     epsilon_spent,
+    gaussian_steps,
     noise_multiplier_for,
     per_example_gradients,
     poisson_batches,
@@ -92,7 +93,7 @@ class DPSGDPrivacy:
         """What the accountant composes (`victims.base.Observations.mechanism`): its steps at
         (sigma, rate), the same figures its step hook is given: the claim a run's ε rests on."""
         rate, steps = self.accounted()
-        return {"noise_multiplier": self.noise_multiplier, "sample_rate": rate, "steps": steps}
+        return gaussian_steps(noise_multiplier=self.noise_multiplier, sample_rate=rate, steps=steps)
 
 
 @register_victim("dpsgd")

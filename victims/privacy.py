@@ -121,6 +121,29 @@ def epsilon_spent(
         return float(acc.get_epsilon(delta=delta))
 
 
+def gaussian_steps(*, noise_multiplier: float, sample_rate: float, steps: int) -> dict:
+    """`Observations.mechanism`: `steps` Poisson-subsampled Gaussian steps at (sigma, rate), the
+    mechanism an accountant composes, whose own trade-off curve the audit tests
+    (`audit.stats.mechanism`)."""
+    return {"noise_multiplier": float(noise_multiplier), "sample_rate": float(sample_rate), "steps": int(steps)}
+
+
+def accounted_fields(
+    *, noise_multiplier: float, sample_rate: float, steps: int, delta: float, accountant: str = "rdp"
+) -> dict:
+    """The Observations' privacy fields of a victim whose accountant composes `steps` subsampled
+    Gaussian steps at (sigma, rate): the accountant's `formal_epsilon` at `delta`, and the
+    `mechanism` it composed (`gaussian_steps`)."""
+    spent = epsilon_spent(
+        noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps, delta=delta, accountant=accountant
+    )
+    return {
+        "formal_epsilon": spent,
+        "delta": delta,
+        "mechanism": gaussian_steps(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps),
+    }
+
+
 # -- a DP victim's fields -------------------------------------------------------------------------
 def require_privacy_target(config: Any) -> None:
     """ValueError naming the bad value unless `config.epsilon` is a finite number > 0 and

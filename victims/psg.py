@@ -62,6 +62,7 @@ from victims.privacy import (
     accountant_field,
     clipped_gradient_sum,
     epsilon_spent,
+    gaussian_steps,
     gaussian_mean,
     noise_multiplier_for,
     poisson_rate,
@@ -249,6 +250,7 @@ class PSGVictim(ReleasesData):
                 images,
                 labels,
                 formal_epsilon=spent,
+                mechanism=gaussian_steps(noise_multiplier=sigma, sample_rate=sample_rate, steps=self.noisy_steps),
                 device=device,
                 **whitebox_fields(probe, noise_multiplier=sigma),
             )
@@ -283,7 +285,11 @@ class PSGVictim(ReleasesData):
         packed = fit_releases_packed(
             release, keeps, seeds, n_classes=pool.n_classes, config=self.train, flip_ok=pool.flip_ok, device=device
         )
-        return [self.observe(model, pool, *made, formal_epsilon=spent, device=device) for model, made in packed]
+        mechanism = gaussian_steps(noise_multiplier=sigma, sample_rate=sample_rate, steps=self.noisy_steps)
+        return [
+            self.observe(model, pool, *made, formal_epsilon=spent, mechanism=mechanism, device=device)
+            for model, made in packed
+        ]
 
     def observe(
         self,
@@ -293,16 +299,18 @@ class PSGVictim(ReleasesData):
         labels: torch.Tensor,
         *,
         formal_epsilon: float,
+        mechanism: dict,
         device: str,
         **whitebox,
     ) -> Observations:
-        """A run's observations: the downstream model's, with the release and the accountant's ε
-        (and a white-box run's `whitebox` fields)."""
+        """A run's observations: the downstream model's, with the release, the accountant's ε and the
+        mechanism it composed (and a white-box run's `whitebox` fields)."""
         return observe(
             model,
             pool,
             device=device,
             formal_epsilon=formal_epsilon,
+            mechanism=mechanism,
             delta=self.delta,
             release_x=to_pixel_space(images, mean=pool.mean, std=pool.std),
             release_y=labels.cpu().numpy(),

@@ -243,7 +243,8 @@ def _privacy_log(name, pool, keep, monkeypatch, inclusion_rate=0.5):
         )
     else:
         module = {"psg": victims.psg, "dpkernel": victims.dpkernel}.get(name, victims.cgan)
-        _spy(monkeypatch, module, "epsilon_spent", log, accounting)
+        spent = "epsilon_spent" if name == "psg" else "accounted_fields"  # the accountant's epsilon (and mechanism)
+        _spy(monkeypatch, module, spent, log, accounting)
         _spy(monkeypatch, module, "poisson_sample", log, lambda n, rate, **kw: rate)
         if name == "dpkernel":  # the noisy kernel mean embedding: (sigma, sensitivity, divisor B)
             _spy(
@@ -398,3 +399,18 @@ def test_a_compiled_run_equals_the_eager_run(name, pool, keep):
         np.testing.assert_allclose(compiled.release_x, eager.release_x, rtol=0, atol=1e-4)
     elif eager.release_x is not None:
         assert np.array_equal(compiled.release_x, eager.release_x)
+
+
+@pytest.mark.parametrize("name", ["dpsgd", "psg", "dpcgan", "dpkernel", "datalens"])
+def test_a_dp_victim_records_the_mechanism_its_accountant_composed(name, pool, keep):
+    # The own-curve test (audit.stats.mechanism) checks this record: it must be the very mechanism
+    # whose epsilon the run reports, so composing it again gives the recorded formal epsilon.
+    from victims.privacy import epsilon_spent
+
+    obs = get_victim(name)(**FAST[name]).run(pool, keep, 1)
+    mechanism = obs.mechanism
+    assert set(mechanism) == {"noise_multiplier", "sample_rate", "steps"} and mechanism["noise_multiplier"] > 0
+    accountant = getattr(get_victim(name)(**FAST[name]), "accountant", "rdp")
+    again = epsilon_spent(**mechanism, delta=obs.delta, accountant=accountant)
+    assert again == pytest.approx(obs.formal_epsilon, rel=1e-9)
+    assert (mechanism["sample_rate"] == 1.0) == (name == "datalens")  # DataLens' steps are not subsampled
