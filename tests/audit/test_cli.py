@@ -431,7 +431,7 @@ def _victim_from(*argv):
 
 def test_flags_keep_the_victims_own_nested_defaults():
     from victims.nets import NetConfig
-    from victims.psg import PSGVictim
+    from victims.pipelines.psg import PSGVictim
     from victims.train import small_set_training
 
     # No flag: exactly the victim's defaults (PSG matches a width-16 net; 100 downstream steps).

@@ -68,6 +68,15 @@ def test_imports_point_down():
                 assert not wrong, f"{name} imports {wrong}"
 
 
+def test_the_shared_parts_of_victims_import_no_pipeline():
+    """victims.pipelines (one module per built-in victim) is built from the other modules of
+    victims, never the reverse; victims.bugs, the broken twins of pipelines, is loaded by path."""
+    for name, imports in import_graph().items():
+        if name.startswith("victims.") and not name.startswith("victims.pipelines") and name != "victims.bugs":
+            wrong = sorted(m for m in imports if m.startswith("victims.pipelines"))
+            assert not wrong, f"{name} imports {wrong}"
+
+
 def test_no_import_cycle():
     graph = import_graph()
     state: dict[str, str] = {}

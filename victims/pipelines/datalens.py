@@ -97,7 +97,7 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from victims.base import DEFAULT_INCLUSION_RATE, expected_members, register_victim, require_at_least, seeded
-from victims.cgan import CGANVictim, observe_generator
+from victims.pipelines.cgan import CGANVictim, observe_generator
 from victims.data import Pool
 from victims.nets import ConditionalDiscriminator
 from victims.privacy import epsilon_spent, gaussian_release, noise_multiplier_for, require_privacy_target

@@ -69,7 +69,7 @@ from victims.privacy import (
     require_accountant,
     require_privacy_target,
 )
-from victims.real import training_set
+from victims.pipelines.real import training_set
 from victims.synthetic import ReleasesData
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
 from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
