@@ -4,8 +4,10 @@ and reading or reporting audits does not import torch. An import inside a functi
 much as one at the top: it runs the same import, later."""
 
 import ast
+import fnmatch
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,3 +158,13 @@ def test_the_public_metric_and_bound_names_stay_importable_where_users_import_th
 
     assert audit.epsilon.epsilon_lower_bound is audit.stats.epsilon.epsilon_lower_bound
     assert audit.metrics.tpr_at_fpr is audit.stats.metrics.tpr_at_fpr
+
+
+def test_an_installed_package_brings_every_subpackage():
+    """A wheel holds the packages pyproject.toml's find includes: every package directory must match."""
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = {
+        ".".join(p.parent.relative_to(ROOT).parts) for top in PACKAGES for p in (ROOT / top).rglob("__init__.py")
+    }
+    assert {"victims.pipelines", "audit.cli"} <= packages
+    assert sorted(p for p in packages if not any(fnmatch.fnmatchcase(p, pattern) for pattern in include)) == []
