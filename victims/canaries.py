@@ -18,7 +18,7 @@ seed and the pool alone):
   as K identical rows that form ONE record: the K rows share one coin in every run. One coin then
   moves K rows, so an (ε, δ)-DP guarantee per record does not bound them (group privacy gives Kε):
   the audit reports their leakage but no ε bound for them.
-* `gradient` (white-box audits only, `victims.whitebox`): N rows that hold no image (zeros, label
+* `gradient` (white-box audits only, `victims.whitebox_canaries`): N rows that hold no image (zeros, label
   drawn uniformly): the victim does not train on them; instead, in every step where the canary's
   coin is IN and it is Poisson-sampled, its Gaussian mechanism adds a vector of norm exactly Δ in
   the canary's own direction. A black-box attack's score on them is noise.
@@ -121,7 +121,7 @@ def canary_arrays(pool: Pool, config: CanaryConfig) -> tuple[np.ndarray, np.ndar
         noise = low + (high - low) * rng.random((n, *pool.image_shape))
         x = np.clip(noise, low, high).astype(np.float32)
         return x, rng.integers(0, n_classes, size=n).astype(np.int64), np.full(n, -1, dtype=np.int64)
-    if config.kind == "gradient":  # no image: the victim's mechanism adds these (victims.whitebox)
+    if config.kind == "gradient":  # no image: the victim's mechanism adds these (victims.whitebox_canaries)
         x = np.zeros((n, *pool.image_shape), dtype=np.float32)
         return x, rng.integers(0, n_classes, size=n).astype(np.int64), np.full(n, -1, dtype=np.int64)
     source = np.repeat(rng.choice(pool.n_pool, size=n, replace=False), config.copies)  # duplicate

@@ -243,7 +243,7 @@ def test_bad_input_exits_2_with_one_line_naming_the_value(tmp_path, capsys, flag
 
 def _cli(module: str):
     return importlib.import_module(
-        f"audit.cli.{module}" if module in {"compare", "release", "report", "selftest"} else f"audit.{module}"
+        f"audit.cli.{module}_command" if module in {"compare", "release", "report", "selftest"} else f"audit.{module}"
     ).main
 
 

@@ -142,7 +142,7 @@ def test_no_import_runs_back_up_inside_audit():
 
 def test_reading_and_reporting_audits_does_not_import_torch():
     code = (
-        "import sys; import audit.results, audit.reporting.build, audit.cli.report, audit.cli.compare, "
+        "import sys; import audit.results, audit.reporting.build, audit.cli.report_command, audit.cli.compare_command, "
         "audit.stats.significance, attacks.registry, shadow_runs.plan, shadow_runs.store; "
         "print(sorted(m for m in ('torch', 'victims', 'opacus', 'ray') if m in sys.modules))"
     )

@@ -101,7 +101,7 @@ from victims.pipelines.cgan import CGANVictim, observe_generator
 from victims.data import Pool
 from victims.nets import ConditionalDiscriminator
 from victims.privacy import epsilon_spent, gaussian_release, noise_multiplier_for, require_privacy_target
-from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
+from victims.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
 from victims.train import to_model_space
 
 COMPRESSIONS = ("topagg", "d2pfed", "fetchsgd")

@@ -109,7 +109,7 @@ from victims.privacy import (
     require_privacy_target,
 )
 from victims.train import TrainConfig, small_set_training
-from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
+from victims.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
 
 #: L2 sensitivity of the embedding SUM to adding or removing one record: |phi*(x, y)|_2 = 1 exactly
 SENSITIVITY = 1.0

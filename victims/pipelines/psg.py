@@ -72,7 +72,7 @@ from victims.privacy import (
 from victims.pipelines.real import training_set
 from victims.synthetic import ReleasesData
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
-from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
+from victims.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
 
 PRESETS = ("digits", "faithful", "paper")
 
