@@ -1,8 +1,8 @@
-"""`python -m audit.compare`: audited experiments against the naive baseline (`audit.cli.compare`)."""
+"""`python -m audit.compare`: audited experiments against the naive baseline (`audit.cli.compare_command`)."""
 
 import sys
 
-from audit.cli.compare import main
+from audit.cli.compare_command import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,7 +12,7 @@ from audit.claim import resolve_claim
 from audit.evaluate import PREDICTED_KEY
 from audit.reporting import figures
 from audit.reporting.verdict import Verdict, count, epsilon_verdict
-from shadow_runs.files import atomic_write, write_json
+from shadow_runs.atomic_files import atomic_write, write_json
 from shadow_runs.records import CanaryColumns
 
 #: summary.json keys that must agree for attacks of an earlier command to be kept beside new ones

@@ -23,7 +23,7 @@ dpsgd enter as per-example gradients of 10 C before clipping) audits; row b also
 mislabeled record canaries scored through their own gradients (`--threats record`). The dpsgd rows
 also run black-box from the worst case (`--threats worst-case`: one blank canary per run, noisy
 gradient descent over every member of a 100-digit pool from a start pretrained on the public split,
-the PRV accountant, `victims/dpsgd.py`), e.g.
+the PRV accountant, `victims/pipelines/dpsgd.py`), e.g.
 `python bench/dp_bugs.py --n-shadow 256 --rows dpsgd10 --threats worst-case`.
 Printed per audit: the claimed ε, the verdict's bound with its ceiling (summary.json's `verdict`,
 at the claim's δ), the verdict against the claim, the own-curve test where the runs record their
@@ -80,7 +80,7 @@ THREATS = {  # label -> canary flags
     "black-box": ["--canaries", "500", "--canary-kind", "mislabeled"],
     "white-box": ["--canaries", "1000", "--canary-kind", "gradient", "--threat-model", "white-box"],
     "record": ["--canaries", "500", "--canary-kind", "mislabeled", "--threat-model", "white-box"],  # dpsgd only
-    # black-box from the worst case (victims/dpsgd.py): one blank canary per run, noisy gradient descent over
+    # black-box from the worst case (victims/pipelines/dpsgd.py): one blank canary per run, noisy gradient descent over
     # every member of a 100-image pool (`worst_case_pool`) from one network pretrained on the public split;
     # dpsgd rows only
     "worst-case": [

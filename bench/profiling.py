@@ -53,7 +53,7 @@ python bench/profiling.py run --victim psg|dm|dsa|kip|cgan|...
     `membership_matrix(pool.y, n_runs=1, master_seed=0)`, seed 0): its wall time without the
     profiler, then under cProfile the split into the victim's algorithm, the downstream
     training (`victims.train.fit`), the observation (`victims.base.observe`; for generator
-    victims also the GAN-Leaks reconstruction losses, `victims.cgan.reconstruct`), and the top
+    victims also the GAN-Leaks reconstruction losses, `victims.pipelines.cgan.reconstruct`), and the top
     functions by cumulative time. --repeats timed runs without the profiler come first (the
     first of them cold: imports, kernel set-up), so the profiled run is a warm one.
 """
@@ -76,11 +76,11 @@ import torch
 import torch.nn.functional as F
 
 from victims import get_victim, load_pool
-from victims import psg as psg_module
+from victims.pipelines import psg as psg_module
 from victims.compiled import compiled_steps
 from victims.nets import NetConfig, build_net, without_inplace
 from victims.privacy import clip_per_example, clipped_gradient_sum, gaussian_mean, per_example_gradients
-from victims.psg import PSGVictim, SyntheticSet
+from victims.pipelines.psg import PSGVictim, SyntheticSet
 from victims.train import to_model_space
 
 
@@ -371,7 +371,7 @@ def run(args) -> None:
         profiled = time.perf_counter() - start
     stats = pstats.Stats(profiler)
     fit, obs = _cumulative(stats, "victims/train.py", "fit"), _cumulative(stats, "victims/base.py", "observe")
-    recon = _cumulative(stats, "victims/cgan.py", "reconstruct")  # generator victims: GAN-Leaks losses of the pool
+    recon = _cumulative(stats, "victims/pipelines/cgan.py", "reconstruct")  # generators: GAN-Leaks losses of the pool
     print(f"victim {args.victim} (defaults), digits, {int(keep.sum())} members, seed 0, one thread")
     if walls:
         print(
@@ -451,7 +451,7 @@ def time_condensation(victims: list, args) -> tuple[list[list[float]], cProfile.
 
 
 def dm(args) -> None:
-    from victims.dm import DMVictim
+    from victims.pipelines.dm import DMVictim
 
     victim = DMVictim(
         ipc=args.ipc,
@@ -475,7 +475,7 @@ def dm(args) -> None:
 def dsa(args) -> None:
     from dataclasses import replace
 
-    from victims.dsa import DSAVictim
+    from victims.pipelines.dsa import DSAVictim
 
     victim = DSAVictim(
         ipc=args.ipc,
@@ -512,7 +512,7 @@ def dsa(args) -> None:
 
 
 def kip(args) -> None:
-    from victims.kip import KIPVictim
+    from victims.pipelines.kip import KIPVictim
 
     victim = KIPVictim(
         ipc=args.ipc,

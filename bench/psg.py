@@ -97,7 +97,7 @@ def steps(restarts: list[int], epsilons: list[float], n_seeds: int, spc: int) ->
     from shadow_runs.plan import membership_matrix, run_seed
     from victims import load_pool
     from victims.base import seeded
-    from victims.psg import PSGVictim
+    from victims.pipelines.psg import PSGVictim
     from victims.train import fit, to_model_space
 
     torch.set_num_threads(1)

@@ -3,7 +3,7 @@ file holds and when a directory is refused are stated in docs/contracts.md, "The
 
 The store takes a run as plain arrays and metadata (`RunStore.write_run`);
 `victims.base.Observations.to_store` makes them from what a victim's run returns. Every file is
-written to a temporary name and renamed into place (`shadow_runs.files`), so a file that exists
+written to a temporary name and renamed into place (`shadow_runs.atomic_files`), so a file that exists
 is complete; a run counts as finished when both its .npz and its .json exist (the .json is
 written last).
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shadow_runs.files import atomic_write, write_json, write_npy
+from shadow_runs.atomic_files import atomic_write, write_json, write_npy
 from shadow_runs.plan import DEFAULT_INCLUSION_RATE
 
 #: experiment.json keys that identify the configuration; the others are provenance
@@ -34,7 +34,7 @@ IDENTITY_KEYS = (
 )
 #: identity keys that experiment.json holds only when they are not at their default (`_HASH_DEFAULTS`):
 #: `canaries` (victims.canaries), present only for an experiment with canaries
-#: `threat_model` (victims.whitebox), present only for a white-box experiment
+#: `threat_model` (victims.whitebox_canaries), present only for a white-box experiment
 OPTIONAL_IDENTITY_KEYS = ("canaries", "threat_model")
 #: identity keys left out of the directory's hash: the plan (so a store made with another plan is
 #: found under the same name and refused, naming the plan, rather than silently left beside a new

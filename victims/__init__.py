@@ -1,6 +1,9 @@
-"""The pipelines under audit: (member subset, seed, config) -> release + observations."""
+"""The pipelines under audit: (member subset, seed, config) -> release + observations.
 
-from victims import cgan, datalens, dm, dpkernel, dpsgd, dsa, kip, psg, real, subset  # noqa: F401  (each module registers its victim)
+`victims.pipelines` holds one module per built-in victim (imported here, so every `--victim` name
+is registered); the other modules of `victims` are the parts they share."""
+
+from victims import pipelines  # noqa: F401  (imports every pipeline module, which registers its victim)
 from victims.base import Observations, Victim, get_victim, register_victim, victim_config, victim_names
 from victims.data import DataError, Pool, load_pool
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from victims.dpkernel import DPKernelVictim, class_embedding_sum
-from victims.dpsgd import DPSGDPrivacy, DPSGDVictim
+from victims.pipelines.dpkernel import DPKernelVictim, class_embedding_sum
+from victims.pipelines.dpsgd import DPSGDPrivacy, DPSGDVictim
 from victims.privacy import noise_multiplier_for
 
 

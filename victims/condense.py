@@ -21,16 +21,18 @@ take all the members a class has, so such a run goes ahead.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, expected_class_members, observe, require_at_least, seeded
-from victims.packed import fit_releases_packed
-from victims.synthetic import ReleasesData
 from victims.data import Pool
+from victims.packed import fit_releases_packed
+from victims.presets import require_filled
+from victims.synthetic import ReleasesData
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
 
 INITS = ("real", "random")
@@ -168,8 +170,11 @@ class CondensationVictim(ReleasesData):
     #: the presets this victim has (a subclass with a paper preset lists it and gives `preset_values`)
     OWN_PRESETS: ClassVar[tuple[str, ...]] = ("digits",)
 
-    def preset_values(self) -> dict:
-        """The values `preset` gives the fields left at None."""
+    @classmethod
+    def preset_values(cls, values: Mapping[str, Any]) -> dict:
+        """The values `values["preset"]` gives the fields left at None, filled as the victim is
+        constructed (`victims.presets.filled_from_preset`, which each subclass with such fields
+        carries); {} for a preset or ipc that `__post_init__` refuses."""
         return {}
 
     def __post_init__(self) -> None:
@@ -178,9 +183,7 @@ class CondensationVictim(ReleasesData):
                 f"--preset {self.preset} is not available for {self.name} (choose from {', '.join(self.OWN_PRESETS)})"
             )
         require_at_least(self, {"ipc": 1})
-        for name, value in self.preset_values().items():
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, value)
+        require_filled(self)
         if self.init not in INITS:
             raise ValueError(f"--init must be one of {INITS}, got {self.init!r}")
 

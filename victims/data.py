@@ -33,7 +33,7 @@ class Pool:
     std: tuple[float, ...]
     flip_ok: bool  # horizontal flips keep the label
     fingerprint: str  # 16 hex chars of sha256 over the four arrays
-    #: victims.whitebox.WhiteBoxSpec of an audit under the white-box threat model: which rows are the
+    #: victims.whitebox_canaries.WhiteBoxSpec of an audit under the white-box threat model: which rows are the
     #: canaries the victim's Gaussian mechanism reports on (None: black-box, the default)
     white_box: object | None = None
 
@@ -104,7 +104,7 @@ def write_class_balanced_subset(pool: Pool, per_class: int, path: str | os.PathL
     datasets is a seeded stratified split; fewer where a class has fewer), with the pool's test
     split, as a .npz at `path` (parent directories created) that `--dataset` and `load_pool`
     read; returns the path. A small class-balanced pool is what GAN-Leaks needs to see a
-    generator memorise its members (`victims.cgan`)."""
+    generator memorise its members (`victims.pipelines.cgan`)."""
     path = Path(path)
     idx = np.sort(np.concatenate([np.flatnonzero(pool.y == c)[:per_class] for c in range(pool.n_classes)]))
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,5 @@
 """GAN-Leaks latent searches (Chen, Yu, Zhang and Fritz, CCS 2020): the reconstructions a generator
-victim's run computes with its trained generator (`victims.cgan.reconstruct`), since the models are
+victim's run computes with its trained generator (`victims.pipelines.cgan.reconstruct`), since the models are
 not kept; `attacks.ganleak` scores the losses they leave in the run store.
 
 An example the generator was trained on is easier to reconstruct: some latent code z makes

@@ -42,7 +42,7 @@ def fit_packed(
     flip_ok: bool,
     device: str,
 ) -> list[nn.Module]:
-    """`fit` on each (x, y) of `sets` under `seeded(seeds[k])` (as `victims.real` fits), trained together."""
+    """`fit` on each (x, y) of `sets` under `seeded(seeds[k])` (as `victims.pipelines.real` fits), trained together."""
     packed = fit_releases_packed(
         lambda training_set, generator: training_set,
         sets,

@@ -27,7 +27,7 @@ from shadow_runs.plan import default_targets, target_runs
 from victims import DataError, load_pool
 from shadow_runs.records import CanaryColumns
 from victims.canaries import add_canaries
-from victims.whitebox import with_white_box
+from victims.whitebox_canaries import with_white_box
 
 
 def main(

@@ -31,7 +31,7 @@ from audit.reporting.build import Report, Settings, build_report, write_report
 from audit.results import load_audited
 from audit.summary import EvaluationSettings, release_summary
 from shadow_runs import RunStore, membership_matrix
-from shadow_runs.files import write_json, write_npy
+from shadow_runs.atomic_files import write_json, write_npy
 from victims import get_victim
 from victims.train import TrainConfig
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from audit.releases.inputs import check_pool_arrays, draw_membership
 from audit.stats.epsilon import FAIR_COIN_RATE
-from shadow_runs.files import atomic_write
+from shadow_runs.atomic_files import atomic_write
 
 __all__ = ["draw_membership", "write_pool", "write_release"]
 

@@ -43,7 +43,7 @@ from audit.results import Audited, pool_images
 from audit.stats import bootstrap
 from audit.stats.epsilon import bound_applies
 from audit.stats.significance import compare_experiments
-from shadow_runs.files import atomic_write, write_json
+from shadow_runs.atomic_files import atomic_write, write_json
 
 
 @dataclass(frozen=True)

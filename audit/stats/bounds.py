@@ -3,7 +3,7 @@ summary.json keys, its label, its unit, its test, and whether the verdict may re
 
 `audit.stats.guesses` (`bound_at`, `bounds_of`, `tune`, `ceiling`), `audit.evaluate`, the verdict
 (`audit.stats.guesses.verdict_bound`, `audit.reporting.verdict`) and the self-test
-(`audit.stats.selftest`, `audit.cli.selftest`) loop over `BOUNDS` or read `VERDICT_BOUND`; a new
+(`audit.stats.selftest_designs`, `audit.cli.selftest_command`) loop over `BOUNDS` or read `VERDICT_BOUND`; a new
 bound is one row here and its test (tests/contracts/test_registry.py holds every row to the
 contract: keys in summary.json, one verdict bound, the test's values).
 

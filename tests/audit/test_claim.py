@@ -7,7 +7,7 @@ import pytest
 
 from audit import outputs
 from audit.claim import Claim, resolve_claim, verdict_delta
-from audit.cli import report
+from audit.cli import report_command
 from audit.cli.arguments import delta_in_unit, positive_number
 from audit.reporting.build import Settings
 
@@ -60,10 +60,10 @@ def test_a_delta_outside_0_1_is_refused_where_it_is_made(delta):
 
 
 def test_the_report_flags_make_one_claim_or_none():
-    parse = report.build_parser().parse_args
-    assert report.settings_from(parse(["dir"])).claim is None
-    assert report.settings_from(parse(["dir", "--claimed-epsilon", "2"])).claim == Claim(epsilon=2.0)
-    assert report.settings_from(parse(["dir", "--claimed-delta", "0"])).claim == Claim(delta=0.0)
+    parse = report_command.build_parser().parse_args
+    assert report_command.settings_from(parse(["dir"])).claim is None
+    assert report_command.settings_from(parse(["dir", "--claimed-epsilon", "2"])).claim == Claim(epsilon=2.0)
+    assert report_command.settings_from(parse(["dir", "--claimed-delta", "0"])).claim == Claim(delta=0.0)
     assert Settings(claim=Claim(epsilon=1.0, delta=1e-5)).claim.epsilon == 1.0
 
 

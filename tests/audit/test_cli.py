@@ -243,7 +243,7 @@ def test_bad_input_exits_2_with_one_line_naming_the_value(tmp_path, capsys, flag
 
 def _cli(module: str):
     return importlib.import_module(
-        f"audit.cli.{module}" if module in {"compare", "release", "report", "selftest"} else f"audit.{module}"
+        f"audit.cli.{module}_command" if module in {"compare", "release", "report", "selftest"} else f"audit.{module}"
     ).main
 
 
@@ -431,7 +431,7 @@ def _victim_from(*argv):
 
 def test_flags_keep_the_victims_own_nested_defaults():
     from victims.nets import NetConfig
-    from victims.psg import PSGVictim
+    from victims.pipelines.psg import PSGVictim
     from victims.train import small_set_training
 
     # No flag: exactly the victim's defaults (PSG matches a width-16 net; 100 downstream steps).

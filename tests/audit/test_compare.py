@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from audit.cli.compare import main
+from audit.cli.compare_command import main
 from audit.reporting.comparison_tables import markdown_table
 from audit.results import Experiment, ExperimentError, experiment_labels, load_experiment
 from audit.stats.bootstrap import resampled_metrics, summarise_experiment, target_weights

@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import hypergeom
 
 from audit import outputs, release
-from audit.cli.release import verdict_line
+from audit.cli.release_command import verdict_line
 from audit.releases.files import draw_membership, write_pool, write_release
 from audit.releases.inputs import Coins, read_inputs
 from audit.stats.epsilon import unfair_coins_reason

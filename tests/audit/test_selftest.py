@@ -23,13 +23,13 @@ from dataclasses import replace
 import pytest
 from scipy import stats
 
-from audit.cli import selftest as selftest_cli
-from audit.stats import selftest
+from audit.cli import selftest_command
+from audit.stats import selftest_designs
 from audit.stats.epsilon import gaussian_dp_epsilon
 from audit.stats.bounds import ANALYSES, get_bound
 from audit.stats.guesses import RULES, BoundCache, RankedGuesses, tune
 from audit.stats.metrics import MembershipScores
-from audit.stats.mechanisms import (
+from audit.stats.selftest_mechanisms import (
     APPROX_DELTA,
     PUBLISHED_IN,
     PUBLISHED_OUT,
@@ -45,7 +45,7 @@ from audit.stats.mechanisms import (
     published_coin_response,
     randomised_response,
 )
-from audit.stats.selftest import (
+from audit.stats.selftest_designs import (
     LAPLACE_TARGETS,
     NULL_ATTACKS,
     RR_TARGETS,
@@ -64,7 +64,7 @@ REPS = 200
 # One bound cache for the module's repetitions, as the CLI shares one across its designs: the same
 # figures (test_a_shared_bound_cache_changes_nothing_but_the_run_time), computed once per process.
 SHARED_CACHE = BoundCache()
-bounds = partial(selftest.bounds, cache=SHARED_CACHE)
+bounds = partial(selftest_designs.bounds, cache=SHARED_CACHE)
 RATE = 0.05  # 1 - confidence: the theorem's bound on the false-alarm probability
 
 
@@ -74,12 +74,12 @@ def max_alarms(reps: int) -> int:
 
 
 LABELS, VALUES = class_pool()
-RR_LABELS = np.zeros(selftest.RR_POOL, dtype=np.int64)
+RR_LABELS = np.zeros(selftest_designs.RR_POOL, dtype=np.int64)
 SMALL_LABELS = np.zeros(500, dtype=np.int64)  # validity tests: 2 target runs x 500 = 1,000 canaries
 
 
 def laplace(
-    eps0: float, plan=selftest.independent_plan, atypical_first: bool = False, n_targets: int = LAPLACE_TARGETS
+    eps0: float, plan=selftest_designs.independent_plan, atypical_first: bool = False, n_targets: int = LAPLACE_TARGETS
 ) -> Design:
     mechanism = partial(laplace_mechanism, atypical_first=True) if atypical_first else laplace_mechanism
     return Design("laplace", "test", eps0, mechanism, LABELS, n_targets, plan)
@@ -118,17 +118,17 @@ def alarm_table(design: Design, found: np.ndarray) -> dict:
 def test_designs_have_the_briefed_canary_counts():
     assert laplace(1.0).m == 4 * 1500 == 6_000  # the CLI's Laplace rows (16 x 1,500 triples their run time)
     assert rr(1.0).m == 8 * 1250 == 10_000
-    assert selftest.power_design().m == 16 * 1500 == 24_000
-    assert selftest.power_design().n_runs == 32  # as many reference runs as targets
-    by_name = {(d.name, d.epsilon) for d in selftest.designs()}
+    assert selftest_designs.power_design().m == 16 * 1500 == 24_000
+    assert selftest_designs.power_design().n_runs == 32  # as many reference runs as targets
+    by_name = {(d.name, d.epsilon) for d in selftest_designs.designs()}
     for eps0 in (1.0, 4.0):
         assert {
             ("laplace class sum", eps0),
             ("gaussian mechanism", eps0),
             ("RR, coin published w.p. delta", eps0),
         } <= by_name
-    assert any(d.attacks == NULL_ATTACKS for d in selftest.designs())
-    keep = selftest.independent_plan(LABELS, 2 * LAPLACE_TARGETS, 3)
+    assert any(d.attacks == NULL_ATTACKS for d in selftest_designs.designs())
+    keep = selftest_designs.independent_plan(LABELS, 2 * LAPLACE_TARGETS, 3)
     plan = membership_matrix(LABELS, n_runs=2 * LAPLACE_TARGETS, master_seed=3)
     np.testing.assert_array_equal(keep, plan)  # the suite's plan, targets first (`target_runs`)
 
@@ -210,7 +210,7 @@ def test_bounds_are_the_ones_every_victims_audit_computes():
     its figures are those of `MembershipScores.summary` (continuous scores, so tie orders play no
     part; equal up to the bisection's 1e-9)."""
     labels = SMALL_LABELS
-    keep = selftest.independent_plan(labels, 4, 7)
+    keep = selftest_designs.independent_plan(labels, 4, 7)
     rng = np.random.default_rng(8)
     scores = keep + rng.standard_normal(keep.shape)
     targets, references = keep[:2], keep[2:]
@@ -235,7 +235,7 @@ def test_bounds_are_the_ones_every_victims_audit_computes():
     for rule, summary in (("tuned", tuned), ("grid", grid)):
         row = found[RULES.index(rule)]
         # a key the summary leaves null (the own curve, without a claimed mechanism) is NaN in the row
-        expected = [np.nan if summary[key] is None else summary[key] for key in selftest.KEYS]
+        expected = [np.nan if summary[key] is None else summary[key] for key in selftest_designs.KEYS]
         np.testing.assert_allclose(row, expected, rtol=1e-9)
     assert grid["n_members"] + grid["n_nonmembers"] == targets.size
 
@@ -311,7 +311,7 @@ def test_tuned_fdp_certifies_more_than_grid_steinke_on_the_gaussian_power_row():
     under tuned + f-DP above today's grid + Steinke. Measured on these seeds: 2.25 against 1.46
     (tuned+steinke 2.20, grid+fdp 2.16; mu_lower tuned 0.65, grid 0.59, true mu 0.925); tolerance:
     tuned+fdp at least 1.2 x grid+steinke (~5 s)."""
-    design = selftest.power_design()
+    design = selftest_designs.power_design()
     found = bounds(design, repetitions=10, seed=SEED)
     medians = {(r, a): float(np.median(values_of(found, r, a))) for r in RULES for a in ANALYSES}
     print({f"{r}+{a}": round(v, 3) for (r, a), v in medians.items()})
@@ -378,7 +378,7 @@ def test_cli_prints_a_block_per_design_and_a_line_per_rule_and_analysis():
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     blocks = [line for line in lines if "plan]" in line]
-    assert len(blocks) == len(selftest.designs())
+    assert len(blocks) == len(selftest_designs.designs())
     for mechanism in (
         "randomised response",
         "RR, coin published",
@@ -396,7 +396,7 @@ def test_cli_prints_a_block_per_design_and_a_line_per_rule_and_analysis():
     rows = [line for line in lines if line.startswith(("  tuned", "  grid"))]
     # 2 rules x 3 analyses per design, and a tuned row of the claimed mechanism's own curve where the
     # design has one (the Gaussian and white-box designs)
-    claimed = [d for d in selftest.designs() if d.claimed is not None]
+    claimed = [d for d in selftest_designs.designs() if d.claimed is not None]
     assert len(claimed) == 2 + 3  # the Gaussian mechanism at eps0 1 and 4; white-box claims 1, 4 and sigma halved
     assert len(rows) == 6 * len(blocks) + len(claimed)
     own = [line for line in rows if "own curve" in line]
@@ -444,15 +444,15 @@ def test_cli_bad_flag_exits_2_with_an_error_line():
 )
 def test_bad_flag_values_exit_2(flags, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        selftest_cli.main(flags)
+        selftest_command.main(flags)
     assert exit_info.value.code == 2
     assert "error:" in capsys.readouterr().err.splitlines()[-1]
 
 
 def test_flag_defaults():
-    assert selftest_cli.parse_args([]).repetitions == 200
-    assert selftest_cli.parse_args(["--quick"]).repetitions == selftest.QUICK_REPETITIONS
-    assert selftest_cli.parse_args(["--quick", "--repetitions", "7"]).repetitions == 7
+    assert selftest_command.parse_args([]).repetitions == 200
+    assert selftest_command.parse_args(["--quick"]).repetitions == selftest_designs.QUICK_REPETITIONS
+    assert selftest_command.parse_args(["--quick", "--repetitions", "7"]).repetitions == 7
 
 
 def test_white_box_rows_are_valid_and_have_power_on_the_subsampled_gaussian():
@@ -460,19 +460,27 @@ def test_white_box_rows_are_valid_and_have_power_on_the_subsampled_gaussian():
     # Measured at 3 repetitions: tuned f-DP bounds 1.74, 1.92, 1.66; 200 repetitions in docs/results/selftest.md.
     # The claimed mechanism's own curve on the same repetitions: 2.22, 2.36, 2.44 against its PLD epsilon
     # 3.69 (a share of 0.63, where the f-DP test of f_{eps,delta} reaches 0.49).
-    claim1, claim4, halved = selftest.whitebox_designs()
+    claim1, claim4, halved = selftest_designs.whitebox_designs()
     assert claim1.epsilon < 1.0 and 3.6 < claim4.epsilon < 4.0  # PRV is tighter than the RDP claim
-    found = selftest.bounds(claim4, repetitions=3, seed=0)
-    fdp = selftest.values_of(found, "tuned", "fdp")
+    found = selftest_designs.bounds(claim4, repetitions=3, seed=0)
+    fdp = selftest_designs.values_of(found, "tuned", "fdp")
     assert (fdp <= claim4.epsilon).all() and np.median(fdp) > 1.4
-    own = selftest.values_of(found, "tuned", "mechanism")
-    assert (own <= selftest.truth(claim4, "mechanism")).all() and (own > fdp).all()
+    own = selftest_designs.values_of(found, "tuned", "mechanism")
+    assert (own <= selftest_designs.truth(claim4, "mechanism")).all() and (own > fdp).all()
     # claim 1's f-DP alarms only (its own curve's are the 200-repetition self-test's; its curves take ~10 s)
     claim1 = replace(claim1, claimed=None)
-    assert selftest.false_alarms(claim1, selftest.bounds(claim1, repetitions=3, seed=0), "tuned", "fdp") == 0
+    assert (
+        selftest_designs.false_alarms(claim1, selftest_designs.bounds(claim1, repetitions=3, seed=0), "tuned", "fdp")
+        == 0
+    )
     # the claim of twice the real noise: the own curve flags it every time (measured 5.44 to 5.85 against 3.69)
     assert halved.claimed == claim4.claimed and not halved.judged
-    assert selftest.false_alarms(halved, selftest.bounds(halved, repetitions=3, seed=0), "tuned", "mechanism") == 3
+    assert (
+        selftest_designs.false_alarms(
+            halved, selftest_designs.bounds(halved, repetitions=3, seed=0), "tuned", "mechanism"
+        )
+        == 3
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -482,13 +490,13 @@ def test_white_box_rows_are_valid_and_have_power_on_the_subsampled_gaussian():
 def constructed(design: Design, reps: int, alarms: dict) -> tuple[Design, np.ndarray]:
     """(design, found) with `reps` repetitions whose bounds are half the truth (0 for the null),
     except that the first alarms[rule, analysis] repetitions of that pair exceed the truth by 1."""
-    found = np.zeros((reps, len(RULES), len(selftest.KEYS)))
+    found = np.zeros((reps, len(RULES), len(selftest_designs.KEYS)))
     for rule in RULES:
         for analysis in ANALYSES:
-            limit = selftest.truth(design, analysis)
+            limit = selftest_designs.truth(design, analysis)
             if limit is None:
                 continue
-            column = found[:, RULES.index(rule), selftest.KEYS.index(get_bound(analysis).lower_key)]
+            column = found[:, RULES.index(rule), selftest_designs.KEYS.index(get_bound(analysis).lower_key)]
             column[:] = limit / 2
             column[: alarms.get((rule, analysis), 0)] = limit + 1.0
     return design, found
@@ -501,12 +509,12 @@ def test_verdict_passes_and_names_the_largest_rate():
         constructed(small("null"), 200, {("grid", "gaussian"): 5}),
     ]
     assert false_alarms(*results[1], "tuned", "steinke") == 9
-    assert selftest.verdict(results) == (
+    assert selftest_designs.verdict(results) == (
         True,
         "self-test passed: all 14 judged rows within the allowed 5% (one-sided binomial test, Bonferroni 0.05/14; "
         "largest: 9/200 = 4.5%, tuned steinke, rr eps0 2)",
     )
-    rows = selftest.judged_rows(results)
+    rows = selftest_designs.judged_rows(results)
     assert len(rows) == 4 + 4 + 6  # mu-GDP is descriptive on randomised response, judged on the null
     assert [(row.rule, row.analysis) for row in rows[:4]] == [
         ("tuned", "steinke"),
@@ -519,7 +527,7 @@ def test_verdict_passes_and_names_the_largest_rate():
 
 def test_verdict_names_a_failing_row_with_its_interval_and_why():
     results = [constructed(rr(1.0), 200, {("tuned", "steinke"): 200, ("grid", "fdp"): 4})]
-    assert selftest.verdict(results) == (
+    assert selftest_designs.verdict(results) == (
         False,
         "self-test FAILED: 1 of 4 judged rows above the allowed 5% (one-sided binomial test, Bonferroni 0.05/4): "
         "tuned steinke, rr eps0 1: 200/200 alarms = 100.0%, 95% CP [0.982, 1.000], significantly above the "
@@ -535,14 +543,14 @@ def test_a_true_rate_of_five_percent_does_not_fail_by_chance():
     many = [rr(1.0 + k) for k in range(16)]  # 16 designs x 4 judged rows = 64
 
     def passes(count: int, designs: list) -> bool:
-        return selftest.verdict(
+        return selftest_designs.verdict(
             [constructed(designs[0], 200, {("grid", "steinke"): count})]
             + [constructed(design, 200, {}) for design in designs[1:]]
         )[0]
 
     assert passes(21, many) and not passes(22, many)
     assert passes(17, many[:1]) and not passes(18, many[:1])
-    passed, line = selftest.verdict([constructed(rr(1.0), 200, {("tuned", "fdp"): 12})])
+    passed, line = selftest_designs.verdict([constructed(rr(1.0), 200, {("tuned", "fdp"): 12})])
     assert passed and line.endswith("largest: 12/200 = 6.0%, tuned f-DP, rr eps0 1)")
 
 
@@ -551,24 +559,24 @@ def test_retired_plan_rows_are_not_judged():
     assert not retired.judged and rr(1.0).judged
     every = {(rule, analysis): 200 for rule in RULES for analysis in ("steinke", "fdp")}
     results = [constructed(rr(1.0), 200, {}), constructed(retired, 200, every)]
-    assert selftest.verdict(results) == (
+    assert selftest_designs.verdict(results) == (
         True,
         "self-test passed: all 4 judged rows within the allowed 5% (one-sided binomial test, Bonferroni 0.05/4; "
         "largest: 0/200 = 0.0%, tuned steinke, rr eps0 1)",
     )
-    assert [row.design for row in selftest.judged_rows(results)] == [results[0][0]] * 4
+    assert [row.design for row in selftest_designs.judged_rows(results)] == [results[0][0]] * 4
     with pytest.raises(ValueError, match="no judged rows"):
-        selftest.verdict(results[1:])
+        selftest_designs.verdict(results[1:])
     # its table rows carry the counts and say they are not judged; the design line says why
-    lines = selftest_cli.table_lines(
+    lines = selftest_command.table_lines(
         retired, results[1][1], dict.fromkeys(((r, a) for r in RULES for a in ANALYSES), 0.0)
     )
     assert lines[0].split()[:4] == ["tuned", "steinke", "200", "1.000"]
     assert [line.endswith(" (not judged)") for line in lines] == [True, True, False, True, True, False]
-    assert selftest_cli.design_line(retired, 200).endswith(
+    assert selftest_command.design_line(retired, 200).endswith(
         "; 200 reps [retired pairs plan: shown for comparison, not judged]"
     )
-    assert selftest_cli.design_line(rr(1.0), 200).endswith("; 200 reps")
+    assert selftest_command.design_line(rr(1.0), 200).endswith("; 200 reps")
 
 
 def leaky_response(keep: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
@@ -578,8 +586,8 @@ def leaky_response(keep: np.ndarray, epsilon: float, rng: np.random.Generator) -
 
 def test_cli_exits_1_and_names_the_rows_when_the_self_test_fails(monkeypatch, capsys):
     leaky = Design("leaky rr", "independent", 0.5, leaky_response, SMALL_LABELS, 2)
-    monkeypatch.setattr(selftest_cli, "designs", lambda: [leaky])
-    assert selftest_cli.main(["--repetitions", "2"]) == 1
+    monkeypatch.setattr(selftest_command, "designs", lambda: [leaky])
+    assert selftest_command.main(["--repetitions", "2"]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[-2].startswith("(") and lines[-2].endswith(" s)")  # the closing line comes after the timing
     assert lines[-1] == (
@@ -595,7 +603,7 @@ def test_cli_exits_1_and_names_the_rows_when_the_self_test_fails(monkeypatch, ca
 
 def test_help_states_the_exit_status(capsys):
     with pytest.raises(SystemExit):
-        selftest_cli.parse_args(["--help"])
+        selftest_command.parse_args(["--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "Exit status: 0 when the self-test passes, 1 when it fails, 2 on a bad flag." in text
     assert "one-sided exact binomial test at 0.05 / the number of judged rows, Bonferroni" in text

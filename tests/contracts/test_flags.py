@@ -7,7 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
-from audit.cli import flags, release
+from audit.cli import flags, release_command
 from audit.cli.victim_flags import victim_classes
 from victims.overrides import config_fields, flag_name
 
@@ -18,7 +18,7 @@ def flag_table() -> str:
     lines = []
     for prog, parser in (
         ("audit.lira", flags.build_parser("audit.lira", "", argv=[])),
-        ("audit.release", release.build_parser([])),
+        ("audit.release", release_command.build_parser([])),
     ):
         for action in parser._actions:
             if action.option_strings and not action.dest.startswith("victim__") and action.dest != "help":

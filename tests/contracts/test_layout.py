@@ -4,8 +4,10 @@ and reading or reporting audits does not import torch. An import inside a functi
 much as one at the top: it runs the same import, later."""
 
 import ast
+import fnmatch
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,6 +68,15 @@ def test_imports_point_down():
             if name == owner or name.startswith(owner + "."):
                 wrong = sorted(m for m in imports if m.split(".")[0] in forbidden)
                 assert not wrong, f"{name} imports {wrong}"
+
+
+def test_the_shared_parts_of_victims_import_no_pipeline():
+    """victims.pipelines (one module per built-in victim) is built from the other modules of
+    victims, never the reverse; victims.bugs, the broken twins of pipelines, is loaded by path."""
+    for name, imports in import_graph().items():
+        if name.startswith("victims.") and not name.startswith("victims.pipelines") and name != "victims.bugs":
+            wrong = sorted(m for m in imports if m.startswith("victims.pipelines"))
+            assert not wrong, f"{name} imports {wrong}"
 
 
 def test_no_import_cycle():
@@ -131,7 +142,7 @@ def test_no_import_runs_back_up_inside_audit():
 
 def test_reading_and_reporting_audits_does_not_import_torch():
     code = (
-        "import sys; import audit.results, audit.reporting.build, audit.cli.report, audit.cli.compare, "
+        "import sys; import audit.results, audit.reporting.build, audit.cli.report_command, audit.cli.compare_command, "
         "audit.stats.significance, attacks.registry, shadow_runs.plan, shadow_runs.store; "
         "print(sorted(m for m in ('torch', 'victims', 'opacus', 'ray') if m in sys.modules))"
     )
@@ -147,3 +158,13 @@ def test_the_public_metric_and_bound_names_stay_importable_where_users_import_th
 
     assert audit.epsilon.epsilon_lower_bound is audit.stats.epsilon.epsilon_lower_bound
     assert audit.metrics.tpr_at_fpr is audit.stats.metrics.tpr_at_fpr
+
+
+def test_an_installed_package_brings_every_subpackage():
+    """A wheel holds the packages pyproject.toml's find includes: every package directory must match."""
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = {
+        ".".join(p.parent.relative_to(ROOT).parts) for top in PACKAGES for p in (ROOT / top).rglob("__init__.py")
+    }
+    assert {"victims.pipelines", "audit.cli"} <= packages
+    assert sorted(p for p in packages if not any(fnmatch.fnmatchcase(p, pattern) for pattern in include)) == []

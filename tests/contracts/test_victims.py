@@ -111,6 +111,15 @@ def test_every_registered_victim_is_covered_by_the_contract():
     assert set(victim_names()) == set(FAST)
 
 
+def test_each_built_in_victim_is_defined_in_a_module_of_victims_pipelines_and_each_module_registers_one():
+    """A built-in victim is one file in victims/pipelines/, registered as the package imports every
+    module in it: no import line to add anywhere else."""
+    from victims import pipelines
+
+    assert pipelines.MODULES  # found by pkgutil, not listed by hand
+    assert {get_victim(name).__module__ for name in FAST} == {f"victims.pipelines.{m}" for m in pipelines.MODULES}
+
+
 @pytest.fixture(scope="module", params=sorted(FAST))
 def victim(request):
     return get_victim(request.param)(**FAST[request.param])
@@ -212,23 +221,20 @@ def _privacy_log(name, pool, keep, monkeypatch, inclusion_rate=0.5):
     recorded epsilon: every sample rate, step count, sigma and divisor it uses."""
     import opacus.optimizers
 
-    import victims.cgan
-    import victims.dpkernel
-    import victims.dpsgd
-    import victims.psg
+    from victims.pipelines import cgan, dpkernel, dpsgd, psg
 
     log = []
     accounting = lambda **kw: tuple(sorted(kw.items()))  # noqa: E731  (sample_rate, steps, sigma, ...)
     if name == "dpsgd":
-        module = victims.dpsgd
-        real_batches = victims.dpsgd.poisson_batches
+        module = dpsgd
+        real_batches = dpsgd.poisson_batches
 
         def batches(n, sample_rate, steps, *, generator):  # the rate and the steps actually iterated
             drawn = list(real_batches(n, sample_rate, steps, generator=generator))
             log.append(("poisson_batches", (sample_rate, steps, len(drawn))))
             return iter(drawn)
 
-        monkeypatch.setattr(victims.dpsgd, "poisson_batches", batches)
+        monkeypatch.setattr(dpsgd, "poisson_batches", batches)
         _spy(
             monkeypatch,
             opacus.optimizers,
@@ -242,7 +248,7 @@ def _privacy_log(name, pool, keep, monkeypatch, inclusion_rate=0.5):
             ),
         )
     else:
-        module = {"psg": victims.psg, "dpkernel": victims.dpkernel}.get(name, victims.cgan)
+        module = {"psg": psg, "dpkernel": dpkernel}.get(name, cgan)
         spent = "epsilon_spent" if name == "psg" else "accounted_fields"  # the accountant's epsilon (and mechanism)
         _spy(monkeypatch, module, spent, log, accounting)
         _spy(monkeypatch, module, "poisson_sample", log, lambda n, rate, **kw: rate)
@@ -252,7 +258,7 @@ def _privacy_log(name, pool, keep, monkeypatch, inclusion_rate=0.5):
                 module,
                 "noisy_mean_embedding",
                 log,
-                lambda f, y, **kw: (kw["noise_multiplier"], victims.dpkernel.SENSITIVITY, kw["expected_batch_size"]),
+                lambda f, y, **kw: (kw["noise_multiplier"], dpkernel.SENSITIVITY, kw["expected_batch_size"]),
             )
         else:
             _spy(
@@ -375,8 +381,8 @@ def test_a_task_of_runs_that_do_not_pack_stores_what_single_runs_store(pool, tmp
 #: victims whose compiled runs are checked against eager ones: the compiled step is the downstream
 #: ConvNet's (`victims.train.train`), which every victim but dpsgd trains; these cover a fit on
 #: the members, on a real subset and on a condensed set, and the victims' own compiled steps: kip's
-#: loss (`victims.kip.kip_loss`), psg's clipped sum and synthetic-set step
-#: (`victims.privacy._clipped_sums`, `victims.psg.pixel_gradient`)
+#: loss (`victims.pipelines.kip.kip_loss`), psg's clipped sum and synthetic-set step
+#: (`victims.privacy._clipped_sums`, `victims.pipelines.psg.pixel_gradient`)
 COMPILED = ("real", "subset", "dm", "kip", "psg")
 
 

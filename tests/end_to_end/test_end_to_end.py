@@ -146,7 +146,7 @@ def test_dpsgd_at_epsilon_one_stays_below_its_formal_epsilon(tmp_path):
 
 
 def worst_case_flags(tmp_path) -> tuple[str, ...]:
-    """The worst-case black-box design (victims/dpsgd.py, docs/results/tightness.md): one blank canary
+    """The worst-case black-box design (victims/pipelines/dpsgd.py, docs/results/tightness.md): one blank canary
     per run, noisy gradient descent over every member of a pool of 10 digits per class, from one
     network pretrained on digits' public test split; 10 steps, the PRV accountant."""
     from victims.data import load_pool, write_class_balanced_subset

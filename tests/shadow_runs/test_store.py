@@ -5,8 +5,8 @@ import stat
 import numpy as np
 import pytest
 
-from shadow_runs import files
-from shadow_runs.files import atomic_write, write_json
+from shadow_runs import atomic_files
+from shadow_runs.atomic_files import atomic_write, write_json
 from shadow_runs.store import IDENTITY_KEYS, RunStore, StoreError, experiment_id
 from victims.base import Observations
 
@@ -158,9 +158,9 @@ def test_the_umask_is_read_from_proc_or_else_set_and_restored(monkeypatch):
 
     old = os.umask(0o027)
     try:
-        assert files._umask() == 0o027  # /proc/self/status "Umask:", the umask left as it is
-        monkeypatch.setattr(files, "open", no_proc, raising=False)  # a system without /proc
-        assert files._umask() == 0o027
+        assert atomic_files._umask() == 0o027  # /proc/self/status "Umask:", the umask left as it is
+        monkeypatch.setattr(atomic_files, "open", no_proc, raising=False)  # a system without /proc
+        assert atomic_files._umask() == 0o027
         assert os.umask(0o027) == 0o027  # the fallback put the umask back
     finally:
         os.umask(old)

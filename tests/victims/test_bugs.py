@@ -5,7 +5,7 @@ spends more. The audits that must flag them: tests/end_to_end/test_whitebox_audi
 import pytest
 
 from victims.bugs import HalfRateAccountant, OneEpochAccountant
-from victims.dpsgd import DPSGDVictim
+from victims.pipelines.dpsgd import DPSGDVictim
 from victims.nets import NetConfig
 from victims.privacy import epsilon_spent
 

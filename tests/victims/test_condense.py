@@ -8,7 +8,7 @@ import torch
 from victims import augment as dsa_ops
 from victims import get_victim
 from victims.condense import Members, assured_members_per_class, check_ipc, initial_set
-from victims.dm import class_means
+from victims.pipelines.dm import class_means
 from victims.nets import NetConfig
 from victims.train import TrainConfig, to_model_space
 

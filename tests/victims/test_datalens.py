@@ -11,7 +11,7 @@ import torch
 from audit import lira
 from shadow_runs.plan import membership_matrix
 from victims import get_victim
-from victims.datalens import (
+from victims.pipelines.datalens import (
     MIN_MEMBERS_PER_TEACHER,
     Aggregation,
     CountSketch,
@@ -195,20 +195,20 @@ def test_sigma_and_epsilon_agree_with_an_independent_rdp_computation(pool, epsil
 
 
 def test_the_run_adds_sigma_times_delta_whatever_the_member_count(pool, monkeypatch):
-    import victims.datalens
+    import victims.pipelines.datalens
 
     keep = membership_matrix(pool.y, n_runs=2, master_seed=0)
     assert keep[0].sum() != keep[1].sum()
     victim = get_victim("datalens")(**TINY)
     expected = victim.noise_multiplier() * victim.aggregation(pool, generator=_gen()).sensitivity
     seen = []
-    real_step = victims.datalens.Aggregation.step
+    real_step = victims.pipelines.datalens.Aggregation.step
 
     def spy(self, g, *, noise_std, **kw):
         seen.append(noise_std)
         return real_step(self, g, noise_std=noise_std, **kw)
 
-    monkeypatch.setattr(victims.datalens.Aggregation, "step", spy)
+    monkeypatch.setattr(victims.pipelines.datalens.Aggregation, "step", spy)
     eps = {victim.run(pool, row, 7).formal_epsilon for row in keep}
     assert len(seen) == 2 * TINY["steps"] and seen == [pytest.approx(expected)] * len(seen) and expected > 0
     assert len(eps) == 1 and eps.pop() <= 1.0

@@ -8,7 +8,7 @@ import torch
 
 from audit import lira
 from victims import get_victim
-from victims.dpkernel import (
+from victims.pipelines.dpkernel import (
     SENSITIVITY,
     DPKernelVictim,
     RandomFourierFeatures,

@@ -1,4 +1,4 @@
-"""dpsgd's worst-case black-box options (victims/dpsgd.py): full-batch noisy gradient descent is T
+"""dpsgd's worst-case black-box options (victims/pipelines/dpsgd.py): full-batch noisy gradient descent is T
 Gaussian steps at rate 1 with public parameters, and the pretrained start is one network fitted to
 the public test split only. The audit that uses them: tests/end_to_end/test_whitebox_audits.py."""
 
@@ -10,7 +10,7 @@ import torch
 
 from victims.base import victim_config
 from victims.data import make_pool
-from victims.dpsgd import DPSGDVictim, pretrained_start
+from victims.pipelines.dpsgd import DPSGDVictim, pretrained_start
 from victims.nets import NetConfig, build_net
 from victims.privacy import noise_multiplier_for
 from victims.train import predict_queries, to_model_space

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from victims.condense import Members, initial_set
-from victims.kip import KIPVictim, Whitening, centered_one_hot, kip_loss, ntk
+from victims.pipelines.kip import KIPVictim, Whitening, centered_one_hot, kip_loss, ntk
 from victims.nets import NetConfig
 from victims.train import TrainConfig
 

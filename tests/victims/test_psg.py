@@ -18,7 +18,7 @@ from victims.privacy import (
     per_example_gradients,
     poisson_sample,
 )
-from victims.psg import PSGVictim, noisy_mean_gradient, paper_values
+from victims.pipelines.psg import PSGVictim, noisy_mean_gradient, paper_values
 from victims.train import TrainConfig
 
 TINY = dict(

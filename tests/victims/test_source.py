@@ -7,12 +7,21 @@ from victims import get_victim
 from victims.source import victim_source
 
 
-def test_a_built_in_victim_hashes_its_module_and_the_victims_modules_it_imports():
+def test_a_built_in_victim_hashes_its_pipeline_and_the_shared_victims_modules_it_imports():
     dm = victim_source(get_victim("dm"))
-    assert {"victims.dm", "victims.condense", "victims.train", "victims.nets", "victims.base"} <= set(dm["modules"])
-    assert "victims.dpsgd" not in dm["modules"] and all(m.startswith("victims.") for m in dm["modules"])
+    shared = {"victims.condense", "victims.train", "victims.nets", "victims.base"}
+    assert {"victims.pipelines.dm"} | shared <= set(dm["modules"])
+    assert all(m.startswith("victims.") for m in dm["modules"])
     assert len(dm["sha256"]) == 64 and victim_source(get_victim("dm")) == dm
     assert victim_source(get_victim("dsa"))["sha256"] != dm["sha256"]
+
+
+def test_a_pipelines_hash_leaves_out_the_other_pipelines_unless_it_imports_them():
+    """The package `victims.pipelines` imports every pipeline, but a pipeline does not import the
+    package: adding a victim (a new file there) leaves every other victim's hash as it was."""
+    pipelines = lambda name: [m for m in victim_source(get_victim(name))["modules"] if "pipelines" in m]  # noqa: E731
+    assert pipelines("dm") == ["victims.pipelines.dm"]
+    assert pipelines("subset") == ["victims.pipelines.real", "victims.pipelines.subset"]  # it fits as real does
 
 
 def test_a_plugins_hash_follows_its_own_package_and_not_this_one(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""`python -m audit.selftest`'s command line: every design of `audit.stats.selftest` at a number of
+"""`python -m audit.selftest`'s command line: every design of `audit.stats.selftest_designs` at a number of
 repetitions, one table block per design, the power line, and last the verdict (`verdict`): exit
 status 0 when the self-test passes, 1 when a judged row fails."""
 
@@ -13,7 +13,7 @@ from audit.cli.arguments import ArgumentParser, int_at_least, probability
 from audit.stats import guesses
 from audit.stats.bounds import BOUNDS
 from audit.stats.guesses import RULES, BoundCache
-from audit.stats.selftest import (
+from audit.stats.selftest_designs import (
     CONFIDENCE,
     FAMILY_LEVEL,
     KEYS,

@@ -61,7 +61,7 @@ from victims.privacy import (
     require_privacy_target,
 )
 from victims.train import to_model_space
-from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
+from victims.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
 
 
 SAMPLINGS = ("poisson", "full-batch")
@@ -101,7 +101,7 @@ class DPSGDPrivacy:
 class DPSGDVictim:
     """The ConvNet trained by DP-SGD (Poisson sampling, per-example clipping, Gaussian noise)."""
 
-    #: under white-box, record canaries are scored through their own gradients (victims.whitebox)
+    #: under white-box, record canaries are scored through their own gradients (victims.whitebox_canaries)
     white_box_record_canaries: ClassVar[bool] = True
 
     epsilon: float = field(default=1.0, metadata={"help": "target epsilon of the DP-SGD training"})
@@ -174,7 +174,7 @@ class DPSGDVictim:
 
     def release_dimension(self, pool: Pool) -> int:
         """Coordinates of each noisy gradient sum (the ConvNet's parameters): what white-box gradient
-        canaries are placed in (`victims.whitebox`)."""
+        canaries are placed in (`victims.whitebox_canaries`)."""
         net = build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes)
         return sum(p.numel() for p in net.parameters())
 
@@ -273,7 +273,7 @@ class DPSGDVictim:
         if probe is not None and probe.spec.gradient:
             clip_and_accumulate = optimizer.clip_and_accumulate
 
-            def clip_with_canaries() -> None:  # gradient canaries enter before clipping (victims.whitebox)
+            def clip_with_canaries() -> None:  # gradient canaries enter before clipping (victims.whitebox_canaries)
                 params = list(optimizer.params)
                 rows = probe.per_example_rows([p.shape for p in params], device=params[0].device, dtype=params[0].dtype)
                 if rows is not None:

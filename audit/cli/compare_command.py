@@ -20,7 +20,7 @@ from audit.reporting.comparison_tables import markdown_table, to_json
 from audit.results import load_experiment
 from audit.stats.bootstrap import GROUPS, N_BOOT, N_BOOT_EPS
 from audit.stats.significance import compare_experiments
-from shadow_runs.files import atomic_write
+from shadow_runs.atomic_files import atomic_write
 
 
 def build_parser() -> ArgumentParser:

@@ -97,11 +97,11 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from victims.base import DEFAULT_INCLUSION_RATE, expected_members, register_victim, require_at_least, seeded
-from victims.cgan import CGANVictim, observe_generator
+from victims.pipelines.cgan import CGANVictim, observe_generator
 from victims.data import Pool
 from victims.nets import ConditionalDiscriminator
 from victims.privacy import accounted_fields, gaussian_release, noise_multiplier_for, require_privacy_target
-from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
+from victims.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
 from victims.train import to_model_space
 
 COMPRESSIONS = ("topagg", "d2pfed", "fetchsgd")

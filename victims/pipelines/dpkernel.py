@@ -67,7 +67,7 @@ Departures from the paper:
 - The generator's labels are balanced (the paper's conditional variant assumes uniform labels
   too, its stated limitation); the members' class proportions enter only through mu~.
 
-Observations as `dpcgan` (`victims.cgan`): the downstream ConvNet is trained on `ipc` generated
+Observations as `dpcgan` (`victims.pipelines.cgan`): the downstream ConvNet is trained on `ipc` generated
 images per class (`release_x`/`release_y`, pixel scale), and every pool example is reconstructed
 with the generator for the GAN-Leaks attacks (`recon_loss` fbb, pbb, wb; the attacker's work,
 never fed back into the release).
@@ -95,7 +95,7 @@ from victims.base import (
     require_positive,
     seeded,
 )
-from victims.cgan import GanLeaksSearch, observe_generator
+from victims.pipelines.cgan import GanLeaksSearch, observe_generator
 from victims.data import Pool
 from victims.nets import ConditionalGenerator
 from victims.privacy import (
@@ -109,7 +109,7 @@ from victims.privacy import (
     require_privacy_target,
 )
 from victims.train import TrainConfig, small_set_training
-from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
+from victims.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
 
 #: L2 sensitivity of the embedding SUM to adding or removing one record: |phi*(x, y)|_2 = 1 exactly
 SENSITIVITY = 1.0

@@ -23,7 +23,7 @@ from audit import outputs
 from audit.cli.arguments import ArgumentParser
 from audit.cli.flags import add_n_shadow, add_run_flags, evaluation_settings, executor_config
 from audit.cli.arguments import add_claim_flags
-from audit.cli.report import add_report_flags, settings_from
+from audit.cli.report_command import add_report_flags, settings_from
 from audit.cli.victim_flags import add_victim_flags, victim_argument, victim_overrides
 from audit.releases.audit import ReleaseRequest, prepare, run_release_audit
 from audit.reporting.verdict import NO_SUBSET_BASELINE

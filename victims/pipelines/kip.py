@@ -13,16 +13,18 @@ whitened by a ZCA transform fitted on the members; the released images stay in m
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
 from victims.augment import augment, draw_seed, strategy
 from victims.base import register_victim, require_at_least
-from victims.condense import CondensationVictim, Members
 from victims.compiled import maybe_compiled
+from victims.condense import CondensationVictim, Members
 from victims.data import Pool
+from victims.presets import filled_from_preset
 
 #: the KIP default FC kernel: W_std = sqrt(2), b_std = 0.1 (neural_tangents' NTK parameterisation)
 W_VAR = 2.0
@@ -146,6 +148,7 @@ def kip_loss(
 
 
 @register_victim("kip")
+@filled_from_preset
 @dataclass(frozen=True)
 class KIPVictim(CondensationVictim):
     """Kernel inducing points with the FC-ReLU NTK; the downstream ConvNet trains on the
@@ -204,14 +207,15 @@ class KIPVictim(CondensationVictim):
 
     OWN_PRESETS = ("digits", "paper")
 
-    def preset_values(self) -> dict:
+    @classmethod
+    def preset_values(cls, values: Mapping[str, Any]) -> dict:
         """digits: 200 Adam steps at learning rate 0.1 on target batches of 128, depth-3 NTK (sized
         for one CPU thread; the sweeps above). paper: the KIP reference colab (google-research
         kip/KIP.ipynb), the FC kernel of depth 1, Adam learning rate 0.04, target batches of 5,000
         (on digits, every member at every step), 1,000 steps ("~1000 or more steps for full
         convergence"; scale them with --iterations). Its reg 1e-6, W_std sqrt(2) and b_std 0.1
         are this victim's fixed values at either preset."""
-        if self.preset == "paper":
+        if values["preset"] == "paper":
             return {"iterations": 1000, "lr": 0.04, "batch_size": 5000, "depth": 1}
         return {"iterations": 200, "lr": 0.1, "batch_size": 128, "depth": 3}
 

@@ -35,8 +35,9 @@ used; leaving them out releases less and spends the clipping budget on what is m
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -58,6 +59,8 @@ from victims.data import Pool
 from victims.matching import gradient_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net
 from victims.packed import fit_releases_packed
+from victims.pipelines.real import training_set
+from victims.presets import filled_from_preset, require_filled
 from victims.privacy import (
     accountant_field,
     clipped_gradient_sum,
@@ -70,10 +73,9 @@ from victims.privacy import (
     require_accountant,
     require_privacy_target,
 )
-from victims.real import training_set
 from victims.synthetic import ReleasesData
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
-from victims.whitebox import CanaryProbe, open_probe, training_keep, whitebox_fields
+from victims.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
 
 PRESETS = ("digits", "faithful", "paper")
 
@@ -135,10 +137,12 @@ def _from_preset(help_text: str) -> dict:
 
 
 @register_victim("psg")
+@filled_from_preset
 @dataclass(frozen=True)
 class PSGVictim(ReleasesData):
     """A synthetic set learned by matching DP-sanitised gradients; the downstream ConvNet is
-    trained on it. Fields left at None take the value of `preset`."""
+    trained on it. Fields left at None take the value of `preset` as it is constructed
+    (`preset_values`, `victims.presets`)."""
 
     #: `--compile auto`'s break-even runs per worker (victims.compiled): the clipped sum and the
     #: synthetic-set step compiled (with the downstream step) save 0.29 s a run at the digits
@@ -179,17 +183,22 @@ class PSGVictim(ReleasesData):
     net: NetConfig = field(default_factory=lambda: NetConfig(width=16))  # the network whose gradients are matched
     train: TrainConfig = field(default_factory=small_set_training)  # the downstream ConvNet on the release
 
+    @classmethod
+    def preset_values(cls, values: Mapping[str, Any]) -> dict:
+        """The fields `--preset` fills where they are left at None, at the configuration's epsilon
+        and spc; {} for a preset or spc that `__post_init__` refuses (naming it)."""
+        if values["preset"] not in PRESETS or not values["spc"] >= 1:
+            return {}
+        values_of = {"digits": digits_values, "faithful": faithful_values, "paper": paper_values}[values["preset"]]
+        return values_of(epsilon=values["epsilon"], spc=values["spc"])
+
     def __post_init__(self) -> None:
         require_privacy_target(self)
         require_at_least(self, {"spc": 1})
         if self.preset not in PRESETS:
             raise ValueError(f"--preset must be one of {PRESETS}, got {self.preset!r}")
         require_accountant(self)
-        values = {"digits": digits_values, "faithful": faithful_values, "paper": paper_values}[self.preset]
-        preset = values(epsilon=self.epsilon, spc=self.spc)
-        for name, value in preset.items():
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, value)
+        require_filled(self)
         require_at_least(self, {"restarts": 1, "outer": 1, "inner": 0, "batches": 1, "batch_size": 1, "latent_dim": 1})
         require_positive(self, ("max_grad_norm", "lr_images", "lr_net", "lr_generator"))
         require_momentum(self)

@@ -12,7 +12,9 @@ sized for digits on one CPU thread (bench/condense.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -23,6 +25,7 @@ from victims.condense import CondensationVictim, Members, image_sgd
 from victims.data import Pool
 from victims.matching import gradient_distance
 from victims.nets import NetConfig, build_net
+from victims.presets import filled_from_preset
 
 #: the reference's (outer, inner) loops by images per class (DatasetCondensation, utils.get_loops);
 #: another ipc takes those of the largest one listed below it
@@ -30,6 +33,7 @@ REFERENCE_LOOPS = {1: (1, 1), 10: (10, 50), 20: (20, 25), 30: (30, 20), 40: (40,
 
 
 @register_victim("dsa")
+@filled_from_preset
 @dataclass(frozen=True)
 class DSAVictim(CondensationVictim):
     """Gradient matching with siamese augmentation; the downstream ConvNet trains on the set."""
@@ -55,14 +59,15 @@ class DSAVictim(CondensationVictim):
 
     OWN_PRESETS = ("digits", "paper")
 
-    def preset_values(self) -> dict:
+    @classmethod
+    def preset_values(cls, values: Mapping[str, Any]) -> dict:
         """digits: 6 networks x 4 image updates, 3 network steps between, image learning rate 1,
         32 real images per class (sized for one CPU thread; bench/condense.py). paper: the
         DatasetCondensation reference's main.py, 1,000 networks, (outer, inner) loops by images
         per class (`REFERENCE_LOOPS`), image learning rate 0.1, 256 real images per class (its
         ConvNet is width 128: add --net-width 128; scale the networks with --iterations)."""
-        if self.preset == "paper":
-            outer, inner = REFERENCE_LOOPS[max(k for k in REFERENCE_LOOPS if k <= self.ipc)]
+        if values["preset"] == "paper" and values["ipc"] >= 1:  # ipc < 1: __post_init__ names it
+            outer, inner = REFERENCE_LOOPS[max(k for k in REFERENCE_LOOPS if k <= values["ipc"])]
             return {"iterations": 1000, "outer": outer, "inner": inner, "lr_images": 0.1, "batch_real": 256}
         return {"iterations": 6, "outer": 4, "inner": 3, "lr_images": 1.0, "batch_real": 32}
 
@@ -115,6 +120,7 @@ class DSAVictim(CondensationVictim):
 
 
 @register_victim("dc")
+@filled_from_preset
 @dataclass(frozen=True)
 class DCVictim(DSAVictim):
     """Gradient matching without augmentation (the original DC)."""

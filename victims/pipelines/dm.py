@@ -10,7 +10,9 @@ augmentation seed per iteration serves every class (the reference draws one per 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -19,7 +21,7 @@ from victims.base import register_victim, require_at_least, require_momentum, re
 from victims.condense import CondensationVictim, Members, image_sgd
 from victims.data import Pool
 from victims.nets import NetConfig, build_net
-
+from victims.presets import filled_from_preset
 
 #: real images embedded at a time: the same embeddings as one pass over all of them, but
 #: activations that stay in cache (at 28x28, width 128, one pass over 640 images moves 335 MB
@@ -35,6 +37,7 @@ def class_means(embeddings: torch.Tensor, labels: torch.Tensor, n_classes: int) 
 
 
 @register_victim("dm")
+@filled_from_preset
 @dataclass(frozen=True)
 class DMVictim(CondensationVictim):
     """Distribution matching with random embedding networks; the downstream ConvNet trains on
@@ -56,12 +59,13 @@ class DMVictim(CondensationVictim):
 
     OWN_PRESETS = ("digits", "paper")
 
-    def preset_values(self) -> dict:
+    @classmethod
+    def preset_values(cls, values: Mapping[str, Any]) -> dict:
         """digits: 100 iterations at image learning rate 10, 32 real images per class (sized for one
         CPU thread; bench/condense.py). paper: the DatasetCondensation reference's main_DM.py,
         20,000 iterations at image learning rate 1, 256 real images per class (its ConvNet is
         width 128: add --net-width 128; scale the iterations with --iterations)."""
-        if self.preset == "paper":
+        if values["preset"] == "paper":
             return {"iterations": 20000, "lr_images": 1.0, "batch_real": 256}
         return {"iterations": 100, "lr_images": 10.0, "batch_real": 32}
 

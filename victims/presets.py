@@ -1,0 +1,44 @@
+"""Fields a preset fills, at construction: the hook of a frozen victim dataclass whose fields left
+at None take their value from a preset (`--preset` of psg and the condensation victims), so that
+the instance holds every value from the moment it exists and nothing is set on it afterwards."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from typing import Any
+
+
+def filled_from_preset(cls: type) -> type:
+    """Class decorator, above `@dataclass`, for a class with a classmethod `preset_values(values)`:
+    before the dataclass's own __init__ runs, `preset_values` is given every field's value as
+    passed or defaulted and returns the preset's values, and each field passed or defaulted as None
+    takes its value there. The instance, its equality and its configuration (`victim_config`, the
+    store's identity) are those of a construction with the values written out. `preset_values`
+    returns {} for a preset or value that `__post_init__` refuses, which then names it. A
+    subclass, a dataclass with its own __init__, is decorated again; where one is not,
+    `require_filled` in `__post_init__` names the field it left at None."""
+    init = cls.__init__
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        given = signature.bind(self, *args, **kwargs).arguments
+        del given["self"]
+        values = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+        values.update(given)
+        filled = {name: value for name, value in cls.preset_values(values).items() if values[name] is None}
+        init(self, **{**given, **filled})
+
+    cls.__init__ = __init__
+    return cls
+
+
+def require_filled(config: Any) -> None:
+    """ValueError naming the first field `config`'s preset gives that is still None: a subclass
+    whose own __init__ was not decorated. Called by `__post_init__` once the preset is checked."""
+    values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    for name in type(config).preset_values(values):
+        if values[name] is None:
+            raise ValueError(f"--{name.replace('_', '-')} has no value: {type(config).__name__} lacks its preset hook")
