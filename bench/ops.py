@@ -3,13 +3,13 @@ on the CPU. On a GPU a run is host-bound (each dispatched operator costs tens of
 whatever its size), so operators per run is what a pack must cut for a GPU to train more runs an
 hour; the count needs no GPU.
 
-    python bench/ops.py [--victim real] [--packs 1 16 64] [--set KEY=VALUE ...] [--dataset digits]
-    python bench/ops.py --victim psg --packs 1 16 --set preset=faithful --set restarts=8
+    python bench/ops.py [--victim real] [--packs 1 16 64] [--dataset digits] [victim flags]
+    python bench/ops.py --victim psg --packs 1 16 --preset faithful --restarts 8
 
 Every operator that reaches torch's dispatcher is counted (a `TorchDispatchMode` that counts and
 calls through, so composite operators count once per aten operator they dispatch), while the
-victim trains runs 0 .. K-1 of digits' plan (master seed 0) on one torch thread. `--set` sets a
-victim field as its flag would (`preset=faithful`, `train__steps=100`). Printed per K: operators
+victim trains runs 0 .. K-1 of digits' plan (master seed 0) on one torch thread. The victim flags
+are those of `python -m audit.lira` (`--preset faithful`, `--train-steps 100`). Printed per K: operators
 in all, per run, their ratio to K = 1 (the first K given) and seconds (the counting slows a run by
 about 2x). A victim without `run_packed` is counted run by run (ratio 1).
 
@@ -25,9 +25,10 @@ import time
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from audit.cli.victim_flags import add_victim_flags, victim_overrides
 from shadow_runs import membership_matrix
-from victims import get_victim, load_pool
-from victims.overrides import build_victim, config_fields
+from victims import load_pool
+from victims.overrides import build_victim
 
 
 class OperatorCount(TorchDispatchMode):
@@ -40,19 +41,6 @@ class OperatorCount(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.count += 1
         return func(*args, **(kwargs or {}))
-
-
-def overrides(victim: str, settings: list[str]) -> dict:
-    """--set KEY=VALUE pairs as `build_victim` overrides, each value parsed by its field's type."""
-    kinds = {"__".join(path): kind for path, kind, _ in config_fields(get_victim(victim))}
-    given = {}
-    for setting in settings:
-        key, _, text = setting.partition("=")
-        if key not in kinds:
-            raise SystemExit(f"--set {setting}: {victim} has no field {key!r}")
-        kind = kinds[key]
-        given[key] = text.lower() in ("1", "true", "yes") if kind is bool else kind(text)
-    return given
 
 
 def count(victim, pool, k: int) -> tuple[int, float]:
@@ -74,13 +62,14 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--victim", default="real")
     p.add_argument("--packs", type=int, nargs="+", default=[1, 16, 64])
-    p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--dataset", default="digits")
+    add_victim_flags(p)
     args = p.parse_args()
     torch.set_num_threads(1)
-    victim = build_victim(args.victim, overrides(args.victim, args.settings))
+    given = victim_overrides(args)
+    victim = build_victim(args.victim, given)
     pool = load_pool(args.dataset)
-    print(f"{args.victim} on {args.dataset} ({', '.join(args.settings) or 'defaults'})")
+    print(f"{args.victim} on {args.dataset} ({', '.join(f'{k}={v}' for k, v in given.items()) or 'defaults'})")
     print("| K | operators | per run | ratio to the first K | seconds |")
     print("|---|---|---|---|---|")
     first = None
