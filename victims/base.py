@@ -330,6 +330,43 @@ def seeded(seed: int, device: str = "cpu") -> Iterator[torch.Generator]:
         yield torch.Generator(device=device).manual_seed(seed + 1)
 
 
+class SeededRuns:
+    """K runs' `seeded` states at once (`seeded_runs`): run k's generator, and its own stream of
+    torch's global RNG (parameter init), switched in by `global_rng(k)`."""
+
+    def __init__(self, seeds: list[int], device: str) -> None:
+        self.generators, self._states = [], []
+        for seed in seeds:
+            torch.manual_seed(seed)
+            self._states.append(torch.get_rng_state())
+            self.generators.append(torch.Generator(device=device).manual_seed(seed + 1))
+
+    @contextlib.contextmanager
+    def global_rng(self, k: int) -> Iterator[None]:
+        """torch's global RNG where run k left it: what `build_net` draws in the block is what
+        run k alone, under `seeded(seeds[k])`, would draw at that point."""
+        torch.set_rng_state(self._states[k])
+        try:
+            yield
+        finally:
+            self._states[k] = torch.get_rng_state()
+
+
+@contextlib.contextmanager
+def seeded_runs(seeds: list[int], device: str = "cpu") -> Iterator[SeededRuns]:
+    """`seeded` for K runs that advance together (a pack, `victims.packed`): each run's generator
+    and global-RNG stream are the ones `seeded(seed)` gives that run alone, the caller's global
+    state is restored after, and cuDNN is held deterministic as there. Parameter init on the CPU
+    (as `build_net` draws it); a CUDA global RNG is forked but not seeded per run."""
+    cuda = [torch.device(device).index or 0] if torch.device(device).type == "cuda" else []
+    cudnn = torch.backends.cudnn
+    with (
+        torch.random.fork_rng(devices=cuda),
+        cudnn.flags(enabled=cudnn.enabled, benchmark=False, deterministic=True, allow_tf32=cudnn.allow_tf32),
+    ):
+        yield SeededRuns(list(seeds), device)
+
+
 def observe(model: torch.nn.Module, pool: Pool, *, device: str, **extra: Any) -> Observations:
     """Observations of a downstream model: logits on every pool query view and test accuracy (its
     forward pass compiled under `--compile`, `victims.compiled`)."""

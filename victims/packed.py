@@ -206,3 +206,22 @@ class GroupedNets(nn.Module):
                     for block, module in zip(getattr(layer, weight_name).chunk(self.k), same):
                         getattr(module, weight_name).copy_(block)
         self.classifier.unpack_into([model.classifier for model in models])
+
+    def matched_layers(self) -> list[nn.Module]:
+        """The grouped convolutions and linear layers in model order: those whose weights have
+        two or more dimensions in each run, the parameters gradient matching uses (`victims.matching`)."""
+        return [layer for layer in self.features if isinstance(layer, (nn.Conv2d, GroupedLinear))] + [self.classifier]
+
+    def matched_weights(self) -> list[nn.Parameter]:
+        return [layer.weight for layer in self.matched_layers()]
+
+    def run_shape(self, weight: torch.Tensor) -> tuple[int, ...]:
+        """One run's shape of a grouped weight: a convolution's [K*out, in, kh, kw] holds K blocks
+        of [out, in, kh, kw] (run k's is block k), a `GroupedLinear`'s [K, out, in] K of [out, in]."""
+        if weight.dim() == 4:
+            return (weight.shape[0] // self.k, *weight.shape[1:])
+        return tuple(weight.shape[1:])
+
+    def per_run(self, weight: torch.Tensor) -> torch.Tensor:
+        """A grouped weight (or its gradient) as [K, *run shape]: run k's in slot k."""
+        return weight.reshape(self.k, *self.run_shape(weight))

@@ -460,3 +460,99 @@ def gaussian_mean(
         clipped_sum = [torch.zeros_like(p) for p in params.values()]
     noisy = gaussian_release(clipped_sum, std=noise_multiplier * max_grad_norm, generator=generator, probe=probe)
     return [s / expected_batch_size for s in noisy]
+
+
+# -- the same mechanism for K packed runs (`victims.packed.GroupedNets`) ---------------------------
+def _run_major(t: torch.Tensor, k: int) -> torch.Tensor:
+    """A grouped layer's input or output gradient, [B, K*C, ...] (convolution) or [B, K, C]
+    (`GroupedLinear`), as K*B examples of one run's layer, run-major: [K*B, C, ...]."""
+    b = t.shape[0]
+    per_run = t.reshape(b, k, -1, *t.shape[2:]) if t.dim() > 3 else t
+    return per_run.transpose(0, 1).reshape(k * b, *per_run.shape[2:])
+
+
+def grouped_clipped_gradient_sums(
+    grouped: nn.Module, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor, *, max_norm: float
+) -> list[torch.Tensor]:
+    """For K runs packed as one `victims.packed.GroupedNets`: run k's sum over its examples i of
+    weights[k, i] * clip(gradient of its cross-entropy w.r.t. run k's matched weights, max_norm),
+    one [K, *run shape] tensor per matched weight (`GroupedNets.matched_weights`), from one forward
+    and one backward pass of all K runs.
+
+    x [K, B, C, H, W] and y [K, B] hold each run's candidates (padded to one B); weights [K, B] in
+    {0, 1} say which are in its batch. A weight-0 example is exactly absent: the loss is
+    sum_{k,i} weights[k, i] * CE, so its output gradient, hence its per-example gradient, is exactly
+    0 and adds nothing to the sum, whatever its clipping factor. Example (k, i)'s per-example gradient
+    is run k's own (a grouped layer applies run k's weights to run k's block only), its norm and
+    clipping factor are `clipped_gradient_sum`'s (the same `_LayerFactors`, ghost norms where
+    cheaper), so each run's sum is the one `clipped_gradient_sum` gives on its weight-1 examples
+    alone, up to the order of float additions."""
+    from victims.packed import GroupedLinear
+
+    k = grouped.k
+    layers = grouped.matched_layers()
+    seen: dict[nn.Module, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def capture(module, inputs, output):
+        seen[module] = (inputs[0].detach(), output)
+
+    handles = [layer.register_forward_hook(capture) for layer in layers]
+    try:
+        with torch.enable_grad():
+            out = grouped(x)  # [K, B, classes]
+            losses = F.cross_entropy(out.flatten(0, 1), y.flatten(), reduction="none")
+            loss = (losses * weights.flatten()).sum()
+    finally:
+        for handle in handles:
+            handle.remove()
+    backprops = torch.autograd.grad(loss, [seen[layer][1] for layer in layers])
+    factors = [
+        _factors(
+            _run_major(seen[layer][0], k),
+            _run_major(g, k),
+            None if isinstance(layer, GroupedLinear) else conv_geometry(layer),
+        )
+        for layer, g in zip(layers, backprops)
+    ]
+    formed = [f.per_example() if f.forms_gradients else None for f in factors]
+    squares = sum(f.squared_norms() if g is None else g.pow(2).sum((1, 2)) for f, g in zip(factors, formed))
+    scale = (max_norm / (squares.sqrt() + 1e-12)).clamp(max=1.0) * weights.flatten()
+    sums = []
+    for f, g in zip(factors, formed):
+        if g is None:  # [K, o, p] = sum over each run's B*T rows of backprop^T activation
+            n, positions, o = f.backprops.shape
+            back = (f.backprops * scale.view(-1, 1, 1)).reshape(k, n // k * positions, o)
+            sums.append(torch.bmm(back.transpose(1, 2), f.activations.reshape(k, n // k * positions, -1)))
+        else:
+            sums.append(torch.einsum("kb,kbq->kq", scale.view(k, -1), g.reshape(k, -1, g[0].numel())))
+    return [s.reshape(k, *grouped.run_shape(w)) for s, w in zip(sums, grouped.matched_weights())]
+
+
+def gaussian_release_packed(
+    sums: list[torch.Tensor],
+    *,
+    std: float,
+    generators: list[torch.Generator],
+    probes: list[CanaryProbe | None] | None = None,
+) -> list[torch.Tensor]:
+    """`gaussian_release` of K runs at once: sums[i][k] is run k's clean sum of parameter i. Run k's
+    noise is drawn from its own generator in `gaussian_release`'s order (parameter by parameter,
+    the same kernel as its `torch.randn`), so each run gets the numbers it gets alone; its probe
+    (white-box) contributes and observes as there."""
+    if probes is not None and any(p is not None for p in probes):
+        contributed = [
+            probe.contribute([s[k] for s in sums]) if probe is not None else [s[k] for s in sums]
+            for k, probe in enumerate(probes)
+        ]
+        sums = [torch.stack(parts) for parts in zip(*contributed)]
+    if std > 0:
+        noise = [torch.empty(s.shape, device=generators[0].device) for s in sums]
+        for generator, rows in zip(generators, zip(*(n.unbind(0) for n in noise))):
+            for row in rows:
+                row.normal_(generator=generator)
+        sums = [s + std * n.to(s.device) for s, n in zip(sums, noise)]
+    if probes is not None:
+        for k, probe in enumerate(probes):
+            if probe is not None:
+                probe.observe([s[k] for s in sums])
+    return sums

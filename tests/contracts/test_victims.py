@@ -316,11 +316,18 @@ def test_the_packing_victims_are_the_documented_ones():
     assert {name for name in victim_names() if hasattr(get_victim(name), "run_packed")} == PACKED
 
 
+#: the victims whose packed runs make their releases as one computation (the others make each run's
+#: release in turn, bit for bit as alone)
+RELEASES_PACKED = {"psg"}
+
+
 def test_a_packed_run_equals_the_same_run_unpacked(victim, pool, keep, observed):
-    """Two runs trained together give each run's own observations: its release bit for bit (the
-    release is made run by run), its downstream logits within 1e-4 (batched convolutions sum in
-    another order; with 15 steps the difference measured ~4e-7) and its test accuracy within one
-    test image."""
+    """Two runs trained together give each run's own observations: its release bit for bit where
+    the release is made run by run, within 1e-5 where the K releases are made as one computation
+    (psg's grouped per-example gradients sum in another order: measured 1.7e-6 here and after
+    the digits preset's first 8 noisy steps), its downstream logits within 1e-4 (batched
+    convolutions sum in another order; with 15 steps the difference measured ~4e-7) and its test
+    accuracy within one test image."""
     if not hasattr(victim, "run_packed"):
         pytest.skip(f"{victim.name} does not pack")
     other = np.roll(keep, 1)
@@ -332,9 +339,11 @@ def test_a_packed_run_equals_the_same_run_unpacked(victim, pool, keep, observed)
         assert np.array_equal(together.init_idx, one.init_idx)
         assert (one.release_x is None) == (together.release_x is None)
         if one.release_x is not None:
-            assert np.array_equal(together.release_x, one.release_x) and np.array_equal(
-                together.release_y, one.release_y
-            )
+            assert np.array_equal(together.release_y, one.release_y)
+            if victim.name in RELEASES_PACKED:
+                np.testing.assert_allclose(together.release_x, one.release_x, rtol=0, atol=1e-5)
+            else:
+                assert np.array_equal(together.release_x, one.release_x)
 
 
 def test_a_task_of_runs_that_do_not_pack_stores_what_single_runs_store(pool, tmp_path, monkeypatch):

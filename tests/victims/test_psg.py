@@ -15,9 +15,13 @@ from victims.privacy import (
     conv_geometry,
     clip_per_example,
     clipped_gradient_sum,
+    gaussian_release,
+    gaussian_release_packed,
+    grouped_clipped_gradient_sums,
     per_example_gradients,
     poisson_sample,
 )
+from victims.packed import GroupedNets
 from victims.pipelines.psg import PSGVictim, noisy_mean_gradient, paper_values
 from victims.train import TrainConfig
 
@@ -120,6 +124,49 @@ def test_clipped_gradient_sum_falls_back_to_torch_func_for_other_parameters(pool
     clipped = clip_per_example(per_example_gradients(net, params, *batch), 0.05)
     for name, g in zip(params, clipped_gradient_sum(net, params, *batch, max_norm=0.05)):
         torch.testing.assert_close(g, clipped[name].sum(0))
+
+
+@pytest.mark.parametrize(
+    "config",
+    [NetConfig(width=32), NetConfig(width=8, depth=3), NetConfig(arch="mlp", width=16)],
+    ids=["conv-w32", "conv-w8-d3", "mlp"],
+)
+def test_grouped_clipped_sums_are_each_runs_own_sum_over_its_batch(pool, config):
+    # 3 runs, 12 candidate slots each, run k's batch the slots of weight 1 (5, 12 and 0 of them):
+    # each run's sum is `clipped_gradient_sum` over its batch alone (float order aside), and an
+    # empty batch gives exact zeros
+    torch.manual_seed(2)
+    nets = [build_net(config, image_shape=pool.image_shape, n_classes=pool.n_classes) for _ in range(3)]
+    x, y = torch.randn(3, 12, *pool.image_shape), torch.randint(0, pool.n_classes, (3, 12))
+    weights = torch.zeros(3, 12)
+    weights[0, [1, 3, 4, 8, 11]] = 1
+    weights[1] = 1
+    grouped = GroupedNets(nets)
+    limit = 0.5
+    sums = grouped_clipped_gradient_sums(grouped, x, y, weights, max_norm=limit)
+    assert [tuple(s.shape) for s in sums] == [(3, *grouped.run_shape(w)) for w in grouped.matched_weights()]
+    for k, net in enumerate(nets):
+        matched = {name: p for name, p in net.named_parameters() if p.ndim > 1}
+        batch = weights[k].bool()
+        if not batch.any():
+            assert all(torch.equal(s[k], torch.zeros_like(s[k])) for s in sums)
+            continue
+        for s, alone in zip(sums, clipped_gradient_sum(net, matched, x[k][batch], y[k][batch], max_norm=limit)):
+            assert _relative_error(s[k], alone) < 1e-5
+    # a weight-0 slot adds exactly nothing: another image there leaves every sum bit for bit
+    x[0, 0] = 100 * torch.randn(*pool.image_shape)
+    for s, again in zip(sums, grouped_clipped_gradient_sums(grouped, x, y, weights, max_norm=limit)):
+        assert torch.equal(s, again)
+
+
+def test_packed_noise_is_each_runs_own_draw():
+    # each run's noise is what `gaussian_release` draws from its generator alone, bit for bit
+    sums = [torch.randn(3, 4, 2, 3, 3), torch.randn(3, 10, 36)]
+    generators = [torch.Generator().manual_seed(seed) for seed in (5, 6, 7)]
+    packed = gaussian_release_packed(sums, std=0.7, generators=generators)
+    for k, seed in enumerate((5, 6, 7)):
+        alone = gaussian_release([s[k] for s in sums], std=0.7, generator=torch.Generator().manual_seed(seed))
+        assert all(torch.equal(p[k], a) for p, a in zip(packed, alone))
 
 
 @pytest.mark.parametrize(

@@ -52,20 +52,24 @@ from victims.base import (
     require_at_least,
     require_momentum,
     require_positive,
+    SeededRuns,
     seeded,
+    seeded_runs,
 )
 from victims.compiled import compiling, maybe_compiled
 from victims.data import Pool
 from victims.matching import gradient_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net
-from victims.packed import fit_releases_packed
+from victims.packed import GroupedNets, train_packed
 from victims.pipelines.real import training_set
 from victims.presets import filled_from_preset, require_filled
 from victims.privacy import (
     accountant_field,
     clipped_gradient_sum,
     epsilon_spent,
+    grouped_clipped_gradient_sums,
     gaussian_mean,
+    gaussian_release_packed,
     gaussian_steps,
     noise_multiplier_for,
     poisson_rate,
@@ -278,27 +282,165 @@ class PSGVictim(ReleasesData):
         device: str = "cpu",
         inclusion_rate: float = DEFAULT_INCLUSION_RATE,
     ) -> list[Observations]:
-        """`run` of each (keep, seed): each release generated in turn, the K downstream ConvNets on
-        them trained together (`victims.packed`). A white-box run is not packed (`run` each)."""
-        if pool.white_box is not None:
-            return [
-                self.run(pool, keep, seed, device=device, inclusion_rate=inclusion_rate)
-                for keep, seed in zip(keeps, seeds)
-            ]
+        """`run` of each (keep, seed), the K runs advancing together: their releases by
+        `generate_packed` (the generator prior: each release in turn, by `generate`), then their
+        downstream ConvNets trained together (`victims.packed.train_packed`). Each run draws what it
+        draws alone, in the same order, so a packed run equals the same run unpacked up to the
+        order of float sums (tests/contracts/test_victims.py)."""
+        if len(keeps) != len(seeds):
+            raise ValueError(f"one seed per run: {len(keeps)} runs, {len(seeds)} seeds")
         sigma, sample_rate, spent = self.privacy(pool, inclusion_rate)
-
-        def release(keep: np.ndarray, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-            x, y = training_set(pool, np.flatnonzero(keep), device=device)
-            return self.generate(x, y, pool=pool, sigma=sigma, sample_rate=sample_rate, generator=generator)
-
-        packed = fit_releases_packed(
-            release, keeps, seeds, n_classes=pool.n_classes, config=self.train, flip_ok=pool.flip_ok, device=device
-        )
         mechanism = gaussian_steps(noise_multiplier=sigma, sample_rate=sample_rate, steps=self.noisy_steps)
-        return [
-            self.observe(model, pool, *made, formal_epsilon=spent, mechanism=mechanism, device=device)
-            for model, made in packed
+        probes = [
+            open_probe(pool, keep, run_seed=seed, sample_rate=sample_rate, sensitivity=self.max_grad_norm)
+            for keep, seed in zip(keeps, seeds)
         ]
+        members = [training_set(pool, np.flatnonzero(training_keep(pool, keep)), device=device) for keep in keeps]
+        with seeded_runs(seeds, device) as runs:
+            if self.prior:
+                releases = []
+                for k, ((x, y), probe) in enumerate(zip(members, probes)):
+                    with runs.global_rng(k):
+                        releases.append(
+                            self.generate(
+                                x,
+                                y,
+                                pool=pool,
+                                sigma=sigma,
+                                sample_rate=sample_rate,
+                                generator=runs.generators[k],
+                                probe=probe,
+                            )
+                        )
+            else:
+                releases = self.generate_packed(
+                    members, pool=pool, sigma=sigma, sample_rate=sample_rate, runs=runs, probes=probes
+                )
+            models = []
+            for k, (images, _) in enumerate(releases):
+                with runs.global_rng(k):  # where `fit` draws it in the unpacked run: right after the release
+                    models.append(
+                        build_net(self.train.net, image_shape=pool.image_shape, n_classes=pool.n_classes).to(device)
+                    )
+            trained = train_packed(models, releases, runs.generators, config=self.train, flip_ok=pool.flip_ok)
+        return [
+            self.observe(
+                model,
+                pool,
+                images,
+                labels,
+                formal_epsilon=spent,
+                mechanism=mechanism,
+                device=device,
+                **whitebox_fields(probe, noise_multiplier=sigma),
+            )
+            for model, (images, labels), probe in zip(trained, releases, probes)
+        ]
+
+    def generate_packed(
+        self,
+        members: list[tuple[torch.Tensor, torch.Tensor]],
+        *,
+        pool: Pool,
+        sigma: float,
+        sample_rate: float,
+        runs: SeededRuns,
+        probes: list[CanaryProbe | None],
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """`generate` (Algorithm 1) for K runs as one computation: the K matching ConvNets of a
+        restart as one `GroupedNets`, the K synthetic sets as one tensor [K, S, C, H, W], every
+        noisy batch of the K runs one forward and backward pass (`grouped_clipped_gradient_sums`),
+        every synthetic-set step and inner epoch one step for all K.
+
+        Each run draws from its own generator exactly what `generate` draws, in its order: its
+        initial images, per noisy step its Poisson draw over its members (`torch.rand` of its member
+        count, as `poisson_sample`) and its noise parameter by parameter (`gaussian_release_packed`),
+        per inner epoch its permutation; each restart's ConvNet from its own global-RNG stream.
+        Variable batch sizes become a mask, not an index per run: the members of run k sampled at
+        this step come first in its row of [K, B] candidates (B the largest batch of the step), with
+        weight 1; the rest weight 0. A weight-0 candidate contributes exactly nothing to the clipped
+        sum (`grouped_clipped_gradient_sums`), so run k's noisy sum is the Gaussian mechanism on its
+        Poisson batch: the same clipping to C, the same N(0, sigma^2 C^2) per run, the same division
+        by B. The synthetic step and the inner epochs act per run: each run's loss is a mean over its
+        own images, the K losses (and the K gradient distances) are summed, and a grouped layer's
+        block k sees only run k, so each run's gradient is its own; SGD is elementwise."""
+        k = len(members)
+        device = members[0][0].device
+        labels = torch.arange(pool.n_classes, device=device).repeat_interleave(self.spc)
+        n_images = len(labels)
+        pixels = torch.stack(
+            [
+                torch.randn((n_images, *pool.image_shape), generator=generator, device=generator.device)
+                for generator in runs.generators
+            ]
+        ).to(device)
+        pixels.requires_grad_(True)
+        image_optimizer = torch.optim.SGD([pixels], lr=self.lr_images, momentum=self.momentum)
+        counts = [len(x) for x, _ in members]
+        x_all = torch.zeros((k, max(counts), *pool.image_shape), device=device)
+        y_all = torch.zeros((k, max(counts)), dtype=torch.int64, device=device)
+        draws = torch.ones((k, max(counts)), device=device)  # a padding slot is never sampled (u = 1)
+        for run, (x, y) in enumerate(members):
+            x_all[run, : len(x)], y_all[run, : len(x)] = x, y
+        draw_rows = [row[:count] for row, count in zip(draws.unbind(0), counts)]
+        run_index = torch.arange(k, device=device)[:, None]
+        stacked_labels = labels.repeat(k)
+        generators = runs.generators
+        for _ in range(self.restarts):
+            nets = []
+            for run in range(k):
+                with runs.global_rng(run):
+                    nets.append(build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes).to(device))
+            grouped = GroupedNets(nets)
+            matched = grouped.matched_weights()
+            net_optimizer = torch.optim.SGD(grouped.parameters(), lr=self.lr_net, foreach=True)
+            for outer in range(self.outer):
+                for _ in range(self.batches):
+                    for row, generator in zip(draw_rows, generators):
+                        row.uniform_(generator=generator)  # `poisson_sample`'s torch.rand
+                    sampled = (draws < sample_rate).to(x_all.dtype)
+                    batch = int(sampled.sum(1).max())
+                    if batch:
+                        order = torch.sort(sampled, dim=1, descending=True, stable=True).indices[:, :batch]
+                        sums = grouped_clipped_gradient_sums(
+                            grouped,
+                            x_all[run_index, order],
+                            y_all[run_index, order],
+                            sampled.gather(1, order),
+                            max_norm=self.max_grad_norm,
+                        )
+                    else:
+                        sums = [torch.zeros(k, *grouped.run_shape(w), device=device) for w in matched]
+                    noisy = gaussian_release_packed(
+                        sums, std=sigma * self.max_grad_norm, generators=generators, probes=probes
+                    )
+                    real = [s / self.batch_size for s in noisy]
+                    out = grouped(pixels)
+                    loss = F.cross_entropy(out.flatten(0, 1), stacked_labels, reduction="none").view(k, -1).mean(1)
+                    synthetic = torch.autograd.grad(loss.sum(), matched, create_graph=True)
+                    # each run's output units as rows of one matrix per layer: the layer-wise
+                    # distance is a sum over rows, so the K distances are summed
+                    rows = [k * grouped.run_shape(w)[0] for w in matched]
+                    distance = gradient_distance(
+                        [g.reshape(n, -1) for g, n in zip(synthetic, rows)],
+                        [r.reshape(n, -1) for r, n in zip(real, rows)],
+                    )
+                    image_optimizer.zero_grad(set_to_none=True)
+                    (pixels.grad,) = torch.autograd.grad(distance, [pixels])
+                    image_optimizer.step()
+                if outer < self.outer - 1:  # as in the reference: no inner steps after the last one
+                    images = pixels.detach()
+                    for _ in range(self.inner):
+                        order = torch.stack(
+                            [torch.randperm(n_images, generator=g, device=g.device) for g in generators]
+                        ).to(device)
+                        for chunk in order.split(self.batch_size, dim=1):
+                            out = grouped(images[run_index, chunk])
+                            losses = F.cross_entropy(out.flatten(0, 1), labels[chunk].flatten(), reduction="none")
+                            net_optimizer.zero_grad(set_to_none=True)
+                            losses.view(k, -1).mean(1).sum().backward()
+                            net_optimizer.step()
+        return [(images, labels) for images in pixels.detach()]
 
     def observe(
         self,
