@@ -121,6 +121,18 @@ def build_net(config: NetConfig, *, image_shape: tuple[int, int, int], n_classes
     return cls(image_shape=image_shape, n_classes=n_classes, config=config)
 
 
+@torch.no_grad()
+def reinitialise(net: nn.Module) -> nn.Module:
+    """Draw every parameter of `net` again, in place, as its construction drew it: each layer's own
+    `reset_parameters` in construction order (the order `modules()` visits them in every net here),
+    so `reinitialise(net)` from some state of torch's global RNG gives the weights `build_net` gives
+    from that state, without building and moving a new net (`victims.pipelines.psg`'s restarts)."""
+    for module in net.modules():
+        if module is not net and hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+    return net
+
+
 class ConditionalGenerator(nn.Module):
     """(latent code, class) -> image in [0, 1]: a small conditional DCGAN-style generator.
 

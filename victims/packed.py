@@ -196,6 +196,20 @@ class GroupedNets(nn.Module):
         return self.classifier(h).transpose(0, 1)
 
     @torch.no_grad()
+    def load_from(self, models: Sequence[nn.Module]) -> None:
+        """Copy the K models' weights in (the inverse of `unpack_into`): model k's into block k."""
+        for position, layer in enumerate(self.features):
+            if isinstance(layer, (nn.Conv2d, nn.GroupNorm, GroupedLinear)) and layer.weight is not None:
+                same = [model.features[position] for model in models]
+                stack = torch.stack if isinstance(layer, GroupedLinear) else torch.cat
+                for weight_name in ("weight", "bias"):
+                    getattr(layer, weight_name).copy_(stack([getattr(module, weight_name) for module in same]))
+        for weight_name in ("weight", "bias"):
+            getattr(self.classifier, weight_name).copy_(
+                torch.stack([getattr(model.classifier, weight_name) for model in models])
+            )
+
+    @torch.no_grad()
     def unpack_into(self, models: Sequence[nn.Module]) -> None:
         for position, layer in enumerate(self.features):
             same = [model.features[position] for model in models]

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from victims.nets import NetConfig, build_net
+from victims.nets import NetConfig, build_net, reinitialise
 from victims.packed import GroupedNets
 
 CONFIGS = [NetConfig(width=8), NetConfig(width=8, norm="none", pooling="max"), NetConfig(arch="mlp", width=16)]
@@ -53,3 +53,25 @@ def test_one_grouped_sgd_step_is_each_models_own_step(config):
             for a, b in zip(nets[0].parameters(), nets_and_batches(config)[0][0].parameters())
         ]
     assert max(moved) > 1e-3  # the step did move the weights (the comparison is not vacuous)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=["convnet", "convnet-nonorm-max", "mlp"])
+def test_reinitialise_draws_what_build_net_draws(config):
+    # from one state of the global RNG, a net drawn again in place equals a net built from scratch,
+    # bit for bit; `load_from` then puts the K nets in the grouped net as `GroupedNets` does
+    torch.manual_seed(3)
+    used = build_net(config, image_shape=(1, 8, 8), n_classes=4)
+    state = torch.get_rng_state()
+    fresh = build_net(config, image_shape=(1, 8, 8), n_classes=4)
+    torch.set_rng_state(state)
+    reinitialise(used)
+    for (name, a), b in zip(used.named_parameters(), fresh.parameters()):
+        assert torch.equal(a, b), name
+    nets, x, _ = nets_and_batches(config)
+    grouped = GroupedNets(nets)
+    others, _, _ = nets_and_batches(config, k=3)
+    for net in others:
+        reinitialise(net)
+    grouped.load_from(others)
+    with torch.no_grad():
+        assert torch.equal(GroupedNets(others)(x), grouped(x))

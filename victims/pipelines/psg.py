@@ -59,7 +59,7 @@ from victims.base import (
 from victims.compiled import compiling, maybe_compiled
 from victims.data import Pool
 from victims.matching import gradient_distance
-from victims.nets import ConditionalGenerator, NetConfig, build_net
+from victims.nets import ConditionalGenerator, NetConfig, build_net, reinitialise
 from victims.packed import GroupedNets, train_packed
 from victims.pipelines.real import training_set
 from victims.presets import filled_from_preset, require_filled
@@ -386,14 +386,20 @@ class PSGVictim(ReleasesData):
         run_index = torch.arange(k, device=device)[:, None]
         stacked_labels = labels.repeat(k)
         generators = runs.generators
-        for _ in range(self.restarts):
-            nets = []
+        nets = []  # each run's fresh ConvNet of the restart, on the CPU where `build_net` draws it
+        for restart in range(self.restarts):
             for run in range(k):
                 with runs.global_rng(run):
-                    nets.append(build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes).to(device))
-            grouped = GroupedNets(nets)
-            matched = grouped.matched_weights()
-            net_optimizer = torch.optim.SGD(grouped.parameters(), lr=self.lr_net, foreach=True)
+                    if restart == 0:
+                        nets.append(build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes))
+                    else:
+                        reinitialise(nets[run])
+            if restart == 0:  # one grouped net on the device for every restart, loaded in place after
+                grouped = GroupedNets(nets).to(device)
+                matched = grouped.matched_weights()
+                net_optimizer = torch.optim.SGD(grouped.parameters(), lr=self.lr_net, foreach=True)
+            else:
+                grouped.load_from(nets)
             for outer in range(self.outer):
                 for _ in range(self.batches):
                     for row, generator in zip(draw_rows, generators):
