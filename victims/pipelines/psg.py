@@ -26,6 +26,11 @@ and is 8-9 times faster at the reference's width-128 ConvNet (bench/profiling.py
 Poisson sampling, the Gaussian mechanism and the accountant are `victims.privacy`'s, shared with
 the other DP victims.
 
+Packed runs (`--runs-per-task K`): `generate_packed` advances the K runs' generations as one
+computation (one grouped ConvNet per restart, one masked noisy batch and one synthetic-set step for
+all K per step), each run drawing from its own generator what it draws alone; white-box runs pack
+too. Measured operators per run: docs/performance.md, "Operators per run".
+
 Departure from the reference code: only the matched parameters (weights of two or more
 dimensions) get per-example gradients, and the clipping norm is taken over them. The distance
 ignores biases and normalisation scales, so the reference clipped and noised gradients it never
