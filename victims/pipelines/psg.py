@@ -288,7 +288,8 @@ class PSGVictim(ReleasesData):
         inclusion_rate: float = DEFAULT_INCLUSION_RATE,
     ) -> list[Observations]:
         """`run` of each (keep, seed), the K runs advancing together: their releases by
-        `generate_packed` (the generator prior: each release in turn, by `generate`), then their
+        `generate_packed` (each release in turn by `generate` for the generator prior, and under
+        `--compile`, whose compiled synthetic-set step is one run's), then their
         downstream ConvNets trained together (`victims.packed.train_packed`). Each run draws what it
         draws alone, in the same order, so a packed run equals the same run unpacked up to the
         order of float sums (tests/contracts/test_victims.py)."""
@@ -302,7 +303,7 @@ class PSGVictim(ReleasesData):
         ]
         members = [training_set(pool, np.flatnonzero(training_keep(pool, keep)), device=device) for keep in keeps]
         with seeded_runs(seeds, device) as runs:
-            if self.prior:
+            if self.prior or compiling():  # the generator prior, or the compiled synthetic step: in turn
                 releases = []
                 for k, ((x, y), probe) in enumerate(zip(members, probes)):
                     with runs.global_rng(k):
