@@ -160,8 +160,8 @@ def packed_batches(
         rows.append(perms[:, : per_epoch * size].flatten()[: config.steps * size] + start)
         start += n
     x_all, k = torch.cat([x for x, _ in sets]), len(sets)
-    index = torch.stack(rows).to(x_all.device).view(k, config.steps, size).transpose(0, 1)  # [steps, K, B]
-    y_steps = torch.cat([y for _, y in sets])[index].unbind(0)
+    index = torch.stack(rows).to(x_all.device).view(k, config.steps, size).transpose(0, 1).contiguous()
+    y_steps = torch.cat([y for _, y in sets])[index].unbind(0)  # [K, B] each, contiguous
     # each step's images gathered example-major, [B, K, ...], so that `GroupedNets` lays them out
     # as [B, K*C, H, W] without a copy
     for step, flat in enumerate(index.transpose(1, 2).reshape(config.steps, -1).unbind(0)):
