@@ -30,7 +30,7 @@ import torch
 
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, expected_class_members, observe, require_at_least, seeded
 from victims.data import Pool
-from victims.packed import fit_releases_packed
+from victims.packed import fit_releases_packed, observe_packed
 from victims.presets import require_filled
 from victims.synthetic import ReleasesData
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
@@ -218,7 +218,7 @@ class CondensationVictim(ReleasesData):
         inclusion_rate: float = DEFAULT_INCLUSION_RATE,
     ) -> list[Observations]:
         """`run` of each (keep, seed): each release condensed in turn, the K downstream ConvNets on
-        them trained together (`victims.packed`)."""
+        them trained together and observed together (`victims.packed`)."""
         packed = fit_releases_packed(
             lambda keep, generator: self.release(pool, keep, device=device, generator=generator),
             keeps,
@@ -228,7 +228,10 @@ class CondensationVictim(ReleasesData):
             flip_ok=pool.flip_ok,
             device=device,
         )
-        return [self.observe(model, pool, *release, device=device) for model, release in packed]
+        models = [model for model, _ in packed]
+        return observe_packed(
+            models, pool, device=device, extras=[self.release_fields(pool, *release) for _, release in packed]
+        )
 
     def release(self, pool: Pool, keep: np.ndarray, *, device: str, generator: torch.Generator):
         """(images in model space, labels, init_idx) of one run's released set: the initial set condensed."""
@@ -241,14 +244,16 @@ class CondensationVictim(ReleasesData):
         model, pool: Pool, images: torch.Tensor, labels: torch.Tensor, init_idx: np.ndarray, *, device: str
     ) -> Observations:
         """A run's observations: the downstream model's, with the release."""
-        return observe(
-            model,
-            pool,
-            device=device,
-            init_idx=init_idx,
-            release_x=to_pixel_space(images, mean=pool.mean, std=pool.std),
-            release_y=labels.cpu().numpy(),
-        )
+        return observe(model, pool, device=device, **CondensationVictim.release_fields(pool, images, labels, init_idx))
+
+    @staticmethod
+    def release_fields(pool: Pool, images: torch.Tensor, labels: torch.Tensor, init_idx: np.ndarray) -> dict:
+        """The Observations fields of a run's release (pixel scale) beside the downstream model's."""
+        return {
+            "init_idx": init_idx,
+            "release_x": to_pixel_space(images, mean=pool.mean, std=pool.std),
+            "release_y": labels.cpu().numpy(),
+        }
 
     def condense(
         self, images: torch.Tensor, labels: torch.Tensor, members: Members, *, pool: Pool, generator: torch.Generator

@@ -6,8 +6,9 @@ step (`python bench/packing.py --layouts`).
 
 Each run keeps its own seed, training set and result: model k is initialised exactly as the
 unpacked run initialises it, draws its minibatches and augmentations from its own generator in
-the same order (`victims.train.Batches`), and SGD with momentum and weight decay acts
-elementwise, so the grouped update is each model's own update. What differs is the order of
+the same order (`victims.train.Batches`; `packed_batches` gathers the K runs' batches of a step
+with one index), and SGD with momentum and weight decay acts elementwise, so the grouped update
+(one foreach update over all parameters) is each model's own update. What differs is the order of
 floating-point sums inside the grouped convolutions, so a packed run equals the same run unpacked
 within float tolerance, not bit for bit (tests/contracts/test_victims.py); over hundreds of steps
 SGD amplifies that difference as it amplifies any other reordering (another thread count,
@@ -18,19 +19,29 @@ A victim packs by offering `run_packed(pool, keeps, seeds, *, device, inclusion_
 `Observations` per run; the executor calls it with `--runs-per-task` runs at a time. `real` and
 `subset` pack whole runs; the condensation victims (`dm`, `dsa`, `dc`, `kip`) and `psg` make each
 run's release in turn and pack the downstream training on the releases (`fit_releases_packed`).
+`real`, `subset` and the condensation victims observe the K trained models together as well
+(`observe_packed`: one grouped forward pass per query view and chunk of the pool).
+
+What a pack saves is operators dispatched per run (`python bench/ops.py`, docs/performance.md):
+every per-step operator of the training (forward, backward, optimiser step, the gather of the
+batches) and of the observation is dispatched once for all K runs; what stays per run is its
+own randomness (initial weights, one permutation per epoch), its training set and copying its
+weights back out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from victims.base import seeded
+from victims.base import Observations, seeded
+from victims.data import Pool
 from victims.nets import build_net
-from victims.train import Batches, TrainConfig, train
+from victims.train import Batches, TrainConfig, query_views, to_model_space, train
 
 
 def fit_packed(
@@ -91,16 +102,22 @@ def train_packed(
             train(m, x, y, config=config, flip_ok=flip_ok, generator=g)
             for m, (x, y), g in zip(models, sets, generators)
         ]
-    batches = [Batches(x, y, config=config, flip_ok=flip_ok, generator=g) for (x, y), g in zip(sets, generators)]
+    batches = packed_batches(sets, generators, config=config, flip_ok=flip_ok)
     grouped = GroupedNets(models).train()
+    # foreach: one update over every parameter per step, as torch's default on a GPU (elementwise,
+    # so the same update as the per-tensor loop that is the default on a CPU)
     opt = torch.optim.SGD(
-        grouped.parameters(), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
+        grouped.parameters(),
+        lr=config.lr,
+        momentum=config.momentum,
+        weight_decay=config.weight_decay,
+        foreach=True,
     )
-    for _ in range(config.steps):
-        xb, yb = map(torch.stack, zip(*(b.next() for b in batches)))  # [K, B, ...], [K, B]
+    for xb, yb in batches:  # [K, B, ...], [K, B]
         out = grouped(xb)  # [K, B, classes]
-        # each model's mean loss over its own batch, summed: the gradient of model k is its own
-        loss = F.cross_entropy(out.flatten(0, 1), yb.flatten(), reduction="none").view(yb.shape).mean(1).sum()
+        # each model's mean loss over its own batch (all batches have B examples), summed: the
+        # gradient of model k is its own
+        loss = F.cross_entropy(out.flatten(0, 1), yb.flatten(), reduction="sum") / yb.shape[1]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -108,23 +125,120 @@ def train_packed(
     return [model.eval() for model in models]
 
 
+def packed_batches(
+    sets: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    generators: Sequence[torch.Generator],
+    *,
+    config: TrainConfig,
+    flip_ok: bool,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """The `config.steps` minibatches of K runs stacked, ([K, B, ...], [K, B]): run k's are exactly
+    those `Batches(x_k, y_k, generator=g_k).next()` gives step after step (all sets give batches of
+    one size B). Without augmentation a run's batches are its epoch permutations cut into
+    `n_k // B` batches each, one `randperm(n_k)` drawn from its generator per epoch begun, in
+    `Batches`' order; so they are drawn up front (ceil(steps / (n_k // B)) permutations, the
+    number `Batches` draws in `steps` steps), turned into rows of the K sets concatenated, and each
+    step gathers all K batches with one `index_select` (the same images, bit for bit). With
+    augmentation `Batches` draws the augmentation between the permutations from the same
+    generator, so each run's batches come from its own `Batches` and are stacked."""
+    if config.augment:
+        runs = [Batches(x, y, config=config, flip_ok=flip_ok, generator=g) for (x, y), g in zip(sets, generators)]
+        for _ in range(config.steps):
+            yield tuple(map(torch.stack, zip(*(b.next() for b in runs))))
+        return
+    size = min(config.batch_size, sets[0][0].shape[0])
+    rows, start = [], 0
+    for (x, _), generator in zip(sets, generators):
+        n = x.shape[0]
+        per_epoch = n // size
+        perms = torch.stack(
+            [
+                torch.randperm(n, generator=generator, device=generator.device)
+                for _ in range(math.ceil(config.steps / per_epoch))
+            ]
+        )  # [epochs, n]
+        rows.append(perms[:, : per_epoch * size].flatten()[: config.steps * size] + start)
+        start += n
+    x_all, k = torch.cat([x for x, _ in sets]), len(sets)
+    index = torch.stack(rows).to(x_all.device).view(k, config.steps, size).transpose(0, 1).contiguous()
+    y_steps = torch.cat([y for _, y in sets])[index].unbind(0)  # [K, B] each, contiguous
+    # each step's images gathered example-major, [B, K, ...], so that `GroupedNets` lays them out
+    # as [B, K*C, H, W] without a copy
+    for step, flat in enumerate(index.transpose(1, 2).reshape(config.steps, -1).unbind(0)):
+        yield x_all.index_select(0, flat).view(size, k, *x_all.shape[1:]).transpose(0, 1), y_steps[step]
+
+
+#: examples x models x pixels of one grouped forward pass in `observe_packed`: as many as an
+#: unpacked `observe` passes at once on 32x32 images (2048 of them), so its activations are no larger
+OBSERVE_PIXELS = 2048 * 32 * 32
+
+
+@torch.no_grad()
+def observe_packed(
+    models: Sequence[nn.Module], pool: Pool, *, device: str, extras: Sequence[dict] | None = None
+) -> list[Observations]:
+    """`victims.base.observe` of each of K models of one architecture (`GroupedNets`), with
+    `extras[k]` as model k's further Observations fields. The pool and test images go into model
+    space and their query views are made once, and each view of a chunk goes through all K models
+    in one grouped forward pass (model k sees the very images `observe` gives it alone; chunks of
+    `OBSERVE_PIXELS // (K * height * width)` images), so model k's logits are its `observe` logits
+    up to the order of the float sums in the grouped layers (`GroupedNets`), and its test accuracy
+    counts the same argmaxes wherever those sums do not tip a near-tie. Unlike `observe` it is not
+    compiled under `--compile` (a pack's observation is a few dozen grouped passes)."""
+    extras = list(extras) if extras is not None else [{} for _ in models]
+    if len(extras) != len(models):
+        raise ValueError(f"one extras per model: {len(models)} models, {len(extras)} extras")
+    k = len(models)
+    forward = GroupedNets(models).eval()  # not compiled (as `train_packed`'s step): a few passes per pack
+    x = to_model_space(pool.x, mean=pool.mean, std=pool.std, device=device)
+    x_test = to_model_space(pool.x_test, mean=pool.mean, std=pool.std, device=device)
+    y_test = torch.tensor(pool.y_test, device=device)
+    chunk = max(1, OBSERVE_PIXELS // (k * x.shape[-2] * x.shape[-1]))
+
+    def each_model(images: torch.Tensor) -> torch.Tensor:  # [B, ...] -> [K, B, classes]
+        return forward(images.unsqueeze(0).expand(k, *images.shape))
+
+    logits = torch.cat(
+        [
+            torch.stack([each_model(view) for view in query_views(x[s : s + chunk], flip_ok=pool.flip_ok)], dim=2)
+            for s in range(0, x.shape[0], chunk)
+        ],
+        dim=1,
+    )  # [K, n_pool, n_queries, classes]
+    logits = logits.float().cpu().numpy()
+    correct = sum(
+        (each_model(x_test[s : s + chunk]).argmax(-1) == y_test[s : s + chunk]).sum(1)
+        for s in range(0, x_test.shape[0], chunk)
+    ).tolist()
+    return [Observations(logits=logits[m], test_accuracy=correct[m] / x_test.shape[0], **extras[m]) for m in range(k)]
+
+
 class GroupedLinear(nn.Module):
-    """K linear layers as one: weight [K, out, in], bias [K, out]; [B, K, in] -> [B, K, out]."""
+    """K linear layers as one: weight [K, out, in], bias [K, out]; [K, B, in] -> [K, B, out] (one
+    `baddbmm`: model k's rows times its own weight plus its own bias)."""
 
     def __init__(self, layers: Sequence[nn.Linear]) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.stack([layer.weight.detach() for layer in layers]))
-        self.bias = nn.Parameter(torch.stack([layer.bias.detach() for layer in layers]))
+        with torch.no_grad():  # stacked copies of the weights, no graph to them
+            self.weight = nn.Parameter(torch.stack([layer.weight for layer in layers]))
+            self.bias = nn.Parameter(torch.stack([layer.bias for layer in layers]))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.einsum("bki,koi->bko", x, self.weight) + self.bias
+        return torch.baddbmm(self.bias.unsqueeze(1), x, self.weight.transpose(1, 2))
 
+    def blocks(self, layers: Sequence[nn.Linear]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """(the K layers' tensors, the matching blocks of this one's), for `GroupedNets.unpack_into`."""
+        return (
+            [t for layer in layers for t in (layer.weight, layer.bias)],
+            [t for pair in zip(self.weight.unbind(0), self.bias.unbind(0)) for t in pair],
+        )
+
+    @torch.no_grad()
     def unpack_into(self, layers: Sequence[nn.Linear]) -> None:
-        for k, layer in enumerate(layers):
-            layer.weight.copy_(self.weight[k])
-            layer.bias.copy_(self.bias[k])
+        torch._foreach_copy_(*self.blocks(layers))
 
 
+@torch.no_grad()
 def _grouped_conv(convs: Sequence[nn.Conv2d]) -> nn.Conv2d:
     """K convolutions as one with K groups: model k's input and output channels are the k-th block."""
     c = convs[0]
@@ -139,19 +253,20 @@ def _grouped_conv(convs: Sequence[nn.Conv2d]) -> nn.Conv2d:
         dilation=c.dilation,
         groups=len(convs),
     ).to(c.weight.device)
-    grouped.weight.data.copy_(torch.cat([conv.weight.detach() for conv in convs]))
-    grouped.bias.data.copy_(torch.cat([conv.bias.detach() for conv in convs]))
+    grouped.weight.copy_(torch.cat([conv.weight for conv in convs]))
+    grouped.bias.copy_(torch.cat([conv.bias for conv in convs]))
     return grouped
 
 
+@torch.no_grad()
 def _grouped_norm(norms: Sequence[nn.GroupNorm]) -> nn.GroupNorm:
     """K GroupNorms as one over the K channel blocks (each group stays within one model's block)."""
     n = norms[0]
     grouped = nn.GroupNorm(len(norms) * n.num_groups, len(norms) * n.num_channels, eps=n.eps, affine=n.affine)
     if n.affine:
         grouped.to(n.weight.device)
-        grouped.weight.data.copy_(torch.cat([norm.weight.detach() for norm in norms]))
-        grouped.bias.data.copy_(torch.cat([norm.bias.detach() for norm in norms]))
+        grouped.weight.copy_(torch.cat([norm.weight for norm in norms]))
+        grouped.bias.copy_(torch.cat([norm.bias for norm in norms]))
     return grouped
 
 
@@ -187,13 +302,13 @@ class GroupedNets(nn.Module):
         b = x.shape[1]
         h = x.transpose(0, 1).flatten(1, 2)  # [B, K*C, H, W]: model k's channels in block k
         for layer in self.features:
-            if isinstance(layer, nn.Flatten):  # MLP: each model's flattened image, [B, K, C*H*W]
-                h = h.reshape(b, self.k, -1)
+            if isinstance(layer, nn.Flatten):  # MLP: each model's flattened image, [K, B, C*H*W]
+                h = h.reshape(b, self.k, -1).transpose(0, 1)
             else:
                 h = layer(h)
         if h.dim() == 4:  # ConvNet: each model's features flattened as its own embed does (C, h, w)
-            h = h.reshape(b, self.k, -1)
-        return self.classifier(h).transpose(0, 1)
+            h = h.reshape(b, self.k, -1).transpose(0, 1)
+        return self.classifier(h)
 
     @torch.no_grad()
     def load_from(self, models: Sequence[nn.Module]) -> None:
@@ -211,15 +326,19 @@ class GroupedNets(nn.Module):
 
     @torch.no_grad()
     def unpack_into(self, models: Sequence[nn.Module]) -> None:
+        """Each model's weights set to its block of the grouped weights (one foreach copy for all)."""
+        targets, sources = self.classifier.blocks([model.classifier for model in models])
         for position, layer in enumerate(self.features):
             same = [model.features[position] for model in models]
             if isinstance(layer, GroupedLinear):
-                layer.unpack_into(same)
+                into, blocks = layer.blocks(same)
+                targets += into
+                sources += blocks
             elif isinstance(layer, (nn.Conv2d, nn.GroupNorm)) and layer.weight is not None:
                 for weight_name in ("weight", "bias"):
-                    for block, module in zip(getattr(layer, weight_name).chunk(self.k), same):
-                        getattr(module, weight_name).copy_(block)
-        self.classifier.unpack_into([model.classifier for model in models])
+                    targets += [getattr(module, weight_name) for module in same]
+                    sources += getattr(layer, weight_name).chunk(self.k)
+        torch._foreach_copy_(targets, sources)
 
     def matched_layers(self) -> list[nn.Module]:
         """The grouped convolutions and linear layers in model order: those whose weights have

@@ -464,11 +464,13 @@ def gaussian_mean(
 
 # -- the same mechanism for K packed runs (`victims.packed.GroupedNets`) ---------------------------
 def _run_major(t: torch.Tensor, k: int) -> torch.Tensor:
-    """A grouped layer's input or output gradient, [B, K*C, ...] (convolution) or [B, K, C]
-    (`GroupedLinear`), as K*B examples of one run's layer, run-major: [K*B, C, ...]."""
+    """A grouped layer's input or output gradient as K*B examples of one run's layer, run-major:
+    a grouped convolution's [B, K*C, H, W] -> [K*B, C, H, W]; a `GroupedLinear`'s [K, B, C] is
+    run-major already -> [K*B, C]."""
+    if t.dim() == 3:
+        return t.reshape(-1, t.shape[-1])
     b = t.shape[0]
-    per_run = t.reshape(b, k, -1, *t.shape[2:]) if t.dim() > 3 else t
-    return per_run.transpose(0, 1).reshape(k * b, *per_run.shape[2:])
+    return t.reshape(b, k, -1, *t.shape[2:]).transpose(0, 1).reshape(k * b, -1, *t.shape[2:])
 
 
 def grouped_clipped_gradient_sums(

@@ -346,6 +346,43 @@ def test_a_packed_run_equals_the_same_run_unpacked(victim, pool, keep, observed)
                 assert np.array_equal(together.release_x, one.release_x)
 
 
+@pytest.mark.parametrize("flip_ok", [False, True], ids=["no-flips", "flips"])
+@pytest.mark.parametrize("net", [NetConfig(width=16), NetConfig(arch="mlp", width=16)], ids=["convnet", "mlp"])
+def test_packed_observation_equals_observe(pool, net, flip_ok, monkeypatch):
+    """`victims.packed.observe_packed` (what packed runs of real, subset and the condensation
+    victims observe with) gives each of K models the Observations `victims.base.observe` gives it:
+    logits within 1e-5 (the grouped layers sum in another order; the logits are of order 1), the
+    test accuracy within one test image (a near-tie may tip), its own extra fields. Chunks of 100
+    pool images (of 1,500; of 297 test images the last chunk holds 97), with and without the
+    mirrored query views."""
+    import victims.packed
+    from victims.base import observe
+    from victims.nets import build_net
+    from victims.train import fit
+
+    monkeypatch.setattr(victims.packed, "OBSERVE_PIXELS", 3 * 100 * 8 * 8)
+    pool = dataclasses.replace(pool, flip_ok=flip_ok)
+    x = torch.as_tensor((pool.x[:200] - pool.mean[0]) / pool.std[0])
+    models = []
+    for seed in range(3):  # briefly trained, so the logits and the accuracies differ from model to model
+        torch.manual_seed(seed)
+        config = TrainConfig(steps=20, net=net)
+        generator = torch.Generator().manual_seed(seed)
+        y = torch.tensor(pool.y[:200])
+        models.append(fit(x, y, n_classes=pool.n_classes, config=config, flip_ok=flip_ok, generator=generator))
+    models.append(build_net(net, image_shape=(1, 8, 8), n_classes=pool.n_classes))  # untrained
+    extras = [{"init_idx": np.arange(m + 1)} for m in range(len(models))]
+    together = victims.packed.observe_packed(models, pool, device="cpu", extras=extras)
+    assert len(together) == len(models)
+    for model, extra, packed in zip(models, extras, together):
+        alone = observe(model, pool, device="cpu", **extra)
+        assert packed.logits.shape == alone.logits.shape == (1500, n_queries(flip_ok=flip_ok), pool.n_classes)
+        np.testing.assert_allclose(packed.logits, alone.logits, rtol=0, atol=1e-5)
+        assert abs(packed.test_accuracy - alone.test_accuracy) <= 1 / len(pool.y_test) + 1e-12
+        assert np.array_equal(packed.init_idx, alone.init_idx)
+    assert len({round(o.test_accuracy, 6) for o in together}) > 1  # the models do differ
+
+
 def test_a_task_of_runs_that_do_not_pack_stores_what_single_runs_store(pool, tmp_path, monkeypatch):
     """--runs-per-task 2 on a victim without `run_packed` (dpsgd): the executor runs a task's runs one
     after the other, and the store ends up holding exactly what one run per task stores (every array,

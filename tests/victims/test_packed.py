@@ -1,12 +1,14 @@
 """victims.packed.GroupedNets: K classifiers as one network of grouped layers computes each model's
-own function, and one grouped SGD step is each model's own step."""
+own function, and one grouped SGD step is each model's own step; victims.packed.packed_batches
+gives each run the minibatches `victims.train.Batches` gives it."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from victims.nets import NetConfig, build_net, reinitialise
-from victims.packed import GroupedNets
+from victims.packed import GroupedNets, packed_batches
+from victims.train import Batches, TrainConfig
 
 CONFIGS = [NetConfig(width=8), NetConfig(width=8, norm="none", pooling="max"), NetConfig(arch="mlp", width=16)]
 
@@ -75,3 +77,26 @@ def test_reinitialise_draws_what_build_net_draws(config):
     grouped.load_from(others)
     with torch.no_grad():
         assert torch.equal(GroupedNets(others)(x), grouped(x))
+
+
+@pytest.mark.parametrize("augment", [False, True], ids=["plain", "augmented"])
+def test_packed_batches_are_each_runs_own_batches(augment):
+    """K runs' stacked minibatches are, bit for bit, those each run's own `Batches` draws from its
+    generator step after step: sets of 70, 100 and 37 examples (epochs of 4, 6 and 2 batches of
+    16, so the runs begin their epochs at different steps), 25 steps."""
+    config = TrainConfig(steps=25, batch_size=16, augment=augment)
+    torch.manual_seed(0)
+    sets = [(torch.randn(n, 1, 8, 8), torch.randint(0, 4, (n,))) for n in (70, 100, 37)]
+    packed = list(
+        packed_batches(sets, [torch.Generator().manual_seed(s) for s in range(3)], config=config, flip_ok=True)
+    )
+    alone = [
+        Batches(x, y, config=config, flip_ok=True, generator=torch.Generator().manual_seed(s))
+        for s, (x, y) in enumerate(sets)
+    ]
+    assert len(packed) == config.steps
+    for xb, yb in packed:
+        assert xb.shape == (3, 16, 1, 8, 8) and yb.shape == (3, 16)
+        for k, batches in enumerate(alone):
+            x, y = batches.next()
+            assert torch.equal(xb[k], x) and torch.equal(yb[k], y)

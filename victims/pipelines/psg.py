@@ -65,7 +65,7 @@ from victims.compiled import compiling, maybe_compiled
 from victims.data import Pool
 from victims.matching import gradient_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net, reinitialise
-from victims.packed import GroupedNets, train_packed
+from victims.packed import GroupedNets, observe_packed, train_packed
 from victims.pipelines.real import training_set
 from victims.presets import filled_from_preset, require_filled
 from victims.privacy import (
@@ -290,7 +290,7 @@ class PSGVictim(ReleasesData):
         """`run` of each (keep, seed), the K runs advancing together: their releases by
         `generate_packed` (each release in turn by `generate` for the generator prior, and under
         `--compile`, whose compiled synthetic-set step is one run's), then their
-        downstream ConvNets trained together (`victims.packed.train_packed`). Each run draws what it
+        downstream ConvNets trained and observed together (`victims.packed`). Each run draws what it
         draws alone, in the same order, so a packed run equals the same run unpacked up to the
         order of float sums (tests/contracts/test_victims.py)."""
         if len(keeps) != len(seeds):
@@ -329,19 +329,14 @@ class PSGVictim(ReleasesData):
                         build_net(self.train.net, image_shape=pool.image_shape, n_classes=pool.n_classes).to(device)
                     )
             trained = train_packed(models, releases, runs.generators, config=self.train, flip_ok=pool.flip_ok)
-        return [
-            self.observe(
-                model,
-                pool,
-                images,
-                labels,
-                formal_epsilon=spent,
-                mechanism=mechanism,
-                device=device,
+        extras = [
+            {
+                **self.release_fields(pool, images, labels, formal_epsilon=spent, mechanism=mechanism),
                 **whitebox_fields(probe, noise_multiplier=sigma),
-            )
-            for model, (images, labels), probe in zip(trained, releases, probes)
+            }
+            for (images, labels), probe in zip(releases, probes)
         ]
+        return observe_packed(trained, pool, device=device, extras=extras)
 
     def generate_packed(
         self,
@@ -466,19 +461,22 @@ class PSGVictim(ReleasesData):
         device: str,
         **whitebox,
     ) -> Observations:
-        """A run's observations: the downstream model's, with the release, the accountant's ε and the
-        mechanism it composed (and a white-box run's `whitebox` fields)."""
-        return observe(
-            model,
-            pool,
-            device=device,
-            formal_epsilon=formal_epsilon,
-            mechanism=mechanism,
-            delta=self.delta,
-            release_x=to_pixel_space(images, mean=pool.mean, std=pool.std),
-            release_y=labels.cpu().numpy(),
-            **whitebox,
-        )
+        """A run's observations: the downstream model's, with `release_fields`."""
+        fields = self.release_fields(pool, images, labels, formal_epsilon=formal_epsilon, mechanism=mechanism)
+        return observe(model, pool, device=device, **fields, **whitebox)
+
+    def release_fields(
+        self, pool: Pool, images: torch.Tensor, labels: torch.Tensor, *, formal_epsilon: float, mechanism: dict
+    ) -> dict:
+        """The Observations fields beside the downstream model's: the release (pixel scale), the
+        accountant's ε and δ and the mechanism it composed."""
+        return {
+            "formal_epsilon": formal_epsilon,
+            "mechanism": mechanism,
+            "delta": self.delta,
+            "release_x": to_pixel_space(images, mean=pool.mean, std=pool.std),
+            "release_y": labels.cpu().numpy(),
+        }
 
     def generate(
         self,

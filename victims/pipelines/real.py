@@ -9,7 +9,7 @@ import torch
 
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, observe, register_victim, seeded
 from victims.data import Pool
-from victims.packed import fit_packed
+from victims.packed import fit_packed, observe_packed
 from victims.train import TrainConfig, fit, to_model_space
 
 
@@ -72,8 +72,9 @@ class RealVictim:
         device: str = "cpu",
         inclusion_rate: float = DEFAULT_INCLUSION_RATE,
     ) -> list[Observations]:
-        """`run` of each (keep, seed), the K downstream ConvNets trained together (`victims.packed`)."""
+        """`run` of each (keep, seed), the K downstream ConvNets trained together and observed together
+        (`victims.packed`)."""
         models = fit_packed_on_pool(
             pool, [np.flatnonzero(keep) for keep in keeps], list(seeds), config=self.train, device=device
         )
-        return [observe(model, pool, device=device) for model in models]
+        return observe_packed(models, pool, device=device)

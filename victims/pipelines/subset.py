@@ -20,6 +20,7 @@ import numpy as np
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, observe, register_victim, require_at_least, seeded
 from victims.condense import check_ipc, require_members_per_class
 from victims.data import Pool
+from victims.packed import observe_packed
 from victims.pipelines.real import fit_on_pool, fit_packed_on_pool
 from victims.synthetic import ReleasesData
 from victims.train import TrainConfig, small_set_training
@@ -65,13 +66,12 @@ class SubsetVictim(ReleasesData):
         device: str = "cpu",
         inclusion_rate: float = DEFAULT_INCLUSION_RATE,
     ) -> list[Observations]:
-        """`run` of each (keep, seed), the K downstream ConvNets trained together (`victims.packed`)."""
+        """`run` of each (keep, seed), the K downstream ConvNets trained together and observed together
+        (`victims.packed`)."""
         chosen = [self.choose(pool, keep, seed) for keep, seed in zip(keeps, seeds)]
         models = fit_packed_on_pool(pool, chosen, list(seeds), config=self.train, device=device)
-        return [
-            observe(model, pool, device=device, init_idx=c, release_x=pool.x[c], release_y=pool.y[c])
-            for model, c in zip(models, chosen)
-        ]
+        extras = [dict(init_idx=c, release_x=pool.x[c], release_y=pool.y[c]) for c in chosen]
+        return observe_packed(models, pool, device=device, extras=extras)
 
     def choose(self, pool: Pool, keep: np.ndarray, seed: int) -> np.ndarray:
         """The released subset of one run: `ipc` members of each class, drawn from `seed`."""
