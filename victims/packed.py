@@ -17,10 +17,12 @@ size) cannot share one stacked step and are trained one by one.
 
 A victim packs by offering `run_packed(pool, keeps, seeds, *, device, inclusion_rate)`, one
 `Observations` per run; the executor calls it with `--runs-per-task` runs at a time. `real` and
-`subset` pack whole runs; the condensation victims (`dm`, `dsa`, `dc`, `kip`) and `psg` make each
-run's release in turn and pack the downstream training on the releases (`fit_releases_packed`).
-`real`, `subset` and the condensation victims observe the K trained models together as well
-(`observe_packed`: one grouped forward pass per query view and chunk of the pool).
+`subset` pack whole runs; the condensation victims (`dm`, `dsa`, `dc`, `kip`) make each run's
+release in turn and pack the downstream training on the releases (`fit_releases_packed`); `psg`
+makes the K releases together too (`PSGVictim.generate_packed`, on `GroupedNets` with the
+`matched_weights` of gradient matching) and trains them with `train_packed`. All of them observe
+the K trained models together (`observe_packed`: one grouped forward pass per query view and chunk
+of the pool).
 
 What a pack saves is operators dispatched per run (`python bench/ops.py`, docs/performance.md):
 every per-step operator of the training (forward, backward, optimiser step, the gather of the
