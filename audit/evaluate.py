@@ -11,7 +11,7 @@ import numpy as np
 from attacks import cross_entropy, dcr_scores, logit_confidence
 from attacks.ganleak import RECON_KINDS
 from attacks.registry import get_attack
-from audit.stats.bounds import SUMMARY_KEYS, VERDICT_BOUND
+from audit.stats.bounds import MECHANISM, SUMMARY_KEYS, VERDICT_BOUND
 from audit.stats.epsilon import bound_applies
 from audit.stats.guesses import BoundCache, RankedGuesses, applicable, tune
 from audit.stats.mechanism import SubsampledGaussian
@@ -27,6 +27,9 @@ VIEWS = ("all", "image")
 MOST_PSEUDO_TARGETS = 32
 #: `reference_choice`'s key for the verdict's bound predicted on the pseudo-targets
 PREDICTED_KEY = f"predicted_{VERDICT_BOUND.lower_key}"
+#: `reference_choice`'s key for the own curve's prediction on the pseudo-targets: the Gaussian family's μ at the
+#: count tuned for that test (`audit.stats.guesses.tune`), what `mechanism_attack` compares across attacks
+PREDICTED_MECHANISM_KEY = f"predicted_mu_{MECHANISM.name}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,14 +146,15 @@ class ReferenceChoice:
     predicted: float  # the verdict's bound (`VERDICT_BOUND`) the pseudo-targets predict with its tuned count
     z: float  # how far above chance the pseudo-targets' guesses at that count were (tie-break)
     n_pseudo: int  # pseudo-target runs
+    # the own curve's (`MECHANISM`) prediction and tie-break at its tuned count, where the runs record a mechanism
+    mechanism_predicted: float | None = None
+    mechanism_z: float | None = None
 
     def to_json(self) -> dict:
-        return {
-            "views": self.views,
-            "pseudo_targets": self.n_pseudo,
-            PREDICTED_KEY: self.predicted,
-            "guesses": {a: {"k_in": g.k_in, "k_out": g.k_out} for a, g in self.tuned.items()},
-        }
+        found = {"views": self.views, "pseudo_targets": self.n_pseudo, PREDICTED_KEY: self.predicted}
+        if self.mechanism_predicted is not None:
+            found[PREDICTED_MECHANISM_KEY] = self.mechanism_predicted
+        return {**found, "guesses": {a: {"k_in": g.k_in, "k_out": g.k_out} for a, g in self.tuned.items()}}
 
 
 def can_choose_on_references(runs: StoredRuns, attack: str, targets: np.ndarray) -> bool:
@@ -195,9 +199,15 @@ def choose_on_references(
             a: tune(ranked, m=m, analysis=a, delta=delta, confidence=confidence, cache=cache)
             for a in applicable(mechanism, delta)
         }
-        verdict = tuned[VERDICT_BOUND.name]
+        verdict, own = tuned[VERDICT_BOUND.name], tuned.get(MECHANISM.name)
         choice = ReferenceChoice(
-            views, {a: t.guesses for a, t in tuned.items()}, verdict.predicted, verdict.z, len(pseudo)
+            views,
+            {a: t.guesses for a, t in tuned.items()},
+            verdict.predicted,
+            verdict.z,
+            len(pseudo),
+            None if own is None else own.predicted,
+            None if own is None else own.z,
         )
         if best is None or (choice.predicted, choice.z) > (best.predicted, best.z):
             best = choice
@@ -382,6 +392,22 @@ def verdict_attack(choices: dict) -> str | None:
     verdict's bound (`VERDICT_BOUND`), then the pseudo-targets' distance above chance, then registry
     order. None when no attack could be tuned (the verdict then pays for every attack, Bonferroni)."""
     tuned = [(c.predicted, c.z, -i, a) for i, (a, c) in enumerate(choices.items()) if c is not None]
+    return max(tuned)[3] if tuned else None
+
+
+def mechanism_attack(choices: dict) -> str | None:
+    """The attack the test of the claimed mechanism's own curve uses, chosen on the reference runs
+    alone and apart from the ε verdict's: the largest own-curve prediction (`mechanism_predicted`,
+    the Gaussian family's μ at the count tuned for that test), then the pseudo-targets' distance
+    above chance at that count, then registry order. None when no attack has one (the test then
+    pays for every attack on the grid). The ε verdict's attack is the best for f_{ε,δ}, whose
+    count may be a handful of guesses; the own curve's count is tuned apart (`tune`), so the
+    attack is too: still a function of the reference runs' public coins only."""
+    tuned = [
+        (c.mechanism_predicted, c.mechanism_z, -i, a)
+        for i, (a, c) in enumerate(choices.items())
+        if c is not None and c.mechanism_predicted is not None
+    ]
     return max(tuned)[3] if tuned else None
 
 

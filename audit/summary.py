@@ -19,6 +19,7 @@ from audit.evaluate import (
     StoredRuns,
     attack_summary,
     claimed_mechanism,
+    mechanism_attack,
     run_delta,
     tie_order,
     top_level_bounded,
@@ -283,8 +284,10 @@ def verdict_entry(
     runs chose, at the full confidence; or, when no attack could be tuned, the largest of every
     attack's grid bounds at the confidence split across them. Only attacks that scored every
     canary take part. `candidates` lists them. With a claimed `mechanism` (and δ > 0), `mechanism`
-    holds the test of its own curve (`audit.stats.guesses.mechanism_verdict`) on the same attack
-    with its own tuned count (or the grid, paid for the same way); else null."""
+    holds the test of its own curve (`audit.stats.guesses.mechanism_verdict`) on the attack the
+    reference runs predict strongest for that test (`audit.evaluate.mechanism_attack`, not
+    necessarily the ε verdict's), with its own tuned count (or the grid, paid for the same way);
+    else null."""
     groups = {}
     for attack, s in scores.items():
         s, keep = s[:, columns], membership[:, columns]
@@ -305,11 +308,12 @@ def verdict_entry(
     )
     entry["views"] = tunable[chosen].views if chosen else None
     entry["candidates"] = sorted(tunable) if chosen else sorted(groups)
+    own = mechanism_attack(tunable)
     entry["mechanism"] = (
         mechanism_verdict(
             groups,
-            chosen=chosen,
-            guesses=tunable[chosen].tuned.get(MECHANISM.name) if chosen else None,
+            chosen=own,
+            guesses=tunable[own].tuned.get(MECHANISM.name) if own else None,
             mechanism=mechanism,
             delta=delta,
             confidence=settings.confidence,

@@ -23,11 +23,15 @@ from victims.whitebox_canaries import THREAT_MODELS
 #: packing measured 1.03-1.30x for one task alone and 0.88-1.11x end to end on two workers, and a
 #: packed run differs from the same run alone by float reordering (docs/performance.md, "Packed runs").
 GPU_RUNS_PER_TASK = 8
-#: the canaries of a white-box audit given no --canaries/--canary-kind: 1,000 gradient canaries per
-#: run. Measured on dpsgd at epsilon 4 (docs/results/white-box.md, "How many canaries and runs"):
-#: 4,000 raised the f-DP bound by 0.1-0.3 and left the own-curve figure where it was (2.25-2.49
-#: against 2.30-2.47) at 1.6x the seconds per run, and past 16 runs more runs moved neither.
-WHITE_BOX_CANARIES, WHITE_BOX_CANARY_KIND = 1000, "gradient"
+#: the canaries of a white-box audit given no --canaries/--canary-kind: 4,000 gradient canaries per
+#: run, or as many as the victim's release has coordinates where that is fewer (each gradient canary
+#: needs one of its own: psg 3,088, dpcgan 3,577, datalens 1,024 on digits); record canaries
+#: (--canary-kind mislabeled or outlier) 1,000, pool rows the victim trains on. Measured on dpsgd at
+#: epsilon 4 with the PRV accountant, 64 runs, half targets (docs/results/white-box.md, "How many
+#: canaries and runs"): the own-curve figure 2.62 of 4.01 (0.65) with 4,000, 2.53 (0.63) with 1,000,
+#: at 1.6x the seconds per run (the RDP stores of the same section).
+WHITE_BOX_CANARIES, WHITE_BOX_CANARY_KIND = 4000, "gradient"
+WHITE_BOX_RECORD_CANARIES = 1000
 
 
 def build_parser(
@@ -87,7 +91,8 @@ def add_canary_flags(p: argparse.ArgumentParser) -> None:
         default=None,
         help="add this many canary records to the pool before the plan is drawn, each with its own coin "
         "per run; they are the guesses of the epsilon bound, the natural examples are reported beside them "
-        f"(default 0; with --threat-model white-box {WHITE_BOX_CANARIES})",
+        f"(default 0; with --threat-model white-box {WHITE_BOX_CANARIES} gradient canaries, at most one per "
+        f"coordinate of the release, or {WHITE_BOX_RECORD_CANARIES} record canaries)",
     )
     p.add_argument(
         "--canary-kind",
@@ -114,12 +119,21 @@ def add_canary_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def canary_config(args: argparse.Namespace) -> CanaryConfig | None:
+def canary_config(args: argparse.Namespace, *, release_dimension: int | None = None) -> CanaryConfig | None:
     """The canaries the flags ask for (None for none), with the white-box defaults where --canaries or
-    --canary-kind is not given; ValueError on flags that do not fit together."""
+    --canary-kind is not given: `WHITE_BOX_CANARIES` gradient canaries, at most `release_dimension`
+    (the victim's release coordinates, where known), or `WHITE_BOX_RECORD_CANARIES` record canaries;
+    ValueError on flags that do not fit together."""
     white_box = args.threat_model == "white-box"
-    n = args.canaries if args.canaries is not None else (WHITE_BOX_CANARIES if white_box else 0)
     kind = args.canary_kind or (WHITE_BOX_CANARY_KIND if white_box else "mislabeled")
+    if args.canaries is not None:
+        n = args.canaries
+    elif not white_box:
+        n = 0
+    elif kind == WHITE_BOX_CANARY_KIND:
+        n = WHITE_BOX_CANARIES if release_dimension is None else min(WHITE_BOX_CANARIES, release_dimension)
+    else:
+        n = WHITE_BOX_RECORD_CANARIES
     config = CanaryConfig(n=n, kind=kind, copies=args.canary_copies, seed=args.seed)
     return config if config.n else None
 

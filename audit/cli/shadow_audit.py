@@ -45,8 +45,10 @@ def main(
     try:
         victim = build_victim(args.victim, victim_overrides(args))
         executor = executor_config(args)
-        config = canary_config(args)
         pool = load_pool(args.dataset, data_root=args.data_root, download=args.download)
+        dimension = getattr(victim, "release_dimension", None)
+        white_box = args.threat_model == "white-box" and dimension is not None
+        config = canary_config(args, release_dimension=dimension(pool) if white_box else None)
         n_natural = pool.n_pool
         pool = add_canaries(pool, config)  # before the check and the plan: the canaries are pool rows
         pool = with_white_box(pool, victim, config, threat_model=args.threat_model, n_natural=n_natural)

@@ -504,14 +504,34 @@ def test_packed_runs_leave_the_same_store_and_summary_keys(tmp_path, tiny_flags)
     [
         ([], None),  # black-box: no canaries unless asked
         (["--canaries", "8"], ("mislabeled", 8)),
-        (["--threat-model", "white-box"], ("gradient", 1000)),  # the white-box defaults (flags.py)
+        (["--threat-model", "white-box"], ("gradient", 4000)),  # the white-box defaults (flags.py)
         (["--threat-model", "white-box", "--canaries", "50"], ("gradient", 50)),
-        (["--threat-model", "white-box", "--canary-kind", "mislabeled"], ("mislabeled", 1000)),
+        (["--threat-model", "white-box", "--canary-kind", "mislabeled"], ("mislabeled", 1000)),  # record canaries
         (["--threat-model", "white-box", "--canaries", "0"], None),  # refused later: white-box needs canaries
     ],
 )
-def test_a_white_box_audit_defaults_to_a_thousand_gradient_canaries(argv, expected):
+def test_a_white_box_audit_defaults_to_four_thousand_gradient_canaries(argv, expected):
     from audit.cli.flags import build_parser, canary_config
 
     config = canary_config(build_parser("test", "").parse_args(["--victim", "dpsgd", "--n-shadow", "2", *argv]))
     assert (None if config is None else (config.kind, config.n)) == expected
+
+
+@pytest.mark.parametrize(
+    "argv, dimension, expected",
+    [
+        ([], 40394, 4000),  # dpsgd's ConvNet on digits: room for all 4,000
+        ([], 1024, 1024),  # datalens on digits: one gradient canary per released coordinate
+        (["--canaries", "2000"], 1024, 2000),  # asked for: kept (and refused by the victim's check, one line)
+        (["--canary-kind", "mislabeled"], 1024, 1000),  # record canaries need no coordinate of their own
+    ],
+)
+def test_the_white_box_default_takes_no_more_gradient_canaries_than_the_release_has_coordinates(
+    argv, dimension, expected
+):
+    from audit.cli.flags import build_parser, canary_config
+
+    args = build_parser("test", "").parse_args(
+        ["--victim", "dpsgd", "--n-shadow", "2", "--threat-model", "white-box", *argv]
+    )
+    assert canary_config(args, release_dimension=dimension).n == expected

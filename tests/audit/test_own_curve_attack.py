@@ -1,0 +1,71 @@
+"""The own curve's attack is chosen on the reference runs apart from the ε verdict's
+(`audit.evaluate.mechanism_attack`): by its own prediction, the Gaussian family's μ at the count
+tuned for that test."""
+
+import numpy as np
+
+from audit.evaluate import PREDICTED_MECHANISM_KEY, ReferenceChoice, mechanism_attack, verdict_attack
+from audit.stats.epsilon import Guesses
+from audit.stats.mechanism import SubsampledGaussian
+from audit.summary import EvaluationSettings, verdict_entry
+
+
+def choice(predicted, z, mechanism_predicted=None, mechanism_z=None, *, fdp=Guesses(1, 0), own=Guesses(1, 0)):
+    tuned = {"fdp": fdp} if mechanism_predicted is None else {"fdp": fdp, "mechanism": own}
+    return ReferenceChoice("all", tuned, predicted, z, 4, mechanism_predicted, mechanism_z)
+
+
+def test_the_own_curve_takes_the_attack_with_the_largest_own_prediction_not_the_verdicts():
+    # whitebox_sum predicts the larger f_{ε,δ} bound (2.17 > 1.99, as on a 64-run store whose
+    # tiny count won there), whitebox the larger μ at its own-curve count (0.592 > 0.578).
+    choices = {
+        "whitebox": choice(1.99, 3.0, 0.592, 10.0),
+        "whitebox_sum": choice(2.17, 2.0, 0.578, 12.0),
+    }
+    assert verdict_attack(choices) == "whitebox_sum"
+    assert mechanism_attack(choices) == "whitebox"
+
+
+def test_ties_go_to_the_pseudo_targets_distance_above_chance_then_to_registry_order():
+    tied_z = {"a": choice(1.0, 0.0, 0.5, 1.0), "b": choice(1.0, 0.0, 0.5, 2.0)}
+    assert mechanism_attack(tied_z) == "b"  # same μ: the larger z
+    tied = {"a": choice(1.0, 0.0, 0.5, 1.0), "b": choice(1.0, 0.0, 0.5, 1.0)}
+    assert mechanism_attack(tied) == "a"  # same μ and z: the first in registry order
+
+
+def test_no_attack_without_an_own_curve_prediction():
+    assert mechanism_attack({"loss": choice(1.0, 1.0), "dcr": None}) is None
+    assert mechanism_attack({}) is None
+
+
+def test_reference_choice_records_the_own_curve_prediction_only_where_there_is_one():
+    assert choice(1.0, 0.0, 0.25, 1.0).to_json()[PREDICTED_MECHANISM_KEY] == 0.25
+    assert PREDICTED_MECHANISM_KEY not in choice(1.0, 0.0).to_json()
+
+
+def test_the_verdict_entry_tests_the_own_curve_on_its_own_attack_and_count():
+    # One target run of 400 canaries, the first 200 IN. "loss" separates them perfectly (IN 1, OUT
+    # 0); "dcr" is the reverse (IN 0, OUT 1). The reference runs (by hand) chose dcr for the ε
+    # verdict (predicted 3.0 > 2.0), with 10 IN guesses, and loss for the own curve (μ 0.9 > 0.1),
+    # with 100 IN and 100 OUT guesses. So the ε verdict is dcr's: its top 10 scores are OUT (ties
+    # broken at random among the 200 at 1), 0 right; the own curve is loss's: the top 100 are IN and
+    # the bottom 100 OUT, 200 right of 200, tested once at the full 95%.
+    membership = np.r_[np.ones(200, bool), np.zeros(200, bool)][None]
+    scores = {"loss": membership.astype(float), "dcr": (~membership).astype(float)}
+    choices = {
+        "loss": choice(2.0, 1.0, 0.9, 1.0, fdp=Guesses(10, 0), own=Guesses(100, 100)),
+        "dcr": choice(3.0, 1.0, 0.1, 1.0, fdp=Guesses(10, 0), own=Guesses(100, 100)),
+    }
+    entry = verdict_entry(
+        scores,
+        membership,
+        np.arange(400),
+        choices,
+        delta=1e-5,
+        settings=EvaluationSettings(seed=0, confidence=0.95, inclusion_rate=0.5),
+        mechanism=SubsampledGaussian(10.0, 1.0, 4),
+    )
+    assert entry["attack"] == "dcr" and entry["guesses"] == {"k_in": 10, "k_out": 0, "correct": 0}
+    own = entry["mechanism"]
+    assert own["attack"] == "loss" and own["rule"] == "tuned" and own["per_attack_confidence"] == 0.95
+    assert own["guesses"] == {"k_in": 100, "k_out": 100, "correct": 200}
