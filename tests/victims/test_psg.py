@@ -88,15 +88,20 @@ def test_per_example_gradients_match_a_loop(pool, batch):
             torch.testing.assert_close(vectorised[name][i], g, rtol=1e-4, atol=1e-6)
 
 
-def _relative_error(a, b):
-    return float((a - b).norm() / b.norm())
-
-
-@pytest.mark.parametrize(
+#: nets whose clipped sums are checked: width 32 takes every branch of the norms (formed gradients,
+#: ghost norms, the T = 1 product), depth 3 a third convolution, the MLP linear layers only
+CLIPPED_NETS = pytest.mark.parametrize(
     "config",
     [NetConfig(width=32), NetConfig(width=8, depth=3), NetConfig(arch="mlp", width=16)],
     ids=["conv-w32", "conv-w8-d3", "mlp"],
 )
+
+
+def _relative_error(a, b):
+    return float((a - b).norm() / b.norm())
+
+
+@CLIPPED_NETS
 def test_clipped_gradient_sum_equals_the_torch_func_path(pool, config):
     # A random batch; width 32 takes every branch of the norms: formed gradients (first conv),
     # ghost norms (second conv: T (p + o) = 16 x 320 < p o = 288 x 32), the T = 1 product (linear).
@@ -126,11 +131,7 @@ def test_clipped_gradient_sum_falls_back_to_torch_func_for_other_parameters(pool
         torch.testing.assert_close(g, clipped[name].sum(0))
 
 
-@pytest.mark.parametrize(
-    "config",
-    [NetConfig(width=32), NetConfig(width=8, depth=3), NetConfig(arch="mlp", width=16)],
-    ids=["conv-w32", "conv-w8-d3", "mlp"],
-)
+@CLIPPED_NETS
 def test_grouped_clipped_sums_are_each_runs_own_sum_over_its_batch(pool, config):
     # 3 runs, 12 candidate slots each, run k's batch the slots of weight 1 (5, 12 and 0 of them):
     # each run's sum is `clipped_gradient_sum` over its batch alone (float order aside), and an
