@@ -320,14 +320,22 @@ def seeded(seed: int, device: str = "cpu") -> Iterator[torch.Generator]:
     On a GPU, cuDNN is held to deterministic algorithms for the duration (and restored after), so
     the same seed gives the same convolutions; atomics-based backward passes (grid_sample's, in
     the siamese augmentation) stay nondeterministic there (bench/gpu_condense_check.py)."""
+    with _forked_rng(device):
+        torch.manual_seed(seed)
+        yield torch.Generator(device=device).manual_seed(seed + 1)
+
+
+@contextlib.contextmanager
+def _forked_rng(device: str) -> Iterator[None]:
+    """torch's global RNG (and `device`'s, on a GPU) restored after the block, cuDNN held to
+    deterministic algorithms in it: what `seeded` and `seeded_runs` share."""
     cuda = [torch.device(device).index or 0] if torch.device(device).type == "cuda" else []
     cudnn = torch.backends.cudnn
     with (
         torch.random.fork_rng(devices=cuda),
         cudnn.flags(enabled=cudnn.enabled, benchmark=False, deterministic=True, allow_tf32=cudnn.allow_tf32),
     ):
-        torch.manual_seed(seed)
-        yield torch.Generator(device=device).manual_seed(seed + 1)
+        yield
 
 
 class SeededRuns:
@@ -358,12 +366,7 @@ def seeded_runs(seeds: list[int], device: str = "cpu") -> Iterator[SeededRuns]:
     and global-RNG stream are the ones `seeded(seed)` gives that run alone, the caller's global
     state is restored after, and cuDNN is held deterministic as there. Parameter init on the CPU
     (as `build_net` draws it); a CUDA global RNG is forked but not seeded per run."""
-    cuda = [torch.device(device).index or 0] if torch.device(device).type == "cuda" else []
-    cudnn = torch.backends.cudnn
-    with (
-        torch.random.fork_rng(devices=cuda),
-        cudnn.flags(enabled=cudnn.enabled, benchmark=False, deterministic=True, allow_tf32=cudnn.allow_tf32),
-    ):
+    with _forked_rng(device):
         yield SeededRuns(list(seeds), device)
 
 

@@ -362,6 +362,16 @@ def _layer_factors(
     }
 
 
+def _clipping(factors: list[_LayerFactors], max_norm: float) -> tuple[list[torch.Tensor | None], torch.Tensor]:
+    """(each layer's formed per-example gradients, or None where its ghost norm is cheaper; every
+    example's clipping factor min(1, max_norm / ||its gradient over all layers||), as
+    `clip_per_example`). A layer whose norms form the gradients sums them too: [n] x [n, o p], not
+    a second product."""
+    formed = [f.per_example() if f.forms_gradients else None for f in factors]
+    squares = sum(f.squared_norms() if g is None else g.pow(2).sum((1, 2)) for f, g in zip(factors, formed))
+    return formed, (max_norm / (squares.sqrt() + 1e-12)).clamp(max=1.0)
+
+
 def _clipped_sums(
     inputs: list[torch.Tensor], backprops: list[torch.Tensor], geometries: list[Geometry], max_norm: float
 ) -> list[torch.Tensor]:
@@ -369,10 +379,7 @@ def _clipped_sums(
     tensors in, tensors out, so that `--compile` can fuse it (the patches' copy, the norms and the
     products are about half of a noisy batch's time on the digits ConvNet)."""
     factors = [_factors(a, g, geometry) for a, g, geometry in zip(inputs, backprops, geometries)]
-    # a layer whose norms form the gradients sums them too: [n] x [n, o p], not a second product
-    formed = [f.per_example() if f.forms_gradients else None for f in factors]
-    squares = sum(f.squared_norms() if g is None else g.pow(2).sum((1, 2)) for f, g in zip(factors, formed))
-    scale = (max_norm / (squares.sqrt() + 1e-12)).clamp(max=1.0)  # as clip_per_example
+    formed, scale = _clipping(factors, max_norm)
     return [
         f.weighted_sum(scale) if g is None else (scale @ g.flatten(1)).view(g.shape[1:])
         for f, g in zip(factors, formed)
@@ -516,9 +523,8 @@ def grouped_clipped_gradient_sums(
         )
         for layer, g in zip(layers, backprops)
     ]
-    formed = [f.per_example() if f.forms_gradients else None for f in factors]
-    squares = sum(f.squared_norms() if g is None else g.pow(2).sum((1, 2)) for f, g in zip(factors, formed))
-    scale = (max_norm / (squares.sqrt() + 1e-12)).clamp(max=1.0) * weights.flatten()
+    formed, scale = _clipping(factors, max_norm)
+    scale = scale * weights.flatten()
     sums = []
     for f, g in zip(factors, formed):
         if g is None:  # [K, o, p] = sum over each run's B*T rows of backprop^T activation
