@@ -28,9 +28,19 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from victims.base import DEFAULT_INCLUSION_RATE, Observations, expected_class_members, observe, require_at_least, seeded
+from victims.base import (
+    DEFAULT_INCLUSION_RATE,
+    Observations,
+    SeededRuns,
+    expected_class_members,
+    observe,
+    require_at_least,
+    seeded,
+    seeded_runs,
+)
 from victims.data import Pool
-from victims.packed import fit_releases_packed, observe_packed
+from victims.nets import build_net
+from victims.packed import observe_packed, train_packed
 from victims.presets import require_filled
 from victims.synthetic import ReleasesData
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
@@ -217,21 +227,49 @@ class CondensationVictim(ReleasesData):
         device: str = "cpu",
         inclusion_rate: float = DEFAULT_INCLUSION_RATE,
     ) -> list[Observations]:
-        """`run` of each (keep, seed): each release condensed in turn, the K downstream ConvNets on
-        them trained together and observed together (`victims.packed`)."""
-        packed = fit_releases_packed(
-            lambda keep, generator: self.release(pool, keep, device=device, generator=generator),
-            keeps,
-            seeds,
-            n_classes=pool.n_classes,
-            config=self.train,
-            flip_ok=pool.flip_ok,
-            device=device,
-        )
-        models = [model for model, _ in packed]
-        return observe_packed(
-            models, pool, device=device, extras=[self.release_fields(pool, *release) for _, release in packed]
-        )
+        """`run` of each (keep, seed), the K runs advancing together: each run's initial set drawn
+        from its own generator, the K sets condensed by `condense_packed`, each downstream ConvNet
+        drawn right after (where `fit` draws it alone), then the K trained together and observed
+        together (`victims.packed`). With `--init real`, a class with fewer than `ipc` members in
+        any run raises ValueError."""
+        if len(keeps) != len(seeds):
+            raise ValueError(f"one seed per run: {len(keeps)} runs, {len(seeds)} seeds")
+        members = [Members.of(pool, keep, device=device) for keep in keeps]
+        with seeded_runs(seeds, device) as runs:
+            initial = [
+                initial_set(pool, keep, m, ipc=self.ipc, init=self.init, generator=g)
+                for keep, m, g in zip(keeps, members, runs.generators)
+            ]
+            labels = initial[0][1]
+            condensed = self.condense_packed(
+                torch.stack([images for images, _, _ in initial]), labels, members, pool=pool, runs=runs
+            ).detach()
+            models = []
+            for k in range(len(seeds)):
+                with runs.global_rng(k):
+                    models.append(
+                        build_net(self.train.net, image_shape=pool.image_shape, n_classes=pool.n_classes).to(device)
+                    )
+            releases = [(images, labels) for images in condensed.unbind(0)]
+            trained = train_packed(models, releases, runs.generators, config=self.train, flip_ok=pool.flip_ok)
+        extras = [
+            self.release_fields(pool, images, labels, init_idx)
+            for (images, labels), (_, _, init_idx) in zip(releases, initial)
+        ]
+        return observe_packed(trained, pool, device=device, extras=extras)
+
+    def condense_packed(
+        self, images: torch.Tensor, labels: torch.Tensor, members: list[Members], *, pool: Pool, runs: SeededRuns
+    ) -> torch.Tensor:
+        """`condense` of K runs: initial images [K, k, c, h, w] (shared `labels` [k]), each run's
+        `members`, its generator and global-RNG stream in `runs` -> the K learned sets. By default
+        each run in turn, exactly as alone; a family that can advance its K runs as one computation
+        overrides this (and says how each run still draws what it draws alone)."""
+        learned = []
+        for k, (start, m) in enumerate(zip(images.unbind(0), members)):
+            with runs.global_rng(k):
+                learned.append(self.condense(start, labels, m, pool=pool, generator=runs.generators[k]).detach())
+        return torch.stack(learned)
 
     def release(self, pool: Pool, keep: np.ndarray, *, device: str, generator: torch.Generator):
         """(images in model space, labels, init_idx) of one run's released set: the initial set condensed."""

@@ -17,12 +17,12 @@ size) cannot share one stacked step and are trained one by one.
 
 A victim packs by offering `run_packed(pool, keeps, seeds, *, device, inclusion_rate)`, one
 `Observations` per run; the executor calls it with `--runs-per-task` runs at a time. `real` and
-`subset` pack whole runs; the condensation victims (`dm`, `dsa`, `dc`, `kip`) make each run's
-release in turn and pack the downstream training on the releases (`fit_releases_packed`); `psg`
-makes the K releases together too (`PSGVictim.generate_packed`, on `GroupedNets` with the
-`matched_weights` of gradient matching) and trains them with `train_packed`. All of them observe
-the K trained models together (`observe_packed`: one grouped forward pass per query view and chunk
-of the pool).
+`subset` pack whole runs; the condensation victims (`dm`, `dsa`, `dc`, `kip`) condense the K
+releases by `CondensationVictim.condense_packed` (in turn unless the family overrides it) and
+pack the downstream training on them; `psg` makes the K releases together too
+(`PSGVictim.generate_packed`, on `GroupedNets` with the `matched_weights` of gradient matching)
+and trains them with `train_packed`. All of them observe the K trained models together
+(`observe_packed`: one grouped forward pass per query view and chunk of the pool).
 
 What a pack saves is operators dispatched per run (`python bench/ops.py`, docs/performance.md):
 every per-step operator of the training (forward, backward, optimiser step, the gather of the
@@ -55,39 +55,16 @@ def fit_packed(
     flip_ok: bool,
     device: str,
 ) -> list[nn.Module]:
-    """`fit` on each (x, y) of `sets` under `seeded(seeds[k])` (as `victims.pipelines.real` fits), trained together."""
-    packed = fit_releases_packed(
-        lambda training_set, generator: training_set,
-        sets,
-        seeds,
-        n_classes=n_classes,
-        config=config,
-        flip_ok=flip_ok,
-        device=device,
-    )
-    return [model for model, _ in packed]
-
-
-def fit_releases_packed(
-    make_release, keeps, seeds: Sequence[int], *, n_classes: int, config: TrainConfig, flip_ok: bool, device: str
-) -> list[tuple[nn.Module, tuple]]:
-    """For victims that release a set and train the downstream net on it: each run's release made
-    in turn under `seeded(seed)` by `make_release(keep, generator)` -> (images, labels, ...), its
-    downstream net drawn right after it (where `fit` draws it in the unpacked run), then the K nets
-    trained together on their releases. Returns (trained net, release) per run."""
-    if len(keeps) != len(seeds):
-        raise ValueError(f"one seed per run: {len(keeps)} runs, {len(seeds)} seeds")
-    releases, models, generators = [], [], []
-    for keep, seed in zip(keeps, seeds):
+    """`fit` on each (x, y) of `sets` under `seeded(seeds[k])` (as `victims.pipelines.real` fits), trained
+    together: each run's net drawn from its own global-RNG stream, then `train_packed`."""
+    if len(sets) != len(seeds):
+        raise ValueError(f"one seed per run: {len(sets)} runs, {len(seeds)} seeds")
+    models, generators = [], []
+    for (x, _), seed in zip(sets, seeds):
         with seeded(seed, device) as generator:
-            releases.append(make_release(keep, generator))
-            images = releases[-1][0]
-            models.append(
-                build_net(config.net, image_shape=tuple(images.shape[1:]), n_classes=n_classes).to(images.device)
-            )
+            models.append(build_net(config.net, image_shape=tuple(x.shape[1:]), n_classes=n_classes).to(x.device))
         generators.append(generator)
-    trained = train_packed(models, [release[:2] for release in releases], generators, config=config, flip_ok=flip_ok)
-    return list(zip(trained, releases))
+    return train_packed(models, sets, generators, config=config, flip_ok=flip_ok)
 
 
 def train_packed(
