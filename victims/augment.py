@@ -16,8 +16,9 @@ whose labels they change (digits, MNIST).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -27,13 +28,8 @@ CROP_PAD = 0.125  # translation of up to this fraction of the side, in whole pix
 CUTOUT = 0.5  # side of the zeroed square, as a fraction of the image side
 BRIGHTNESS, SATURATION, CONTRAST = 1.0, 2.0, 0.5
 
-Op = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
-
-
-def _uniform(x: torch.Tensor, g: torch.Generator, k: int = 1) -> torch.Tensor:
-    """U[0, 1) of shape [n, k] for a batch x of n examples, drawn from g in one call (so row i, the
-    parameters of example i, is the same whatever n is), on x's device."""
-    return torch.rand((x.shape[0], k), generator=g, device=g.device).to(x.device, x.dtype)
+#: an operation: (images [n, c, h, w], u [n, k] its per-example uniforms in [0, 1)) -> images
+Op = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def _per_example(values: torch.Tensor) -> torch.Tensor:
@@ -46,9 +42,8 @@ def _affine(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
     return F.grid_sample(x, grid, align_corners=True)
 
 
-def color(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+def color(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """Brightness, then saturation, then contrast, each with its own factor per example."""
-    u = _uniform(x, g, 3)
     x = x + _per_example(u[:, 0] - 0.5) * BRIGHTNESS
     mean = x.mean(dim=1, keepdim=True)
     x = (x - mean) * _per_example(u[:, 1] * SATURATION) + mean
@@ -56,11 +51,10 @@ def color(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     return (x - mean) * _per_example(u[:, 2] + CONTRAST) + mean
 
 
-def crop(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+def crop(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """Translate by a whole number of pixels in [-pad, pad] per axis, zero-filled."""
     h, w = x.shape[-2:]
     pad_h, pad_w = int(h * CROP_PAD + 0.5), int(w * CROP_PAD + 0.5)
-    u = _uniform(x, g, 2)
     rows = (u[:, 0] * (2 * pad_h + 1)).floor() - pad_h
     cols = (u[:, 1] * (2 * pad_w + 1)).floor() - pad_w
     theta = torch.zeros(x.shape[0], 2, 3, device=x.device, dtype=x.dtype)
@@ -70,11 +64,10 @@ def crop(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     return _affine(x, theta)
 
 
-def cutout(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+def cutout(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """Zero a square of CUTOUT times the side, centred at a random pixel (clipped at the border)."""
     h, w = x.shape[-2:]
     size_h, size_w = int(h * CUTOUT + 0.5), int(w * CUTOUT + 0.5)
-    u = _uniform(x, g, 2)
     top = (u[:, 0] * (h + 1 - size_h % 2)).long().view(-1, 1, 1) - size_h // 2
     left = (u[:, 1] * (w + 1 - size_w % 2)).long().view(-1, 1, 1) - size_w // 2
     rows = torch.arange(h, device=x.device).view(1, h, 1)
@@ -83,23 +76,23 @@ def cutout(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     return x * (~inside).unsqueeze(1).to(x.dtype)
 
 
-def flip(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+def flip(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """Mirror each example left-right with probability 1/2."""
-    mirrored = _per_example((_uniform(x, g)[:, 0] < 0.5).to(x.dtype))
+    mirrored = _per_example((u[:, 0] < 0.5).to(x.dtype))
     return mirrored * x.flip(-1) + (1 - mirrored) * x
 
 
-def scale(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+def scale(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """Zoom each axis by its own factor in [1/SCALE, SCALE] about the centre."""
-    factors = _uniform(x, g, 2) * (SCALE - 1 / SCALE) + 1 / SCALE
+    factors = u * (SCALE - 1 / SCALE) + 1 / SCALE
     theta = torch.zeros(x.shape[0], 2, 3, device=x.device, dtype=x.dtype)
     theta[:, 0, 0], theta[:, 1, 1] = factors[:, 0], factors[:, 1]
     return _affine(x, theta)
 
 
-def rotate(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+def rotate(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """Rotate about the centre by an angle within ±ROTATE_DEGREES."""
-    angle = (_uniform(x, g)[:, 0] - 0.5) * 2 * math.radians(ROTATE_DEGREES)
+    angle = (u[:, 0] - 0.5) * 2 * math.radians(ROTATE_DEGREES)
     cos, sin = torch.cos(angle), torch.sin(angle)
     theta = torch.stack(
         [torch.stack([cos, sin, torch.zeros_like(cos)], 1), torch.stack([-sin, cos, torch.zeros_like(cos)], 1)], 1
@@ -108,6 +101,8 @@ def rotate(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
 
 
 OPS: dict[str, Op] = {"color": color, "crop": crop, "cutout": cutout, "flip": flip, "scale": scale, "rotate": rotate}
+#: how many uniforms each operation takes per example
+UNIFORMS: dict[str, int] = {"color": 3, "crop": 2, "cutout": 2, "flip": 1, "scale": 2, "rotate": 1}
 
 
 def strategy(*, flip_ok: bool) -> tuple[str, ...]:
@@ -116,13 +111,52 @@ def strategy(*, flip_ok: bool) -> tuple[str, ...]:
     return tuple(name for name in OPS if flip_ok or name != "flip")
 
 
+def draw(seed: int, n: int, *, ops: tuple[str, ...]) -> tuple[str, torch.Tensor]:
+    """(operation, uniforms [n, k] on the CPU) that `seed` draws for a batch of n examples: the
+    operation first, then every example's parameters in one call, so row i (example i's
+    parameters) is the same whatever n is."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    op = ops[int(torch.randint(len(ops), (1,), generator=g))]
+    return op, torch.rand((n, UNIFORMS[op]), generator=g)
+
+
 def augment(x: torch.Tensor, *, seed: int, ops: tuple[str, ...]) -> torch.Tensor:
     """One operation of `ops`, chosen by `seed`, with per-example parameters drawn from `seed`:
     two batches augmented with the same seed get the same operation, and the i-th examples of
     both get the same parameters."""
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    op = ops[int(torch.randint(len(ops), (1,), generator=g))]
-    return OPS[op](x, g)
+    op, u = draw(seed, x.shape[0], ops=ops)
+    return OPS[op](x, u.to(x.device, x.dtype))
+
+
+def augment_runs(x: torch.Tensor, *, counts: Sequence[int], seeds: Sequence[int], ops: tuple[str, ...]) -> torch.Tensor:
+    """`augment` of each run's segment of x, for K runs that advance together (a pack): run k owns
+    the next counts[k] examples of x [sum(counts), c, h, w] and augments them with seeds[k].
+
+    Each run draws its operation and parameters from its seed exactly as `augment` does (`draw`);
+    the runs that drew the same operation are then augmented in one call, since every operation
+    acts on each example alone (its own parameters, its own means). So each segment is what
+    `augment` gives it alone (tests/victims/test_augment.py), with one call per distinct operation
+    instead of one per run; the result stays differentiable in x."""
+    if len(counts) != len(seeds) or sum(counts) != x.shape[0]:
+        raise ValueError(f"{len(seeds)} seeds and counts {list(counts)} for {x.shape[0]} examples")
+    starts = np.cumsum([0, *counts])
+    by_op: dict[str, tuple[list[np.ndarray], list[torch.Tensor]]] = {}
+    for k, (n, seed) in enumerate(zip(counts, seeds)):
+        if n == 0:  # nothing to augment (and no call on an empty batch, which the affine ops refuse)
+            continue
+        op, u = draw(seed, n, ops=ops)
+        rows, params = by_op.setdefault(op, ([], []))
+        rows.append(np.arange(starts[k], starts[k + 1]))
+        params.append(u)
+    if len(by_op) == 1:  # one operation for every run: the segments are already in order
+        ((op, (_, params)),) = by_op.items()
+        return OPS[op](x, torch.cat(params).to(x.device, x.dtype))
+    order = np.concatenate([np.concatenate(rows) for rows, _ in by_op.values()])
+    pieces = [
+        OPS[op](x[torch.as_tensor(np.concatenate(rows), device=x.device)], torch.cat(params).to(x.device, x.dtype))
+        for op, (rows, params) in by_op.items()
+    ]
+    return torch.cat(pieces)[torch.as_tensor(np.argsort(order), device=x.device)]
 
 
 def draw_seed(generator: torch.Generator) -> int:

@@ -43,9 +43,26 @@ def test_one_seed_picks_one_operation_for_both_sides():
         assert torch.allclose(both[:4], dsa_ops.augment(synthetic, seed=seed, ops=ops), atol=1e-6)
 
 
+def test_runs_augmented_together_get_what_each_gets_alone():
+    ops = dsa_ops.strategy(flip_ok=True)
+    counts, seeds = [5, 0, 7, 3, 6], [3, 4, 5, 6, 7]  # the run of seed 4 has no examples
+    # seeds 3, 5, 6, 7 draw scale, rotate, cutout, flip: four groups of runs, put back in run order
+    assert [dsa_ops.draw(s, 1, ops=ops)[0] for s in (3, 5, 6, 7)] == ["scale", "rotate", "cutout", "flip"]
+    x = torch.randn(sum(counts), 1, 8, 8, requires_grad=True)
+    together = dsa_ops.augment_runs(x, counts=counts, seeds=seeds, ops=ops)
+    alone = [dsa_ops.augment(part, seed=s, ops=ops) for part, s in zip(x.split(counts), seeds) if len(part)]
+    # every operation acts on each example alone: the same numbers, bit for bit, and the same gradient
+    assert torch.equal(together, torch.cat(alone))
+    (grad_together,) = torch.autograd.grad(together.pow(2).sum(), x)
+    (grad_alone,) = torch.autograd.grad(torch.cat(alone).pow(2).sum(), x)
+    assert torch.equal(grad_together, grad_alone)
+    with pytest.raises(ValueError, match="counts"):
+        dsa_ops.augment_runs(x, counts=[5, 5], seeds=[1, 2], ops=ops)
+
+
 def test_crop_translates_by_whole_pixels_and_fills_with_zeros():
     x = torch.arange(64.0).view(1, 1, 8, 8).repeat(50, 1, 1, 1)
-    out = dsa_ops.crop(x, torch.Generator().manual_seed(0))
+    out = dsa_ops.crop(x, torch.rand(50, 2, generator=torch.Generator().manual_seed(0)))
     for image in out[:, 0]:
         # An 8-pixel side pads by int(8 * 0.125 + 0.5) = 1: every output is the input shifted by
         # (dr, dc) in {-1, 0, 1}^2, with zeros where the shift uncovers the border.
@@ -60,7 +77,7 @@ def test_crop_translates_by_whole_pixels_and_fills_with_zeros():
 
 
 def test_cutout_zeroes_a_square_of_half_the_side():
-    out = dsa_ops.cutout(torch.ones(200, 1, 8, 8), torch.Generator().manual_seed(0))
+    out = dsa_ops.cutout(torch.ones(200, 1, 8, 8), torch.rand(200, 2, generator=torch.Generator().manual_seed(0)))
     zeros = (out == 0).sum(dim=(1, 2, 3))
     # A 4x4 square, clipped where its centre lies near the border: 4 to 16 zeroed pixels.
     assert zeros.max() == 16 and zeros.min() >= 4 and set(out.unique().tolist()) <= {0.0, 1.0}
