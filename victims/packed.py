@@ -76,7 +76,8 @@ def train_packed(
     flip_ok: bool,
 ) -> list[nn.Module]:
     """`victims.train.train` of each initialised model on its (x, y) with its generator, trained together."""
-    if len({min(config.batch_size, x.shape[0]) for x, _ in sets}) > 1:  # no common step shape
+    sizes = {min(config.batch_size, x.shape[0]) for x, _ in sets}
+    if len(sizes) > 1 or 0 in sizes:  # no common step shape, or no examples to step on
         return [
             train(m, x, y, config=config, flip_ok=flip_ok, generator=g)
             for m, (x, y), g in zip(models, sets, generators)

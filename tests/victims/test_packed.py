@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from victims.nets import NetConfig, build_net, reinitialise
-from victims.packed import GroupedNets, packed_batches
-from victims.train import Batches, TrainConfig
+from victims.packed import GroupedNets, packed_batches, train_packed
+from victims.train import Batches, TrainConfig, train
 
 CONFIGS = [NetConfig(width=8), NetConfig(width=8, norm="none", pooling="max"), NetConfig(arch="mlp", width=16)]
 
@@ -100,3 +100,22 @@ def test_packed_batches_are_each_runs_own_batches(augment):
         for k, batches in enumerate(alone):
             x, y = batches.next()
             assert torch.equal(xb[k], x) and torch.equal(yb[k], y)
+
+
+def test_runs_with_no_training_examples_are_trained_as_alone():
+    """A pack whose runs have no examples has no step shape to share: each run is trained as alone
+    (an empty minibatch each step, so only weight decay moves the weights), not divided by zero."""
+    config = TrainConfig(steps=3, batch_size=16, weight_decay=0.1, net=NetConfig(width=8))
+    empty = (torch.zeros(0, 1, 8, 8), torch.zeros(0, dtype=torch.int64))
+    torch.manual_seed(0)
+    nets = [build_net(config.net, image_shape=(1, 8, 8), n_classes=4) for _ in range(2)]
+    twins = [build_net(config.net, image_shape=(1, 8, 8), n_classes=4) for _ in range(2)]
+    for net, twin in zip(nets, twins):
+        twin.load_state_dict(net.state_dict())
+    packed = train_packed(
+        nets, [empty, empty], [torch.Generator().manual_seed(s) for s in range(2)], config=config, flip_ok=False
+    )
+    for s, (net, twin) in enumerate(zip(packed, twins)):
+        alone = train(twin, *empty, config=config, flip_ok=False, generator=torch.Generator().manual_seed(s))
+        for a, b in zip(net.parameters(), alone.parameters()):
+            assert torch.equal(a, b)
