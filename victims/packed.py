@@ -41,6 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from victims.base import Observations, seeded
+from victims.compiled import maybe_compiled
 from victims.data import Pool
 from victims.nets import build_net
 from victims.train import Batches, TrainConfig, query_views, to_model_space, train
@@ -93,8 +94,9 @@ def train_packed(
         weight_decay=config.weight_decay,
         foreach=True,
     )
+    forward = maybe_compiled(grouped)  # compiled once per process under --compile, as `train`'s step
     for xb, yb in batches:  # [K, B, ...], [K, B]
-        out = grouped(xb)  # [K, B, classes]
+        out = forward(xb)  # [K, B, classes]
         # each model's mean loss over its own batch (all batches have B examples), summed: the
         # gradient of model k is its own
         loss = F.cross_entropy(out.flatten(0, 1), yb.flatten(), reduction="sum") / yb.shape[1]
@@ -163,13 +165,13 @@ def observe_packed(
     in one grouped forward pass (model k sees the very images `observe` gives it alone; chunks of
     `OBSERVE_PIXELS // (K * height * width)` images), so model k's logits are its `observe` logits
     up to the order of the float sums in the grouped layers (`GroupedNets`), and its test accuracy
-    counts the same argmaxes wherever those sums do not tip a near-tie. Unlike `observe` it is not
-    compiled under `--compile` (a pack's observation is a few dozen grouped passes)."""
+    counts the same argmaxes wherever those sums do not tip a near-tie. Its grouped pass is compiled
+    under `--compile`, as `observe`'s is."""
     extras = list(extras) if extras is not None else [{} for _ in models]
     if len(extras) != len(models):
         raise ValueError(f"one extras per model: {len(models)} models, {len(extras)} extras")
     k = len(models)
-    forward = GroupedNets(models).eval()  # not compiled (as `train_packed`'s step): a few passes per pack
+    forward = maybe_compiled(GroupedNets(models).eval())  # compiled under --compile, as `observe`'s pass
     x = to_model_space(pool.x, mean=pool.mean, std=pool.std, device=device)
     x_test = to_model_space(pool.x_test, mean=pool.mean, std=pool.std, device=device)
     y_test = torch.tensor(pool.y_test, device=device)

@@ -453,6 +453,27 @@ def test_a_compiled_run_equals_the_eager_run(name, pool, keep):
         assert np.array_equal(compiled.release_x, eager.release_x)
 
 
+def test_a_compiled_pack_equals_the_eager_pack(pool, keep):
+    """--compile on a pack: the grouped training step and the grouped observation pass go through
+    torch.compile (`victims.packed`), so a packed run recorded `compiled` is compiled; its
+    observations equal the eager pack's within float reordering (logits within 1e-3, as a compiled
+    single run), test accuracy within one test image. A small MLP, 3 steps: the compilation, not
+    the training, is what this costs."""
+    from victims.compiled import compiled_steps
+
+    victim = get_victim("real")(train=TrainConfig(steps=3, net=NetConfig(arch="mlp", width=8)))
+    keeps, seeds = np.stack([keep, np.roll(keep, 1)]), [7, 8]
+    eager = victim.run_packed(pool, keeps, seeds)
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    with compiled_steps(True):
+        compiled = victim.run_packed(pool, keeps, seeds)
+    # dynamo traced the pack's steps (the training step's and the observation pass's graphs at least)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= graphs + 2
+    for one, other in zip(eager, compiled):
+        np.testing.assert_allclose(other.logits, one.logits, rtol=0, atol=1e-3)
+        assert abs(other.test_accuracy - one.test_accuracy) <= 1 / len(pool.y_test) + 1e-12
+
+
 @pytest.mark.parametrize("name", ["dpsgd", "psg", "dpcgan", "dpkernel", "datalens"])
 def test_a_dp_victim_records_the_mechanism_its_accountant_composed(name, pool, keep):
     # The own-curve test (audit.stats.mechanism) checks this record: it must be the very mechanism
