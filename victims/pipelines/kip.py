@@ -8,6 +8,13 @@ network, y_hat = K_ts (K_ss + reg * tr(K_ss)/k * I)^-1 y_s, and takes one Adam s
 support images on 0.5 * mean (y_hat - y_t)^2. The kernel and the solve run in float64 (the
 reference enables JAX's x64 "for numerical stability"). With `--zca` the kernel sees inputs
 whitened by a ZCA transform fitted on the members; the released images stay in model space.
+
+Packed runs (`--runs-per-task K`): `KIPVictim.condense_packed` advances the K runs'
+condensations as one computation, per iteration one batched kernel, ridge and solve (`ntk` and
+`kip_loss` take a leading run dim) and one Adam step for all K, each run drawing its target batch
+(and `--dsa` seed) from its own generator exactly as alone; under `--compile` the runs condense in
+turn. Operators per run (`python bench/ops.py --victim kip --packs 1 8`, digits defaults): 72,135
+alone, 10,011 per run in a pack of 8 (0.139; 63,241 when the pack condensed its runs in turn).
 """
 
 from __future__ import annotations
@@ -166,14 +173,14 @@ def kip_loss(
     k_ts, k_ss = kernel[..., :n, :], kernel[..., n:, :]
     k = k_ss.shape[-1]
     trace = k_ss.diagonal(dim1=-2, dim2=-1).sum(-1)  # each run's own, [...]
-    ridge = (reg * trace / k)[..., None, None] * torch.eye(k, dtype=k_ss.dtype, device=k_ss.device)
-    # support_y broadcast explicitly: solve would read a [k, C] right side as a batch of vectors
-    # when it happens to have the shape [..., k] of the batch
-    y_s = support_y.double().expand(*k_ss.shape[:-1], support_y.shape[-1])
+    ridge = (reg * trace / k).view(*trace.shape, 1, 1) * torch.eye(k, dtype=k_ss.dtype, device=k_ss.device)
+    y_s = support_y.double()
+    if y_s.dim() < k_ss.dim():  # broadcast explicitly: solve would read a [k, C] right side as a batch
+        y_s = y_s.expand(*k_ss.shape[:-1], y_s.shape[-1])  # of vectors if it happened to be [..., k]
     prediction = k_ts @ torch.linalg.solve(k_ss + ridge, y_s)
     error = (prediction - target_y.double()).pow(2)
     if mask is None:
-        return 0.5 * error.mean(dim=(-2, -1))
+        return 0.5 * (error.mean() if error.dim() == 2 else error.mean(dim=(-2, -1)))
     weight = mask.to(error.dtype)
     return 0.5 * (error * weight[..., None]).sum(dim=(-2, -1)) / (weight.sum(-1) * error.shape[-1])
 
@@ -202,7 +209,10 @@ class KIPVictim(CondensationVictim):
     all ~95%; 400 iterations 96.2% for +1.3 s a run; batch 128 matched 256; reg 1e-3 matched
     1e-6; `--zca` with zca_reg 0.1 -> 91.0% (1.0 -> 95.1%, as without whitening). zca_reg keeps
     KIP's 0.1 so that `--zca` means what it meant in the paper. Condensation takes ~0.9 s of a
-    run (4.5 ms an iteration) on a loaded 2-core machine; bench/condense.py times whole runs.
+    run (4.5 ms an iteration) on a loaded 2-core machine; bench/condense.py times whole runs. A
+    pack of K runs condenses them as one computation (`condense_packed`: one batched kernel step
+    for all K per iteration instead of one per run), each run's release equal to its own alone up
+    to the order of the batched float sums (bit for bit on one CPU thread).
     """
 
     #: `--compile auto`'s break-even runs per worker (victims.compiled): the kernel step compiled
