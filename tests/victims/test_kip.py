@@ -1,5 +1,6 @@
 """KIP: the FC-ReLU NTK by hand and against a naive reference, its gradients at theta = 0, the
-kernel-ridge loss, the members-only ZCA, one short condensation, flag validation."""
+kernel-ridge loss, the members-only ZCA, one short condensation, flag validation; the batched
+kernel and loss of a pack against one run's, and a packed condensation against each run alone."""
 
 import dataclasses
 import math
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from victims.base import seeded, seeded_runs
 from victims.condense import Members, initial_set
 from victims.pipelines.kip import KIPVictim, Whitening, centered_one_hot, kip_loss, ntk
 from victims.nets import NetConfig
@@ -262,3 +264,146 @@ def test_siamese_augmentation_changes_the_learned_set_and_stays_deterministic(po
     first, again = augmented.run(pool, keep, 3), augmented.run(pool, keep, 3)
     assert np.array_equal(first.release_x, again.release_x)
     assert not np.allclose(first.release_x, plain.release_x)
+
+
+# -- packs: K runs as one computation -----------------------------------------------------------
+#: batched against per-run float64 kernels and losses: the batched matmul may sum in another order
+#: than the 2-d one (measured: equal bit for bit on one CPU thread; a GPU's bmm need not be)
+PACK_RTOL = 1e-12
+
+
+def _runs(seed, k, n, d=16):
+    return torch.randn(k, n, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+@pytest.mark.parametrize("depth", [0, 1, 3])
+def test_the_batched_kernel_is_each_runs_kernel(depth):
+    a, b = _runs(0, 3, 7), _runs(1, 3, 5)
+    b[1, 0] = a[1, 2]  # theta = 0 in one run
+    batched = ntk(a, b, depth=depth)
+    assert batched.shape == (3, 7, 5)
+    for k in range(3):
+        assert torch.allclose(batched[k], ntk(a[k], b[k], depth=depth), rtol=PACK_RTOL, atol=0)
+
+
+def _pack_losses(padded_target, padded_y, *, sizes, support, support_y, depth=2):
+    support = support.clone().requires_grad_(True)
+    mask = torch.arange(padded_target.shape[1]) < torch.tensor(sizes)[:, None]
+    losses = kip_loss(support, support_y, padded_target, padded_y, depth=depth, reg=1e-6, mask=mask)
+    losses.sum().backward()
+    return losses.detach(), support.grad
+
+
+def test_the_batched_masked_loss_is_each_runs_loss_and_gradient():
+    """Three runs, target batches of 9, 6 and 9 rows padded to 9: each run's loss and the gradient
+    of its support equal `kip_loss` of that run alone on its unpadded batch."""
+    g = torch.Generator().manual_seed(6)
+    support, target = _runs(2, 3, 8), _runs(3, 3, 9)
+    support_y = centered_one_hot(torch.arange(8) % 4, 4)
+    target_y = centered_one_hot(torch.randint(0, 4, (3, 9), generator=g), 4)
+    sizes = [9, 6, 9]
+    losses, grad = _pack_losses(target, target_y, sizes=sizes, support=support, support_y=support_y)
+    assert losses.shape == (3,)
+    for k, n in enumerate(sizes):
+        alone = support[k].clone().requires_grad_(True)
+        loss = kip_loss(alone, support_y, target[k, :n], target_y[k, :n], depth=2, reg=1e-6)
+        loss.backward()
+        assert torch.allclose(losses[k], loss.detach(), rtol=PACK_RTOL, atol=0)
+        assert torch.allclose(grad[k], alone.grad, rtol=PACK_RTOL, atol=1e-15)
+    # without a mask every row counts: the mean over all of them
+    whole = kip_loss(support, support_y, target, target_y, depth=2, reg=1e-6)
+    assert torch.allclose(whole[1], kip_loss(support[1], support_y, target[1], target_y[1], depth=2, reg=1e-6))
+    assert not torch.allclose(whole[1], losses[1])
+
+
+def test_a_masked_padded_row_contributes_exactly_nothing():
+    g = torch.Generator().manual_seed(7)
+    support, target = _runs(4, 2, 6), _runs(5, 2, 5)
+    support_y = centered_one_hot(torch.arange(6) % 3, 3)
+    target_y = centered_one_hot(torch.randint(0, 3, (2, 5), generator=g), 3)
+    sizes = [5, 3]  # run 1's rows 3 and 4 are padding
+    before = _pack_losses(target, target_y, sizes=sizes, support=support, support_y=support_y)
+    other, other_y = target.clone(), target_y.clone()
+    other[1, 3:] = 100.0 * torch.randn(2, 16, generator=g, dtype=torch.float64)
+    other_y[1, 3:] = -other_y[1, 3:]
+    after = _pack_losses(other, other_y, sizes=sizes, support=support, support_y=support_y)
+    for one, two in zip(before, after):  # bit for bit: the padded rows add exact zeros
+        assert torch.equal(one, two)
+    padded = other.clone().requires_grad_(True)
+    mask = torch.arange(5) < torch.tensor(sizes)[:, None]
+    kip_loss(support, support_y, padded, other_y, depth=2, reg=1e-6, mask=mask).sum().backward()
+    assert torch.equal(padded.grad[1, 3:], torch.zeros(2, 16, dtype=torch.float64))
+    assert padded.grad[1, :3].abs().sum() > 0
+
+
+def test_stacked_whitening_whitens_each_run_with_its_own_fit():
+    x = torch.randn(2, 300, 1, 4, 4, generator=torch.Generator().manual_seed(8))
+    fits = [Whitening.fit(x[0], zca_reg=0.1), Whitening.fit(x[1, :200], zca_reg=0.1)]
+    stacked = Whitening.stack(fits)(x[:, :50])
+    for k, fit in enumerate(fits):
+        assert torch.allclose(stacked[k], fit(x[k, :50]), rtol=PACK_RTOL, atol=1e-15)
+
+
+#: a packed condensation against each run alone: 5 Adam steps (lr 0.1) of float32 images from a
+#: float64 loss whose batched sums may round differently (measured 0, bit for bit, on one CPU thread,
+#: here and after 200 steps, every combination of --dsa and --zca)
+PACK_ATOL = 1e-5
+
+
+@pytest.mark.parametrize("dsa", [False, True], ids=["plain", "dsa"])
+@pytest.mark.parametrize("zca", [False, True], ids=["raw", "zca"])
+def test_packed_condensation_equals_each_run_alone(pool, keep, dsa, zca):
+    """Three runs, one with 40 members, fewer than the batch of 64 (its target batches are padded
+    and masked): each run's learned set is what `condense` gives it alone, and its generator ends
+    where it ends alone (it drew the same numbers)."""
+    small = np.zeros_like(keep)
+    small[np.flatnonzero(keep)[:40]] = True
+    keeps = [keep, np.roll(keep, 1), small]
+    seeds = [3, 4, 5]
+    victim = KIPVictim(ipc=2, iterations=5, batch_size=64, depth=2, dsa=dsa, zca=zca, init="random")
+    members = [Members.of(pool, k, device="cpu") for k in keeps]
+    alone, states = [], []
+    for k, m, seed in zip(keeps, members, seeds):
+        with seeded(seed) as g:
+            images, labels, _ = initial_set(pool, k, m, ipc=2, init="random", generator=g)
+            alone.append(victim.condense(images, labels, m, pool=pool, generator=g))
+            states.append(g.get_state())
+    with seeded_runs(seeds) as runs:
+        initial = [
+            initial_set(pool, k, m, ipc=2, init="random", generator=g)
+            for k, m, g in zip(keeps, members, runs.generators)
+        ]
+        packed = victim.condense_packed(torch.stack([i for i, _, _ in initial]), labels, members, pool=pool, runs=runs)
+        assert all(torch.equal(g.get_state(), state) for g, state in zip(runs.generators, states))
+    assert packed.shape == (3, *alone[0].shape)
+    for together, one, start in zip(packed, alone, initial):
+        assert not torch.equal(one, start[0])  # the images moved
+        torch.testing.assert_close(together, one, rtol=0, atol=PACK_ATOL)
+
+
+def test_packed_condensation_under_compile_condenses_the_runs_in_turn(pool, keep, monkeypatch):
+    """`--compile`: the compiled kernel step is one run's, so a pack falls back to `condense` run
+    by run (`compiling` faked here, so nothing is compiled)."""
+    import victims.pipelines.kip as kip
+
+    calls = []
+    original = KIPVictim.condense
+
+    def spy(self, images, labels, members, *, pool, generator):
+        calls.append(len(members.y))
+        return original(self, images, labels, members, pool=pool, generator=generator)
+
+    monkeypatch.setattr(kip, "compiling", lambda: True)
+    monkeypatch.setattr(KIPVictim, "condense", spy)
+    keeps = [keep, np.roll(keep, 1)]
+    members = [Members.of(pool, k, device="cpu") for k in keeps]
+    victim = KIPVictim(ipc=1, iterations=2, batch_size=16, depth=1, init="random")
+    with seeded_runs([1, 2]) as runs:
+        initial = [
+            initial_set(pool, k, m, ipc=1, init="random", generator=g)
+            for k, m, g in zip(keeps, members, runs.generators)
+        ]
+        packed = victim.condense_packed(
+            torch.stack([i for i, _, _ in initial]), initial[0][1], members, pool=pool, runs=runs
+        )
+    assert calls == [len(m.y) for m in members] and packed.shape == (2, *initial[0][0].shape)

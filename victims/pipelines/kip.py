@@ -8,6 +8,13 @@ network, y_hat = K_ts (K_ss + reg * tr(K_ss)/k * I)^-1 y_s, and takes one Adam s
 support images on 0.5 * mean (y_hat - y_t)^2. The kernel and the solve run in float64 (the
 reference enables JAX's x64 "for numerical stability"). With `--zca` the kernel sees inputs
 whitened by a ZCA transform fitted on the members; the released images stay in model space.
+
+Packed runs (`--runs-per-task K`): `KIPVictim.condense_packed` advances the K runs'
+condensations as one computation, per iteration one batched kernel, ridge and solve (`ntk` and
+`kip_loss` take a leading run dim) and one Adam step for all K, each run drawing its target batch
+(and `--dsa` seed) from its own generator exactly as alone; under `--compile` the runs condense in
+turn. Operators per run (`python bench/ops.py --victim kip --packs 1 8`, digits defaults): 72,135
+alone, 10,011 per run in a pack of 8 (0.139; 63,241 when the pack condensed its runs in turn).
 """
 
 from __future__ import annotations
@@ -19,9 +26,9 @@ from typing import Any, ClassVar
 
 import torch
 
-from victims.augment import augment, draw_seed, strategy
-from victims.base import register_victim, require_at_least
-from victims.compiled import maybe_compiled
+from victims.augment import augment, augment_runs, draw_seed, strategy
+from victims.base import SeededRuns, register_victim, require_at_least
+from victims.compiled import compiling, maybe_compiled
 from victims.condense import CondensationVictim, Members
 from victims.data import Pool
 from victims.presets import filled_from_preset
@@ -63,8 +70,10 @@ class _ArcCosine(torch.autograd.Function):
 
 
 def ntk(x1: torch.Tensor, x2: torch.Tensor, *, depth: int, w_var: float = W_VAR, b_var: float = B_VAR) -> torch.Tensor:
-    """The closed-form NTK [n1, n2] of an infinitely wide ReLU network with `depth` hidden layers
-    on the flattened inputs x1 [n1, ...] and x2 [n2, ...]: neural_tangents'
+    """The closed-form NTK [..., n1, n2] of an infinitely wide ReLU network with `depth` hidden
+    layers on the feature vectors x1 [..., n1, d] and x2 [..., n2, d] (images flattened by the
+    caller; any leading batch dims, shared or broadcast, give one kernel matrix per batch entry,
+    as K runs of a pack do): neural_tangents'
     `stax.serial(*[Dense(W_std, b_std), Relu()] * depth, Dense(W_std, b_std))` in the NTK
     parameterisation, with w_var = W_std^2 and b_var = b_std^2, by the arc-cosine recursion:
 
@@ -75,14 +84,14 @@ def ntk(x1: torch.Tensor, x2: torch.Tensor, *, depth: int, w_var: float = W_VAR,
         Sigma^{l+1} = w_var Sigma_relu + b_var,  Theta^{l+1} = w_var Theta^l Sigma_dot + Sigma^{l+1}.
 
     Differentiable in both arguments, with finite gradients at theta = 0 (see `_ArcCosine`)."""
-    a, b = x1.flatten(1), x2.flatten(1)
-    d = a.shape[1]
-    cross = w_var * (a @ b.T) / d + b_var
-    var1 = w_var * (a * a).sum(1) / d + b_var  # Sigma(x, x) of each x1, [n1]
-    var2 = w_var * (b * b).sum(1) / d + b_var
+    a, b = x1, x2
+    d = a.shape[-1]
+    cross = w_var * (a @ b.mT) / d + b_var  # a batched matmul (bmm) with leading dims
+    var1 = w_var * (a * a).sum(-1) / d + b_var  # Sigma(x, x) of each x1, [..., n1]
+    var2 = w_var * (b * b).sum(-1) / d + b_var
     theta = cross
     for _ in range(depth):
-        norm = torch.sqrt(var1)[:, None] * torch.sqrt(var2)[None, :]  # var >= b_var > 0
+        norm = torch.sqrt(var1)[..., :, None] * torch.sqrt(var2)[..., None, :]  # var >= b_var > 0
         j1, j0 = _ArcCosine.apply(cross / norm)
         cross = w_var * norm * j1 + b_var
         theta = w_var * theta * j0 + cross
@@ -122,8 +131,16 @@ class Whitening:
             raise ValueError(f"--zca-reg {zca_reg} leaves a zero-variance direction of the members unwhitenable")
         return cls(mean=mean, matrix=(u * scale) @ u.T)
 
+    @classmethod
+    def stack(cls, whitenings: list[Whitening]) -> Whitening:
+        """K runs' whitenings as one, mean [K, d] and matrix [K, d, d], that whitens run k's
+        images [K, n, ...] with run k's own transform (one batched matmul)."""
+        return cls(mean=torch.stack([w.mean for w in whitenings]), matrix=torch.stack([w.matrix for w in whitenings]))
+
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return (x.flatten(1).double() - self.mean) @ self.matrix
+        """Images [n, ...] -> whitened rows [n, d] (float64); for a stacked whitening, [K, n, ...] -> [K, n, d]."""
+        batch = self.mean.dim() - 1
+        return (x.flatten(batch + 1).double() - self.mean[..., None, :]) @ self.matrix
 
 
 def kip_loss(
@@ -134,17 +151,38 @@ def kip_loss(
     *,
     depth: int,
     reg: float,
+    mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """KIP's eq. (3) with its trace-scaled ridge: 0.5 * mean over entries of
     (K_ts (K_ss + reg tr(K_ss)/k I)^-1 y_s - y_t)^2. Inputs are flattened (whitened if so
-    configured) images and float regression targets [n, C]; computed in float64."""
+    configured) images, support [..., k, d] and target [..., n, d], and float regression targets
+    support_y [k, C] or [..., k, C] and target_y [..., n, C]; computed in float64. Leading batch
+    dims (K runs of a pack) give one loss per batch entry, each with its own kernel, its own
+    trace in the ridge and its own solve: a [...]-shaped tensor (a scalar for one run).
+
+    `mask` [..., n] (True for a row of the run's own target batch) is for K target batches padded
+    to one size n: a padded row's squared error is multiplied by 0 and the sum is divided by the
+    run's own count of rows, so each run's loss is the mean over its own entries, exactly the
+    loss of its unpadded batch. Nothing else is touched: row i of K_ts, and so of the prediction,
+    depends only on target row i and the support, so a padded row changes no other row, and its
+    zero weight makes its contribution to the value and to every gradient exactly 0 (its error
+    is finite: padded rows are real images)."""
     s = support.double()
-    kernel = ntk(torch.cat([target.double(), s]), s, depth=depth)  # one pass: [K_ts; K_ss]
-    k_ts, k_ss = kernel[: len(target)], kernel[len(target) :]
-    k = k_ss.shape[0]
-    ridge = reg * torch.trace(k_ss) / k * torch.eye(k, dtype=k_ss.dtype, device=k_ss.device)
-    prediction = k_ts @ torch.linalg.solve(k_ss + ridge, support_y.double())
-    return 0.5 * (prediction - target_y.double()).pow(2).mean()
+    n = target.shape[-2]
+    kernel = ntk(torch.cat([target.double(), s], dim=-2), s, depth=depth)  # one pass: [K_ts; K_ss]
+    k_ts, k_ss = kernel[..., :n, :], kernel[..., n:, :]
+    k = k_ss.shape[-1]
+    trace = k_ss.diagonal(dim1=-2, dim2=-1).sum(-1)  # each run's own, [...]
+    ridge = (reg * trace / k).view(*trace.shape, 1, 1) * torch.eye(k, dtype=k_ss.dtype, device=k_ss.device)
+    y_s = support_y.double()
+    if y_s.dim() < k_ss.dim():  # broadcast explicitly: solve would read a [k, C] right side as a batch
+        y_s = y_s.expand(*k_ss.shape[:-1], y_s.shape[-1])  # of vectors if it happened to be [..., k]
+    prediction = k_ts @ torch.linalg.solve(k_ss + ridge, y_s)
+    error = (prediction - target_y.double()).pow(2)
+    if mask is None:
+        return 0.5 * (error.mean() if error.dim() == 2 else error.mean(dim=(-2, -1)))
+    weight = mask.to(error.dtype)
+    return 0.5 * (error * weight[..., None]).sum(dim=(-2, -1)) / (weight.sum(-1) * error.shape[-1])
 
 
 @register_victim("kip")
@@ -171,7 +209,10 @@ class KIPVictim(CondensationVictim):
     all ~95%; 400 iterations 96.2% for +1.3 s a run; batch 128 matched 256; reg 1e-3 matched
     1e-6; `--zca` with zca_reg 0.1 -> 91.0% (1.0 -> 95.1%, as without whitening). zca_reg keeps
     KIP's 0.1 so that `--zca` means what it meant in the paper. Condensation takes ~0.9 s of a
-    run (4.5 ms an iteration) on a loaded 2-core machine; bench/condense.py times whole runs.
+    run (4.5 ms an iteration) on a loaded 2-core machine; bench/condense.py times whole runs. A
+    pack of K runs condenses them as one computation (`condense_packed`: one batched kernel step
+    for all K per iteration instead of one per run), each run's release equal to its own alone up
+    to the order of the batched float sums (bit for bit on one CPU thread).
     """
 
     #: `--compile auto`'s break-even runs per worker (victims.compiled): the kernel step compiled
@@ -253,5 +294,84 @@ class KIPVictim(CondensationVictim):
             )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            optimizer.step()
+        return images.detach()
+
+    def condense_packed(
+        self, images: torch.Tensor, labels: torch.Tensor, members: list[Members], *, pool: Pool, runs: SeededRuns
+    ) -> torch.Tensor:
+        """`condense` of K runs as one computation: the K support sets one leaf [K, S, C, H, W]
+        under one Adam (elementwise, so each run's update is its own), each iteration one batched
+        kernel, ridge and solve for all K (`kip_loss` with a leading run dim) whose K losses are
+        summed, so that each run's images get their own loss's gradient.
+
+        Each run draws from its own generator exactly what `condense` draws alone, in its order:
+        per iteration its target batch (`torch.randperm` of its member count, cut to batch_size)
+        and, with `--dsa`, its siamese seed. KIP draws no network, so the runs' global-RNG streams
+        are not touched (nor are they alone). The K target batches are gathered by one index from
+        the members padded to [K, max members, ...]; where a run has fewer than batch_size members
+        its batch is shorter, the batches are padded to the longest and a mask drops the padded
+        rows from the loss (`kip_loss`: each run's loss is still the mean over its own batch).
+        `--zca` whitens each run with its own fit (the fits run per run, once), applied batched;
+        `--dsa` augments the K supports and the K targets in one `augment_runs` call (run k's
+        support and target with run k's seed, each from its first row, as the two `augment` calls
+        alone; a padded row is augmented too, and masked). Under `--compile` (the compiled kernel
+        step is one run's) the runs are condensed in turn, as by default.
+
+        The batched matmuls sum in another order than one run's, so the release equals the
+        unpacked run's only within float tolerance (tests/victims/test_kip.py,
+        tests/contracts/test_victims.py)."""
+        if compiling():
+            return super().condense_packed(images, labels, members, pool=pool, runs=runs)
+        n_runs, device = len(members), images.device
+        counts = [len(m.y) for m in members]
+        x_members = images.new_zeros((n_runs, max(counts), *images.shape[2:]))
+        y_members = torch.zeros((n_runs, max(counts), pool.n_classes), dtype=torch.float64, device=device)
+        for k, m in enumerate(members):  # once: the members padded to one size
+            x_members[k, : counts[k]] = m.x
+            y_members[k, : counts[k]] = centered_one_hot(m.y, pool.n_classes)
+        whiten = Whitening.stack([Whitening.fit(m.x, zca_reg=self.zca_reg) for m in members]) if self.zca else None
+        inputs = whiten if whiten is not None else (lambda x: x.flatten(2).double())
+        support_y = centered_one_hot(labels, pool.n_classes)
+        sizes = [min(self.batch_size, n) for n in counts]  # each run's target batch, the same every iteration
+        width = max(sizes)
+        runs_index = torch.arange(n_runs, device=device)[:, None]
+        if min(sizes) < width:  # some batch is short: pad the draws, mask the padded rows
+            mask = torch.arange(width, device=device) < torch.tensor(sizes, device=device)[:, None]
+            slots = torch.nonzero(mask.flatten()).flatten()  # where the draws go in [K * width]
+        else:
+            mask = None
+        ops = strategy(flip_ok=pool.flip_ok)
+        n_support = images.shape[1]
+        images = images.clone().requires_grad_(True)
+        optimizer = torch.optim.Adam([images], lr=self.lr)
+        for _ in range(self.iterations):
+            draws = [
+                torch.randperm(n, generator=g, device=g.device)[: self.batch_size]
+                for n, g in zip(counts, runs.generators)
+            ]
+            seeds = [draw_seed(g) for g in runs.generators] if self.dsa else None
+            if mask is None:
+                batch = torch.stack(draws).to(device)
+            else:
+                batch = torch.zeros(n_runs * width, dtype=torch.int64, device=device)
+                batch = batch.index_put((slots,), torch.cat(draws).to(device)).view(n_runs, width)
+            support, target = images, x_members[runs_index, batch]  # [K, S, ...], [K, width, ...]
+            if self.dsa:
+                both = torch.cat([support.flatten(0, 1), target.flatten(0, 1)])
+                both = augment_runs(both, counts=[n_support] * n_runs + [width] * n_runs, seeds=seeds * 2, ops=ops)
+                split = n_runs * n_support
+                support, target = both[:split].view(support.shape), both[split:].view(target.shape)
+            losses = kip_loss(
+                inputs(support),
+                support_y,
+                inputs(target),
+                y_members[runs_index, batch],
+                depth=self.depth,
+                reg=self.reg,
+                mask=mask,
+            )
+            optimizer.zero_grad(set_to_none=True)
+            losses.sum().backward()
             optimizer.step()
         return images.detach()
