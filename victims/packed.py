@@ -281,6 +281,12 @@ class GroupedNets(nn.Module):
         self.classifier = GroupedLinear([model.classifier for model in models])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.embed(x))
+
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """[K, B, C, H, W] -> [K, B, embed_dim]: each model's `embed` of its batch (its features,
+        without the classifier). Every layer but the linear ones acts per image (the GroupNorm's
+        groups are one model's channels of one image), so an image's embedding is its own."""
         b = x.shape[1]
         h = x.transpose(0, 1).flatten(1, 2)  # [B, K*C, H, W]: model k's channels in block k
         for layer in self.features:
@@ -290,7 +296,7 @@ class GroupedNets(nn.Module):
                 h = layer(h)
         if h.dim() == 4:  # ConvNet: each model's features flattened as its own embed does (C, h, w)
             h = h.reshape(b, self.k, -1).transpose(0, 1)
-        return self.classifier(h)
+        return h
 
     @torch.no_grad()
     def load_from(self, models: Sequence[nn.Module]) -> None:

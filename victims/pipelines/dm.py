@@ -6,21 +6,29 @@ a random batch of that class's members, both after the same differentiable siame
 (`victims.augment`): loss = sum_c || mean psi(A_w(real_c)) - mean psi(A_w(syn_c)) ||^2, one SGD
 step of the images per iteration. All classes go through the network in one batch; one
 augmentation seed per iteration serves every class (the reference draws one per class).
+
+Packed runs (`--runs-per-task K`): `DMVictim.condense_packed` advances the K runs' condensations
+as one computation (one grouped embedding net, one batch of real and one of synthetic images, one
+image step per iteration for all K), each run drawing from its own generator and global-RNG
+stream what it draws alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
+from torch import nn
 
-from victims.augment import augment, draw_seed, strategy
-from victims.base import register_victim, require_at_least, require_momentum, require_positive
+from victims.augment import augment, augment_runs, draw_seed, strategy
+from victims.base import SeededRuns, register_victim, require_at_least, require_momentum, require_positive
 from victims.condense import CondensationVictim, Members, image_sgd
 from victims.data import Pool
-from victims.nets import NetConfig, build_net
+from victims.nets import NetConfig, build_net, reinitialise
+from victims.packed import GroupedNets
 from victims.presets import filled_from_preset
 
 #: real images embedded at a time: the same embeddings as one pass over all of them, but
@@ -29,11 +37,58 @@ from victims.presets import filled_from_preset
 REAL_CHUNK = 64
 
 
+#: the packed path's bound on one grouped pass over real images (`DMVictim.condense_packed`): the
+#: first layer's activations of one unpacked chunk where REAL_CHUNK was measured (28x28, width 128),
+#: in elements; at digits' 8x8 and width 32 a pack of 8 runs embeds its 2,560 real images in one pass
+REAL_ACTIVATIONS = REAL_CHUNK * 128 * 28 * 28
+
+
 def class_means(embeddings: torch.Tensor, labels: torch.Tensor, n_classes: int) -> torch.Tensor:
-    """[n, d] embeddings -> [n_classes, d] mean embedding of each class (zero for an absent class)."""
-    sums = embeddings.new_zeros(n_classes, embeddings.shape[1]).index_add(0, labels, embeddings)
-    counts = torch.bincount(labels, minlength=n_classes).clamp(min=1).to(embeddings.dtype)
-    return sums / counts[:, None]
+    """[n, d] embeddings with labels [n] -> [n_classes, d] mean embedding of each class (zero for
+    an absent class); or K runs' at once, [K, n, d] with labels [K, n] -> [K, n_classes, d], run k's
+    means over its own rows, where a label of `n_classes` marks padding, counted in no class.
+
+    One index_add over (run, class) bins: each bin sums its rows in row order whatever the other
+    runs hold, so on a CPU run k's means are those of its rows alone, bit for bit."""
+    d = embeddings.shape[-1]
+    if labels.dim() == 1:
+        runs, per_run, flat, bins = 1, n_classes, embeddings, labels
+    else:  # each run's classes and its padding bin
+        runs, per_run, flat = labels.shape[0], n_classes + 1, embeddings.flatten(0, 1)
+        bins = (labels + torch.arange(0, runs * per_run, per_run, device=labels.device)[:, None]).flatten()
+    sums = flat.new_zeros(runs * per_run, d).index_add(0, bins, flat)
+    counts = torch.bincount(bins, minlength=runs * per_run).clamp(min=1).to(flat.dtype)
+    means = sums / counts[:, None]
+    return means if labels.dim() == 1 else means.view(runs, per_run, d)[:, :n_classes]
+
+
+@torch.no_grad()
+def share_parameters(grouped: GroupedNets, nets: list[nn.Module]) -> Callable[[], None]:
+    """Lay the K `nets`' parameters out as `grouped`'s, so that redrawing them in place
+    (`reinitialise`) is all a fresh grouped net takes: every parameter of run k becomes a view of
+    block k of one flat buffer in `grouped`'s parameter order (a grouped parameter is its K runs'
+    concatenated, `GroupedNets`). On the nets' device the grouped parameters are views of that
+    same buffer; on another device of a buffer there, which the returned load refreshes with one
+    copy (on the nets' device it does nothing). The values are unchanged."""
+    grouped_params = list(grouped.parameters())
+    per_run = list(zip(*(net.parameters() for net in nets)))  # the K runs' tensors of each grouped one
+    if len(per_run) != len(grouped_params):
+        raise ValueError("the grouped net and the nets have different parameters")
+    host = torch.empty(sum(p.numel() for p in grouped_params), device=next(nets[0].parameters()).device)
+    same = host.device == grouped_params[0].device
+    target = host if same else torch.empty(host.shape, device=grouped_params[0].device)
+    start = 0
+    for grouped_param, params in zip(grouped_params, per_run):
+        for param in params:
+            view = host[start : start + param.numel()].view_as(param)
+            view.copy_(param)
+            param.data = view
+            start += param.numel()
+        block = target[start - grouped_param.numel() : start].view_as(grouped_param)
+        if not same:
+            block.copy_(grouped_param)
+        grouped_param.data = block
+    return (lambda: None) if same else (lambda: target.copy_(host))
 
 
 @register_victim("dm")
@@ -92,6 +147,119 @@ class DMVictim(CondensationVictim):
                 embedded = torch.cat([net.embed(chunk) for chunk in real.split(REAL_CHUNK)])
                 target = class_means(embedded, real_labels, pool.n_classes)
             loss = (target - class_means(net.embed(synthetic), labels, pool.n_classes)).pow(2).sum()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        return images.detach()
+
+    def condense_packed(
+        self, images: torch.Tensor, labels: torch.Tensor, members: list[Members], *, pool: Pool, runs: SeededRuns
+    ) -> torch.Tensor:
+        """`condense` of K runs as one computation: the K embedding nets of an iteration as one
+        `GroupedNets` (built once; the K nets' parameters are views of its weights,
+        `share_parameters`, so redrawing them refreshes it), the K synthetic sets as one leaf
+        [K, S, C, H, W] under one SGD with momentum (elementwise, so each run's update is its own),
+        the loss the sum of the K runs' losses (block k of a grouped layer sees only run k, and
+        each run's class means are its own bins of one `class_means`, so each run's gradient is
+        its own).
+
+        Each iteration every run draws what `condense` draws alone, in its order: its net's
+        parameters from its own global-RNG stream (`reinitialise` after the first `build_net`, the
+        same weights bit for bit), its real batch from its generator (per class one randperm, as
+        `Members.class_batches`; the K batches are then gathered with one index), with dsa its
+        seed (`draw_seed`). `augment_runs` gives each run's real and synthetic segments what
+        `augment` gives them alone with that seed, both sides in one call (one call per distinct
+        operation instead of two): the real rows then ride in the graph, so the augmentation's
+        backward also runs over them (a few dozen operators saved per iteration for arithmetic
+        that is negligible on small images, and a K x 2,560-image backward of the augmentation
+        at the paper preset, small beside the embedding's forward pass over them).
+
+        A run with fewer than `batch_real` members of a class (possible with `--init random`, or a
+        large `batch_real`) has a smaller real batch than the others: the batches are padded to
+        the largest with zero images, after augmentation (so each run's augmentation is its
+        own), labelled so that `class_means` counts them in no class; instance norm keeps an
+        image's embedding its own, so padding changes no run's means. Padding rather than running
+        such a pack in turn: it costs one zero image and one index per iteration, and a pack of
+        many runs would otherwise fall back whenever any one of them is short. Real images are
+        embedded in chunks of at most REAL_ACTIVATIONS first-layer activations per grouped pass
+        (as REAL_CHUNK bounds a run's alone).
+
+        The result equals each run alone within float tolerance, not bit for bit: the grouped
+        convolutions sum in another order than one net's, ~2e-6 after 3 iterations at the
+        contract's configuration (tests/victims/test_condense.py). DM's image updates can amplify
+        such differences as they amplify any other: at the digits preset's 100 iterations and image
+        learning rate 10 (with ipc 2, batch_real 8, width 8) one of three runs alone ends 2.4 apart
+        (images of scale ~9) from itself with its initial images moved by 1e-6 (0.01 apart after
+        30 iterations), and its packed release differs from its release alone by as much; the
+        other two stay within 4e-6."""
+        k, n_classes, device = len(members), pool.n_classes, images.device
+        synthetic_shape = images.shape[1:]  # [S, C, H, W]
+        images, optimizer = image_sgd(images, lr=self.lr_images, momentum=self.momentum)
+        ops = strategy(flip_ok=pool.flip_ok)
+        # each run's members sorted by class, all runs concatenated: a run's batch of class c is
+        # its class-c block at the positions of its randperm's first `sizes[k][c]` entries
+        x_all = torch.cat([m.x for m in members])
+        starts = np.cumsum([0] + [len(m.x) for m in members])
+        by_class = torch.cat([torch.cat(m.by_class) + int(start) for m, start in zip(members, starts)])
+        sizes = [[min(self.batch_real, len(pick)) for pick in m.by_class] for m in members]
+        block = np.cumsum([0] + [len(pick) for m in members for pick in m.by_class])[:-1].reshape(k, n_classes)
+        take = np.concatenate([block[r, c] + np.arange(sizes[r][c]) for r in range(k) for c in range(n_classes)])
+        take_block = np.concatenate([np.full(sizes[r][c], block[r, c]) for r in range(k) for c in range(n_classes)])
+        take, take_block = torch.as_tensor(take, device=device), torch.as_tensor(take_block, device=device)
+        counts = [sum(row) for row in sizes]
+        widest = max(counts)
+        # the padded layout [K, widest]: run k's rows of the flat batch, then a zero image (the row
+        # past the flat batch) labelled 2 n_classes, the padding label of `class_means` below
+        layout = np.full((k, widest), sum(counts))
+        real_labels = np.full((k, widest), 2 * n_classes)
+        for r, row in enumerate(sizes):
+            layout[r, : counts[r]] = np.arange(counts[r]) + sum(counts[:r])
+            real_labels[r, : counts[r]] = np.repeat(np.arange(n_classes), row)
+        padded = widest * k != sum(counts)
+        layout = torch.as_tensor(layout.flatten(), device=device)
+        # labels of the real rows then the synthetic ones; a padding row's is 2 n_classes (`class_means`)
+        both_labels = torch.cat([torch.as_tensor(real_labels, device=device), labels.expand(k, -1) + n_classes], dim=1)
+        per_image = self.net.width * (images.shape[-2] * images.shape[-1] if self.net.arch == "convnet" else 1)
+        chunk = max(1, REAL_ACTIVATIONS // (k * per_image))
+        nets, grouped = [], None
+        for _ in range(self.iterations):
+            for r in range(k):
+                with runs.global_rng(r):
+                    if grouped is None:
+                        nets.append(build_net(self.net, image_shape=pool.image_shape, n_classes=n_classes))
+                    else:
+                        reinitialise(nets[r])
+            if grouped is None:  # one grouped net on the device for every iteration, sharing the nets' weights
+                grouped = GroupedNets(nets).to(device).requires_grad_(False)
+                load = share_parameters(grouped, nets)
+            else:
+                load()
+            perms = [
+                torch.randperm(len(pick), generator=g, device=g.device)
+                for m, g in zip(members, runs.generators)
+                for pick in m.by_class
+            ]
+            seeds = [draw_seed(g) for g in runs.generators] if self.dsa else None
+            with torch.no_grad():
+                positions = torch.cat(perms).to(device).index_select(0, take) + take_block
+                real = x_all.index_select(0, by_class.index_select(0, positions))
+            synthetic = images.flatten(0, 1)
+            if self.dsa:  # both sides in one call: run k's real and synthetic segments share its seed
+                both = augment_runs(
+                    torch.cat([real, synthetic]), counts=counts + [len(labels)] * k, seeds=seeds + seeds, ops=ops
+                )
+                real, synthetic = both[: len(real)].detach(), both[len(real) :]
+            with torch.no_grad():
+                if padded:
+                    real = torch.cat([real, real.new_zeros(1, *real.shape[1:])]).index_select(0, layout)
+                real = real.view(k, widest, *real.shape[1:])
+                # in chunks: each image's embedding is its own (instance norm)
+                embedded = torch.cat([grouped.embed(part) for part in real.split(chunk, dim=1)], dim=1)
+            # the real and the synthetic class means of every run in one call: classes n_classes + c
+            # are the synthetic images' (each bin its own rows, so the same means as two calls)
+            embedded = torch.cat([embedded, grouped.embed(synthetic.view(k, *synthetic_shape))], dim=1)
+            means = class_means(embedded, both_labels, 2 * n_classes)
+            loss = (means[:, :n_classes] - means[:, n_classes:]).pow(2).sum()  # the sum of the K runs' losses
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
