@@ -132,22 +132,28 @@ def augment_runs(x: torch.Tensor, *, counts: Sequence[int], seeds: Sequence[int]
     """`augment` of each run's segment of x, for K runs that advance together (a pack): run k owns
     the next counts[k] examples of x [sum(counts), c, h, w] and augments them with seeds[k].
 
-    Each run draws its operation and parameters from its seed exactly as `augment` does (`draw`);
-    the runs that drew the same operation are then augmented in one call, since every operation
+    Each run draws its operation and parameters from its seed exactly as `augment` does (`draw`;
+    segments that share a seed, as a run's real and synthetic batches do, share one draw, whose
+    first rows are what a shorter draw gives); the runs that drew the same operation are then
+    augmented in one call, since every operation
     acts on each example alone (its own parameters, its own means). So each segment is what
-    `augment` gives it alone (tests/victims/test_augment.py), with one call per distinct operation
+    `augment` gives it alone (tests/victims/test_condense.py), with one call per distinct operation
     instead of one per run; the result stays differentiable in x."""
     if len(counts) != len(seeds) or sum(counts) != x.shape[0]:
         raise ValueError(f"{len(seeds)} seeds and counts {list(counts)} for {x.shape[0]} examples")
     starts = np.cumsum([0, *counts])
+    largest: dict[int, int] = {}  # each seed drawn once, for the largest segment that uses it
+    for n, seed in zip(counts, seeds):
+        largest[seed] = max(largest.get(seed, 0), n)
+    drawn = {seed: draw(seed, n, ops=ops) for seed, n in largest.items() if n}
     by_op: dict[str, tuple[list[np.ndarray], list[torch.Tensor]]] = {}
     for k, (n, seed) in enumerate(zip(counts, seeds)):
         if n == 0:  # nothing to augment (and no call on an empty batch, which the affine ops refuse)
             continue
-        op, u = draw(seed, n, ops=ops)
+        op, u = drawn[seed]
         rows, params = by_op.setdefault(op, ([], []))
         rows.append(np.arange(starts[k], starts[k + 1]))
-        params.append(u)
+        params.append(u if n == len(u) else u[:n])
     if len(by_op) == 1:  # one operation for every run: the segments are already in order
         ((op, (_, params)),) = by_op.items()
         return OPS[op](x, torch.cat(params).to(x.device, x.dtype))
