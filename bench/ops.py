@@ -16,9 +16,12 @@ about 2x). A victim without `run_packed` is counted run by run (ratio 1).
 Measured (digits): `real` 28,363 operators a run alone, 1,541 per run in a pack of 16 (0.054) and
 435 in a pack of 64 (0.015); `psg` (digits preset) 31,171 alone, 4,598 per run in a pack of 8
 (0.148) and 1,003 in a pack of 64 (0.032); `psg --preset faithful --restarts 8` 52,691 alone and
-4,417 in a pack of 16 (0.084). Before the packs were batched across the runs (commit 215f2e8)
-`real` gave 3,525 (K = 16) and 1,695 (K = 64), `psg` 23,724 (K = 8) and the faithful preset 0.84
-of a run alone at K = 16. docs/performance.md, "Operators per run".
+4,417 in a pack of 16 (0.084); `dm` 32,830 alone, 6,944 in a pack of 8 (0.212); `dsa` 138,656
+and 9,338 (0.067); `kip` 72,135 and 10,011 (0.139). Before the packs were batched across the
+runs (commit 215f2e8) `real` gave 3,525 (K = 16) and 1,695 (K = 64), `psg` 23,724 (K = 8) and the
+faithful preset 0.84 of a run alone at K = 16, and the condensation victims, which made each
+release in turn, 0.754 (dm), 0.937 (dsa) and 0.882 (kip) at K = 8. docs/performance.md,
+"Operators per run".
 """
 
 from __future__ import annotations
