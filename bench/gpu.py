@@ -2,7 +2,8 @@
 (`--runs-per-task K`) and concurrent tasks sharing the GPU (`--gpus-per-run 1/P`).
 
     python bench/gpu.py [--victims real dm psg psg:preset=faithful] [--dataset mnist5k] [--runs 3]
-                        [--packs 8] [--shared 4:1 4:8 8:1] [--share-runs 32] [--budget-s 420] [--jsonl F]
+                        [--packs 8] [--compiled-packs 8] [--shared 4:1 4:8 8:1] [--share-runs 32]
+                        [--budget-s 420] [--jsonl F]
 
 Issue 32's table (digits; psg's digits and faithful presets, `real`; packs of 8, 16 and 64; then the
 headline's 256 runs end to end with one task holding the GPU and 64 runs per task), in at most
@@ -10,6 +11,11 @@ headline's 256 runs end to end with one task holding the GPU and 64 runs per tas
 
     python bench/gpu.py --dataset digits --victims psg psg:preset=faithful real --runs 2 \
         --packs 8 16 64 --shared 1:64 --share-runs 256 --budget-s 460
+
+and whether torch.compile still pays on packs that are batched (compilation and steady time apart):
+
+    python bench/gpu.py --dataset digits --victims psg real dm --runs 1 --packs 64 --compiled-packs 64 \
+        --shared --budget-s 400
 
 What the GPU machine must be given (it has torch and no package access): the wheels of the
 packages its image lacks, downloaded here into a git-ignored folder and carried with the working
@@ -33,7 +39,9 @@ Two parts, in this order:
    `--compile off`): per victim, one warm-up run (CUDA's and cuDNN's first-call costs), then
    `--runs` runs one at a time, then one pack of K runs for each K of `--packs` (the victim's
    `run_packed`; a victim without it runs them one after the other). Prints seconds per run and
-   runs per hour of one task holding the whole GPU.
+   runs per hour of one task holding the whole GPU. `--compiled-packs K ...` then times a pack of
+   K with `--compile on` twice, the compilation (the first less the second) and the steady seconds
+   per run apart.
 2. The audit command itself, `python -m audit.lira --dataset D --victim V --n-shadow
    --share-runs --gpus-per-run 1/P --workers P --runs-per-task K --device cuda --compile off`
    (with `--device cpu`: P workers on the cores, no GPU share), from an empty runs directory,
@@ -127,6 +135,13 @@ def main() -> None:
     p.add_argument("--dataset", default="mnist5k")
     p.add_argument("--runs", type=int, default=3, help="runs timed one at a time, after one warm-up run")
     p.add_argument("--packs", type=int, nargs="*", default=[8], help="K of the packs timed in-process")
+    p.add_argument(
+        "--compiled-packs",
+        type=int,
+        nargs="*",
+        default=[],
+        help="K of packs also timed with --compile on: compilation and steady seconds apart",
+    )
     p.add_argument(
         "--shared",
         nargs="*",
@@ -232,7 +247,39 @@ def in_process(args, record, affordable) -> dict[str, float]:
                     "test_accuracy": round(sum(o.test_accuracy for o, _ in packed) / k, 3),
                 }
             )
+        for k in args.compiled_packs:
+            compiled_pack(victim, spec, pool, tasks[:k], args=args, record=record, affordable=affordable, one=per_run)
     return one_run
+
+
+def compiled_pack(victim, spec: str, pool, tasks, *, args, record, affordable, one: float) -> None:
+    """One pack of K runs with `--compile on` (`victims.packed`: the grouped training step and
+    observation pass through torch.compile), twice in the process: the first pays the compilation,
+    the second is steady. Prints the two apart: compile_s = first - second."""
+    from audit.executor import run_victims
+
+    k = len(tasks)
+    if not affordable(one * k * 2 + 120):  # two packs and a compilation of a minute or two
+        record({"part": "compiled", "victim": spec, "k": k, "skipped": "budget"})
+        return
+    seconds = []
+    for _ in range(2):
+        t = time.perf_counter()
+        with BusyShare() as busy:
+            run_victims(victim, pool, tasks, device=args.device, compiled=True)
+        seconds.append(time.perf_counter() - t)
+    record(
+        {
+            "part": "compiled",
+            "victim": spec,
+            "busy_share": busy.share,
+            "k": k,
+            "compile_s": round(seconds[0] - seconds[1], 1),
+            "s_per_run": round(seconds[1] / k, 3),
+            "runs_per_hour": round(3600 * k / seconds[1]),
+            "speed_up_over_one": round(one * k / seconds[1], 2),
+        }
+    )
 
 
 def shared_gpu(args, record, affordable, elapsed, one_run: dict[str, float]) -> None:
