@@ -1,4 +1,9 @@
-"""The Ray executor really starts a local Ray and gives the same runs as the inline executor."""
+"""The Ray executor really starts a local Ray and gives the same runs as the inline executor.
+
+Starting a local Ray and warming its workers (each imports torch and this package) costs ~15-25 s
+here, so the tests that check only what runs on a Ray (packing, retries) share one that this
+module starts (`running_ray`); the tests that check that the executor starts and stops its own
+Ray (`no_ray`) stop the shared one first, whatever order the tests run in."""
 
 import dataclasses
 import os
@@ -25,6 +30,35 @@ def setup():
     return pool, tasks, victim
 
 
+@pytest.fixture(scope="module")
+def module_ray():
+    """Stops, when the module's tests are done, the Ray that `running_ray` left running."""
+    import ray
+
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def running_ray(module_ray):
+    """A local Ray running in this process before the executor is called (one per module, shared)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    return ray
+
+
+@pytest.fixture
+def no_ray(module_ray):
+    """No Ray in this process: the executor has to start (and stop) its own."""
+    import ray
+
+    ray.shutdown()
+    return ray
+
+
+@pytest.mark.usefixtures("no_ray")
 def test_ray_runs_every_task_once_matches_inline_and_shuts_down(setup):
     import ray
 
@@ -43,28 +77,7 @@ def test_ray_runs_every_task_once_matches_inline_and_shuts_down(setup):
     assert not ray.is_initialized()  # the Ray it started is shut down
 
 
-def test_packed_tasks_run_every_run_once_on_ray_with_its_own_result(setup):
-    """--runs-per-task 2 over 3 runs: one pack of two and one task of one, on a real local Ray;
-    each run's logits equal its unpacked run's within float tolerance (the lone run exactly)."""
-    import ray
-
-    pool, tasks, victim = setup
-    inline = {
-        t.run: obs for t, obs, _ in execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="inline"))
-    }
-    packed = list(
-        execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="ray", workers=2, runs_per_task=2))
-    )
-    assert sorted(t.run for t, _, _ in packed) == [0, 1, 2]
-    for task, obs, meta in packed:
-        assert meta["run"] == task.run and meta["seed"] == task.seed and meta["wall_s"] > 0
-        assert meta.get("runs_in_task", 1) == (2 if task.run < 2 else 1)
-        np.testing.assert_allclose(obs.logits, inline[task.run].logits, rtol=0, atol=1e-4)
-        if task.run == 2:
-            assert np.array_equal(obs.logits, inline[task.run].logits)
-    assert not ray.is_initialized()
-
-
+@pytest.mark.usefixtures("no_ray")
 def test_no_tasks_start_nothing(setup):
     import ray
 
@@ -87,39 +100,7 @@ def test_bad_executor_settings_are_named(kwargs, message):
         ExecutorConfig(**kwargs)
 
 
-@dataclasses.dataclass(frozen=True)
-class DiesOnce:
-    """A victim whose worker process dies (as if killed) the first time it runs a given task."""
-
-    inner: object
-    marker_dir: str
-
-    def run(self, pool, keep, seed, *, device="cpu", inclusion_rate=0.5):
-        marker = pathlib.Path(self.marker_dir) / f"{seed}"
-        if not marker.exists():
-            marker.touch()
-            os._exit(1)  # the worker process vanishes mid-task
-        return self.inner.run(pool, keep, seed, device=device, inclusion_rate=inclusion_rate)
-
-
-def test_a_lost_worker_is_retried(setup, tmp_path):
-    pool, tasks, victim = setup
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import the tests
-    try:
-        results = list(
-            execute(
-                tasks[:2],
-                victim=DiesOnce(victim, str(tmp_path)),
-                pool=pool,
-                config=ExecutorConfig(kind="ray", workers=2),
-            )
-        )
-    finally:
-        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
-    assert sorted(t.run for t, _, _ in results) == [0, 1]
-    assert len(list(tmp_path.iterdir())) == 2  # each task died once, then succeeded
-
-
+@pytest.mark.usefixtures("no_ray")
 def test_joins_an_existing_cluster_by_address_and_a_local_run_does_not(setup):
     import ray
     from ray.cluster_utils import Cluster
@@ -164,3 +145,58 @@ def test_the_task_passes_the_plans_inclusion_rate_to_the_victim(setup):
     [(_, obs, _)] = execute([task], victim=RecordsTheRate(victim), pool=pool, config=ExecutorConfig(kind="inline"))
     assert obs.test_accuracy == 0.3
     assert RunTask(run=0, seed=1, keep=task.keep).inclusion_rate == 0.5  # the plan's default
+
+
+def test_packed_tasks_run_every_run_once_on_ray_with_its_own_result(setup, running_ray):
+    """--runs-per-task 2 over 3 runs: one pack of two and one task of one, on a real local Ray that
+    was running before (the module's); each run's logits equal its unpacked run's within float
+    tolerance (the lone run exactly), and the Ray the executor joined is left running."""
+    pool, tasks, victim = setup
+    inline = {
+        t.run: obs for t, obs, _ in execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="inline"))
+    }
+    packed = list(
+        execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="ray", workers=2, runs_per_task=2))
+    )
+    assert sorted(t.run for t, _, _ in packed) == [0, 1, 2]
+    for task, obs, meta in packed:
+        assert meta["run"] == task.run and meta["seed"] == task.seed and meta["wall_s"] > 0
+        assert meta.get("runs_in_task", 1) == (2 if task.run < 2 else 1)
+        np.testing.assert_allclose(obs.logits, inline[task.run].logits, rtol=0, atol=1e-4)
+        if task.run == 2:
+            assert np.array_equal(obs.logits, inline[task.run].logits)
+    assert running_ray.is_initialized()  # not the executor's to stop
+
+
+@dataclasses.dataclass(frozen=True)
+class DiesOnce:
+    """A victim whose worker process dies (as if killed) the first time it runs a given task."""
+
+    inner: object
+    marker_dir: str
+
+    def run(self, pool, keep, seed, *, device="cpu", inclusion_rate=0.5):
+        marker = pathlib.Path(self.marker_dir) / f"{seed}"
+        if not marker.exists():
+            marker.touch()
+            os._exit(1)  # the worker process vanishes mid-task
+        return self.inner.run(pool, keep, seed, device=device, inclusion_rate=inclusion_rate)
+
+
+@pytest.mark.usefixtures("running_ray")
+def test_a_lost_worker_is_retried(setup, tmp_path):
+    pool, tasks, victim = setup
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import the tests
+    try:
+        results = list(
+            execute(
+                tasks[:2],
+                victim=DiesOnce(victim, str(tmp_path)),
+                pool=pool,
+                config=ExecutorConfig(kind="ray", workers=2),
+            )
+        )
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert sorted(t.run for t, _, _ in results) == [0, 1]
+    assert len(list(tmp_path.iterdir())) == 2  # each task died once, then succeeded

@@ -217,7 +217,11 @@ def test_psg_stays_below_its_formal_epsilon(tmp_path, epsilon):
 
 
 def test_a_killed_or_interrupted_audit_resumes_with_only_the_missing_runs(tmp_path):
-    flags = ["--victim", "real", "--n-shadow", "8", "--train-steps", "100", "--workers", "2"]
+    # 8 runs of a width-16 ConvNet, 100 steps: ~0.5 s a run on a warm worker (1.7 s at the default
+    # width 64); most of each command's ~30 s is starting Python, Ray and its workers. Once 3 runs
+    # are stored, 4 more take at least two rounds of the 2 workers (~1 s) before the kill could come
+    # too late; the test looks every 20 ms.
+    flags = ["--victim", "real", "--n-shadow", "8", "--train-steps", "100", "--train-net-width", "16", "--workers", "2"]
     command = [sys.executable, "-m", "audit.lira", "--runs-dir", str(tmp_path), *flags]
 
     def finished_runs():  # run -> modification times of its two files, for runs with both
@@ -240,7 +244,7 @@ def test_a_killed_or_interrupted_audit_resumes_with_only_the_missing_runs(tmp_pa
         )
         deadline = time.time() + 300
         while time.time() < deadline and len(finished_runs()) < runs:
-            time.sleep(0.1)
+            time.sleep(0.02)
         return process
 
     process = start_and_wait_for(3)
