@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from attacks.ganleak import calibrated_scores, log_loss_statistic, reference_losses
+from audit import ganleak
 from audit.evaluate import StoredRuns, attack_scores, attack_summary
 from audit.stats.metrics import auc
 from shadow_runs.plan import membership_matrix, shadow_mask
@@ -349,10 +350,13 @@ def test_without_powell_searches_the_audit_reports_every_other_attack(tmp_path, 
         (["--victim", "dpcgan", "--epsilon", "-1"], "--epsilon must be a positive number, got -1.0"),
     ],
 )
-def test_bad_input_exits_2_naming_the_value(tmp_path, flags, message):
-    done = run_ganleak(tmp_path, *flags, "--n-shadow", "4", "--executor", "inline", "--quiet")
-    assert done.returncode == 2
-    assert message in done.stderr and len(done.stderr.strip().splitlines()) <= 2  # usage line + the error
+def test_bad_input_exits_2_naming_the_value(tmp_path, capsys, flags, message):
+    # the command's main in this process (the module entry point's exit status is tests/audit/test_cli.py's)
+    with pytest.raises(SystemExit) as exit_info:
+        ganleak.main(["--runs-dir", str(tmp_path), *flags, "--n-shadow", "4", "--executor", "inline", "--quiet"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) <= 2  # usage line + the error
     assert not any(tmp_path.iterdir())
 
 

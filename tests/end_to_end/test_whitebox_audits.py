@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from audit import lira, loss
 from audit.cli import report_command
 
 
@@ -53,13 +54,16 @@ def audit(runs_dir: Path, *flags: str) -> subprocess.CompletedProcess:
         ),
     ],
 )
-def test_what_cannot_be_audited_white_box_exits_2_with_one_line_and_writes_nothing(tmp_path, flags, message):
+def test_what_cannot_be_audited_white_box_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, flags, message):
+    # the command's main in this process (the module entry point's exit status is tests/audit/test_cli.py's)
     runs_dir = tmp_path / "runs"
     runs_dir.mkdir()
-    result = audit(runs_dir, "--n-shadow", "4", *flags)
-    assert result.returncode == 2, result.stderr
-    last = result.stderr.strip().splitlines()[-1]
-    assert message in last, result.stderr
+    with pytest.raises(SystemExit) as exit_info:
+        lira.main(["--runs-dir", str(runs_dir), "--quiet", "--executor", "inline", "--n-shadow", "4", *flags])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert message in last, err
     assert list(runs_dir.iterdir()) == []
 
 
@@ -111,30 +115,10 @@ def test_white_box_flags_the_noise_and_clipping_bugs_at_their_claim(tmp_path, bu
     assert mechanism["rejected"] == (bug != "NoiseForTen"), mechanism
 
 
-def test_a_command_without_white_box_attacks_refuses_the_white_box_threat_model(tmp_path):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "audit.loss",
-            "--runs-dir",
-            str(tmp_path),
-            "--quiet",
-            "--victim",
-            "dpsgd",
-            "--n-shadow",
-            "4",
-            "--canaries",
-            "10",
-            "--canary-kind",
-            "gradient",
-            "--threat-model",
-            "white-box",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 2
-    assert "python -m audit.loss runs no white-box attack" in result.stderr.strip().splitlines()[-1]
+def test_a_command_without_white_box_attacks_refuses_the_white_box_threat_model(tmp_path, capsys):
+    flags = ["--runs-dir", str(tmp_path), "--quiet", "--victim", "dpsgd", "--n-shadow", "4", "--canaries", "10"]
+    with pytest.raises(SystemExit) as exit_info:
+        loss.main([*flags, "--canary-kind", "gradient", "--threat-model", "white-box"])
+    assert exit_info.value.code == 2
+    assert "python -m audit.loss runs no white-box attack" in capsys.readouterr().err.strip().splitlines()[-1]
     assert list(tmp_path.iterdir()) == []
