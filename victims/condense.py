@@ -39,8 +39,7 @@ from victims.base import (
     seeded_runs,
 )
 from victims.data import Pool
-from victims.nets import build_net
-from victims.packed import observe_packed, train_packed
+from victims.packed import fit_runs, observe_packed
 from victims.presets import require_filled
 from victims.synthetic import ReleasesData
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
@@ -244,14 +243,10 @@ class CondensationVictim(ReleasesData):
             condensed = self.condense_packed(
                 torch.stack([images for images, _, _ in initial]), labels, members, pool=pool, runs=runs
             ).detach()
-            models = []
-            for k in range(len(seeds)):
-                with runs.global_rng(k):
-                    models.append(
-                        build_net(self.train.net, image_shape=pool.image_shape, n_classes=pool.n_classes).to(device)
-                    )
             releases = [(images, labels) for images in condensed.unbind(0)]
-            trained = train_packed(models, releases, runs.generators, config=self.train, flip_ok=pool.flip_ok)
+            trained = fit_runs(
+                releases, runs, n_classes=pool.n_classes, config=self.train, flip_ok=pool.flip_ok, device=device
+            )
         extras = [
             self.release_fields(pool, images, labels, init_idx)
             for (images, labels), (_, _, init_idx) in zip(releases, initial)

@@ -40,10 +40,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from victims.base import Observations, seeded
+from victims.base import Observations, SeededRuns, seeded_runs
 from victims.compiled import maybe_compiled
 from victims.data import Pool
-from victims.nets import build_net
+from victims.nets import NetConfig, build_net, reinitialise
 from victims.train import Batches, TrainConfig, query_views, to_model_space, train
 
 
@@ -57,15 +57,51 @@ def fit_packed(
     device: str,
 ) -> list[nn.Module]:
     """`fit` on each (x, y) of `sets` under `seeded(seeds[k])` (as `victims.pipelines.real` fits), trained
-    together: each run's net drawn from its own global-RNG stream, then `train_packed`."""
+    together (`fit_runs`)."""
     if len(sets) != len(seeds):
         raise ValueError(f"one seed per run: {len(sets)} runs, {len(seeds)} seeds")
-    models, generators = [], []
-    for (x, _), seed in zip(sets, seeds):
-        with seeded(seed, device) as generator:
-            models.append(build_net(config.net, image_shape=tuple(x.shape[1:]), n_classes=n_classes).to(x.device))
-        generators.append(generator)
-    return train_packed(models, sets, generators, config=config, flip_ok=flip_ok)
+    with seeded_runs(list(seeds), device) as runs:
+        return fit_runs(sets, runs, n_classes=n_classes, config=config, flip_ok=flip_ok, device=device)
+
+
+def fit_runs(
+    sets: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    runs: SeededRuns,
+    *,
+    n_classes: int,
+    config: TrainConfig,
+    flip_ok: bool,
+    device: str,
+) -> list[nn.Module]:
+    """`fit` of run k on sets[k] where run k's RNG state stands in `runs` (after its release, where
+    `fit` draws the downstream net in the unpacked run): each net drawn from its own global-RNG
+    stream, then the K trained together (`train_packed`) with their own generators."""
+    image_shape = tuple(sets[0][0].shape[1:])
+    models = [net.to(device) for net in draw_nets(runs, config.net, image_shape=image_shape, n_classes=n_classes)]
+    return train_packed(models, sets, runs.generators, config=config, flip_ok=flip_ok)
+
+
+def draw_nets(
+    runs: SeededRuns,
+    config: NetConfig,
+    *,
+    image_shape: tuple[int, ...],
+    n_classes: int,
+    nets: list[nn.Module] | None = None,
+) -> list[nn.Module]:
+    """Each run's fresh network, from its own global-RNG stream (`runs.global_rng(k)`), as
+    `build_net` draws it alone: built (on the CPU) when `nets` is None, else redrawn in place
+    (`victims.nets.reinitialise`, the same weights bit for bit), so that a grouped network over
+    them is built once and only refreshed (`GroupedNets.load_from`)."""
+    fresh = nets is None
+    nets = [] if fresh else nets
+    for k in range(len(runs.generators)):
+        with runs.global_rng(k):
+            if fresh:
+                nets.append(build_net(config, image_shape=image_shape, n_classes=n_classes))
+            else:
+                reinitialise(nets[k])
+    return nets
 
 
 def train_packed(

@@ -27,8 +27,8 @@ from victims.augment import augment, augment_runs, draw_seed, strategy
 from victims.base import SeededRuns, register_victim, require_at_least, require_momentum, require_positive
 from victims.condense import CondensationVictim, Members, image_sgd
 from victims.data import Pool
-from victims.nets import NetConfig, build_net, reinitialise
-from victims.packed import GroupedNets
+from victims.nets import NetConfig, build_net
+from victims.packed import GroupedNets, draw_nets
 from victims.presets import filled_from_preset
 
 #: real images embedded at a time: the same embeddings as one pass over all of them, but
@@ -221,14 +221,9 @@ class DMVictim(CondensationVictim):
         both_labels = torch.cat([torch.as_tensor(real_labels, device=device), labels.expand(k, -1) + n_classes], dim=1)
         per_image = self.net.width * (images.shape[-2] * images.shape[-1] if self.net.arch == "convnet" else 1)
         chunk = max(1, REAL_ACTIVATIONS // (k * per_image))
-        nets, grouped = [], None
+        nets, grouped = None, None
         for _ in range(self.iterations):
-            for r in range(k):
-                with runs.global_rng(r):
-                    if grouped is None:
-                        nets.append(build_net(self.net, image_shape=pool.image_shape, n_classes=n_classes))
-                    else:
-                        reinitialise(nets[r])
+            nets = draw_nets(runs, self.net, image_shape=pool.image_shape, n_classes=n_classes, nets=nets)
             if grouped is None:  # one grouped net on the device for every iteration, sharing the nets' weights
                 grouped = GroupedNets(nets).to(device).requires_grad_(False)
                 load = share_parameters(grouped, nets)

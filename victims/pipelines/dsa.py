@@ -31,8 +31,8 @@ from victims.base import SeededRuns, register_victim, require_at_least, require_
 from victims.condense import CondensationVictim, Members, image_sgd
 from victims.data import Pool
 from victims.matching import gradient_distance
-from victims.nets import NetConfig, build_net, reinitialise
-from victims.packed import GroupedNets
+from victims.nets import NetConfig, build_net
+from victims.packed import GroupedNets, draw_nets
 from victims.presets import filled_from_preset
 
 #: the reference's (outer, inner) loops by images per class (DatasetCondensation, utils.get_loops);
@@ -177,14 +177,9 @@ class DSAVictim(CondensationVictim):
         n_images = images.shape[1]
         inner_targets = labels.repeat(k)
 
-        nets: list[torch.nn.Module] = []
+        nets = None
         for iteration in range(self.iterations):
-            for run in range(k):
-                with runs.global_rng(run):
-                    if iteration == 0:
-                        nets.append(build_net(self.net, image_shape=pool.image_shape, n_classes=n_classes))
-                    else:
-                        reinitialise(nets[run])
+            nets = draw_nets(runs, self.net, image_shape=pool.image_shape, n_classes=n_classes, nets=nets)
             if iteration == 0:  # built once, loaded in place for every later iteration
                 grouped = GroupedNets(nets).to(device)
                 by_class = GroupedNets([net for net in nets for _ in range(n_classes)]).to(device)

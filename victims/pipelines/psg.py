@@ -64,8 +64,8 @@ from victims.base import (
 from victims.compiled import compiling, maybe_compiled
 from victims.data import Pool
 from victims.matching import gradient_distance
-from victims.nets import ConditionalGenerator, NetConfig, build_net, reinitialise
-from victims.packed import GroupedNets, observe_packed, train_packed
+from victims.nets import ConditionalGenerator, NetConfig, build_net
+from victims.packed import GroupedNets, draw_nets, fit_runs, observe_packed
 from victims.pipelines.real import training_set
 from victims.presets import filled_from_preset, require_filled
 from victims.privacy import (
@@ -322,13 +322,9 @@ class PSGVictim(ReleasesData):
                 releases = self.generate_packed(
                     members, pool=pool, sigma=sigma, sample_rate=sample_rate, runs=runs, probes=probes
                 )
-            models = []
-            for k, (images, _) in enumerate(releases):
-                with runs.global_rng(k):  # where `fit` draws it in the unpacked run: right after the release
-                    models.append(
-                        build_net(self.train.net, image_shape=pool.image_shape, n_classes=pool.n_classes).to(device)
-                    )
-            trained = train_packed(models, releases, runs.generators, config=self.train, flip_ok=pool.flip_ok)
+            trained = fit_runs(
+                releases, runs, n_classes=pool.n_classes, config=self.train, flip_ok=pool.flip_ok, device=device
+            )
         extras = [
             {
                 **self.release_fields(pool, images, labels, formal_epsilon=spent, mechanism=mechanism),
@@ -387,14 +383,9 @@ class PSGVictim(ReleasesData):
         run_index = torch.arange(k, device=device)[:, None]
         stacked_labels = labels.repeat(k)
         generators = runs.generators
-        nets = []  # each run's fresh ConvNet of the restart, on the CPU where `build_net` draws it
+        nets = None  # each run's fresh ConvNet of the restart, on the CPU where `build_net` draws it
         for restart in range(self.restarts):
-            for run in range(k):
-                with runs.global_rng(run):
-                    if restart == 0:
-                        nets.append(build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes))
-                    else:
-                        reinitialise(nets[run])
+            nets = draw_nets(runs, self.net, image_shape=pool.image_shape, n_classes=pool.n_classes, nets=nets)
             if restart == 0:  # one grouped net on the device for every restart, loaded in place after
                 grouped = GroupedNets(nets).to(device)
                 matched = grouped.matched_weights()
