@@ -130,6 +130,7 @@ def execute(
         pixels=int(np.prod(pool.image_shape[1:])),
         inline=inline,
         break_even=getattr(victim, "compile_break_even", None),
+        device="cuda" if config.gpus_per_run > 0 else resolve_device(config.device),
     )
     if inline:
         for pack in packs:

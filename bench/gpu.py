@@ -175,15 +175,16 @@ def main() -> None:
     record({"part": "end", "elapsed_s": round(elapsed(), 1)})
 
 
-def in_process(args, record, affordable) -> dict[str, float]:
-    """Part 1; returns each victim's seconds per run, one at a time."""
+def in_process(args, record, affordable) -> dict[str, dict[int, float]]:
+    """Part 1; returns each victim's seconds per run by runs per task: {1: one at a time, K: in a
+    pack of K} (what part 2 estimates an audit's time from)."""
     from audit.executor import RunTask, run_victims
     from shadow_runs.plan import membership_matrix, run_seed
     from victims import load_pool
     from victims.overrides import build_victim
 
     pool = load_pool(args.dataset)
-    n_keep = max([args.runs + 1, *args.packs])
+    n_keep = max([args.runs + 1, *args.packs, *args.compiled_packs])
     keeps = membership_matrix(pool.y, n_runs=n_keep, master_seed=0)
     tasks = [RunTask(run=r, seed=run_seed(master_seed=0, run=r), keep=keeps[r]) for r in range(n_keep)]
     record(
@@ -205,13 +206,13 @@ def in_process(args, record, affordable) -> dict[str, float]:
         warm_s = time.perf_counter() - t
         if not affordable(warm_s * args.runs):
             record({"part": "one", "victim": spec, "skipped": "budget", "warm_up_s": round(warm_s, 2)})
-            one_run[spec] = warm_s
+            one_run[spec] = {1: warm_s}
             continue
         t = time.perf_counter()
         with BusyShare() as busy:
             done = [run_victims(victim, pool, [task], device=args.device)[0][0] for task in tasks[1 : args.runs + 1]]
         per_run = (time.perf_counter() - t) / args.runs
-        one_run[spec] = per_run
+        one_run[spec] = {1: per_run}
         record(
             {
                 "part": "one",
@@ -224,7 +225,7 @@ def in_process(args, record, affordable) -> dict[str, float]:
             }
         )
         for k in args.packs:
-            if not affordable(per_run * k):
+            if not affordable(closest_pack(one_run[spec], k) * k):
                 record({"part": "packed", "victim": spec, "k": k, "skipped": "budget"})
                 continue
             if args.device == "cuda":
@@ -233,6 +234,7 @@ def in_process(args, record, affordable) -> dict[str, float]:
             with BusyShare() as busy:
                 packed = run_victims(victim, pool, tasks[:k], device=args.device)
             per = (time.perf_counter() - t) / k
+            one_run[spec][k] = per
             record(
                 {
                     "part": "packed",
@@ -248,18 +250,34 @@ def in_process(args, record, affordable) -> dict[str, float]:
                 }
             )
         for k in args.compiled_packs:
-            compiled_pack(victim, spec, pool, tasks[:k], args=args, record=record, affordable=affordable, one=per_run)
+            compiled_pack(
+                victim,
+                spec,
+                pool,
+                tasks[:k],
+                args=args,
+                record=record,
+                affordable=affordable,
+                one=per_run,
+                eager=closest_pack(one_run[spec], k),
+            )
     return one_run
 
 
-def compiled_pack(victim, spec: str, pool, tasks, *, args, record, affordable, one: float) -> None:
+def closest_pack(measured: dict[int, float], k: int) -> float:
+    """Seconds per run at the largest pack measured that is not larger than K (packs only get
+    faster per run as K grows, so this over-estimates a pack of K): what the budget checks use."""
+    return measured[max(size for size in measured if size <= k)]
+
+
+def compiled_pack(victim, spec: str, pool, tasks, *, args, record, affordable, one: float, eager: float) -> None:
     """One pack of K runs with `--compile on` (`victims.packed`: the grouped training step and
     observation pass through torch.compile), twice in the process: the first pays the compilation,
     the second is steady. Prints the two apart: compile_s = first - second."""
     from audit.executor import run_victims
 
     k = len(tasks)
-    if not affordable(one * k * 2 + 120):  # two packs and a compilation of a minute or two
+    if not affordable(eager * k * 2 + 120):  # two packs (eager's time or less) and a compilation
         record({"part": "compiled", "victim": spec, "k": k, "skipped": "budget"})
         return
     seconds = []
@@ -282,7 +300,7 @@ def compiled_pack(victim, spec: str, pool, tasks, *, args, record, affordable, o
     )
 
 
-def shared_gpu(args, record, affordable, elapsed, one_run: dict[str, float]) -> None:
+def shared_gpu(args, record, affordable, elapsed, one_run: dict[str, dict[int, float]]) -> None:
     """Part 2: the audit command with P tasks on the GPU."""
     from timing import timed_audit
 
@@ -290,8 +308,8 @@ def shared_gpu(args, record, affordable, elapsed, one_run: dict[str, float]) -> 
         shares, k = (int(v) for v in combination.split(":"))
         for name in args.victims:  # a victim's spec, name:field=value,...
             # a worker's first run (imports, CUDA context) costs about 15 s; the runs themselves
-            # at best P times faster than one at a time
-            estimate = 30 + one_run.get(name, 5.0) * args.share_runs / min(shares, 2)
+            # at best P times faster than at the largest pack measured that is not larger than K
+            estimate = 30 + closest_pack(one_run.get(name, {1: 5.0}), k) * args.share_runs / min(shares, 2)
             if not affordable(estimate):
                 record({"part": "shared", "victim": name, "tasks_on_gpu": shares, "k": k, "skipped": "budget"})
                 continue

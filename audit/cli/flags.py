@@ -198,7 +198,7 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
         default="auto",
         choices=COMPILE_MODES,
         help="the downstream ConvNet's training step and query pass through torch.compile, once per worker; auto: "
-        "when each Ray worker trains enough runs to pay for it (160 at digits' 8x8, 3 at 28x28)",
+        "when each Ray worker trains enough runs to pay for it on a CPU (160 at 8x8, 3 at 28x28); never on a GPU",
     )
     p.add_argument("--confidence", type=probability, default=0.95, help="confidence level of eps_lower")
     p.add_argument(

@@ -28,6 +28,9 @@ def test_auto_compiles_where_each_worker_trains_enough_runs_to_pay_for_it():
     )
     with pytest.raises(ValueError, match="--compile must be one of"):
         resolve_compile("always", runs_per_worker=1, pixels=64)
+    # on a GPU auto stays eager whatever the count (an H100's compiled packs were no faster), on stays on
+    assert not resolve_compile("auto", runs_per_worker=10**6, pixels=784, device="cuda")
+    assert resolve_compile("on", runs_per_worker=1, pixels=64, device="cuda")
     assert runs_per_worker(5, 2) == 3 and runs_per_worker(256, 2) == 128 and runs_per_worker(3, 8) == 1
 
 
