@@ -99,7 +99,8 @@ def mechanism_test(
 ) -> float:
     """The ε at `delta` of the strongest member of the claimed mechanism's family (its sampling rate
     and step count, any noise multiplier) that the guesses reject: the smallest rejected σ*
-    (`audit.stats.mechanism.smallest_rejected_noise`), spent at δ (`epsilon_at`); 0 if none is.
+    (`audit.stats.mechanism.smallest_rejected_noise`), spent at δ (`epsilon_at`, bracketed from
+    below: never above the true ε of σ*); 0 if none is.
     Relative to the family (`audit.stats.mechanism`, "not assumed"); needs δ > 0 (a Gaussian has
     no pure ε)."""
     if not 0.0 < delta < 1.0:
@@ -108,7 +109,7 @@ def mechanism_test(
     sigma = claimed.smallest_rejected_noise(q, steps, m=m, guesses=guesses, correct=correct, alpha=alpha)
     if sigma is None:
         return 0.0
-    value = math.inf if sigma == 0.0 else claimed.epsilon_at(mechanism.with_noise(sigma), delta)
+    value = math.inf if sigma == 0.0 else claimed.epsilon_at(mechanism.with_noise(sigma), delta, side="lower")
     return value if value >= at_least else 0.0
 
 

@@ -15,10 +15,11 @@ procedure):
     If the final r + h exceeds c' / m, then P[at least c of the c' guesses are correct] <= τ.
 
 So "M is f-DP" is rejected at level τ when c correct guesses of c' end the recursion above c'/m.
-Every r and h is non-decreasing in B⁻¹ (induction over the steps), so a pointwise smaller B⁻¹
-(a stronger privacy claim) is rejected whenever a weaker one is: the bounds below search a
-one-parameter family by bisection. Once a step leaves h unchanged, r stays put too and so do all
-later steps: the loop stops there.
+Every r and h is non-decreasing in B⁻¹ (induction over the steps), so a pointwise larger B⁻¹
+(a stronger privacy claim: a larger f, a smaller blow-up; a smaller ε or μ) is rejected whenever a
+pointwise smaller one is: the bounds below search a one-parameter family by bisection, the
+largest rejected ε or μ being the bound (tests/audit/test_fdp.py checks the direction). Once a
+step leaves h unchanged, r stays put too and so do all later steps: the loop stops there.
 
 Trade-off families (`TRADEOFFS`), each given by its inverse blow-up:
 

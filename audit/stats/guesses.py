@@ -467,10 +467,12 @@ def mechanism_verdict(
     1 - (1 - confidence) / k, each count at that share of the grid (Bonferroni), rejected if any is.
 
     `rejected`: whether the claimed (σ, q, T) itself is rejected, i.e. the implementation leaks
-    more than its own accounting allows. `noise_rejected` (σ*) and `eps_lower`: the strongest
-    member of the family (same q and T, any σ) the canaries rule out, and the ε at `delta` it would
-    spend (relative to the family; 0 when no member is ruled out). `eps_claimed`: the claimed
-    mechanism's own ε at `delta` by the same accounting (`audit.stats.mechanism.epsilon_at`)."""
+    more than its own accounting allows: σ* <= the claimed σ, the claim searched on the grid
+    (`audit.stats.mechanism.claim_rejected`), so the two never disagree. `noise_rejected` (σ*) and
+    `eps_lower`: the strongest member of the family (same q and T, any σ) the canaries rule out,
+    and the ε at `delta` it would spend, bracketed from below (`epsilon_at(..., side="lower")`;
+    relative to the family; 0 when no member is ruled out). `eps_claimed`: the claimed
+    mechanism's own ε at `delta`, bracketed from above (`audit.stats.mechanism.epsilon_at`)."""
     if chosen is not None and guesses is not None:
         member, nonmember = groups[chosen]
         ranked = RankedGuesses.of(member, nonmember, rng=rng_of(chosen))
@@ -482,21 +484,23 @@ def mechanism_verdict(
         for attack, (member, nonmember) in groups.items():
             ranked = RankedGuesses.of(member, nonmember, rng=rng_of(attack))
             trials.append((attack, ranked, *grid_counts(ranked.m, each)))
-    rejected, best = False, None  # best: (σ*, attack, count, correct)
+    best = None  # (σ*, attack, count, correct); the claim on the searched grid, so σ* decides `rejected`
     for attack, ranked, counts, alpha in trials:
         for count in counts:
             test = dict(m=ranked.m, guesses=count.total, correct=ranked.correct(count), alpha=alpha)
-            rejected = rejected or claimed.rejects(mechanism, **test)
-            sigma = claimed.smallest_rejected_noise(mechanism.sample_rate, mechanism.steps, **test)
+            sigma = claimed.smallest_rejected_noise(
+                mechanism.sample_rate, mechanism.steps, **test, claimed_noise=mechanism.noise_multiplier
+            )
             if sigma is not None and (best is None or sigma < best[0]):
                 best = (sigma, attack, count, test["correct"])
+    rejected = claimed.claim_rejected(None if best is None else best[0], mechanism)
     m = trials[0][1].m
     ceiling_value = ceiling(m, analysis=MECHANISM.name, rule=rule, delta=delta, confidence=each, mechanism=mechanism)
     if best is None:
         lower, attack, used = 0.0, chosen if rule == "tuned" else None, None
     else:
         sigma, attack, count, correct = best
-        lower = math.inf if sigma == 0.0 else claimed.epsilon_at(mechanism.with_noise(sigma), delta)
+        lower = math.inf if sigma == 0.0 else claimed.epsilon_at(mechanism.with_noise(sigma), delta, side="lower")
         used = {"k_in": count.k_in, "k_out": count.k_out, "correct": correct}
     return {
         "analysis": MECHANISM.about,

@@ -117,13 +117,23 @@ class SubsampledGaussian:
 
 @dataclass(frozen=True)
 class LossDistribution:
-    """A composed privacy loss ℓ = log(dA/dB) under A, pessimistic: A-masses `a` at losses
-    `index · step` (ascending), the rest of A at ℓ = +∞ (where B has none); B-masses e^{-ℓ} a at
-    each, the rest of B at ℓ = -∞ (where A has none)."""
+    """A composed privacy loss ℓ = log(dA/dB) under A on a grid: A-masses `a` at losses
+    `index · step` (ascending).
+
+    Pessimistic (the default; every loss rounded up): the rest of A at ℓ = +∞ (where B has none);
+    B-masses e^{-ℓ} a at each, the rest of B at ℓ = -∞ (where A has none). Its hockey-stick
+    divergences are upper bounds on the true ones.
+
+    `optimistic` (every loss rounded DOWN, `loss_distribution(..., optimistic=True)`): A-mass
+    above the grid sits on its top point, the rest of A at ℓ = -∞ (where it adds nothing to a
+    hockey-stick divergence at ε >= 0); its divergences are lower bounds on the true ones, so the ε
+    at δ read from it is a lower bracket of the true ε (`epsilon_at(..., side="lower")`). Only the
+    divergences are read from it, never a trade-off curve."""
 
     step: float
     index: np.ndarray  # int64 [n]
     a: np.ndarray  # float64 [n]
+    optimistic: bool = False
 
     @property
     def losses(self) -> np.ndarray:
@@ -135,10 +145,12 @@ class LossDistribution:
 
     @property
     def a_infinite(self) -> float:
-        return max(0.0, 1.0 - float(self.a.sum()))
+        """A's mass at ℓ = +∞: what the grid does not hold (pessimistic), none (optimistic)."""
+        return 0.0 if self.optimistic else max(0.0, 1.0 - float(self.a.sum()))
 
     def hockey_stick(self, epsilon: float) -> float:
-        """H_{e^ε}(A‖B) = E_A[(1 - e^{ε - ℓ})+] (+∞ losses count 1): an upper bound on the true one."""
+        """H_{e^ε}(A‖B) = E_A[(1 - e^{ε - ℓ})+] (+∞ losses count 1) for ε >= 0: an upper bound on the
+        true one (pessimistic), a lower bound (optimistic)."""
         return float((self.a * -np.expm1(np.minimum(epsilon - self.losses, 0.0))).sum()) + self.a_infinite
 
     def tradeoff(self) -> tuple[np.ndarray, np.ndarray]:
@@ -234,39 +246,52 @@ class _Side:
         mean = float((mass * loss).sum() / mass.sum())
         return mean, math.sqrt(max(float((mass * (loss - mean) ** 2).sum() / mass.sum()), 0.0))
 
-    def pmf(self, step: float) -> tuple[int, np.ndarray]:
+    def pmf(self, step: float, *, optimistic: bool = False) -> tuple[int, np.ndarray]:
         """ℓ rounded UP onto multiples of `step`: (first index, masses); A's mass above the range is
-        left out (+∞), the mass below it rounded up onto its first point."""
+        left out (+∞), the mass below it rounded up onto its first point. `optimistic`: rounded
+        DOWN, the mass above the range onto its last point, the mass below it left out (-∞)."""
         bottom, top = self.loss_range()
         low = int(math.floor(bottom / step))
         # at least one cell: at tiny σ one side's loss is a point mass (log(1 - q) wherever a noise
         # draw can land), whose range would otherwise hold no cell
         high = max(int(math.ceil(top / step)), low + 1)
-        cumulative = self.loss_cdf(np.arange(low, high + 1) * step)  # cell k: losses ((k-1)Δ, kΔ]
-        masses = np.diff(cumulative)
-        masses[0] += cumulative[0]
+        cumulative = self.loss_cdf(np.arange(low, high + 1) * step)
+        masses = np.diff(cumulative)  # the mass of losses in ((k-1)Δ, kΔ], k = low + 1 .. high
+        if optimistic:  # each onto (k-1)Δ, below it: a loss never raised
+            masses[-1] += 1.0 - cumulative[-1]
+            return low, np.clip(masses, 0.0, None)
+        masses[0] += cumulative[0]  # each onto kΔ
         return low + 1, np.clip(masses, 0.0, None)
 
 
-def _convolve(a: tuple[int, np.ndarray], b: tuple[int, np.ndarray], window: tuple[int, int]):
+def _convolve(
+    a: tuple[int, np.ndarray], b: tuple[int, np.ndarray], window: tuple[int, int], *, optimistic: bool = False
+):
     """The pmf of the sum of two grid losses, kept on [window): below it rounded up onto its first
-    point, above it dropped (to +∞)."""
+    point, above it dropped (to +∞); `optimistic`: below it dropped (to -∞), above it rounded down
+    onto its last point."""
     start = a[0] + b[0]
     masses = np.clip(signal.fftconvolve(a[1], b[1]), 0.0, None)
     low, high = window
     first, last = max(start, low), min(start + masses.size, high)
-    if last <= first:  # nothing inside: all of it below (rounded up onto the window's first point) or above
-        return low, np.array([masses.sum() if start + masses.size <= low else 0.0])
+    below, above = masses[: max(0, low - start)].sum(), masses[max(0, high - start) :].sum()
+    if last <= first:  # nothing inside: all of it below or above the window
+        if optimistic:
+            return high - 1, np.array([above])
+        return low, np.array([below])
     kept = masses[first - start : last - start].copy()
-    kept[0] += masses[: max(0, low - start)].sum()
+    if optimistic:
+        kept[-1] += above
+    else:
+        kept[0] += below
     return first, kept
 
 
 @functools.lru_cache(maxsize=1024)
-def loss_distribution(mechanism: SubsampledGaussian, *, remove: bool) -> LossDistribution:
+def loss_distribution(mechanism: SubsampledGaussian, *, remove: bool, optimistic: bool = False) -> LossDistribution:
     """The T-fold composed privacy loss seen from P (`remove`) or from Q, pessimistic (module
-    docstring, 2), on a grid of spacing Δ = LOSS_RESOLUTION · sd / √T (sd: one step's), composed
-    by repeated squaring."""
+    docstring, 2) or `optimistic` (every rounding the other way: `LossDistribution`), on a grid of
+    spacing Δ = LOSS_RESOLUTION · sd / √T (sd: one step's), composed by repeated squaring."""
     one = _Side(mechanism, remove=remove)
     mean, sd = one.moments()
     T = mechanism.steps
@@ -276,16 +301,17 @@ def loss_distribution(mechanism: SubsampledGaussian, *, remove: bool) -> LossDis
     bottom, top = one.loss_range()
     step = max(LOSS_RESOLUTION * max(sd, 1e-12) / math.sqrt(T), (max(high, top) - min(low, bottom)) / MOST_GRID_POINTS)
     window = (int(math.floor(low / step)), int(math.ceil(high / step)) + 1)
-    power = one.pmf(step)
+    power = one.pmf(step, optimistic=optimistic)
     result, n = None, T
     while n:
         if n & 1:
-            result = power if result is None else _convolve(result, power, window)
+            result = power if result is None else _convolve(result, power, window, optimistic=optimistic)
         n >>= 1
         if n:
-            power = _convolve(power, power, window)
+            power = _convolve(power, power, window, optimistic=optimistic)
     first, kept = result
-    return LossDistribution(step=step, index=first + np.arange(kept.size, dtype=np.int64), a=kept)
+    index = first + np.arange(kept.size, dtype=np.int64)
+    return LossDistribution(step=step, index=index, a=kept, optimistic=optimistic)
 
 
 def _lowest_per_x(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -378,16 +404,25 @@ def rejects(mechanism: SubsampledGaussian, *, m: int, guesses: int, correct: int
     return fdp.fdp_rejects(blow_up_inverse(mechanism), m=m, guesses=guesses, correct=correct, alpha=alpha)
 
 
+EPSILON_SIDES = ("upper", "lower")
+
+
 @functools.lru_cache(maxsize=4096)
-def epsilon_at(mechanism: SubsampledGaussian, delta: float) -> float:
-    """The mechanism's ε at δ: exact for q = 1 (μ-GDP, `gaussian_dp_epsilon`); else from the
-    pessimistic loss distribution, the smallest ε with max(H_{e^ε}(P‖Q), H_{e^ε}(Q‖P)) <= δ (an upper
-    bound on the true ε, within the grid's resolution of it)."""
+def epsilon_at(mechanism: SubsampledGaussian, delta: float, *, side: str = "upper") -> float:
+    """The mechanism's ε at δ: exact for q = 1 (μ-GDP, `gaussian_dp_epsilon`); else the smallest ε
+    with max(H_{e^ε}(P‖Q), H_{e^ε}(Q‖P)) <= δ, bracketed from the `side` asked: "upper" from the
+    pessimistic loss distribution (never below the true ε: what a claim spends), "lower" from the
+    optimistic one (never above it: what a lower bound may report; `LossDistribution`). The two
+    sides lie within the grid's resolution of each other."""
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
+    if side not in EPSILON_SIDES:
+        raise ValueError(f"side must be one of {EPSILON_SIDES}, got {side!r}")
     if mechanism.full_batch:
         return float(gaussian_dp_epsilon(mechanism.mu, delta))
-    from_p, from_q = loss_distribution(mechanism, remove=True), loss_distribution(mechanism, remove=False)
+    optimistic = side == "lower"
+    from_p = loss_distribution(mechanism, remove=True, optimistic=optimistic)
+    from_q = loss_distribution(mechanism, remove=False, optimistic=optimistic)
 
     def delta_of(epsilon: float) -> float:
         return max(from_p.hockey_stick(epsilon), from_q.hockey_stick(epsilon))
@@ -399,36 +434,54 @@ def epsilon_at(mechanism: SubsampledGaussian, delta: float) -> float:
         low, high = high, 2.0 * high
         if high > 1e4:
             return math.inf
-    for _ in range(50):
+    for _ in range(50):  # delta_of(low) > delta >= delta_of(high) throughout
         middle = (low + high) / 2
         low, high = (low, middle) if delta_of(middle) <= delta else (middle, high)
-    return high
+    return low if optimistic else high
 
 
 @functools.lru_cache(maxsize=65536)
 def smallest_rejected_noise(
-    sample_rate: float, steps: int, *, m: int, guesses: int, correct: int, alpha: float
+    sample_rate: float,
+    steps: int,
+    *,
+    m: int,
+    guesses: int,
+    correct: int,
+    alpha: float,
+    claimed_noise: float | None = None,
 ) -> float | None:
-    """The smallest noise multiplier σ* of `NOISE_GRID` whose mechanism (σ*, `sample_rate`,
-    `steps`) the guesses reject at level `alpha` (every larger σ is rejected too, module docstring
-    4); None if not even the largest grid σ is. For q = 1 the exact Gaussian search
-    instead: σ* = √T / μ* for the largest rejected μ* (`audit.stats.fdp.gaussian_one_run_mu`).
-    Remembered (the ceilings of every attack ask the same counts)."""
+    """The smallest noise multiplier σ* of `NOISE_GRID` (and `claimed_noise`, a point of the grid
+    searched when given) whose mechanism (σ*, `sample_rate`, `steps`) the guesses reject at level
+    `alpha` (every larger σ is rejected too, module docstring 4); None if not even the largest is.
+    For q = 1 the exact Gaussian search instead: σ* = √T / μ* for the largest rejected μ*
+    (`audit.stats.fdp.gaussian_one_run_mu`). With the claim on the grid, "the claim is rejected"
+    is σ* <= the claim's σ (`claim_rejected`), so the two figures cannot disagree. Remembered (the
+    ceilings of every attack ask the same counts)."""
     if sample_rate == 1.0:
         mu = fdp.gaussian_one_run_mu(m=m, guesses=guesses, correct=correct, alpha=alpha)
         return None if mu == 0.0 else (0.0 if math.isinf(mu) else math.sqrt(steps) / mu)
+    grid = NOISE_GRID if claimed_noise is None else tuple(sorted({*NOISE_GRID, float(claimed_noise)}))
 
     def rejected(i: int) -> bool:
-        mechanism = SubsampledGaussian(NOISE_GRID[i], sample_rate, steps)
+        mechanism = SubsampledGaussian(grid[i], sample_rate, steps)
         return rejects(mechanism, m=m, guesses=guesses, correct=correct, alpha=alpha)
 
-    top = len(NOISE_GRID) - 1
+    top = len(grid) - 1
     if not rejected(top):
         return None
     if rejected(0):
-        return NOISE_GRID[0]
+        return grid[0]
     low, high = 0, top  # not rejected at low, rejected at high
     while high - low > 1:
         middle = (low + high) // 2
         low, high = (low, middle) if rejected(middle) else (middle, high)
-    return NOISE_GRID[high]
+    return grid[high]
+
+
+def claim_rejected(noise_rejected: float | None, mechanism: SubsampledGaussian) -> bool:
+    """Whether the claimed mechanism is rejected, read off the family search run with the claim on
+    its grid (`smallest_rejected_noise(..., claimed_noise=σ)`): σ* <= σ. The same verdict as
+    `rejects` on the claim wherever rejection is monotone in σ (module docstring 4), and by
+    construction the one σ* and the lower bound report."""
+    return noise_rejected is not None and noise_rejected <= mechanism.noise_multiplier

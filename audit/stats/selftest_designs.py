@@ -329,11 +329,12 @@ def values_of(found: np.ndarray, rule: str, analysis: str) -> np.ndarray:
 def truth(design: Design, analysis: str) -> float | None:
     """What a bound of `analysis` is judged against: ε0 for an ε bound, μ for a μ bound (μ-GDP)
     (None where the mechanism's trade-off is not Gaussian: descriptive only); for the claimed
-    mechanism's own curve, the claimed mechanism's ε at δ by the same accounting
-    (`audit.stats.mechanism.epsilon_at`), None without one."""
+    mechanism's own curve, the claimed mechanism's ε at δ bracketed from below, as the bound is
+    (`audit.stats.mechanism.epsilon_at(..., side="lower")`: a bound above it is a σ* below the
+    claimed σ, whichever bracket's gap), None without one."""
     bound = get_bound(analysis)
     if bound.needs_mechanism:
-        return None if design.claimed is None else epsilon_at(design.claimed, design.delta)
+        return None if design.claimed is None else epsilon_at(design.claimed, design.delta, side="lower")
     return design.mu if bound.unit == "mu" else design.epsilon
 
 

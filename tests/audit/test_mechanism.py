@@ -21,7 +21,7 @@ from scipy import special
 from scipy.stats import binom, norm
 
 from attacks.whitebox import likelihood_ratio
-from audit.stats.epsilon import RankedGuesses, gaussian_dp_epsilon
+from audit.stats.epsilon import Guesses, RankedGuesses, gaussian_dp_epsilon
 from audit.stats.fdp import gaussian_one_run_mu
 from audit.stats.mechanism import (
     NOISE_GRID,
@@ -151,3 +151,76 @@ def test_the_exact_mechanism_is_rejected_at_most_at_the_level_and_half_the_noise
     # σ halved (ε 8.11): median 369 right; measured 40 of 40 flagged
     flagged = sum(rejects(claimed, correct=simulated_correct(SIGMA / 2, seed), **counts) for seed in range(40))
     assert flagged >= 36
+
+
+def test_the_lower_bracket_of_epsilon_is_never_above_the_true_one_nor_the_upper_bracket():
+    # q = 1 - 1e-12 takes the numerical path (loss grids) to a mechanism whose true ε is known in
+    # closed form: μ-GDP with μ = √T / σ = √50 / 5 = 1.414 (up to the 1e-12 of q), ε(1e-5) = 5.05
+    mechanism = SubsampledGaussian(5.0, 1.0 - 1e-12, 50)
+    exact = gaussian_dp_epsilon(math.sqrt(50) / 5.0, 1e-5)
+    lower, upper = epsilon_at(mechanism, 1e-5, side="lower"), epsilon_at(mechanism, 1e-5, side="upper")
+    assert lower <= exact <= upper
+    # the two brackets are the grid's resolution apart (LOSS_RESOLUTION: 0.05 sd of the composed loss)
+    assert upper - lower < 0.03 * exact
+    # a subsampled mechanism: the brackets are ordered and close (q 0.25, 20 steps, σ 2: ε 2.81)
+    sub = SubsampledGaussian(2.0, 0.25, 20)
+    lower, upper = epsilon_at(sub, 1e-5, side="lower"), epsilon_at(sub, 1e-5, side="upper")
+    assert 0.97 * upper < lower < upper
+    with pytest.raises(ValueError, match="side must be one of"):
+        epsilon_at(sub, 1e-5, side="middle")
+
+
+def test_the_family_bound_is_spent_by_the_lower_bracket_and_rejected_agrees_with_sigma_star():
+    from audit.stats import guesses as verdicts
+    from audit.stats.bounds import MECHANISM
+    from audit.stats.mechanism import claim_rejected
+
+    claim = SubsampledGaussian(SIGMA, RATE, STEPS)
+    # a claim that falls between two points of NOISE_GRID (1% apart): σ* may be the claim itself
+    off_grid = claim.with_noise(2.004)
+    assert off_grid.noise_multiplier not in NOISE_GRID
+    rng = np.random.default_rng(3)
+    for mechanism in (claim, off_grid):
+        for shift in (3.0, 1.0, 0.0):  # members' scores this far above the non-members': a leak, less, none
+            groups = {"true": (rng.normal(shift, 1.0, 2000), rng.normal(0.0, 1.0, 2000))}
+            found = verdicts.mechanism_verdict(
+                groups,
+                chosen="true",
+                guesses=Guesses(200, 200),
+                mechanism=mechanism,
+                delta=1e-5,
+                confidence=0.95,
+                rng_of=lambda attack: np.random.default_rng(0),
+            )
+            sigma = found["noise_rejected"]
+            # by construction: rejected exactly when σ* is at or below the claimed σ
+            assert found["rejected"] == claim_rejected(sigma, mechanism)
+            assert found["rejected"] == (sigma is not None and sigma <= mechanism.noise_multiplier)
+            if sigma is not None and sigma > 0:
+                # eps_lower is never above the ε its σ* spends by the lower bracket (nor the upper's)
+                spent = mechanism.with_noise(sigma)
+                assert found["eps_lower"] == epsilon_at(spent, 1e-5, side="lower")
+                assert found["eps_lower"] <= epsilon_at(spent, 1e-5, side="upper")
+    # the bound of the registry (MECHANISM) reads the same lower bracket
+    counts = dict(m=4000, guesses=400, correct=380, alpha=0.05)
+    sigma = smallest_rejected_noise(RATE, STEPS, **counts)
+    value = MECHANISM.test(**counts, delta=1e-5, mechanism=claim)
+    assert value == epsilon_at(claim.with_noise(sigma), 1e-5, side="lower")
+
+
+def test_the_claim_searched_on_the_grid_is_found_when_it_is_the_threshold():
+    counts = dict(m=4000, guesses=400, correct=380, alpha=0.05)
+    on_grid = smallest_rejected_noise(0.2, 40, **counts)
+    i = NOISE_GRID.index(on_grid)
+    # the rejection threshold τ between the last grid σ not rejected and σ* (bisection on rejects)
+    low, high = NOISE_GRID[i - 1], on_grid
+    for _ in range(30):
+        middle = (low + high) / 2
+        low, high = (low, middle) if rejects(SubsampledGaussian(middle, 0.2, 40), **counts) else (middle, high)
+    # a claim in (τ, σ*) is rejected by its own test and is the σ* of the search that holds it
+    rejected_claim, kept_claim = (high + on_grid) / 2, (NOISE_GRID[i - 1] + low) / 2
+    assert rejects(SubsampledGaussian(rejected_claim, 0.2, 40), **counts)
+    assert smallest_rejected_noise(0.2, 40, **counts, claimed_noise=rejected_claim) == rejected_claim
+    # a claim in (σ_{i-1}, τ) is not rejected, and the search still ends at the grid's σ*
+    assert not rejects(SubsampledGaussian(kept_claim, 0.2, 40), **counts)
+    assert smallest_rejected_noise(0.2, 40, **counts, claimed_noise=kept_claim) == on_grid
