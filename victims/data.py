@@ -106,14 +106,30 @@ def load_pool(name: str, *, data_root: str | os.PathLike | None = None, download
     raise DataError(f"unknown dataset {name!r} (known: {', '.join(_LOADERS)}, or a path to a .npz file)")
 
 
+def _class_balanced_rows(pool: Pool, per_class: int) -> np.ndarray:
+    """The first `per_class` pool rows of each class, in pool order (fewer where a class has fewer)."""
+    if int(per_class) != per_class or per_class < 1:
+        raise DataError(f"per_class must be a positive integer, got {per_class}")
+    return np.sort(np.concatenate([np.flatnonzero(pool.y == c)[:per_class] for c in range(pool.n_classes)]))
+
+
+def class_balanced_subset(pool: Pool, per_class: int) -> Pool:
+    """The pool of the first `per_class` pool images of each class (in pool order, which for the
+    built-in datasets is a seeded stratified split; fewer where a class has fewer), with the pool's
+    test split, named `<name>-<per_class>-per-class` (`--pool-per-class`). The same arrays, and so
+    the same fingerprint, as the .npz `write_class_balanced_subset` writes. A small class-balanced
+    pool is what GAN-Leaks needs to see a generator memorise its members
+    (`victims.pipelines.cgan`), and what the worst-case DP-SGD design starts from."""
+    idx = _class_balanced_rows(pool, per_class)
+    name = f"{pool.name}-{per_class}-per-class"
+    return make_pool(name, pool.x[idx], pool.y[idx], pool.x_test, pool.y_test, pool.classes, pool.flip_ok)
+
+
 def write_class_balanced_subset(pool: Pool, per_class: int, path: str | os.PathLike) -> Path:
-    """Write the first `per_class` pool images of each class (in pool order, which for the built-in
-    datasets is a seeded stratified split; fewer where a class has fewer), with the pool's test
-    split, as a .npz at `path` (parent directories created) that `--dataset` and `load_pool`
-    read; returns the path. A small class-balanced pool is what GAN-Leaks needs to see a
-    generator memorise its members (`victims.pipelines.cgan`)."""
+    """Write `class_balanced_subset`'s arrays as a .npz at `path` (parent directories created) that
+    `--dataset` and `load_pool` read; returns the path."""
     path = Path(path)
-    idx = np.sort(np.concatenate([np.flatnonzero(pool.y == c)[:per_class] for c in range(pool.n_classes)]))
+    idx = _class_balanced_rows(pool, per_class)
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez(path, x=pool.x[idx], y=pool.y[idx], x_test=pool.x_test, y_test=pool.y_test)
     return path

@@ -60,6 +60,14 @@ def build_parser(
         default="digits",
         help="digits (embedded), mnist5k (the mnist extra), mnist, fashion-mnist, cifar10, or a .npz file",
     )
+    p.add_argument(
+        "--pool-per-class",
+        type=int_at_least(1),
+        default=None,
+        metavar="N",
+        help="audit on the first N pool images of each class only (the small class-balanced pool of the worst-case "
+        "DP-SGD design and of GAN-Leaks; its store is named <dataset>-N-per-class)",
+    )
     p.add_argument("--data-root", default=None, help="where torchvision datasets live")
     p.add_argument("--download", action="store_true", help="let torchvision download the dataset")
     add_run_flags(p)

@@ -25,6 +25,7 @@ from audit.summary import summarise
 from shadow_runs import RunStore, StoreError, membership_matrix
 from shadow_runs.plan import default_targets, target_runs
 from victims import DataError, load_pool
+from victims.data import class_balanced_subset
 from shadow_runs.records import CanaryColumns
 from victims.canaries import add_canaries
 from victims.whitebox_canaries import with_white_box
@@ -46,6 +47,8 @@ def main(
         victim = build_victim(args.victim, victim_overrides(args))
         executor = executor_config(args)
         pool = load_pool(args.dataset, data_root=args.data_root, download=args.download)
+        if args.pool_per_class:
+            pool = class_balanced_subset(pool, args.pool_per_class)
         dimension = getattr(victim, "release_dimension", None)
         white_box = args.threat_model == "white-box" and dimension is not None
         config = canary_config(args, release_dimension=dimension(pool) if white_box else None)
@@ -64,6 +67,7 @@ def main(
             victim,
             pool,
             dataset=args.dataset,
+            pool_per_class=args.pool_per_class,
             seed=args.seed,
             inclusion_rate=args.inclusion_rate,
             canaries=config.entry(n_natural) if config else None,

@@ -230,6 +230,7 @@ def test_loss_and_lira_summaries_share_the_directory(tmp_path, tiny_flags):
         (["--victim", "psg", "--n-shadow", "4", "--preset", "fast"], "'fast'"),
         (["--victim", "real", "--n-shadow", "4", "--claimed-epsilon", "0"], "--claimed-epsilon: must be a finite"),
         (["--victim", "real", "--n-shadow", "4", "--claimed-delta", "1"], "--claimed-delta: must be a number in [0"),
+        (["--victim", "real", "--n-shadow", "4", "--pool-per-class", "0"], "--pool-per-class: must be an integer >= 1"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_naming_the_value(tmp_path, capsys, flags, named):
@@ -535,3 +536,21 @@ def test_the_white_box_default_takes_no_more_gradient_canaries_than_the_release_
         ["--victim", "dpsgd", "--n-shadow", "2", "--threat-model", "white-box", *argv]
     )
     assert canary_config(args, release_dimension=dimension).n == expected
+
+
+def test_pool_per_class_audits_the_class_balanced_pool_in_the_store_its_npz_would_make(tmp_path, tiny_flags):
+    # --pool-per-class 10 on digits: the first 10 images of each of the 10 classes, 100 rows; the same
+    # arrays as write_class_balanced_subset's .npz, so the same identity and the same store name
+    from victims.data import write_class_balanced_subset
+
+    flags = ["--victim", "real", "--n-shadow", "4", *tiny_flags]
+    assert audit(lira.main, tmp_path / "flag", *flags, "--pool-per-class", "10") == 0
+    root = only_experiment(tmp_path / "flag")
+    experiment = json.loads((root / "experiment.json").read_text())
+    assert experiment["dataset"] == "digits-10-per-class" and experiment["n_pool"] == 100
+    assert np.bincount(np.load(root / "pool_labels.npy")).tolist() == [10] * 10
+    npz = write_class_balanced_subset(load_pool("digits"), 10, tmp_path / "digits-10-per-class.npz")
+    assert audit(lira.main, tmp_path / "file", *flags, "--dataset", str(npz)) == 0
+    assert only_experiment(tmp_path / "file").name == root.name
+    file_experiment = json.loads((only_experiment(tmp_path / "file") / "experiment.json").read_text())
+    assert file_experiment["dataset_fingerprint"] == experiment["dataset_fingerprint"]

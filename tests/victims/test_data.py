@@ -404,3 +404,20 @@ def test_pool_rejects_bad_labels_and_shapes():
     ):
         with pytest.raises(DataError):
             Pool(**{**good, **bad})
+
+
+def test_the_class_balanced_subset_takes_the_first_rows_of_each_class_and_keeps_the_test_split():
+    from victims.data import DataError, class_balanced_subset, make_pool
+
+    # 3 classes in pool order 0 1 0 2 1 0 2: two per class are rows (0, 2), (1, 4), (3, 6)
+    y = np.array([0, 1, 0, 2, 1, 0, 2])
+    x = np.arange(7, dtype=np.float32).reshape(7, 1, 1, 1)
+    pool = make_pool("toy", x, y, x[:2], y[:2], ("a", "b", "c"), False)
+    small = class_balanced_subset(pool, 2)
+    assert small.name == "toy-2-per-class"
+    assert small.x[:, 0, 0, 0].tolist() == [0, 1, 2, 3, 4, 6] and small.y.tolist() == [0, 1, 0, 2, 1, 2]
+    assert small.x_test.tolist() == pool.x_test.tolist() and small.classes == pool.classes
+    # more per class than a class has: all of it
+    assert class_balanced_subset(pool, 5).n_pool == 7
+    with pytest.raises(DataError, match="per_class must be a positive integer, got 0"):
+        class_balanced_subset(pool, 0)
