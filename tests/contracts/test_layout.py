@@ -1,7 +1,8 @@
 """The house rules of the package layout: imports point down (attacks and victims never import the
 audit; the run store never imports the victims), no module imports itself back through others,
-and reading or reporting audits does not import torch. An import inside a function counts as
-much as one at the top: it runs the same import, later."""
+the statistics import nothing that reads files, and reading or reporting audits does not import
+torch. An import inside a function counts as much as one at the top: it runs the same import,
+later."""
 
 import ast
 import fnmatch
