@@ -7,145 +7,29 @@ An audited directory is what `python -m audit.lira` (or `audit.release`) leaves:
 `load_audited` adds experiment.json and the runs' metadata (`Audited`); both raise
 `ExperimentError`, one line naming the path, on anything unusable. Only directories made with
 the membership plan of independent coins (`shadow_runs.plan.PLAN`) are read: an earlier plan's
-bounds came from a relation the plan no longer has.
+bounds came from a relation the plan no longer has. `Experiment`, `ExperimentError` and
+`experiment_labels` live in `audit.experiment`, which reads no file (the statistics import them
+from there), and are importable from here too.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
 import re
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from audit.experiment import Experiment, ExperimentError, experiment_labels  # re-exported: read here, defined there
 from shadow_runs.records import CanaryColumns
 
 SIZE_KEYS = ("ipc", "spc")  # config keys giving a release's images per class
-
-
-class ExperimentError(ValueError):
-    """An experiment directory that cannot be read; the message is one line naming the path."""
-
-
-HEADLINE_KEYS = ("epsilon", "ipc", "spc", "init")
 _SCORES_META = ("target_runs", "membership", "init")
 _RUN_FILE = re.compile(r"^\d{5}\.json$")
-
-
-@dataclass(frozen=True, eq=False)
-class Experiment:
-    """What an audited experiment directory holds, checked for consistent shapes.
-
-    `membership`, `init` and each array of `scores` are [T, n]: one row per target run.
-    `test_accuracy` has one value per audited run (`audited_runs`: targets and references alike,
-    the release alone for a release audit), so its mean is summary.json's `utility.test_accuracy`.
-    """
-
-    path: Path
-    summary: Mapping
-    membership: np.ndarray
-    init: np.ndarray
-    scores: Mapping[str, np.ndarray]
-    test_accuracy: np.ndarray
-
-    def __post_init__(self) -> None:
-        membership = np.asarray(self.membership, dtype=bool)
-        if membership.ndim != 2 or membership.shape[0] < 1:
-            raise ExperimentError(f"{self.path}: membership must be [targets, n], got shape {membership.shape}")
-        init = np.asarray(self.init, dtype=bool)
-        scores = {name: np.asarray(s, dtype=float) for name, s in self.scores.items()}
-        for name, array in {"init": init, **scores}.items():
-            if array.shape != membership.shape:
-                raise ExperimentError(f"{self.path}: {name} has shape {array.shape}, membership {membership.shape}")
-        canaries = (self.summary.get("evaluation") or {}).get("canaries") if isinstance(self.summary, Mapping) else None
-        bound_columns = CanaryColumns.from_entry(canaries).scored if canaries else None
-        if bound_columns is None or bound_columns.shape[0] != membership.shape[1]:
-            bound_columns = slice(None)  # no canaries, or a view of some columns only (the natural examples)
-        for name, array in scores.items():
-            # NaN marks an example the attack did not score: allowed only outside the canaries of a
-            # canary audit (a white-box attack scores the canaries alone)
-            if np.isinf(array).any() or np.isnan(array[:, bound_columns]).any():
-                raise ExperimentError(f"{self.path}: scores of {name} are not all finite")
-        if not (membership.any(axis=1) & (~membership).any(axis=1)).all():
-            raise ExperimentError(f"{self.path}: every target needs members and non-members")
-        accuracy = np.asarray(self.test_accuracy, dtype=float).ravel()
-        if accuracy.size == 0 or not np.isfinite(accuracy).all():
-            raise ExperimentError(f"{self.path}: test accuracies must be finite and non-empty")
-        if not isinstance(self.summary, Mapping) or not isinstance(self.summary.get("victim"), str):
-            raise ExperimentError(f"{self.path}: summary has no victim name")
-        for name, value in (("membership", membership), ("init", init), ("test_accuracy", accuracy)):
-            object.__setattr__(self, name, value)
-        object.__setattr__(self, "scores", scores)
-        object.__setattr__(self, "path", Path(self.path))
-
-    @property
-    def victim(self) -> str:
-        return self.summary["victim"]
-
-    @property
-    def dataset(self) -> str | None:
-        return self.summary.get("dataset")
-
-    @property
-    def config(self) -> Mapping:
-        return self.summary.get("config") or {}
-
-    @property
-    def delta(self) -> float:
-        """The victim's delta, 0 for non-DP victims: what eps_lower is computed with."""
-        return float(self.summary.get("delta") or 0.0)
-
-    @property
-    def confidence(self) -> float:
-        """The confidence level of the experiment's eps_lower."""
-        return float((self.summary.get("evaluation") or {}).get("confidence", 0.95))
-
-    @property
-    def n_targets(self) -> int:
-        return self.membership.shape[0]
-
-    def epsilon_applies(self, attack: str) -> bool:
-        """Whether `attack` has an ε lower bound: summary.json does not record it as null (null where
-        the plan's coins were not fair, or a release's members were chosen)."""
-        entry = (self.summary.get("attacks") or {}).get(attack)
-        return not (isinstance(entry, Mapping) and "eps_lower" in entry and entry["eps_lower"] is None)
-
-    def natural_examples(self) -> Experiment:
-        """This experiment seen through its natural examples: itself without canaries; with them
-        (`--canaries`), the first n_natural columns of every [T, n] array and summary.json's
-        per-attack `natural` entries in place of the canaries' (so `eps_lower` and `eps_ceiling`
-        are the natural examples' too). A comparison with a baseline is about the pool's own
-        records; the canaries' numbers stay in summary.json and the report."""
-        canaries = (self.summary.get("evaluation") or {}).get("canaries")
-        if not canaries:
-            return self
-        n = int(canaries["n_natural"])
-        attacks = {
-            a: entry["natural"]
-            for a, entry in (self.summary.get("attacks") or {}).items()
-            if isinstance(entry, Mapping) and "natural" in entry
-        }
-        return dataclasses.replace(
-            self,
-            summary={**self.summary, "attacks": attacks},
-            membership=self.membership[:, :n],
-            init=self.init[:, :n],
-            scores={k: v[:, :n] for k, v in self.scores.items()},
-        )
-
-    def group_masks(self) -> dict[str, np.ndarray]:
-        """Member masks [T, n] of the groups this experiment has (sub-groups only with >= 2 members)."""
-        masks = {"all": self.membership}
-        if self.init.any():
-            subgroups = {"init": self.membership & self.init, "other_members": self.membership & ~self.init}
-            masks.update({name: mask for name, mask in subgroups.items() if mask.sum() >= 2})
-        return masks
 
 
 def load_experiment(path: str | os.PathLike) -> Experiment:
@@ -244,38 +128,6 @@ def _read_accuracies(files: Sequence[Path]) -> np.ndarray:
             raise ExperimentError(f"{file}: test_accuracy must be a finite number, got {value!r}")
         accuracies.append(float(value))
     return np.array(accuracies)
-
-
-def experiment_labels(experiments: Sequence[Experiment]) -> list[str]:
-    """Short names: the victim, its headline config keys, and the keys that differ between
-    experiments of the same victim ("dm ipc=10 init=real"); the directory name breaks ties."""
-    flat = [_flatten(e.config) for e in experiments]
-    labels = []
-    for exp, config in zip(experiments, flat):
-        same_victim = [c for e, c in zip(experiments, flat) if e.victim == exp.victim]
-        varying = sorted(
-            k for k in config if k not in HEADLINE_KEYS and len({_format_value(c.get(k)) for c in same_victim}) > 1
-        )
-        keys = [k for k in HEADLINE_KEYS if k in config] + varying
-        labels.append(" ".join([exp.victim, *(f"{k}={_format_value(config[k])}" for k in keys)]))
-    counts = Counter(labels)
-    return [f"{label} ({exp.path.name})" if counts[label] > 1 else label for label, exp in zip(labels, experiments)]
-
-
-def _flatten(config: Mapping, prefix: str = "") -> dict:
-    flat = {}
-    for key, value in config.items():
-        if isinstance(value, Mapping):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
-def _format_value(value) -> str:
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
 
 
 def _one_line(message) -> str:

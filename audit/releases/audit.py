@@ -176,19 +176,7 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Pa
     measure its leakage and compare it with the subsets', write the audit directory and its report;
     returns (summary.json's content, the report, report.html's path, report.json's path)."""
     request, inputs, settings = prepared.request, prepared.inputs, prepared.request.evaluation
-    baseline = prepared.subset
-    stores = [(prepared.store, prepared.victim)] + ([(baseline.store, baseline.victim)] if baseline.store else [])
-    for store, victim in stores:
-        train_missing_runs(
-            store,
-            victim=victim,
-            pool=inputs.pool,
-            keep=prepared.keep,
-            seed=settings.seed,
-            inclusion_rate=settings.inclusion_rate,
-            executor=request.executor,
-            quiet=request.quiet,
-        )
+    _train_missing(prepared)
     shadows = StoredRuns.load(prepared.store, keep=prepared.keep, images=inputs.pool.x, labels=inputs.pool.y)
     obs, meta = target_run(prepared.victim, inputs, seed=settings.seed, device=request.device)
     runs = with_target(shadows, obs, inputs, meta)
@@ -217,20 +205,7 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Pa
         inclusion_rate=settings.inclusion_rate,
         alpha=request.report.alpha,
     )
-    comparison = {"outcome": None, "reason": baseline.reason}
-    if baseline.store is not None:
-        subsets = StoredRuns.load(baseline.store, keep=prepared.keep, images=inputs.pool.x, labels=inputs.pool.y)
-        subset_flags = leave_one_out(
-            subsets,
-            list(attack_names()),
-            variance=variance_for(request.lira_variance, n_reference=len(subsets.keep) - 1),
-        )
-        comparison = {
-            **compare_with_subsets(release_flag, subset_flags, alpha=request.report.alpha),
-            "subset_store": str(baseline.store.root.resolve()),
-            "n_subset_runs": len(subsets.keep),
-            "subset_test_accuracy": float(np.mean([m["test_accuracy"] for m in subsets.meta])),
-        }
+    comparison = _subset_comparison(prepared, release_flag)
     summary = release_summary(
         scores,
         inputs,
@@ -244,19 +219,66 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Pa
     )
     summary["release_leakage"] = leakage
     summary["subset_baseline"] = comparison
+    built, html_path, json_path = _write_audit_and_report(
+        prepared, summary, scores, obs.to_store(meta), init_mask=runs.init_mask[targets]
+    )
+    return summary, built, html_path, json_path
 
-    out = prepared.out
+
+def _train_missing(prepared: PreparedRelease) -> None:
+    """Train the shadow runs the stores lack: the pipeline's, then the random subsets' (if any)."""
+    request, inputs, settings = prepared.request, prepared.inputs, prepared.request.evaluation
+    baseline = prepared.subset
+    stores = [(prepared.store, prepared.victim)] + ([(baseline.store, baseline.victim)] if baseline.store else [])
+    for store, victim in stores:
+        train_missing_runs(
+            store,
+            victim=victim,
+            pool=inputs.pool,
+            keep=prepared.keep,
+            seed=settings.seed,
+            inclusion_rate=settings.inclusion_rate,
+            executor=request.executor,
+            quiet=request.quiet,
+        )
+
+
+def _subset_comparison(prepared: PreparedRelease, release_flag) -> dict:
+    """summary.json's `subset_baseline`: the release's leakage flag against the random subsets'
+    leave-one-out flags, or why there is no comparison."""
+    request, inputs, baseline = prepared.request, prepared.inputs, prepared.subset
+    if baseline.store is None:
+        return {"outcome": None, "reason": baseline.reason}
+    subsets = StoredRuns.load(baseline.store, keep=prepared.keep, images=inputs.pool.x, labels=inputs.pool.y)
+    subset_flags = leave_one_out(
+        subsets,
+        list(attack_names()),
+        variance=variance_for(request.lira_variance, n_reference=len(subsets.keep) - 1),
+    )
+    return {
+        **compare_with_subsets(release_flag, subset_flags, alpha=request.report.alpha),
+        "subset_store": str(baseline.store.root.resolve()),
+        "n_subset_runs": len(subsets.keep),
+        "subset_test_accuracy": float(np.mean([m["test_accuracy"] for m in subsets.meta])),
+    }
+
+
+def _write_audit_and_report(prepared: PreparedRelease, summary: dict, scores, stored_run, *, init_mask):
+    """Write the audit directory (experiment.json, the pool's labels, the release as run 0 (`stored_run`:
+    what `RunStore.write_run` takes), the pool index, audit/) and its report; returns (the report,
+    report.html's path, report.json's path)."""
+    request, inputs, out = prepared.request, prepared.inputs, prepared.out
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "experiment.json", prepared.record)
     write_npy(out / "pool_labels.npy", inputs.pool.y)
-    RunStore(out).write_run(0, *obs.to_store(meta))
+    RunStore(out).write_run(0, *stored_run)
     write_npy(out / "audit" / "pool_index.npy", inputs.pool_index)
     outputs.write_audit(
-        out / "audit", summary=summary, scores=scores, membership=inputs.member[None], init_mask=runs.init_mask[targets]
+        out / "audit", summary=summary, scores=scores, membership=inputs.member[None], init_mask=init_mask
     )
     audited = load_audited(out)
     built = build_report(
         [audited], settings=request.report, images={str(audited.path): inputs.pool.x}, command=list(request.command)
     )
     html_path, json_path = write_report(built, out / "audit")
-    return summary, built, html_path, json_path
+    return built, html_path, json_path

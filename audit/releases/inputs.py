@@ -188,10 +188,29 @@ def check_pool_arrays(arrays: dict, pool_path: Path) -> None:
 
 def _read_pool(arrays: dict, pool_path: Path):
     """(pool, member [n], index: the file rows of the audit pool, coins) of POOL.npz's arrays."""
-    from sklearn.model_selection import train_test_split
-
     from victims.data import make_pool
 
+    x, y, member, coins = _checked_pool_arrays(arrays, pool_path)
+    n_classes = int(y.max()) + 1
+    index, x_test, y_test = _test_split(arrays, x, y, member, coins, pool_path)
+    try:
+        pool = make_pool(
+            str(pool_path),
+            x[index],
+            y[index],
+            x_test,
+            y_test,
+            [str(c) for c in range(max(n_classes, int(y_test.max(initial=0)) + 1))],
+            flip_ok=False,
+        )
+    except DataError as e:
+        raise ReleaseError(f"--pool {pool_path}: {e}") from None
+    return pool, member, index, coins
+
+
+def _checked_pool_arrays(arrays: dict, pool_path: Path):
+    """(x, y, member [n], coins) of POOL.npz's arrays, checked: images, labels 0..C-1 each present,
+    members and non-members, and 'x_test' with 'y_test' or neither."""
     for key in ("x", "y"):
         if key not in arrays:
             raise ReleaseError(
@@ -215,6 +234,15 @@ def _read_pool(arrays: dict, pool_path: Path):
         )
     if ("x_test" in arrays) != ("y_test" in arrays):
         raise ReleaseError(f"--pool {pool_path}: 'x_test' and 'y_test' must be given together")
+    return x, y, member, coins
+
+
+def _test_split(arrays: dict, x, y, member, coins, pool_path: Path):
+    """(index: the file rows of the audit pool, x_test, y_test): the given test split; else, with
+    coins, a fifth of the rows drawn without the coins, whose non-members are the test split and
+    whose members leave the audit; else a fifth of the non-members."""
+    from sklearn.model_selection import train_test_split
+
     index = np.arange(len(x))
     if "x_test" in arrays:
         x_test = _images(arrays["x_test"], f"--pool {pool_path}: 'x_test'", x.shape[1:])
@@ -257,19 +285,7 @@ def _read_pool(arrays: dict, pool_path: Path):
             index, held = train_test_split(outside, test_size=0.2, random_state=0)
         index = np.sort(np.concatenate([np.flatnonzero(member), index]))
         x_test, y_test = x[np.sort(held)], y[np.sort(held)]
-    try:
-        pool = make_pool(
-            str(pool_path),
-            x[index],
-            y[index],
-            x_test,
-            y_test,
-            [str(c) for c in range(max(n_classes, int(y_test.max(initial=0)) + 1))],
-            flip_ok=False,
-        )
-    except DataError as e:
-        raise ReleaseError(f"--pool {pool_path}: {e}") from None
-    return pool, member, index, coins
+    return index, x_test, y_test
 
 
 def _read_release(

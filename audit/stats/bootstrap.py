@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 import numpy as np
 from scipy import stats
 
-from audit.results import Experiment, experiment_labels
+from audit.experiment import Experiment, experiment_labels
 from audit.stats.epsilon import epsilon_ceiling, epsilon_lower_bound
 from audit.stats.metrics import auc, tpr_at_fpr
 

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 from scipy import stats
 
-from audit.results import Experiment, experiment_labels
+from audit.experiment import Experiment, experiment_labels
 from audit.stats.bootstrap import (
     METRICS,
     N_BOOT,

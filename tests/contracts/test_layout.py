@@ -1,7 +1,8 @@
 """The house rules of the package layout: imports point down (attacks and victims never import the
 audit; the run store never imports the victims), no module imports itself back through others,
-and reading or reporting audits does not import torch. An import inside a function counts as
-much as one at the top: it runs the same import, later."""
+the statistics import nothing that reads files, and reading or reporting audits does not import
+torch. An import inside a function counts as much as one at the top: it runs the same import,
+later."""
 
 import ast
 import fnmatch
@@ -101,7 +102,15 @@ def test_no_import_cycle():
 #: above (the longest matching prefix decides a module's layer; the bare package `audit` re-exports)
 AUDIT_LAYERS = (
     # math, the claim checked, reading audits (and a release's input files), running victims
-    ("audit.stats", "audit.claim", "audit.results", "audit.releases.inputs", "audit.executor", "audit.provenance"),
+    (
+        "audit.stats",
+        "audit.experiment",
+        "audit.claim",
+        "audit.results",
+        "audit.releases.inputs",
+        "audit.executor",
+        "audit.provenance",
+    ),
     ("audit.evaluate", "audit.reporting", "audit.releases", "audit.epsilon", "audit.metrics"),
     ("audit.summary", "audit.outputs", "audit.pipeline", "audit.releases.target"),  # what an audit writes
     ("audit.releases.audit",),  # a release audit, start to end
@@ -138,6 +147,62 @@ def test_no_import_runs_back_up_inside_audit():
             continue
         upward = sorted(m for m in imports if (audit_layer(m) or -1) > audit_layer(name))
         assert not upward, f"{name} (layer {audit_layer(name)}) imports {upward} from a layer above"
+
+
+#: modules that read (or write) files: audited directories, releases, the run store, datasets and
+#: sources; a name covers its submodules. The statistics import none of them (`audit.stats`), at
+#: any depth: they take numbers (an `audit.experiment.Experiment`, score arrays) and return numbers.
+FILE_READERS = (
+    "audit.results",  # audited experiment directories
+    "audit.releases",  # a release's files and inputs, and its audit
+    "audit.outputs",  # what an audit writes and reads back
+    "audit.reporting.evidence",  # the report's score files
+    "audit.cli",  # the command lines
+    "shadow_runs.store",  # the run store
+    "shadow_runs.atomic_files",
+    "victims.data",  # the datasets
+    "victims.source",  # the victims' source files, hashed
+)
+#: (importer, imported) edges the rule lets through, with the reason
+FILE_READER_EXCEPTIONS = {
+    ("audit.stats.selftest_mechanisms", "victims.privacy"): (
+        "the white-box self-test rows calibrate σ with opacus's accountants (`whitebox_sigma`, "
+        "`whitebox_true_epsilon`, imported inside them); victims.privacy imports victims.data"
+    ),
+}
+
+
+def reached(graph: dict[str, set[str]], start: str, *, skip=frozenset()) -> set[str]:
+    """The modules `start` imports at any depth, not following the (importer, imported) edges `skip`."""
+    seen, stack = set(), [start]
+    while stack:
+        name = stack.pop()
+        for nxt in graph.get(name, ()):
+            if nxt not in seen and (name, nxt) not in skip:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
+
+
+def reads_files(name: str) -> bool:
+    return any(name == r or name.startswith(r + ".") for r in FILE_READERS)
+
+
+def test_the_file_reader_rule_follows_imports_at_any_depth():
+    graph = {"audit.stats.x": {"audit.stats.y"}, "audit.stats.y": {"audit.results"}, "audit.results": set()}
+    assert reads_files("audit.releases.files") and not reads_files("audit.releasesx")
+    assert "audit.results" in reached(graph, "audit.stats.x")
+    assert "audit.results" not in reached(graph, "audit.stats.x", skip={("audit.stats.y", "audit.results")})
+
+
+def test_the_statistics_import_nothing_that_reads_files():
+    graph = import_graph()
+    assert all(any(n == r or n.startswith(r + ".") for n in graph) for r in FILE_READERS)  # no stale name
+    for edge in FILE_READER_EXCEPTIONS:  # no stale exception
+        assert edge[1] in graph.get(edge[0], ()), f"{edge} is no longer imported: remove its exception"
+    for name in sorted(n for n in graph if n == "audit.stats" or n.startswith("audit.stats.")):
+        readers = sorted(m for m in reached(graph, name, skip=set(FILE_READER_EXCEPTIONS)) if reads_files(m))
+        assert not readers, f"{name} imports, directly or not, modules that read files: {readers}"
 
 
 def test_reading_and_reporting_audits_does_not_import_torch():

@@ -160,7 +160,13 @@ class DSAVictim(CondensationVictim):
 
         So a packed run draws what it draws alone, and its release equals the unpacked one up to the
         order of float sums (grouped convolutions, the weighted mean), which gradient matching
-        carries through every image step (tests/victims/test_dsa_packed.py measures it)."""
+        carries through every image step (tests/victims/test_dsa_packed.py measures it).
+
+        Long because it is one numerical loop (iterations, outer steps, inner steps) whose parts share
+        the pack's state: the two grouped nets and their matched weights, the row counts, the real
+        batches, the seeds drawn per class and run, the image and net optimisers; split into
+        functions, each part would take a dozen of them, and the order of the draws, which the
+        equality with the runs alone rests on, would be spread over several functions."""
         k, n_classes = len(members), pool.n_classes
         per_class = torch.bincount(labels, minlength=n_classes).tolist()
         counts = [[min(self.batch_real, len(m.by_class[c])) for m in members] for c in range(n_classes)]

@@ -360,7 +360,13 @@ class PSGVictim(ReleasesData):
         Poisson batch: the same clipping to C, the same N(0, sigma^2 C^2) per run, the same division
         by B. The synthetic step and the inner epochs act per run: each run's loss is a mean over its
         own images, the K losses (and the K gradient distances) are summed, and a grouped layer's
-        block k sees only run k, so each run's gradient is its own; SGD is elementwise."""
+        block k sees only run k, so each run's gradient is its own; SGD is elementwise.
+
+        Long because it is Algorithm 1's one numerical loop (restarts, outer steps, noisy batches,
+        inner epochs) whose steps share the pack's state: the padded members and their draw rows,
+        the grouped net and its matched weights, the synthetic pixels and both optimisers; the order
+        of each run's draws (Poisson, noise, permutations), which the equality with the runs alone
+        rests on, is easiest to check in one place."""
         k = len(members)
         device = members[0][0].device
         labels = torch.arange(pool.n_classes, device=device).repeat_interleave(self.spc)
