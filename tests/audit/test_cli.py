@@ -241,6 +241,18 @@ def test_bad_input_exits_2_with_one_line_naming_the_value(tmp_path, capsys, flag
     assert not (tmp_path / "runs").exists()  # nothing written
 
 
+@pytest.mark.parametrize("threat", [[], ["--threat-model", "white-box"]])
+def test_too_few_runs_names_only_the_attacks_that_apply_and_need_more(tmp_path, capsys, threat):
+    # audit.lira's attacks include the white-box ones, which a black-box audit does not run; loss,
+    # rmia and the white-box attacks need fewer than 4 runs: only those that need more are named
+    with pytest.raises(SystemExit) as exit_info:
+        audit(lira.main, tmp_path / "runs", "--victim", "dpsgd", "--n-shadow", "2", *threat)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1, err
+    assert err.strip().endswith("--n-shadow 2 is too few for lira_online, lira_offline, dcr_lira (needs >= 4)"), err
+    assert not (tmp_path / "runs").exists()
+
+
 def _cli(module: str):
     return importlib.import_module(
         f"audit.cli.{module}_command" if module in {"compare", "release", "report", "selftest"} else f"audit.{module}"
