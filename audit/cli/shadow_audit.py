@@ -130,9 +130,24 @@ def main(
         init_mask=runs.init_mask[targets],
         canaries=canaries,
     )
-    if not args.quiet:
-        print(outputs.describe(summary, path))
+    print(quiet_lines(summary, path) if args.quiet else outputs.describe(summary, path))
     return 0
+
+
+def quiet_lines(summary: dict, path) -> str:
+    """What `--quiet` keeps of the terminal's lines (`audit.outputs.describe`): the verdict and its
+    reason (or why there is no ε bound), the own curve's test, the warnings of too few runs and the
+    path of summary.json; not the per-attack lines or the legend."""
+    lines = []
+    if summary.get("verdict"):
+        lines.append(outputs.verdict_line(summary))
+        if summary["verdict"].get("mechanism"):
+            lines.append(outputs.mechanism_line(summary["verdict"]["mechanism"]))
+    elif (summary.get("evaluation") or {}).get("epsilon_note"):
+        lines.append(f"  ({summary['evaluation']['epsilon_note']})")
+    lines += [f"  warning: {w}" for w in outputs.too_few_runs(summary)]
+    lines.append(f"  -> {path}")
+    return "\n".join(lines)
 
 
 def check_enough_runs(n_shadow: int, attacks: tuple[str, ...], *, threat_model: str) -> None:

@@ -157,6 +157,23 @@ def test_a_claim_from_the_command_line_is_what_the_verdict_checks_at_its_delta(t
     assert summary["attacks"]["loss"]["eps_ceiling"] == plain["attacks"]["loss"]["eps_ceiling"]  # at the victim's δ
 
 
+def test_quiet_hides_the_progress_bar_and_attack_lines_but_keeps_the_verdict_and_warnings(tmp_path, capsys):
+    # --quiet (in tiny_flags too): no progress bar on stderr; of the terminal's lines the verdict, the
+    # warnings and the path remain, each as printed without --quiet, but not the per-attack lines or terms
+    flags = ["--victim", "real", "--n-shadow", "4", "--train-steps", "10", "--train-net-width", "8"]
+    assert audit(lira.main, tmp_path, *flags, "--executor", "inline", "--quiet") == 0
+    quiet = capsys.readouterr()
+    assert quiet.err == ""
+    assert audit(lira.main, tmp_path, *flags, "--executor", "inline") == 0  # re-scores the stored runs
+    full = capsys.readouterr().out.splitlines()
+    lines = quiet.out.splitlines()
+    assert lines[0].startswith("  verdict: ") and lines[-1].startswith("  -> ") and lines[-1].endswith("summary.json")
+    assert any(line.startswith("  warning: TPR@0.1%FPR") for line in lines), lines
+    assert all(line in full for line in lines)  # the same lines, fewer of them
+    assert not any(line.startswith(("  loss ", "  terms:")) for line in lines)
+    assert any(line.startswith("  loss ") for line in full) and any(line.startswith("  terms:") for line in full)
+
+
 def test_rerun_rescoring_more_shadows_and_determinism(tmp_path, tiny_flags):
     flags = ["--victim", "real", "--n-shadow", "4", *tiny_flags]
     assert audit(lira.main, tmp_path / "a", *flags) == 0
