@@ -139,6 +139,8 @@ def describe(summary: dict, path: Path) -> str:
             lines.append(mechanism_line(summary["verdict"]["mechanism"]))
             used.add("own curve")
     lines += [f"  warning: {w}" for w in too_few_runs(summary)]
+    if any("canaries" in line for line in lines):
+        used.add("canaries")
     lines.append("  terms: " + "\n         ".join(f"{t}: {TERMS[t]}" for t in TERMS if t in used))
     lines.append(f"  -> {path}")
     return "\n".join(lines)
@@ -162,11 +164,15 @@ TERMS = {
     "image view only": "the reference runs chose to query the image alone rather than it with its shifted copies",
     "(chance)": "the members found are not significantly more than the FPR's share (one-sided binomial test at "
     "5%): no better than guessing",
+    "canaries": "the records whose membership a fair coin drew, which an ε bound is over: every pool example of "
+    "every target run, or with --canaries only the records it planted",
     "verdict": "the claim against one bound paid for at 95%: the attack, its views and guess count chosen on "
     "the reference runs (or, with too few of them, every attack at a split confidence)",
     "own curve": "the f-DP test against the trade-off curve of the very mechanism the runs' accountant composed "
-    "(sigma, q, T): stronger than the test of the claimed ε, which holds for any mechanism; its ε is relative to "
-    "that family (if the pipeline is a subsampled Gaussian at that q and T, its ε is at least this)",
+    "(noise multiplier, sample rate, steps): stronger than the test of the claimed ε, which holds for any mechanism; "
+    "its ε at δ is computed tightly from that curve, so it can lie below the formal ε, the accountant's upper bound; "
+    "the ε it rules out is relative to that family (if the pipeline is a subsampled Gaussian at that rate and step "
+    "count, its ε is at least this)",
     "formal ε": "the largest ε the victim's own accountant reports over the runs, for the noise it used (a "
     "victim that calibrates its noise to --epsilon lands at or just below it)",
 }
@@ -266,8 +272,9 @@ def mechanism_line(found: dict) -> str:
     whether the mechanism itself is rejected, and the strongest member of its family ruled out."""
     claimed = found["claimed"]
     mechanism = (
-        f"sigma {claimed['noise_multiplier']:.4g}, q {claimed['sample_rate']:.4g}, T {claimed['steps']}; "
-        f"ε {found['eps_claimed']:.2f} at δ = {found['delta']:g}"
+        f"noise multiplier {claimed['noise_multiplier']:.4g}, sample rate {claimed['sample_rate']:.4g}, "
+        f"{claimed['steps']} steps; ε {found['eps_claimed']:.2f} at δ = {found['delta']:g} by tight accounting, "
+        "where the formal ε is the accountant's upper bound"
     )
     outcome = (
         "REJECTED: the implementation leaks more than its own accounting allows"
@@ -277,8 +284,8 @@ def mechanism_line(found: dict) -> str:
     family = (
         "no member of its family is ruled out"
         if found["noise_rejected"] is None
-        else f"every sigma >= {found['noise_rejected']:.3g} at this q and T is ruled out: ε ≥ {found['eps_lower']:.2f} "
-        "relative to the family"
+        else f"every noise multiplier >= {found['noise_rejected']:.3g} at this sample rate and step count is ruled "
+        f"out: ε ≥ {found['eps_lower']:.2f} relative to the family"
     )
     return (
         f"  own curve: the claimed mechanism ({mechanism}) {outcome} at {found['confidence']:.0%}"

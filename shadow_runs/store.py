@@ -60,6 +60,28 @@ def experiment_id(experiment: dict) -> str:
     return f"{experiment['victim']}-{experiment['dataset']}-{digest}"
 
 
+def differences(key: str, stored, asked, *, most: int = 60) -> list[str]:
+    """Where `stored` and `asked` differ, one `dotted.key: stored -> asked` each, nested dicts
+    followed down to the keys that differ (a key one side lacks shows as `(none)`); each value
+    as JSON, cut to `most` characters."""
+    if isinstance(stored, dict) and isinstance(asked, dict):
+        return [
+            change
+            for k in sorted(stored.keys() | asked.keys(), key=str)
+            if stored.get(k, _ABSENT) != asked.get(k, _ABSENT)
+            for change in differences(f"{key}.{k}", stored.get(k, _ABSENT), asked.get(k, _ABSENT), most=most)
+        ]
+
+    def shown(value) -> str:
+        text = "(none)" if value is _ABSENT else json.dumps(value, sort_keys=True)
+        return text if len(text) <= most else text[: most - 3] + "..."
+
+    return [f"{key}: {shown(stored)} -> {shown(asked)}"]
+
+
+_ABSENT = object()
+
+
 class RunStore:
     """An experiment directory: checked or created by `open`, then filled run by run."""
 
@@ -96,8 +118,15 @@ class RunStore:
                     f"{experiment.get('plan')!r}; refusing to mix (use a new --runs-dir)"
                 )
             if differing:
+                default = _HASH_DEFAULTS.get
+                changes = [
+                    c
+                    for k in differing
+                    for c in differences(k, stored.get(k, default(k)), experiment.get(k, default(k)))
+                ]
                 raise StoreError(
-                    f"{store.root} holds another configuration (differs in: {', '.join(differing)}); refusing to mix"
+                    f"{store.root} holds another configuration (stored -> asked: {'; '.join(changes)}); refusing "
+                    f"to mix: pass another --runs-dir, or move {store.root} away"
                 )
             labels_path = store.root / "pool_labels.npy"
             if not labels_path.exists() or not np.array_equal(np.load(labels_path), pool_labels):

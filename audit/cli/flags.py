@@ -216,4 +216,8 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
         help="variance of LiRA's Gaussians: per-example, global (pooled within-example), fixed (LiRA's "
         f"public code: of all observations); auto: fixed below {PER_EXAMPLE_FROM} reference runs, else per-example",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar, per-attack lines or legend; the verdict, warnings and output paths are still printed",
+    )

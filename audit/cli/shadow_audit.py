@@ -59,9 +59,7 @@ def main(
             raise ValueError(f"--threat-model white-box: {prog} runs no white-box attack (python -m audit.lira does)")
         canaries = CanaryColumns.of(n_natural, config) if config else None
         victim.check(pool, inclusion_rate=args.inclusion_rate)
-        needed = max(get_attack(a).min_runs for a in attacks)
-        if args.n_shadow < needed:
-            raise ValueError(f"--n-shadow {args.n_shadow} is too few for {', '.join(attacks)} (needs >= {needed})")
+        check_enough_runs(args.n_shadow, attacks, threat_model=args.threat_model)
         targets = target_runs(args.n_shadow, args.n_targets or default_targets(args.n_shadow))
         experiment = experiment_record(
             victim,
@@ -136,6 +134,31 @@ def main(
         init_mask=runs.init_mask[targets],
         canaries=canaries,
     )
-    if not args.quiet:
-        print(outputs.describe(summary, path))
+    print(quiet_lines(summary, path) if args.quiet else outputs.describe(summary, path))
     return 0
+
+
+def quiet_lines(summary: dict, path) -> str:
+    """What `--quiet` keeps of the terminal's lines (`audit.outputs.describe`): the verdict and its
+    reason (or why there is no ε bound), the own curve's test, the warnings of too few runs and the
+    path of summary.json; not the per-attack lines or the legend."""
+    lines = []
+    if summary.get("verdict"):
+        lines.append(outputs.verdict_line(summary))
+        if summary["verdict"].get("mechanism"):
+            lines.append(outputs.mechanism_line(summary["verdict"]["mechanism"]))
+    elif (summary.get("evaluation") or {}).get("epsilon_note"):
+        lines.append(f"  ({summary['evaluation']['epsilon_note']})")
+    lines += [f"  warning: {w}" for w in outputs.too_few_runs(summary)]
+    lines.append(f"  -> {path}")
+    return "\n".join(lines)
+
+
+def check_enough_runs(n_shadow: int, attacks: tuple[str, ...], *, threat_model: str) -> None:
+    """Refuse fewer runs than an attack of this audit needs, naming only the attacks that apply to its
+    threat model (white-box attacks in a white-box audit only) and need more runs than `n_shadow`."""
+    applies = [a for a in attacks if threat_model == "white-box" or get_attack(a).family != "mechanism"]
+    short = [a for a in applies if get_attack(a).min_runs > n_shadow]
+    if short:
+        needed = max(get_attack(a).min_runs for a in short)
+        raise ValueError(f"--n-shadow {n_shadow} is too few for {', '.join(short)} (needs >= {needed})")

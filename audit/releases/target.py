@@ -18,6 +18,7 @@ from audit.evaluate import StoredRuns
 from audit.releases.inputs import ReleaseError, ReleaseInputs
 from audit.results import SIZE_KEYS
 from victims import get_victim
+from shadow_runs.store import differences
 
 TARGET_STREAM = 7  # SeedSequence stream of the downstream training on the user's release
 TARGET = "the user's release"  # what the one target is: evaluation.target of summary.json, runs/00000.json's target
@@ -125,11 +126,13 @@ def check_out_dir(out: Path, record: dict) -> None:
             "membership_rate",
             "membership_seed",
         )
-        differing = [k for k in keys if stored.get(k) != record.get(k)]
-        if differing:
+        changes = [
+            c for k in keys if stored.get(k) != record.get(k) for c in differences(k, stored.get(k), record.get(k))
+        ]
+        if changes:
             raise ReleaseError(
-                f"--out {out} holds another release audit (differs in: {', '.join(differing)}); "
-                "refusing to overwrite it"
+                f"--out {out} holds another release audit (stored -> asked: {'; '.join(changes)}); "
+                f"refusing to overwrite it: pass another --out, or move {out} away"
             )
     elif out.is_dir() and any(out.iterdir()):
         raise ReleaseError(f"--out {out} is a non-empty directory that is no release audit; refusing to write there")

@@ -160,7 +160,7 @@ def epsilon_verdict(
     attack, best = _best(bounds)
     top = max(ceilings.values())
     design = (
-        f"{count(n_canaries, 'canary', 'canaries')}; " if n_canaries else ""
+        f"{_canaries(n_canaries, per_target)}; " if n_canaries else ""
     ) + f"{_paid(rule, len(bounds), confidence)}; δ = {delta:g}"
     if claimed_epsilon >= top:
         return Verdict(
@@ -180,7 +180,7 @@ def epsilon_verdict(
         "leakage consistent with the claimed ε",
         f"every ε lower bound ({_paid(rule, len(bounds), confidence)}) is at most the "
         f"{stated}; the largest is ε ≥ {best:.2f} ({attack}), where a perfect attack would have "
-        f"reached ε ≈ {top:.2f} with this design ({_design(n_canaries, delta)}){note}. A lower bound below "
+        f"reached ε ≈ {top:.2f} with this design ({_design(n_canaries, per_target, delta)}){note}. A lower bound below "
         "the claim "
         f"means these attacks found no violation; it does not prove the claim",
         evidence=tuple(a for a in bounds if a not in blind),
@@ -199,8 +199,17 @@ def duplicate_canaries_verdict(why: str) -> Verdict:
     return Verdict(NO_FAIR_COINS, "no ε verdict: each duplicate canary is several rows moved by one coin", why)
 
 
-def _design(n_canaries: int | None, delta: float) -> str:
-    return (f"{count(n_canaries, 'canary', 'canaries')}; " if n_canaries else "") + f"δ = {delta:g}"
+def _design(n_canaries: int | None, per_target: int | None, delta: float) -> str:
+    return (f"{_canaries(n_canaries, per_target)}; " if n_canaries else "") + f"δ = {delta:g}"
+
+
+def _canaries(n_canaries: int, per_target: int | None) -> str:
+    """The m canaries a bound is over, and what they are: "12,000 canaries, i.e. 1,500 coin-drawn
+    records × 8 target runs" (every pool example of a target run, or the canaries planted in it)."""
+    counted = count(n_canaries, "canary", "canaries")
+    if not per_target or n_canaries % per_target:
+        return counted
+    return f"{counted}, i.e. {per_target:,} coin-drawn records × {count(n_canaries // per_target, 'target run')}"
 
 
 def _paid(rule: str, k: int, confidence: float) -> str:

@@ -157,6 +157,23 @@ def test_a_claim_from_the_command_line_is_what_the_verdict_checks_at_its_delta(t
     assert summary["attacks"]["loss"]["eps_ceiling"] == plain["attacks"]["loss"]["eps_ceiling"]  # at the victim's δ
 
 
+def test_quiet_hides_the_progress_bar_and_attack_lines_but_keeps_the_verdict_and_warnings(tmp_path, capsys):
+    # --quiet (in tiny_flags too): no progress bar on stderr; of the terminal's lines the verdict, the
+    # warnings and the path remain, each as printed without --quiet, but not the per-attack lines or terms
+    flags = ["--victim", "real", "--n-shadow", "4", "--train-steps", "10", "--train-net-width", "8"]
+    assert audit(lira.main, tmp_path, *flags, "--executor", "inline", "--quiet") == 0
+    quiet = capsys.readouterr()
+    assert quiet.err == ""
+    assert audit(lira.main, tmp_path, *flags, "--executor", "inline") == 0  # re-scores the stored runs
+    full = capsys.readouterr().out.splitlines()
+    lines = quiet.out.splitlines()
+    assert lines[0].startswith("  verdict: ") and lines[-1].startswith("  -> ") and lines[-1].endswith("summary.json")
+    assert any(line.startswith("  warning: TPR@0.1%FPR") for line in lines), lines
+    assert all(line in full for line in lines)  # the same lines, fewer of them
+    assert not any(line.startswith(("  loss ", "  terms:")) for line in lines)
+    assert any(line.startswith("  loss ") for line in full) and any(line.startswith("  terms:") for line in full)
+
+
 def test_rerun_rescoring_more_shadows_and_determinism(tmp_path, tiny_flags):
     flags = ["--victim", "real", "--n-shadow", "4", *tiny_flags]
     assert audit(lira.main, tmp_path / "a", *flags) == 0
@@ -240,6 +257,18 @@ def test_bad_input_exits_2_with_one_line_naming_the_value(tmp_path, capsys, flag
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and named in err, err
     assert not (tmp_path / "runs").exists()  # nothing written
+
+
+@pytest.mark.parametrize("threat", [[], ["--threat-model", "white-box"]])
+def test_too_few_runs_names_only_the_attacks_that_apply_and_need_more(tmp_path, capsys, threat):
+    # audit.lira's attacks include the white-box ones, which a black-box audit does not run; loss,
+    # rmia and the white-box attacks need fewer than 4 runs: only those that need more are named
+    with pytest.raises(SystemExit) as exit_info:
+        audit(lira.main, tmp_path / "runs", "--victim", "dpsgd", "--n-shadow", "2", *threat)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1, err
+    assert err.strip().endswith("--n-shadow 2 is too few for lira_online, lira_offline, dcr_lira (needs >= 4)"), err
+    assert not (tmp_path / "runs").exists()
 
 
 def _cli(module: str):
@@ -365,7 +394,9 @@ def test_a_store_of_another_config_is_refused_untouched(tmp_path, tiny_flags, ca
     with pytest.raises(SystemExit) as exit_info:
         audit(lira.main, tmp_path, *flags[:4] + ["--n-shadow", "6"] + tiny_flags)
     err = capsys.readouterr().err
-    assert exit_info.value.code == 2 and err.count("\n") == 1 and str(root) in err and "config" in err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and str(root) in err, err
+    # the nested key that differs with both values, and what to do
+    assert "(stored -> asked: config.train.steps: 11 -> 10); refusing to mix: pass another --runs-dir" in err, err
     assert snapshot(root) == before
     # The experiment directory itself passed as --runs-dir is refused too.
     with pytest.raises(SystemExit):

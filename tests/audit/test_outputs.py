@@ -117,6 +117,7 @@ def test_every_term_printed_is_in_the_legend():
         "(chance)",
         "verdict",
         "formal ε",
+        "canaries",  # the verdict's reason says how many canaries would make the claim testable
     }
     table = described[: described.index("  terms: ")]
     for term in defined:
@@ -125,3 +126,32 @@ def test_every_term_printed_is_in_the_legend():
         "real on digits, 8 runs: 4 targets, 4 reference runs; test accuracy 0.982 (mean over the 8 runs); "
         "formal ε 9.992"
     )
+
+
+def test_the_own_curve_names_its_parameters_in_words_and_says_what_its_epsilon_is():
+    # "T" is the target runs elsewhere: the mechanism's steps are named as such, and its ε (tight
+    # accounting of the curve, 9.11) is told apart from the formal ε (the accountant's upper bound)
+    mechanism = {
+        "claimed": {"noise_multiplier": 1.2976, "sample_rate": 0.34133, "steps": 32},
+        "eps_claimed": 9.1075,
+        "rejected": False,
+        "noise_rejected": 2.5,
+        "eps_lower": 1.234,
+        "eps_ceiling": 19.39,
+        "rule": "tuned",
+        "attack": "rmia",
+        "confidence": 0.95,
+        "delta": 1e-5,
+    }
+    assert outputs.mechanism_line(mechanism) == (
+        "  own curve: the claimed mechanism (noise multiplier 1.298, sample rate 0.3413, 32 steps; ε 9.11 at "
+        "δ = 1e-05 by tight accounting, where the formal ε is the accountant's upper bound) not rejected "
+        "at 95% (rmia, tuned); every noise multiplier >= 2.5 at this sample rate and step count is ruled out: "
+        "ε ≥ 1.23 relative to the family; ceiling 19.39"
+    )
+    described = outputs.describe(
+        summary(formal_epsilon=9.9917, delta=1e-5, verdict={**summary()["verdict"], "mechanism": mechanism}),
+        Path("s.json"),
+    )
+    assert " T " not in described and "own curve: the f-DP test" in described
+    assert "so it can lie below the formal ε, the accountant's upper bound" in described

@@ -445,3 +445,20 @@ def test_the_file_helpers_refuse_what_the_audit_would_refuse(tmp_path):
     with pytest.raises(ValueError, match="'member' has shape"):
         write_pool(tmp_path / "pool.npz", pool.x, pool.y, member=member[:-1])
     assert not (tmp_path / "pool.npz").exists()
+
+
+def test_an_out_holding_another_release_audit_is_refused_naming_the_nested_key(tmp_path):
+    from audit.releases.inputs import ReleaseError
+    from audit.releases.target import check_out_dir
+
+    record = {"victim": "dm", "config": {"ipc": 10, "train": {"steps": 300}}, "n_shadow": 16}
+    (tmp_path / "experiment.json").write_text(json.dumps(record))
+    before = (tmp_path / "experiment.json").read_bytes()
+    check_out_dir(tmp_path, record)  # the same audit: kept
+    with pytest.raises(ReleaseError) as refused:
+        check_out_dir(tmp_path, {**record, "config": {"ipc": 10, "train": {"steps": 30}}})
+    assert str(refused.value) == (
+        f"--out {tmp_path} holds another release audit (stored -> asked: config.train.steps: 300 -> 30); "
+        f"refusing to overwrite it: pass another --out, or move {tmp_path} away"
+    )
+    assert (tmp_path / "experiment.json").read_bytes() == before and len(list(tmp_path.iterdir())) == 1

@@ -71,6 +71,15 @@ def test_bounds_at_or_below_a_testable_claim_are_consistent_but_not_a_proof():
     assert "every ε lower bound (97.50% per attack, 95% jointly over 2 attacks (Bonferroni))" in v.reason
 
 
+def test_the_canaries_are_said_to_be_the_coin_drawn_records_of_the_target_runs():
+    # an audit without --canaries: m = 8 target runs x 1,500 examples, each IN by its own coin
+    for claim in (Claim(1.0), Claim(9.992)):  # consistent (testable), then not testable
+        v = epsilon_verdict(
+            {"loss": 0.5}, ceiling=8.3, claim=claim, delta=1e-5, confidence=0.95, n_canaries=12_000, per_target=1_500
+        )
+        assert "(12,000 canaries, i.e. 1,500 coin-drawn records × 8 target runs; " in v.reason, v.reason
+
+
 def test_an_attack_whose_ceiling_is_below_the_claim_is_named_as_blind():
     # pbb scored fewer canaries: its ceiling 1.5 is below the claim 2; the others could test it.
     v = epsilon_verdict(

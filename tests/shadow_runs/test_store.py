@@ -7,7 +7,7 @@ import pytest
 
 from shadow_runs import atomic_files
 from shadow_runs.atomic_files import atomic_write, write_json
-from shadow_runs.store import IDENTITY_KEYS, RunStore, StoreError, experiment_id
+from shadow_runs.store import IDENTITY_KEYS, RunStore, StoreError, differences, experiment_id
 from victims.base import Observations
 
 EXPERIMENT = {
@@ -71,9 +71,25 @@ def test_a_directory_of_another_config_is_refused_and_left_alone(tmp_path):
     tampered = {**EXPERIMENT, "config": {"train": {"steps": 4}}}
     (store.root / "experiment.json").write_text(json.dumps(tampered))
     before = {p: p.read_bytes() for p in store.root.rglob("*") if p.is_file()}
-    with pytest.raises(StoreError, match="differs in: config"):
+    with pytest.raises(StoreError) as refused:
         RunStore.open(tmp_path, experiment=EXPERIMENT, pool_labels=LABELS)
+    message = str(refused.value)
+    # the nested key that differs, stored -> asked, and what to do, on one line
+    assert f"(stored -> asked: config.train.steps: 4 -> {EXPERIMENT['config']['train']['steps']})" in message
+    assert "pass another --runs-dir, or move" in message and "\n" not in message
     assert before == {p: p.read_bytes() for p in store.root.rglob("*") if p.is_file()}
+
+
+def test_differences_name_each_nested_key_with_both_values():
+    stored = {"train": {"steps": 300, "lr": 0.01, "net": {"width": 64}}, "ipc": 10}
+    asked = {"train": {"steps": 30, "lr": 0.01, "net": {"width": 64, "depth": 3}}, "ipc": 10}
+    assert differences("config", stored, asked) == [
+        "config.train.net.depth: (none) -> 3",
+        "config.train.steps: 300 -> 30",
+    ]
+    assert differences("victim", "psg", "dm") == ['victim: "psg" -> "dm"']
+    (long,) = differences("config", {"x": list(range(100))}, {"x": []}, most=20)
+    assert long == "config.x: [0, 1, 2, 3, 4, 5... -> []"  # cut to 20 characters
 
 
 def test_a_store_made_with_another_membership_plan_is_refused_naming_it(tmp_path):
