@@ -14,7 +14,7 @@ import sys
 from attacks.registry import attack_names
 from audit.cli.shadow_audit import main as audit_main
 
-ATTACKS = attack_names("model", "generator", "mechanism")  # mechanism: with --threat-model white-box only
+FAMILIES = ("model", "generator", "mechanism")  # the attacks' families; mechanism: with --threat-model white-box only
 GENERATOR_VICTIMS = ("cgan", "dpcgan", "dpkernel", "datalens")  # the victims that store reconstruction losses
 
 
@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     return audit_main(
         argv,
         prog="python -m audit.ganleak",
-        attacks=ATTACKS,
+        attacks=attack_names(*FAMILIES),
         victims=GENERATOR_VICTIMS,
         description="Audit a conditional GAN with the GAN-Leaks attacks (full black-box, partial black-box, "
         "white-box, calibrated on the OUT shadows, and LiRA on the reconstruction loss), the loss "
