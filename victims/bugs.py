@@ -6,9 +6,9 @@ Not registered as `--victim` names: each is loaded by its path, e.g.
 `epsilon` field (report it against that claim with `--claimed-epsilon`).
 
 The catalogue is `BUGS` (label -> class), filled by the `@dp_bug(label, what)` on each class:
-`bench/dp_bugs.py` audits every bug in it (`python -m bench dp_bugs --help` lists them), its page
-(docs/results/white-box.md, "The catalogue of bugs") has a row for each, which
-tests/victims/test_bugs.py checks, and tests/end_to_end/test_whitebox_audits.py audits some.
+`bench/dp_bugs.py` audits every bug in it (`python -m bench dp_bugs --help` lists them), the rows
+of its page (docs/results/white-box.md, "The catalogue of bugs") are its bugs'
+(tests/victims/test_bugs.py), and tests/end_to_end/test_whitebox_audits.py audits some.
 
 A new bug is one class here, derived from its correct twin (a built-in victim) and differing from
 it in one overridden method, with `@dp_bug`.
