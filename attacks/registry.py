@@ -287,7 +287,7 @@ def attack(
 #: decorated with `@attack`) in a package's metadata adds that attack to every audit of its family
 ATTACK_GROUP = "membership_audit.attacks"
 _BUILT_IN = {a.name: a for a in REGISTRY}
-_BY_PATH: dict[str, Attack] = {}  # attacks loaded from a module:function path, by name
+_LOADED: dict[str, Attack] = {}  # attacks loaded from an entry point or a module:function path, by name
 
 
 def _plugins() -> dict[str, importlib.metadata.EntryPoint]:
@@ -307,10 +307,12 @@ def attack_names(*families: str) -> tuple[str, ...]:
 
 def get_attack(name: str) -> Attack:
     """The attack `name`: a built-in one, an installed one (entry point of `ATTACK_GROUP`), a
-    `module:function` path to import, or one loaded by its path before. ValueError (one line naming
+    `module:function` path to import, or one loaded by either before. ValueError (one line naming
     the value) for an unknown name, a path that does not import, or an object that is no attack."""
     if name in _BUILT_IN:
         return _BUILT_IN[name]
+    if name in _LOADED:
+        return _LOADED[name]
     plugins = _plugins()
     if name in plugins:
         try:
@@ -323,14 +325,12 @@ def get_attack(name: str) -> Attack:
         found = check_attack(found, label=name)
         if found.name != name:
             raise ValueError(f"attack {name}: its entry point names an attack called {found.name!r}")
-        return found
+        return _LOADED.setdefault(name, found)
     if ":" in name:
         found = check_attack(_import_object(name), label=name)
-        if _BY_PATH.setdefault(found.name, found) is not found:
+        if _LOADED.setdefault(found.name, found) is not found:
             raise ValueError(f"attack {name}: another attack named {found.name!r} was loaded before")
         return found
-    if name in _BY_PATH:
-        return _BY_PATH[name]
     known = [*_BUILT_IN, *sorted(plugins)]
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}; or a module:function path"
