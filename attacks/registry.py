@@ -2,10 +2,13 @@
 how many runs it needs, and its scoring function.
 
 Evaluation (`audit.evaluate`), the command lines (`audit.lira`, `audit.ganleak`,
-`audit.release`) and the report loop over `REGISTRY`; a new attack is one entry here and a test
-in the contract suite (tests/contracts/test_registry.py), which holds every entry to the audit's
-rule: an attack scores each target run [T, n] from that target's outputs and the reference runs
-(`shadows`, bool [T, R]) alone, so no guess depends on a target's own coins.
+`audit.release`) and the report loop over `attack_names()`: the built-in rows of `REGISTRY`, then
+the attacks installed packages name in the entry-point group `ATTACK_GROUP`. A built-in attack is
+one row here; an attack of your own is a score function decorated with `@attack(...)`, named by an
+entry point of `ATTACK_GROUP` or given as `module:function` to `--attack` (docs/contracts.md, "Your
+own attack"). tests/contracts/test_registry.py holds every one to the audit's rule: an attack
+scores each target run [T, n] from that target's outputs and the reference runs (`shadows`, bool
+[T, R]) alone, so no guess depends on a target's own coins.
 
 `score(runs, targets, shadows, variance)` reads the per-run arrays of an `audit.evaluate.StoredRuns`
 (`keep` [R, n], `confidence` [R, n, Q], `loss` [R, n], `dcr` [R, n] or None, `recon` kind ->
@@ -14,6 +17,10 @@ rule: an attack scores each target run [T, n] from that target's outputs and the
 
 from __future__ import annotations
 
+import difflib
+import importlib
+import importlib.metadata
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -247,14 +254,129 @@ REGISTRY: tuple[Attack, ...] = (
 )
 
 
+def attack(
+    *,
+    family: str,
+    min_runs: int,
+    calibrated: bool,
+    about: str,
+    needs: str | None = None,
+    query_views: bool = False,
+    name: str | None = None,
+) -> Callable[[Callable], Attack]:
+    """Decorator: the score function `score(runs, targets, shadows, variance)` as an `Attack`
+    named `name` (default: the function's name). What an attack of your own is: an entry point of
+    `ATTACK_GROUP` or a `module:function` given to `--attack` names the decorated function."""
+
+    def decorate(score: Callable) -> Attack:
+        return Attack(
+            name=name or score.__name__,
+            family=family,
+            needs=needs,
+            min_runs=min_runs,
+            calibrated=calibrated,
+            score=score,
+            about=about,
+            query_views=query_views,
+        )
+
+    return decorate
+
+
+#: entry-point group of installed attack plugins: `name = "package.module:function"` (a function
+#: decorated with `@attack`) in a package's metadata adds that attack to every audit of its family
+ATTACK_GROUP = "membership_audit.attacks"
+_BUILT_IN = {a.name: a for a in REGISTRY}
+_LOADED: dict[str, Attack] = {}  # attacks loaded from an entry point or a module:function path, by name
+
+
+def _plugins() -> dict[str, importlib.metadata.EntryPoint]:
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ATTACK_GROUP)}
+
+
+def installed_attacks() -> tuple[Attack, ...]:
+    """The attacks of `ATTACK_GROUP`'s entry points, by name; ValueError for one that does not load or fit."""
+    return tuple(get_attack(name) for name in sorted(_plugins()))
+
+
 def attack_names(*families: str) -> tuple[str, ...]:
-    """The registered attacks' names in registry order, of the given families (default: all)."""
-    return tuple(a.name for a in REGISTRY if not families or a.family in families)
+    """The attacks' names, of the given families (default: all): the built-in ones in registry
+    order, then the installed ones (`ATTACK_GROUP`) by name."""
+    return tuple(a.name for a in (*REGISTRY, *installed_attacks()) if not families or a.family in families)
 
 
 def get_attack(name: str) -> Attack:
-    """The registered attack `name`; ValueError naming it (and the known ones) otherwise."""
-    for attack in REGISTRY:
-        if attack.name == name:
-            return attack
-    raise ValueError(f"unknown attack {name!r} (known: {', '.join(attack_names())})")
+    """The attack `name`: a built-in one, an installed one (entry point of `ATTACK_GROUP`), a
+    `module:function` path to import, or one loaded by either before. ValueError (one line naming
+    the value) for an unknown name, a path that does not import, or an object that is no attack."""
+    if name in _BUILT_IN:
+        return _BUILT_IN[name]
+    if name in _LOADED:
+        return _LOADED[name]
+    plugins = _plugins()
+    if name in plugins:
+        try:
+            found = plugins[name].load()
+        except Exception as e:  # a plugin's import can fail in any way; report it in one line
+            raise ValueError(
+                f"attack {name}: its entry point {plugins[name].value!r} does not load "
+                f"({type(e).__name__}: {_first_line(e)})"
+            ) from None
+        found = check_attack(found, label=name)
+        if found.name != name:
+            raise ValueError(f"attack {name}: its entry point names an attack called {found.name!r}")
+        return _LOADED.setdefault(name, found)
+    if ":" in name:
+        found = check_attack(_import_object(name), label=name)
+        if _LOADED.setdefault(found.name, found) is not found:
+            raise ValueError(f"attack {name}: another attack named {found.name!r} was loaded before")
+        return found
+    known = [*_BUILT_IN, *sorted(plugins)]
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}; or a module:function path"
+    raise ValueError(f"unknown attack {name!r} ({hint})")
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [""])[0]
+
+
+def _import_object(path: str) -> Any:
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"attack {path}: an attack path is module:function, e.g. my_package.attacks:my_attack")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:  # ImportError, or whatever the module raises as it runs
+        raise ValueError(
+            f"attack {path}: cannot import {module_name!r} ({type(e).__name__}: {_first_line(e)})"
+        ) from None
+    try:
+        return getattr(module, attribute)
+    except AttributeError:
+        raise ValueError(f"attack {path}: module {module_name!r} has no {attribute!r}") from None
+
+
+def check_attack(found: Any, *, label: str) -> Attack:
+    """`found` if it is an attack of your own (an `Attack`, as `@attack` makes one, of a known family,
+    whose name is no built-in attack's and whose score takes (runs, targets, shadows, variance));
+    else ValueError naming what breaks it."""
+
+    def broken(why: str) -> ValueError:
+        return ValueError(f"attack {label} does not follow the attack protocol: {why}")
+
+    if not isinstance(found, Attack):
+        raise broken("not an Attack (decorate its score function with attacks.registry.attack)")
+    if found.family not in FAMILIES:
+        raise broken(f"its family {found.family!r} is none of {', '.join(FAMILIES)}")
+    if found.name in _BUILT_IN:
+        raise broken(f"its name {found.name!r} is a built-in attack's")
+    if not found.min_runs >= (2 if found.calibrated else 1):
+        raise broken(
+            f"min_runs {found.min_runs} is too few ({'2 for a calibrated' if found.calibrated else '1 for an'} attack)"
+        )
+    try:
+        inspect.signature(found.score).bind(None, None, None, None)
+    except (TypeError, ValueError):
+        raise broken("its score cannot be called as score(runs, targets, shadows, variance)") from None
+    return found

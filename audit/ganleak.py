@@ -1,5 +1,6 @@
-"""`python -m audit.ganleak`: the GAN-Leaks attacks against a generator victim (`cgan`, `dpcgan`,
-`dpkernel`, `datalens`), beside the loss attack, LiRA and RMIA against the downstream ConvNet trained on its samples.
+"""`python -m audit.ganleak`: the GAN-Leaks attacks against a generator victim (one whose class sets
+`stores_recon_loss`: `victims.base.generator_victim_names`), beside the loss attack, LiRA and RMIA
+against the downstream ConvNet trained on its samples.
 
 ganleak_fbb, ganleak_pbb and ganleak_wb score an example by minus its reconstruction loss under
 the target's generator (nearest generated sample; Powell search over the latent code; gradient
@@ -13,17 +14,17 @@ import sys
 
 from attacks.registry import attack_names
 from audit.cli.shadow_audit import main as audit_main
+from victims.base import generator_victim_names
 
-ATTACKS = attack_names("model", "generator", "mechanism")  # mechanism: with --threat-model white-box only
-GENERATOR_VICTIMS = ("cgan", "dpcgan", "dpkernel", "datalens")  # the victims that store reconstruction losses
+FAMILIES = ("model", "generator", "mechanism")  # the attacks' families; mechanism: with --threat-model white-box only
 
 
 def main(argv: list[str] | None = None) -> int:
     return audit_main(
         argv,
         prog="python -m audit.ganleak",
-        attacks=ATTACKS,
-        victims=GENERATOR_VICTIMS,
+        attacks=attack_names(*FAMILIES),
+        victims=generator_victim_names(),
         description="Audit a conditional GAN with the GAN-Leaks attacks (full black-box, partial black-box, "
         "white-box, calibrated on the OUT shadows, and LiRA on the reconstruction loss), the loss "
         "attack, LiRA and RMIA against the ConvNet trained on its samples.",

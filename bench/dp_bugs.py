@@ -3,20 +3,12 @@ correct one in one place, audited under both threat models beside its correct tw
 
     python bench/dp_bugs.py [--n-shadow 16] [--rows a b c ...] [--runs-dir runs/dp_bugs]
 
-Every bug victim is a class of `victims/bugs.py`, loaded through the `--victim module:Class` path
-(`victims.bugs:NoiseForTen`), and CLAIMS the ε of its `epsilon` field; each audit is checked
-against that claim (`python -m audit.lira ... --claimed-epsilon EPS`). An accounting bug (d, g)
-records what its accountant was told, so the test of the claimed mechanism's own curve checks the
-claim, while training spends more.
-
-    a  NoiseForTen          dpsgd whose noise is calibrated for 10 x the claimed ε
-    b  NoClipping           dpsgd that skips per-example clipping (the noise still assumes norm C)
-    c  ReusedNoise          dpsgd that draws its noise once and reuses it at every step
-    d  HalfRateAccountant   dpsgd whose accountant is told half the true sampling rate
-    e  KernelNoiseOffGraph  dpkernel whose generator trains on the noiseless embedding loss (the
-                            noise enters the loss as a constant, outside the autograd graph)
-    f  RealisedDivisor      dpsgd that divides the noisy sum by the realised batch size, not B
-    g  OneEpochAccountant   dpsgd whose accountant is told one epoch's steps of the ten trained
+The bugs are the catalogue of `victims/bugs.py` (`victims.bugs.BUGS`, listed by --help), one
+row each: a class loaded through the `--victim module:Class` path (`victims.bugs:NoiseForTen`)
+that CLAIMS the ε of its `epsilon` field (1 here); each audit is checked against that claim
+(`python -m audit.lira ... --claimed-epsilon EPS`). An accounting bug (d, g) records what its
+accountant was told, so the test of the claimed mechanism's own curve checks the claim, while
+training spends more.
 
 Each row runs black-box (record canaries, mislabeled) and white-box (gradient canaries, which in
 dpsgd enter as per-example gradients of 10 C before clipping) audits; row b also white-box with
@@ -41,40 +33,35 @@ import sys
 import time
 from pathlib import Path
 
+from victims.bugs import BUGS, path_of, twin_of
+
 
 # -- the catalogue --------------------------------------------------------------------------------
 DPSGD_SMALL = ["--epochs", "10"]  # 100-140 steps: the catalogue's runs stay under ~5 s each
-ROWS = {  # label -> (what, victim flags, claimed epsilon)
-    "a": ("noise for 10 x the claim", ["--victim", "victims.bugs:NoiseForTen", "--epsilon", "1", *DPSGD_SMALL], 1.0),
-    "b": ("no per-example clipping", ["--victim", "victims.bugs:NoClipping", "--epsilon", "1", *DPSGD_SMALL], 1.0),
-    "c": ("one noise draw reused", ["--victim", "victims.bugs:ReusedNoise", "--epsilon", "1", *DPSGD_SMALL], 1.0),
-    "d": (
-        "accountant told half the rate",
-        ["--victim", "victims.bugs:HalfRateAccountant", "--epsilon", "1", *DPSGD_SMALL],
-        1.0,
-    ),
-    "e": ("dpkernel: noise off the graph", ["--victim", "victims.bugs:KernelNoiseOffGraph", "--epsilon", "1"], 1.0),
-    "f": (
-        "divided by the realised batch",
-        ["--victim", "victims.bugs:RealisedDivisor", "--epsilon", "1", *DPSGD_SMALL],
-        1.0,
-    ),
-    "g": (
-        "accountant told one epoch of ten",
-        ["--victim", "victims.bugs:OneEpochAccountant", "--epsilon", "1", *DPSGD_SMALL],
-        1.0,
-    ),
-    "dpsgd1": ("correct dpsgd", ["--victim", "dpsgd", "--epsilon", "1", *DPSGD_SMALL], 1.0),
-    "dpsgd4": ("correct dpsgd", ["--victim", "dpsgd", "--epsilon", "4", *DPSGD_SMALL], 4.0),
-    "dpsgd10": ("correct dpsgd", ["--victim", "dpsgd", "--epsilon", "10", *DPSGD_SMALL], 10.0),
-    "dpkernel1": ("correct dpkernel", ["--victim", "dpkernel", "--epsilon", "1"], 1.0),
-    "dpkernel4": ("correct dpkernel", ["--victim", "dpkernel", "--epsilon", "4"], 4.0),
-    "psg1": ("correct psg", ["--victim", "psg", "--epsilon", "1"], 1.0),
-    "psg4": ("correct psg", ["--victim", "psg", "--epsilon", "4"], 4.0),
-    "dpcgan1": ("correct dpcgan", ["--victim", "dpcgan", "--epsilon", "1"], 1.0),
-    "dpcgan4": ("correct dpcgan", ["--victim", "dpcgan", "--epsilon", "4"], 4.0),
-    "datalens1": ("correct datalens", ["--victim", "datalens", "--epsilon", "1"], 1.0),
-    "datalens4": ("correct datalens", ["--victim", "datalens", "--epsilon", "4"], 4.0),
+SMALL = {"dpsgd": DPSGD_SMALL}  # victim -> the catalogue's flags for it and its bugs
+BUG_EPSILON = 1.0  # the ε every bug claims here
+TWINS = {  # label -> (correct victim, claimed epsilon): the built-in victims the bugs break, audited as they are
+    "dpsgd1": ("dpsgd", 1.0),
+    "dpsgd4": ("dpsgd", 4.0),
+    "dpsgd10": ("dpsgd", 10.0),
+    "dpkernel1": ("dpkernel", 1.0),
+    "dpkernel4": ("dpkernel", 4.0),
+    "psg1": ("psg", 1.0),
+    "psg4": ("psg", 4.0),
+    "dpcgan1": ("dpcgan", 1.0),
+    "dpcgan4": ("dpcgan", 4.0),
+    "datalens1": ("datalens", 1.0),
+    "datalens4": ("datalens", 4.0),
+}
+
+
+def _row(what: str, victim: str, path: str, claim: float) -> tuple[str, list[str], float, str]:
+    return (what, ["--victim", path, "--epsilon", f"{claim:g}", *SMALL.get(victim, [])], claim, victim)
+
+
+ROWS = {  # label -> (what, victim flags, claimed epsilon, the built-in victim it is or breaks)
+    **{label: _row(bug.bug_what, twin_of(bug), path_of(bug), BUG_EPSILON) for label, bug in BUGS.items()},
+    **{label: _row(f"correct {victim}", victim, victim, claim) for label, (victim, claim) in TWINS.items()},
 }
 THREATS = {  # label -> canary flags
     "black-box": ["--canaries", "500", "--canary-kind", "mislabeled"],
@@ -90,7 +77,7 @@ THREATS = {  # label -> canary flags
 }
 WORST_CASE_PER_CLASS = 10  # the worst-case design's pool: 10 digits of each class (100 natural examples)
 #: the rows whose victim is dpsgd (or a bug of it): the ones the worst-case design applies to
-DPSGD_ROWS = ("a", "b", "c", "d", "f", "g", "dpsgd1", "dpsgd4", "dpsgd10")
+DPSGD_ROWS = tuple(label for label, row in ROWS.items() if row[3] == "dpsgd")
 
 
 def worst_case_pool(runs_dir: Path) -> Path:
@@ -138,7 +125,12 @@ def row(label: str, threat: str, summary: dict, claim: float, minutes: float) ->
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    catalogue = "\n".join(f"  {label}  {path_of(bug):34} {bug.bug_what}" for label, bug in BUGS.items())
+    p = argparse.ArgumentParser(
+        description=__doc__,
+        epilog=f"the bugs (victims.bugs.BUGS):\n{catalogue}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--n-shadow", type=int, default=16)
     p.add_argument("--runs-dir", type=Path, default=Path("runs/dp_bugs"))
     p.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
@@ -150,7 +142,7 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for label in args.rows:
-        _, flags, claim = ROWS[label]
+        _, flags, claim, _ = ROWS[label]
         for threat in args.threats:
             if threat == "worst-case" and label not in DPSGD_ROWS:
                 continue

@@ -138,6 +138,9 @@ def expected_class_members(pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION
 
 class Victim(Protocol):
     name: ClassVar[str]
+    #: a generator victim's runs store `Observations.recon_loss` (the GAN-Leaks reconstruction losses):
+    #: `audit.ganleak` audits the victims whose class sets it True (`generator_victim_names`); absent means False
+    stores_recon_loss: ClassVar[bool] = False
 
     def run(
         self,
@@ -191,6 +194,20 @@ def _plugins() -> dict[str, importlib.metadata.EntryPoint]:
 def victim_names() -> tuple[str, ...]:
     """The built-in victims and the installed plugins (entry points of PLUGIN_GROUP)."""
     return tuple(sorted(set(_VICTIMS) | set(_plugins())))
+
+
+def generator_victim_names() -> tuple[str, ...]:
+    """The victims (built-in, and installed plugins that load) whose class sets `stores_recon_loss`:
+    their runs store the GAN-Leaks reconstruction losses, and `audit.ganleak` audits them."""
+    found = []
+    for name in victim_names():
+        try:
+            cls = get_victim(name)
+        except ValueError:
+            continue  # a plugin that does not load is refused with its own line where it is named
+        if getattr(cls, "stores_recon_loss", False):
+            found.append(name)
+    return tuple(found)
 
 
 def get_victim(name: str) -> type:

@@ -3,20 +3,15 @@ that an audit's power can be measured on an implementation whose claim is known 
 
 Not registered as `--victim` names: each is loaded by its path, e.g.
 `python -m audit.lira --victim victims.bugs:NoiseForTen --epsilon 1`, and CLAIMS the ε of its
-`epsilon` field (report it against that claim with `--claimed-epsilon`). Used by
-`bench/dp_bugs.py` (the catalogue, docs/results/white-box.md) and
-tests/end_to_end/test_whitebox_audits.py.
+`epsilon` field (report it against that claim with `--claimed-epsilon`).
 
-    NoiseForTen          dpsgd whose noise is calibrated for 10 x the claimed ε
-    NoClipping           dpsgd that skips per-example clipping (the noise still assumes norm C)
-    ReusedNoise          dpsgd that draws its noise once and reuses it at every step
-    HalfRateAccountant   dpsgd whose accountant is told half the true sampling rate
-    KernelNoiseOffGraph  dpkernel whose generator trains on the noiseless embedding loss (the noise
-                         enters the loss as a constant, outside the autograd graph)
-    RealisedDivisor      dpsgd that divides the noisy sum by the realised batch size, not B
-    OneEpochAccountant   dpsgd whose accountant is told one epoch's steps of those trained
+The catalogue is `BUGS` (label -> class), filled by the `@dp_bug(label, what)` on each class:
+`bench/dp_bugs.py` audits every bug in it (`python -m bench dp_bugs --help` lists them), the rows
+of its page (docs/results/white-box.md, "The catalogue of bugs") are its bugs'
+(tests/victims/test_bugs.py), and tests/end_to_end/test_whitebox_audits.py audits some.
 
-A new bug is one class here, differing from its correct twin in one overridden method.
+A new bug is one class here, derived from its correct twin (a built-in victim) and differing from
+it in one overridden method, with `@dp_bug`.
 """
 
 from __future__ import annotations
@@ -24,11 +19,42 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from victims.base import get_victim, victim_names
 from victims.pipelines.dpkernel import DPKernelVictim, class_embedding_sum
 from victims.pipelines.dpsgd import DPSGDPrivacy, DPSGDVictim
 from victims.privacy import noise_multiplier_for
 
+#: the catalogue of bugs: label -> bug victim class, in label order once the module is imported
+BUGS: dict[str, type] = {}
 
+
+def dp_bug(label: str, what: str):
+    """Class decorator: put a bug victim in the catalogue (`BUGS`) under `label`, with `what`, one
+    line on what differs from its correct twin (a duplicate label raises)."""
+
+    def decorate(cls: type) -> type:
+        if label in BUGS:
+            raise ValueError(f"bug {label!r} is already in the catalogue ({BUGS[label].__name__})")
+        cls.bug_label, cls.bug_what = label, what
+        BUGS[label] = cls
+        return cls
+
+    return decorate
+
+
+def twin_of(cls: type) -> str:
+    """The built-in victim a bug class breaks: the name of its nearest registered base class."""
+    return next(
+        b.name for b in cls.__mro__[1:] if getattr(b, "name", None) in victim_names() and get_victim(b.name) is b
+    )
+
+
+def path_of(cls: type) -> str:
+    """The `--victim` path that loads a bug class: `victims.bugs:Class`."""
+    return f"{__name__}:{cls.__name__}"
+
+
+@dp_bug("a", "noise for 10 x the claim")
 @dataclass(frozen=True)
 class NoiseForTen(DPSGDVictim):
     """Bug a: sigma calibrated for 10 x epsilon while epsilon is claimed."""
@@ -39,6 +65,7 @@ class NoiseForTen(DPSGDVictim):
         return DPSGDVictim.privacy(dataclasses.replace(self, epsilon=10 * self.epsilon), pool, inclusion_rate)
 
 
+@dp_bug("b", "no per-example clipping")
 @dataclass(frozen=True)
 class NoClipping(DPSGDVictim):
     """Bug b: per-example gradients summed unclipped; the noise is still N(0, sigma^2 C^2)."""
@@ -60,6 +87,7 @@ class NoClipping(DPSGDVictim):
         return optimizer
 
 
+@dp_bug("c", "one noise draw reused")
 @dataclass(frozen=True)
 class ReusedNoise(DPSGDVictim):
     """Bug c: the noise generator is reset before every step, so every step adds the same noise."""
@@ -78,6 +106,7 @@ class ReusedNoise(DPSGDVictim):
         return optimizer
 
 
+@dp_bug("d", "accountant told half the rate")
 @dataclass(frozen=True)
 class HalfRateAccountant(DPSGDVictim):
     """Bug d: the accountant is told half the true Poisson rate: sigma is calibrated, and the run's
@@ -94,6 +123,7 @@ class HalfRateAccountant(DPSGDVictim):
         return dataclasses.replace(plan, noise_multiplier=sigma, accounted_rate=told)
 
 
+@dp_bug("g", "accountant told one epoch of ten")
 @dataclass(frozen=True)
 class OneEpochAccountant(DPSGDVictim):
     """Bug g: the accountant is told one epoch's steps of the `epochs` trained: sigma is calibrated,
@@ -110,6 +140,7 @@ class OneEpochAccountant(DPSGDVictim):
         return dataclasses.replace(plan, noise_multiplier=sigma, accounted_steps=told)
 
 
+@dp_bug("e", "dpkernel: noise off the graph")
 @dataclass(frozen=True)
 class KernelNoiseOffGraph(DPKernelVictim):
     """Bug e: the released noisy embedding is computed, but the generator's loss is the noiseless
@@ -125,6 +156,7 @@ class KernelNoiseOffGraph(DPKernelVictim):
         return class_embedding_sum(features, labels, n_classes=n_classes) / self.batch_size
 
 
+@dp_bug("f", "divided by the realised batch")
 @dataclass(frozen=True)
 class RealisedDivisor(DPSGDVictim):
     """Bug f: the noisy sum divided by the realised batch size instead of the expected B."""
@@ -142,3 +174,6 @@ class RealisedDivisor(DPSGDVictim):
 
         optimizer.scale_grad = scale_grad
         return optimizer
+
+
+BUGS = dict(sorted(BUGS.items()))

@@ -7,6 +7,7 @@ import argparse
 
 from attacks import VARIANCES
 from attacks.lira import PER_EXAMPLE_FROM
+from attacks.registry import get_attack
 from audit.cli.arguments import ArgumentParser, add_claim_flags, int_at_least, probability
 from audit.cli.victim_flags import add_victim_flags, victim_argument
 from audit.executor import EXECUTORS, ExecutorConfig
@@ -70,11 +71,30 @@ def build_parser(
     )
     p.add_argument("--data-root", default=None, help="where torchvision datasets live")
     p.add_argument("--download", action="store_true", help="let torchvision download the dataset")
+    p.add_argument(
+        "--attack",
+        action="extend",
+        nargs="+",
+        type=attack_argument,
+        default=[],
+        metavar="ATTACK",
+        help="also run these attacks: a built-in or installed attack's name, or module:function (an attack of "
+        "your own; docs/contracts.md, 'Your own attack')",
+    )
     add_run_flags(p)
     add_canary_flags(p)
     add_claim_flags(p)
     add_victim_flags(p, argv)
     return p
+
+
+def attack_argument(value: str) -> str:
+    """--attack's type: the attack's name, once `attacks.registry.get_attack` finds it (by name, or
+    by importing a module:function path); its one-line refusal otherwise."""
+    try:
+        return get_attack(value).name
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def add_n_shadow(p: argparse.ArgumentParser) -> None:

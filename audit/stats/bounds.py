@@ -3,8 +3,10 @@ summary.json keys, its label, its unit, its test, and whether the verdict may re
 
 `audit.stats.guesses` (`bound_at`, `bounds_of`, `tune`, `ceiling`), `audit.evaluate`, the verdict
 (`audit.stats.guesses.verdict_bound`, `audit.reporting.verdict`) and the self-test
-(`audit.stats.selftest_designs`, `audit.cli.selftest_command`) loop over `BOUNDS` or read `VERDICT_BOUND`; a new
-bound is one row here and its test (tests/contracts/test_registry.py holds every row to the
+(`audit.stats.selftest_designs`, `audit.cli.selftest_command`) loop over `BOUNDS` or read `VERDICT_BOUND`.
+`BOUNDS` is the built-in rows of `BUILT_IN` followed by the bounds installed packages name in the
+entry-point group `BOUND_GROUP`: a new built-in bound is one row here and its test, a bound of your
+own one `Bound` named by an entry point (tests/contracts/test_registry.py holds every bound to the
 contract: keys in summary.json, one verdict bound, the test's values).
 
 A row's `test(m=, guesses=, correct=, delta=, alpha=, at_least=0.0)` is the largest value of its
@@ -20,6 +22,7 @@ null in an audit whose runs record no mechanism.
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -155,8 +158,45 @@ MECHANISM = Bound(
     needs_mechanism=True,
 )
 
-#: every bound, in the order summary.json lists their keys
-BOUNDS: tuple[Bound, ...] = (STEINKE, FDP, GAUSSIAN, MECHANISM)
+#: the built-in bounds; a new one is a row here
+BUILT_IN: tuple[Bound, ...] = (STEINKE, FDP, GAUSSIAN, MECHANISM)
+#: entry-point group of installed bounds: `name = "package.module:BOUND"` (a `Bound`, `name` its name)
+#: in a package's metadata adds that bound to every audit, after the built-in ones
+BOUND_GROUP = "membership_audit.bounds"
+
+
+def installed_bounds(taken: tuple[Bound, ...] = BUILT_IN) -> tuple[Bound, ...]:
+    """The bounds of `BOUND_GROUP`'s entry points, by name; ValueError (one line) for one that does
+    not load, is no `Bound`, is named otherwise than its entry point, would be the verdict's, or
+    shares a name, label or summary.json key with a bound in `taken`."""
+    found: list[Bound] = []
+    for entry in sorted(importlib.metadata.entry_points(group=BOUND_GROUP), key=lambda e: e.name):
+        try:
+            bound = entry.load()
+        except Exception as e:  # a plugin's import can fail in any way; report it in one line
+            first = (str(e).strip().splitlines() or [""])[0]
+            raise ValueError(
+                f"bound {entry.name}: its entry point {entry.value!r} does not load ({type(e).__name__}: {first})"
+            ) from None
+        if not isinstance(bound, Bound):
+            why = "not a Bound"
+        elif bound.name != entry.name:
+            why = f"its entry point names a bound called {bound.name!r}"
+        elif bound.verdict:
+            why = "the verdict rests on one built-in bound alone (verdict=True)"
+        else:
+            clash = {bound.name, bound.label, *bound.keys} & {
+                x for b in (*taken, *found) for x in (b.name, b.label, *b.keys)
+            }
+            why = f"{', '.join(sorted(clash))} taken by another bound" if clash else None
+        if why:
+            raise ValueError(f"bound {entry.name} does not follow the bound protocol: {why}")
+        found.append(bound)
+    return tuple(found)
+
+
+#: every bound, in the order summary.json lists their keys: the built-in ones, then the installed ones
+BOUNDS: tuple[Bound, ...] = (*BUILT_IN, *installed_bounds())
 #: the bounds' names, registry order
 ANALYSES = tuple(b.name for b in BOUNDS)
 #: the one bound an ε verdict rests on: the f-DP test of the claim's own curve f_{ε,δ}

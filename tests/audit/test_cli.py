@@ -300,7 +300,7 @@ def _cli(module: str):
         (
             "ganleak",
             ["--victim", "pgs", "--n-shadow", "4"],
-            "argument --victim: unknown victim 'pgs' (choose from cgan, dpcgan, dpkernel, datalens)",
+            "argument --victim: unknown victim 'pgs' (choose from cgan, datalens, dpcgan, dpkernel)",
         ),
         # A misspelled required flag is reported as the misspelling, not as the flag missing.
         ("lira", ["--n-shadw", "8"], "unrecognized arguments: --n-shadw 8 (did you mean --n-shadow?)"),

@@ -3,6 +3,9 @@ needs, scores each target [T, n] from the target's outputs and the reference run
 every registered bound has its keys in summary.json's entries, one of them is the verdict's, and
 each test gives the values it gave before the registry existed."""
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +15,9 @@ from attacks.registry import FAMILIES, HEADLINE_ATTACK, REGISTRY, RELEASE, WHITE
 from audit.evaluate import StoredRuns, attack_scores, attack_summary
 from audit.stats.bounds import (
     ANALYSES,
+    BOUND_GROUP,
     BOUNDS,
+    BUILT_IN,
     MECHANISM as MECHANISM_BOUND,
     SUMMARY_KEYS,
     UNITS,
@@ -76,20 +81,11 @@ def test_an_attack_row_is_built_from_named_fields_only():
         type(loss)("loss", "model", None, 1, False, loss.score, loss.about)
 
 
-def test_each_command_loops_over_its_families_in_registry_order():
-    from audit import ganleak, lira
-
-    assert lira.main.__module__ == "audit.lira"
-    assert attack_names("model", "release") == (
-        "loss",
-        "lira_online",
-        "lira_offline",
-        "rmia",
-        "rmia_offline",
-        "dcr",
-        "dcr_lira",
-    )
-    assert ganleak.ATTACKS == attack_names("model", "generator", "mechanism")
+@pytest.mark.parametrize("families", [("model", "release"), ("model", "generator", "mechanism"), ()])
+def test_a_command_s_families_are_taken_in_registry_order(families):
+    names = attack_names(*families)
+    in_registry = [a.name for a in REGISTRY if not families or a.family in families]
+    assert list(names) == in_registry and all(get_attack(n).family in (families or FAMILIES) for n in names)
 
 
 @pytest.mark.parametrize("name", attack_names())
@@ -137,8 +133,10 @@ def test_an_attack_whose_needs_the_runs_lack_is_left_out_or_refused_by_name(name
 
 
 def test_an_unknown_attack_is_refused_by_name():
-    with pytest.raises(ValueError, match="unknown attack 'lira_twice' \\(known: loss, lira_online"):
+    with pytest.raises(ValueError, match="unknown attack 'lira_twice' \\(did you mean 'lira_online'\\?\\)"):
         get_attack("lira_twice")
+    with pytest.raises(ValueError, match=f"unknown attack 'zzz' \\(known: {', '.join(attack_names())}; or a module"):
+        get_attack("zzz")
 
 
 # ---------------------------------------------------------------------------
@@ -155,7 +153,7 @@ def test_bound_names_labels_and_keys_are_unique_and_the_fields_are_meaningful():
     for bound in BOUNDS:
         assert bound.unit in UNITS and bound.about and callable(bound.test)
         assert get_bound(bound.name) is bound
-    with pytest.raises(ValueError, match="analysis must be one of steinke, fdp, gaussian, mechanism, got 'renyi'"):
+    with pytest.raises(ValueError, match=f"analysis must be one of {', '.join(ANALYSES)}, got 'renyi'"):
         get_bound("renyi")
 
 
@@ -219,7 +217,11 @@ BEFORE = {
 }
 
 
-@pytest.mark.parametrize("name", [b.name for b in BOUNDS if not b.needs_mechanism])
+def test_every_built_in_bound_without_a_mechanism_has_its_values_pinned():
+    assert {b.name for b in BUILT_IN if not b.needs_mechanism} == {name for name, _ in BEFORE}
+
+
+@pytest.mark.parametrize("name", sorted({name for name, _ in BEFORE}))
 def test_each_bound_s_test_gives_the_values_it_gave_before(name):
     bound = get_bound(name)
     for delta in (1e-5, 0.0):
@@ -306,3 +308,47 @@ def test_bounds_of_and_the_verdict_s_bound_give_the_values_they_gave_before():
         pytest.approx(4.890465178286051, rel=1e-12),
         {"k_in": 20, "k_out": 20, "correct": 31},
     )
+
+
+def installed_bound_keys(tmp_path, module: str, entry: str) -> subprocess.CompletedProcess:
+    """What a fresh interpreter's registry makes of the bound `entry` (`name = module:object` of
+    `BOUND_GROUP`) of an installed distribution whose module is `module`."""
+    (tmp_path / "my_bound.py").write_text(module)
+    info = tmp_path / "my_bound-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-bound\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{BOUND_GROUP}]\n{entry}\n")
+    show = "from audit.stats.bounds import ANALYSES, SUMMARY_KEYS, get_bound; print(ANALYSES, SUMMARY_KEYS)"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True)
+
+
+HALF_STEINKE = (
+    "from audit.stats.bounds import Bound, steinke_test\n\n"
+    "HALF = Bound(name='half', lower_key='eps_lower_half', ceiling_key='eps_ceiling_half', label='half',\n"
+    "             unit='eps', about='half the one-run bound', test=lambda **kw: steinke_test(**kw) / 2)\n"
+    "TAKEN = Bound(name='taken', lower_key='eps_lower', ceiling_key='eps_ceiling_taken', label='taken',\n"
+    "              unit='eps', about='x', test=steinke_test)\n"
+)
+
+
+def test_an_installed_bound_follows_the_built_in_ones(tmp_path):
+    done = installed_bound_keys(tmp_path, HALF_STEINKE, "half = my_bound:HALF")
+    assert done.returncode == 0, done.stderr
+    analyses = tuple(b.name for b in BUILT_IN) + ("half",)
+    keys = ("guess_rule", *(k for b in BUILT_IN for k in b.keys), "eps_lower_half", "eps_ceiling_half", "guesses")
+    assert done.stdout.strip() == f"{analyses} {keys}"
+
+
+@pytest.mark.parametrize(
+    "entry, named",
+    [
+        ("taken = my_bound:TAKEN", "bound taken does not follow the bound protocol: eps_lower taken by another bound"),
+        ("other = my_bound:HALF", "its entry point names a bound called 'half'"),
+        ("half = my_bound:steinke_test", "bound half does not follow the bound protocol: not a Bound"),
+        ("half = my_bound:NOPE", "its entry point 'my_bound:NOPE' does not load (AttributeError"),
+    ],
+)
+def test_an_installed_bound_that_does_not_fit_is_refused_in_one_line(tmp_path, entry, named):
+    done = installed_bound_keys(tmp_path, HALF_STEINKE, entry)
+    assert done.returncode != 0 and named in done.stderr.strip().splitlines()[-1], done.stderr

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from victims import get_victim, victim_names
+from victims.base import generator_victim_names
 from victims.nets import NetConfig
 from victims.train import TrainConfig, n_queries
 
@@ -135,6 +136,13 @@ def test_observations_have_the_documented_shapes(victim, pool, keep, observed):
     assert observed.logits.dtype == np.float32 and np.isfinite(observed.logits).all()
     assert 0.0 <= observed.test_accuracy <= 1.0
     assert observed.init_idx.dtype == np.int64 and keep[observed.init_idx].all()
+
+
+def test_a_run_stores_reconstruction_losses_exactly_when_its_class_says_it_does(victim, observed):
+    """`stores_recon_loss` is what makes a generator victim (audit.ganleak audits those)."""
+    generator = getattr(type(victim), "stores_recon_loss", False)  # absent: not a generator
+    assert (observed.recon_loss is not None) == generator
+    assert (type(victim).name in generator_victim_names()) == generator
 
 
 def test_same_seed_same_observations(victim, pool, keep, observed):

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -83,7 +84,10 @@ from victims.synthetic import ReleasesData
 class GanLeaksSearch(ReleasesData):
     """The settings of the GAN-Leaks reconstructions every generator victim's run stores
     (`reconstruct`; the attacker's work, never fed back into the release). A generator victim
-    inherits them, so they are the same flags for every generator."""
+    inherits them, so they are the same flags for every generator, and its runs store the losses
+    (`stores_recon_loss`: `audit.ganleak` audits it)."""
+
+    stores_recon_loss: ClassVar[bool] = True
 
     fbb_samples: int = field(
         default=1000, metadata={"help": "fbb: generated samples per class the nearest is searched in"}
