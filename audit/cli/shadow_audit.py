@@ -126,7 +126,7 @@ def main(
     complete = {attack: s for attack, s in scores.items() if not np.isnan(s[:, bound_columns]).any()}
     path = outputs.write_audit(
         store.audit_dir,
-        summary=summary,
+        summary=summary.data,
         scores=complete,
         membership=runs.keep[targets],
         init_mask=runs.init_mask[targets],

@@ -29,7 +29,7 @@ from audit.releases.leakage import compare_with_subsets, leave_one_out, release_
 from audit.releases.target import check_out_dir, release_id, target_run, victim_for, with_target
 from audit.reporting.build import Report, Settings, build_report, write_report
 from audit.results import load_audited
-from audit.summary import EvaluationSettings, release_summary
+from audit.summary import AuditSummary, EvaluationSettings, release_summary
 from shadow_runs import RunStore, membership_matrix
 from shadow_runs.atomic_files import write_json, write_npy
 from victims import get_victim
@@ -171,10 +171,10 @@ def subset_baseline(request: ReleaseRequest, inputs: ReleaseInputs, victim) -> S
     return SubsetBaseline(victim=subset, store=store)
 
 
-def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Path]:
+def run_release_audit(prepared: PreparedRelease) -> tuple[AuditSummary, Report, Path, Path]:
     """Train the missing shadow runs (the pipeline's, then the random subsets'), attack the release,
     measure its leakage and compare it with the subsets', write the audit directory and its report;
-    returns (summary.json's content, the report, report.html's path, report.json's path)."""
+    returns (summary.json's content with its verdict, the report, report.html's path, report.json's path)."""
     request, inputs, settings = prepared.request, prepared.inputs, prepared.request.evaluation
     baseline = prepared.subset
     stores = [(prepared.store, prepared.victim)] + ([(baseline.store, baseline.victim)] if baseline.store else [])
@@ -242,8 +242,8 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Pa
         claim=request.report.claim,
         choices=choices,
     )
-    summary["release_leakage"] = leakage
-    summary["subset_baseline"] = comparison
+    summary.data["release_leakage"] = leakage
+    summary.data["subset_baseline"] = comparison
 
     out = prepared.out
     out.mkdir(parents=True, exist_ok=True)
@@ -252,7 +252,11 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Pa
     RunStore(out).write_run(0, *obs.to_store(meta))
     write_npy(out / "audit" / "pool_index.npy", inputs.pool_index)
     outputs.write_audit(
-        out / "audit", summary=summary, scores=scores, membership=inputs.member[None], init_mask=runs.init_mask[targets]
+        out / "audit",
+        summary=summary.data,
+        scores=scores,
+        membership=inputs.member[None],
+        init_mask=runs.init_mask[targets],
     )
     audited = load_audited(out)
     built = build_report(

@@ -10,6 +10,7 @@ from audit.claim import Claim, resolve_claim, verdict_delta
 from audit.cli import report_command
 from audit.cli.arguments import delta_in_unit, positive_number
 from audit.reporting.build import Settings
+from audit.reporting.verdict import summary_verdict
 
 
 def test_the_claim_checked_is_the_given_one_then_the_recorded_one_then_the_formal_one():
@@ -89,8 +90,8 @@ def test_the_terminal_states_the_recorded_claim_the_report_would_check():
             "candidates": ["loss"],
         },
     }
-    line = outputs.verdict_line(summary)
+    line = outputs.verdict_line(summary, summary_verdict(summary))
     # the claim is the recorded one, stated at the δ of the bounds summary.json holds (the audit's own)
     assert line.startswith("  verdict: claimed ε = 2 at δ = 1e-05: claimed ε violated at 95% confidence")
-    assert outputs.summary_verdict(summary).kind == "epsilon_violated"
+    assert summary_verdict(summary).kind == "epsilon_violated"
     assert resolve_claim(summary) == Claim(epsilon=2.0, delta=1e-6, source="claimed")
