@@ -37,7 +37,7 @@ def delta_ok(value: float) -> bool:
 @dataclass(frozen=True)
 class Claim:
     """An (ε, δ) claim and where its ε comes from. ValueError naming the bad value otherwise.
-    `epsilon` or `delta` None: not given, the audit's own (`resolve_claim`)."""
+    `epsilon` or `delta` None: not given, the audit's own (`checked_claim`)."""
 
     epsilon: float | None = None
     delta: float | None = None

@@ -119,7 +119,7 @@ def epsilon_verdict(
     `ceiling` is the design's ceiling (`audit.stats.epsilon.epsilon_ceiling`) at the bounds' own
     per-attack confidence 1 - (1 - confidence) / len(bounds) and at `delta`: one number, or one per
     attack (an attack that scored fewer canaries has a lower one). `claim` is the claim checked,
-    resolved (`audit.claim.resolve_claim`: its ε and where it comes from, "formal" for an
+    with both parts set (`audit.claim.checked_claim`: its ε and where it comes from, "formal" for an
     accountant's ε, "claimed" for the user's), or None; `delta` is the δ the bounds were computed
     with. `n_canaries` (m) and `per_target` (canaries per target run, the pool size)
     let an untestable claim's reason say how many canaries and target runs would test it. `rule`
@@ -141,7 +141,7 @@ def epsilon_verdict(
             f"the victim has no formal ε and none was claimed with --claimed-epsilon{tail}",
         )
     if claim.epsilon is None:
-        raise ValueError("epsilon_verdict needs a resolved claim (audit.claim.resolve_claim), got no epsilon")
+        raise ValueError("epsilon_verdict needs a checked claim (audit.claim.checked_claim), got no epsilon")
     claimed_epsilon = claim.epsilon
     if not bounds:
         raise ValueError("epsilon_verdict needs at least one attack's bound")
