@@ -1,11 +1,12 @@
 """The ε claim an audit is checked against: one value, `Claim`, validated where it is made, and the
-one rule that says which claim an audit checks, `resolve_claim`, used by the terminal
-(`audit.outputs`) and the report (`audit.reporting`).
+one rule that says which claim an audit checks, `checked_claim`: where the audit's summary is made
+(`audit.summary`, which gives the verdict the terminal prints) and, through `resolve_claim`, where
+an audit already made is re-read (the report, `audit.reporting`).
 
 A claim is ε, a finite number > 0, at δ in [0, 1): δ = 0 is a pure ε-DP claim, the δ a claim
 has on a victim without one (summary.json's `delta` null). On the command line
 (`--claimed-epsilon`, `--claimed-delta`, whose argument types test the same rules) either part may
-be left out, and is then the audit's own: `Claim` holds None there until `resolve_claim` fills it.
+be left out, and is then the audit's own: `Claim` holds None there until `checked_claim` fills it.
 The audit commands record the claim in summary.json (`claimed_epsilon`, `claimed_delta`) and take
 their verdict at its δ (`verdict_delta`); the report checks the recorded claim, or one given to it.
 """
@@ -36,7 +37,7 @@ def delta_ok(value: float) -> bool:
 @dataclass(frozen=True)
 class Claim:
     """An (ε, δ) claim and where its ε comes from. ValueError naming the bad value otherwise.
-    `epsilon` or `delta` None: not given, the audit's own (`resolve_claim`)."""
+    `epsilon` or `delta` None: not given, the audit's own (`checked_claim`)."""
 
     epsilon: float | None = None
     delta: float | None = None
@@ -63,19 +64,26 @@ def verdict_delta(claim: Claim | None, own_delta: float) -> float:
     return own_delta if claim is None or claim.delta is None else claim.delta
 
 
+def checked_claim(epsilon: float | None, delta: float, *, formal_epsilon: float | None) -> Claim | None:
+    """The claim an audit checks, both parts set: the claimed `epsilon`, else the victim's
+    `formal_epsilon`; None when there is neither. `delta` is its δ, already resolved (the claim's,
+    else the audit's own: `verdict_delta`)."""
+    if epsilon is not None:
+        return Claim(epsilon=epsilon, delta=delta, source=CLAIMED)
+    if formal_epsilon is not None:
+        return Claim(epsilon=formal_epsilon, delta=delta, source=FORMAL)
+    return None
+
+
 def resolve_claim(summary: Mapping, given: Claim | None = None) -> Claim | None:
-    """The claim an audit (its summary.json) is checked against, with both parts set: the given ε,
-    else the claimed ε summary.json records (the audit commands' `--claimed-epsilon`), else the
-    victim's formal ε; None when there is none. Its δ: the given one, else summary.json's
-    `claimed_delta` (the δ its verdict is at, `verdict_delta`), else the audit's `delta`, else 0."""
+    """The claim an audit already made (its summary.json, re-read) is checked against, with both
+    parts set (`checked_claim`): the given ε, else the claimed ε summary.json records (the audit
+    commands' `--claimed-epsilon`), else the victim's formal ε; None when there is none. Its δ: the
+    given one, else summary.json's `claimed_delta` (the δ its verdict is at, `verdict_delta`), else
+    the audit's `delta`, else 0."""
     recorded = summary.get("claimed_delta")
     delta = (summary.get("delta") or 0.0) if recorded is None else recorded
     if given is not None and given.delta is not None:
         delta = given.delta
-    if given is not None and given.epsilon is not None:
-        return Claim(epsilon=given.epsilon, delta=delta, source=CLAIMED)
-    if summary.get("claimed_epsilon") is not None:
-        return Claim(epsilon=summary["claimed_epsilon"], delta=delta, source=CLAIMED)
-    if summary.get("formal_epsilon") is not None:
-        return Claim(epsilon=summary["formal_epsilon"], delta=delta, source=FORMAL)
-    return None
+    epsilon = given.epsilon if given is not None and given.epsilon is not None else summary.get("claimed_epsilon")
+    return checked_claim(epsilon, delta, formal_epsilon=summary.get("formal_epsilon"))

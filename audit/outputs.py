@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
 
-from audit.claim import resolve_claim
 from audit.evaluate import PREDICTED_KEY
 from audit.reporting import figures
-from audit.reporting.verdict import Verdict, count, epsilon_verdict
+from audit.reporting.remarks import SHOWN_RATES, remarks
+from audit.reporting.verdict import Verdict, count
+from audit.summary import AuditSummary
 from shadow_runs.atomic_files import atomic_write, write_json
 from shadow_runs.records import CanaryColumns
 
@@ -81,11 +81,13 @@ def canary_roc_png(
     return figures.roc_png(curves, title=title)
 
 
-def describe(summary: dict, path: Path) -> str:
+def describe(audit_summary: AuditSummary, path: Path) -> str:
     """A few lines for the terminal: per attack AUC, TPRs, eps_hat, and the one-run bound beside the
     design's ceiling (what a perfect attack would certify), or why there is no bound; attacks at
-    chance said so; the verdict and the attack it rests on; a warning where the runs are too few
-    for a figure shown (`too_few_runs`); and a legend of every term the lines use (`TERMS`)."""
+    chance said so; the verdict (made with the summary) and the attack it rests on; the own-curve
+    test; a warning where the runs are too few for a figure shown (the last three as the report
+    shows them, `audit.reporting.remarks`); and a legend of every term the lines use (`TERMS`)."""
+    summary, verdict, noted = audit_summary.data, audit_summary.verdict, remarks(audit_summary.data)
     canaries = (summary.get("evaluation") or {}).get("canaries")
     runs, targets = summary["n_shadow"], len(summary["target_runs"])
     utility = summary["utility"]
@@ -117,7 +119,7 @@ def describe(summary: dict, path: Path) -> str:
         if views == "image":
             bound += ", image view only"
             used.add("image view only")
-        tprs = "  ".join(_tpr_text(a, rate) for rate in ("0.01", "0.001"))
+        tprs = "  ".join(_tpr_text(a, rate, chance=rate in noted.at_chance[name]) for rate in SHOWN_RATES)
         if "(chance)" in tprs:
             used.add("(chance)")
         lines.append(f"  {name:<13} AUC {a['auc']:.3f}  {tprs}  eps_hat {a['eps_hat']:.2f}  {bound}")
@@ -132,13 +134,13 @@ def describe(summary: dict, path: Path) -> str:
     note = (summary.get("evaluation") or {}).get("epsilon_note")
     if note and any(a.get("eps_lower") is None for a in summary["attacks"].values()):
         lines.append(f"  ({note})")
-    if summary.get("verdict"):
-        lines.append(verdict_line(summary))
+    if verdict is not None:
+        lines.append(verdict_line(summary, verdict))
         used |= {"verdict", "formal ε"} if summary.get("formal_epsilon") is not None else {"verdict"}
-        if summary["verdict"].get("mechanism"):
-            lines.append(mechanism_line(summary["verdict"]["mechanism"]))
+        if noted.own_curve is not None:
+            lines.append(f"  own curve: {noted.own_curve}")
             used.add("own curve")
-    lines += [f"  warning: {w}" for w in too_few_runs(summary)]
+    lines += [f"  warning: {w}" for w in noted.warnings]
     if any("canaries" in line for line in lines):
         used.add("canaries")
     lines.append("  terms: " + "\n         ".join(f"{t}: {TERMS[t]}" for t in TERMS if t in used))
@@ -178,118 +180,21 @@ TERMS = {
 }
 
 
-#: TPR at a false-positive rate is shown as measured only where the target runs' non-members give
-#: at least this many false positives at that rate: their count is then binomial with relative
-#: spread <= 1/sqrt(10) = 0.32, and fewer leave the rate (and the TPR read at it) mostly noise
-MIN_FALSE_POSITIVES = 10
-
-
-def too_few_runs(summary: dict) -> list[str]:
-    """Warnings where the runs are too few for a figure the terminal shows, each with how many would
-    do: a TPR at FPR f whose threshold rests on fewer than `MIN_FALSE_POSITIVES` false positives
-    (the targets hold n0 non-members, so f n0 < 10), needing ceil(10 / (f n0 / T)) targets; and a
-    verdict that could not be tuned on the reference runs (the bound then pays for every attack)."""
-    attacks = summary.get("attacks") or {}
-    if not attacks:
-        return []
-    first = next(iter(attacks.values()))
-    targets = len(summary["target_runs"])
-    warnings = []
-    for rate in ("0.01", "0.001"):
-        f, n0 = float(rate), int(first["n_nonmembers"])
-        if f * n0 < MIN_FALSE_POSITIVES:
-            needed = math.ceil(MIN_FALSE_POSITIVES / (f * n0 / targets))
-            warnings.append(
-                f"TPR@{f:.1%}FPR: {f:.1%} of the targets' {n0:,} non-members is {f * n0:.1f} false positives, too "
-                f"few to pin the rate ({MIN_FALSE_POSITIVES} at least): {count(needed, 'target run')} would "
-                f"(--n-targets {needed}, --n-shadow {2 * needed} or more)".replace(".0%", "%")
-            )
-    verdict = summary.get("verdict") or {}
-    if verdict.get("rule") == "grid" and summary.get("evaluation", {}).get("membership") is None:
-        warnings.append(
-            f"{count(summary['n_shadow'] - targets, 'reference run')}: too few to choose the verdict's attack "
-            "on (2 at least, and LiRA's 4), so the verdict splits its confidence over every attack: "
-            f"--n-shadow {targets + 4} or more lets the reference runs choose"
-        )
-    return warnings
-
-
-def _tpr_text(attack: dict, rate: str) -> str:
+def _tpr_text(attack: dict, rate: str, *, chance: bool) -> str:
     digits = 3 if rate == "0.01" else 4
     text = f"TPR@{float(rate):.1%}FPR {attack['tpr_at_fpr'][rate]:.{digits}f}".replace(".0%", "%")
-    return text + (" (chance)" if at_chance(attack, rate=rate) else "")
+    return text + (" (chance)" if chance else "")
 
 
-def at_chance(attack: dict, *, rate: str, level: float = 0.05) -> bool:
-    """Whether the attack finds no more members at FPR `rate` (f) than guessing would: the k of n1
-    members it finds there are not significantly more than f n1 (one-sided binomial test of k against
-    Binomial(n1, f) at `level`). The threshold's own noise is left aside; it would only make a found
-    excess less certain, so an attack called better than chance here may still be near it."""
-    from scipy import stats
-
-    f, n1 = float(rate), int(attack["n_members"])
-    found = round(attack["tpr_at_fpr"][rate] * n1)
-    return float(stats.binom.sf(found - 1, n1, f)) >= level
-
-
-def summary_verdict(summary: dict) -> Verdict | None:
-    """The ε verdict of summary.json's `verdict` (the paid-for bound, at the claim's δ) against
-    the claim it records (`audit.claim.resolve_claim`: a release's claimed ε, else the formal ε;
-    none: "no ε claim was checked"); None where no bound applies."""
-    found = summary.get("verdict")
-    if not found:
-        return None
-    n_canaries = (summary.get("evaluation") or {}).get("n_canaries")
-    targets = len(summary.get("target_runs") or []) or 1
-    return epsilon_verdict(
-        found["bounds"],
-        ceiling=found["ceilings"],
-        claim=resolve_claim(summary),
-        delta=found["delta"],
-        confidence=found["confidence"],
-        n_canaries=n_canaries,
-        per_target=n_canaries // targets if n_canaries else None,
-        rule=found["rule"],
-    )
-
-
-def verdict_line(summary: dict) -> str:
-    """The ε verdict in words, two lines for the terminal: the claim, the verdict, the bound it
-    rests on (its confidence, its test) and which attack that is and why (`_chosen_because`)
-    beside the ceiling; then the reason."""
-    found, verdict, claim = summary["verdict"], summary_verdict(summary), resolve_claim(summary)
-    head = (
-        "" if claim is None else f"{claim.source} ε = {claim.epsilon:.4g} at δ = {found['delta']:g}: "
-    ) + verdict.text
+def verdict_line(summary: dict, verdict: Verdict) -> str:
+    """The ε verdict in words (`verdict`, made with the summary), two lines for the terminal: the
+    claim, the verdict, the bound it rests on (its confidence, its test) and which attack that is
+    and why (`_chosen_because`) beside the ceiling; then the reason."""
+    found = summary["verdict"]
+    head = (f"{verdict.checked}: " if verdict.checked else "") + verdict.text
     return (
         f"  verdict: {head}; ε ≥ {found['eps_lower']:.2f} at {found['confidence']:.0%} (f-DP test) from "
         f"{found['attack']}, {_chosen_because(summary)}; ceiling {found['eps_ceiling']:.2f}\n    {verdict.reason}"
-    )
-
-
-def mechanism_line(found: dict) -> str:
-    """The test of the claimed mechanism's own curve (summary.json's `verdict.mechanism`) in words:
-    whether the mechanism itself is rejected, and the strongest member of its family ruled out."""
-    claimed = found["claimed"]
-    mechanism = (
-        f"noise multiplier {claimed['noise_multiplier']:.4g}, sample rate {claimed['sample_rate']:.4g}, "
-        f"{claimed['steps']} steps; ε {found['eps_claimed']:.2f} at δ = {found['delta']:g} by tight accounting, "
-        "where the formal ε is the accountant's upper bound"
-    )
-    outcome = (
-        "REJECTED: the implementation leaks more than its own accounting allows"
-        if found["rejected"]
-        else "not rejected"
-    )
-    family = (
-        "no member of its family is ruled out"
-        if found["noise_rejected"] is None
-        else f"every noise multiplier >= {found['noise_rejected']:.3g} at this sample rate and step count is ruled "
-        f"out: ε ≥ {found['eps_lower']:.2f} relative to the family"
-    )
-    return (
-        f"  own curve: the claimed mechanism ({mechanism}) {outcome} at {found['confidence']:.0%}"
-        f" ({found['attack'] or 'every attack'}, {found['rule']}); {family}; ceiling {found['eps_ceiling']:.2f}"
     )
 
 

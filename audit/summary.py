@@ -4,7 +4,8 @@ what the ε numbers are (or why there are none).
 
 `summarise` is the audit of shadow runs (`audit.lira`, `audit.loss`, `audit.ganleak`),
 `release_summary` the audit of one user's release (`audit.release`); both share
-`attacks_summary` and the first keys.
+`attacks_summary` and the first keys, and both make the ε verdict in words once, from the claim the
+command was given, beside the summary (`AuditSummary`): the terminal only formats it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from audit.claim import Claim, verdict_delta
+from audit.claim import Claim, checked_claim, verdict_delta
 from audit.evaluate import (
     StoredRuns,
     attack_summary,
@@ -27,6 +28,7 @@ from audit.evaluate import (
 )
 from audit.releases.inputs import ReleaseInputs
 from audit.releases.target import TARGET
+from audit.reporting.verdict import Verdict, audit_verdict
 from audit.stats.bounds import MECHANISM, VERDICT_BOUND
 from audit.stats.epsilon import bound_applies, unfair_coins_reason
 from audit.stats.guesses import applicable, mechanism_verdict, verdict_bound
@@ -45,6 +47,15 @@ class EvaluationSettings:
     confidence: float
     inclusion_rate: float
     lira_variance_flag: str = "auto"
+
+
+@dataclass(frozen=True)
+class AuditSummary:
+    """An audit's summary: `data`, summary.json's content, and `verdict`, its ε verdict in words
+    against the claim checked (None where summary.json's `verdict` is null)."""
+
+    data: dict
+    verdict: Verdict | None
 
 
 EPSILON_NOTE = (
@@ -85,10 +96,10 @@ def summarise(
     settings: EvaluationSettings,
     choices: dict | None = None,
     claim: Claim | None = None,
-) -> dict:
-    """summary.json of an audit of shadow runs: metrics of every attack, pooled over the targets;
-    `choices` (attack -> `audit.evaluate.ReferenceChoice` or None) what the reference runs chose;
-    `claim` the claim the command was given (`claim_keys`), whose δ the verdict is at."""
+) -> AuditSummary:
+    """summary.json of an audit of shadow runs, and its verdict: metrics of every attack, pooled over
+    the targets; `choices` (attack -> `audit.evaluate.ReferenceChoice` or None) what the reference
+    runs chose; `claim` the claim the command was given (`claim_keys`), whose δ the verdict is at."""
     membership, init_mask = runs.keep[targets], runs.init_mask[targets]
     fair = bound_applies(settings.inclusion_rate)
     accuracies = [m["test_accuracy"] for m in runs.meta]
@@ -154,7 +165,7 @@ def summarise(
         )
     if unscored:
         summary["evaluation"]["attacks_without_canary_scores"] = unscored
-    return summary
+    return _with_verdict(summary, claim)
 
 
 def release_summary(
@@ -168,10 +179,10 @@ def release_summary(
     settings: EvaluationSettings,
     claim: Claim | None = None,
     choices: dict | None = None,
-) -> dict:
-    """summary.json of the release audit: the same keys (one target: the release) with the claim
-    the command was given (`claim_keys`). Its attacks' bounds use the audit's own δ (the
-    pipeline's, 0 for a non-DP one) whatever is claimed; its verdict is at the claim's δ."""
+) -> AuditSummary:
+    """summary.json of the release audit, and its verdict: the same keys (one target: the release)
+    with the claim the command was given (`claim_keys`). Its attacks' bounds use the audit's own δ
+    (the pipeline's, 0 for a non-DP one) whatever is claimed; its verdict is at the claim's δ."""
     identity = _identity(experiment, shadows, target_runs=[0])
     own_delta = identity["delta"] or 0.0
     coins = inputs.coins
@@ -187,7 +198,7 @@ def release_summary(
     membership, init = inputs.member[None], np.zeros((1, inputs.pool.n_pool), dtype=bool)
     init[0, inputs.init_idx] = True
     shadow_accuracy = [m["test_accuracy"] for m in shadows.meta]
-    return {
+    summary = {
         **identity,
         **claim_keys(claim, own_delta),
         "utility": {
@@ -218,6 +229,19 @@ def release_summary(
             else None
         ),
     }
+    return _with_verdict(summary, claim)
+
+
+def _with_verdict(summary: dict, claim: Claim | None) -> AuditSummary:
+    """`summary` with its ε verdict, made from the claim the command was given (`claim`, either part
+    None where not given): its ε, else the victim's formal ε, at the δ summary.json's `verdict` is at
+    (`verdict_delta`)."""
+    checked = checked_claim(
+        None if claim is None else claim.epsilon,
+        verdict_delta(claim, summary["delta"] or 0.0),
+        formal_epsilon=summary["formal_epsilon"],
+    )
+    return AuditSummary(summary, audit_verdict(summary, checked))
 
 
 def claim_keys(claim: Claim | None, own_delta: float) -> dict:

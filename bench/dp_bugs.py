@@ -102,7 +102,7 @@ def audit(where: Path, flags: list[str], claim: float) -> tuple[dict, float]:
 
 def row(label: str, threat: str, summary: dict, claim: float, minutes: float) -> str:
     """One table row: the verdict's bound against the claim, and the claimed mechanism's own curve."""
-    from audit.outputs import summary_verdict
+    from audit.reporting.verdict import summary_verdict
 
     what = ROWS[label][0]
     found = summary.get("verdict") or {}

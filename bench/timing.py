@@ -32,7 +32,7 @@ def verdict_cells(summary: dict) -> tuple[str, str, str]:
     bound the verdict rests on, paid for (the attack chosen on the reference runs at the full
     confidence, or the largest of every attack's bounds at a split confidence), never a maximum
     of per-attack bounds each at its own confidence."""
-    from audit.outputs import summary_verdict
+    from audit.reporting.verdict import summary_verdict
 
     found = summary.get("verdict")
     if not found:

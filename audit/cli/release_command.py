@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     summary, built, html_path, json_path = run_release_audit(prepared)
     if not args.quiet:
         print(outputs.describe(summary, prepared.out / "audit" / "summary.json"))
-    for warning in summary["release_leakage"]["warnings"]:  # too few runs: printed even with --quiet
+    for warning in summary.data["release_leakage"]["warnings"]:  # too few runs: printed even with --quiet
         print(f"warning: {warning}", file=sys.stderr)
     print(verdict_line(built.data["experiments"][0]["verdicts"]))
     print(f"  -> {html_path}\n  -> {json_path}")

@@ -21,7 +21,8 @@ from victims.overrides import build_victim
 from attacks.registry import get_attack
 from audit.evaluate import StoredRuns, run_delta, score_attacks, top_level_bounded
 from audit.pipeline import check_canary_coins, experiment_record, train_missing_runs
-from audit.summary import summarise
+from audit.reporting.remarks import remarks
+from audit.summary import AuditSummary, summarise
 from shadow_runs import RunStore, StoreError, membership_matrix
 from shadow_runs.plan import default_targets, target_runs
 from victims import DataError, load_pool
@@ -129,7 +130,7 @@ def main(
     complete = {attack: s for attack, s in scores.items() if not np.isnan(s[:, bound_columns]).any()}
     path = outputs.write_audit(
         store.audit_dir,
-        summary=summary,
+        summary=summary.data,
         scores=complete,
         membership=runs.keep[targets],
         init_mask=runs.init_mask[targets],
@@ -139,18 +140,19 @@ def main(
     return 0
 
 
-def quiet_lines(summary: dict, path) -> str:
+def quiet_lines(audit_summary: AuditSummary, path) -> str:
     """What `--quiet` keeps of the terminal's lines (`audit.outputs.describe`): the verdict and its
     reason (or why there is no ε bound), the own curve's test, the warnings of too few runs and the
     path of summary.json; not the per-attack lines or the legend."""
+    summary, verdict, noted = audit_summary.data, audit_summary.verdict, remarks(audit_summary.data)
     lines = []
-    if summary.get("verdict"):
-        lines.append(outputs.verdict_line(summary))
-        if summary["verdict"].get("mechanism"):
-            lines.append(outputs.mechanism_line(summary["verdict"]["mechanism"]))
+    if verdict is not None:
+        lines.append(outputs.verdict_line(summary, verdict))
+        if noted.own_curve is not None:
+            lines.append(f"  own curve: {noted.own_curve}")
     elif (summary.get("evaluation") or {}).get("epsilon_note"):
         lines.append(f"  ({summary['evaluation']['epsilon_note']})")
-    lines += [f"  warning: {w}" for w in outputs.too_few_runs(summary)]
+    lines += [f"  warning: {w}" for w in noted.warnings]
     lines.append(f"  -> {path}")
     return "\n".join(lines)
 

@@ -29,7 +29,7 @@ from audit.releases.leakage import compare_with_subsets, leave_one_out, release_
 from audit.releases.target import check_out_dir, release_id, target_run, victim_for, with_target
 from audit.reporting.build import Report, Settings, build_report, write_report
 from audit.results import load_audited
-from audit.summary import EvaluationSettings, release_summary
+from audit.summary import AuditSummary, EvaluationSettings, release_summary
 from shadow_runs import RunStore, membership_matrix
 from shadow_runs.atomic_files import write_json, write_npy
 from victims import get_victim
@@ -171,10 +171,10 @@ def subset_baseline(request: ReleaseRequest, inputs: ReleaseInputs, victim) -> S
     return SubsetBaseline(victim=subset, store=store)
 
 
-def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Path]:
+def run_release_audit(prepared: PreparedRelease) -> tuple[AuditSummary, Report, Path, Path]:
     """Train the missing shadow runs (the pipeline's, then the random subsets'), attack the release,
     measure its leakage and compare it with the subsets', write the audit directory and its report;
-    returns (summary.json's content, the report, report.html's path, report.json's path)."""
+    returns (summary.json's content with its verdict, the report, report.html's path, report.json's path)."""
     request, inputs, settings = prepared.request, prepared.inputs, prepared.request.evaluation
     _train_missing(prepared)
     shadows = StoredRuns.load(prepared.store, keep=prepared.keep, images=inputs.pool.x, labels=inputs.pool.y)
@@ -217,10 +217,10 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[dict, Report, Path, Pa
         claim=request.report.claim,
         choices=choices,
     )
-    summary["release_leakage"] = leakage
-    summary["subset_baseline"] = comparison
+    summary.data["release_leakage"] = leakage
+    summary.data["subset_baseline"] = comparison
     built, html_path, json_path = _write_audit_and_report(
-        prepared, summary, scores, obs.to_store(meta), init_mask=runs.init_mask[targets]
+        prepared, summary.data, scores, obs.to_store(meta), init_mask=runs.init_mask[targets]
     )
     return summary, built, html_path, json_path
 

@@ -27,6 +27,7 @@ from audit.reporting.evidence import (
     run_provenance,
     utility,
 )
+from audit.reporting.remarks import remarks
 from audit.reporting.verdict import (
     NO_FAIR_COINS,
     Verdict,
@@ -258,6 +259,7 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
         "protocol": protocol(audited),
         "claim": claim_json,
         "verdicts": [v.to_json() for v in verdicts],
+        **remarks(summary).to_json(),  # the own-curve test, figures at chance, warnings: as the terminal says them
         "attacks": attacks,
         "utility": utility(audited),
         "highest_risk": {"attack": attack, "examples": highest_risk(audited, attack=attack, top_k=settings.top_k)},

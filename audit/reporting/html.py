@@ -24,7 +24,7 @@ table{border-collapse:collapse;margin:10px 0;font-size:.88em}
 th,td{border:1px solid #d4dbe1;padding:4px 8px;text-align:right}
 th{background:#eef2f5}td:first-child,th:first-child{text-align:left}.row{display:flex;gap:24px;flex-wrap:wrap;align-items:flex-start}
 img{max-width:100%}.figs img{width:360px}pre{background:#f6f8fa;padding:8px;overflow:auto;font-size:.8em}
-#image-warning{color:#c62828;font-weight:600}.note{color:#5a6670;font-size:.85em}
+#image-warning{color:#c62828;font-weight:600}li.warning{color:#b34700}.note{color:#5a6670;font-size:.85em}
 """
 
 SCRIPT = """
@@ -52,6 +52,11 @@ _CARD = {
     "more_than_subset": "warn",
     "release_leakage": "",
 }
+#: what "(chance)" after a TPR means (the terminal's legend says the same, `audit.outputs.TERMS`)
+CHANCE_NOTE = (
+    "(chance): the members found at that FPR are not significantly more than the FPR's share (one-sided "
+    "binomial test at 5%): no better than guessing."
+)
 SUBGROUP_NOTE = (
     "No ε columns here: the mechanism itself picked these images among the members (to copy or start "
     "its release from), and conditioning on its choice can raise TPR/FPR by up to 1/P(choice), so a "
@@ -92,6 +97,9 @@ def _verdict_card(entry: dict) -> str:
         f'<span class="reason">{escape(v["reason"])}</span></li>'
         for v in entry["verdicts"]
     )
+    if entry["own_curve"]:  # the terminal's "own curve:" line
+        items += f'<li><span class="verdict">own curve</span>: {escape(entry["own_curve"])}</li>'
+    items += "".join(f'<li class="warning">warning: {escape(w)}</li>' for w in entry["warnings"])
     return (
         f'<div class="card {worst}"><h3>{escape(entry["label"])}</h3><ul>{items}</ul>'
         f'<span class="note">{escape(entry["victim"])} on {escape(str(entry["dataset"]))}, '
@@ -137,8 +145,9 @@ def _comparison(report) -> list[str]:
                 "<td>-</td>" * 5
                 if m is None
                 else (
-                    f"<td>{m['auc']:.3f}</td><td>{m['tpr_at_fpr']['0.01']:.3f} ({m['fp_at_fpr']['0.01']})</td>"
-                    f"<td>{m['tpr_at_fpr']['0.001']:.4f} ({m['fp_at_fpr']['0.001']})</td>"
+                    f"<td>{m['auc']:.3f}</td><td>{m['tpr_at_fpr']['0.01']:.3f} ({m['fp_at_fpr']['0.01']})"
+                    f"{_chance(e, attack, '0.01')}</td>"
+                    f"<td>{m['tpr_at_fpr']['0.001']:.4f} ({m['fp_at_fpr']['0.001']}){_chance(e, attack, '0.001')}</td>"
                     f"<td>{_eps(m.get('eps_lower'))}</td><td>{_eps(m.get('eps_ceiling'))}</td>"
                 )
             )
@@ -154,7 +163,7 @@ def _comparison(report) -> list[str]:
         "the audit's one-run lower confidence bound of each attack on its own (summary.json); "
         "ε ceiling: what a perfect attack would "
         "certify with that experiment's design (- where the coins were not fair). Test accuracy: mean ± sd over "
-        "runs.</p>",
+        f"runs. {CHANCE_NOTE}</p>",
     ]
     if report.overlays:
         parts.append(
@@ -235,6 +244,11 @@ def _experiment(report, key: str, entry: dict) -> list[str]:
     return parts
 
 
+def _chance(entry: dict, attack: str, rate: str) -> str:
+    """The mark after a TPR that the terminal marks too (report.json's `at_chance`): " (chance)", else ""."""
+    return " (chance)" if rate in entry["at_chance"].get(attack, ()) else ""
+
+
 def _eps(value) -> str:
     return "-" if value is None else f"{value:.2f}"
 
@@ -244,7 +258,9 @@ def _metrics_table(entry: dict) -> str:
     bounds, ceilings, joint = claim.get("bounds") or {}, claim.get("ceilings") or {}, claim.get("joint_confidence")
     rows = []
     for attack, m in entry["attacks"].items():
-        rates = "".join(f"<td>{m['tpr_at_fpr'][k]:.4f} ({m['fp_at_fpr'][k]})</td>" for k in LEVELS)
+        rates = "".join(
+            f"<td>{m['tpr_at_fpr'][k]:.4f} ({m['fp_at_fpr'][k]}){_chance(entry, attack, k)}</td>" for k in LEVELS
+        )
         extra = f"<td>{bounds[attack]:.2f}</td><td>{ceilings[attack]:.2f}</td>" if attack in bounds else ""
         rows.append(
             f"<tr><td>{escape(attack)}</td><td>{m['auc']:.3f}</td>{rates}<td>{m['advantage']:.3f}</td>"
@@ -264,7 +280,8 @@ def _metrics_table(entry: dict) -> str:
         f"{first['confidence']:.0%}, δ={first['delta']:g})</th><th>ε ceiling (one-run bound)</th>{head}</tr>"
         + "".join(rows)
         + "</table>"
-        '<p class="note">FP: false positives behind each TPR. ε̂ = max ln(TPR/FPR), a point estimate, not a bound. '
+        f'<p class="note">FP: false positives behind each TPR. {CHANCE_NOTE} '
+        "ε̂ = max ln(TPR/FPR), a point estimate, not a bound. "
         "ε lower (one-run bound): each attack's one-run bound (Steinke, Nasr & Jagielski 2023; summary.json's "
         "eps_lower) on all the targets' canaries, at its confidence on its own (their maximum is not a statement "
         "at that confidence); ε ceiling (one-run bound): what a perfect attack would certify by that bound with "

@@ -42,7 +42,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from audit.claim import Claim
+from audit.claim import Claim, resolve_claim
 from audit.stats.epsilon import MOST_CANARIES
 from audit.stats.guesses import canaries_needed, most_certifiable
 from audit.stats.significance import MetricComparison
@@ -83,6 +83,7 @@ class Verdict:
     text: str
     reason: str
     evidence: tuple[str, ...] = field(default=())  # the attacks (or attack/metric pairs) it rests on
+    checked: str = ""  # an ε verdict's claim in words, "claimed ε = 2 at δ = 1e-05"; "" where none was checked
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -118,7 +119,7 @@ def epsilon_verdict(
     `ceiling` is the design's ceiling (`audit.stats.epsilon.epsilon_ceiling`) at the bounds' own
     per-attack confidence 1 - (1 - confidence) / len(bounds) and at `delta`: one number, or one per
     attack (an attack that scored fewer canaries has a lower one). `claim` is the claim checked,
-    resolved (`audit.claim.resolve_claim`: its ε and where it comes from, "formal" for an
+    with both parts set (`audit.claim.checked_claim`: its ε and where it comes from, "formal" for an
     accountant's ε, "claimed" for the user's), or None; `delta` is the δ the bounds were computed
     with. `n_canaries` (m) and `per_target` (canaries per target run, the pool size)
     let an untestable claim's reason say how many canaries and target runs would test it. `rule`
@@ -140,13 +141,14 @@ def epsilon_verdict(
             f"the victim has no formal ε and none was claimed with --claimed-epsilon{tail}",
         )
     if claim.epsilon is None:
-        raise ValueError("epsilon_verdict needs a resolved claim (audit.claim.resolve_claim), got no epsilon")
+        raise ValueError("epsilon_verdict needs a checked claim (audit.claim.checked_claim), got no epsilon")
     claimed_epsilon = claim.epsilon
     if not bounds:
         raise ValueError("epsilon_verdict needs at least one attack's bound")
     level = f"{confidence:.0%}"
     each = 1 - (1 - confidence) / len(bounds)
     stated = f"{claim.source} ε = {claimed_epsilon:.4g} (δ = {delta:g})"
+    checked = f"{claim.source} ε = {claimed_epsilon:.4g} at δ = {delta:g}"
     violated = {a: b for a, b in bounds.items() if b > claimed_epsilon}
     if violated:
         worst = sorted(violated.items(), key=lambda item: -item[1])
@@ -156,6 +158,7 @@ def epsilon_verdict(
             f"claimed ε violated at {level} confidence",
             f"{details} exceeds the {stated}; {_paid(rule, len(bounds), confidence)}",
             evidence=tuple(a for a, _ in worst),
+            checked=checked,
         )
     attack, best = _best(bounds)
     top = max(ceilings.values())
@@ -172,6 +175,7 @@ def epsilon_verdict(
             + _what_would_test(
                 claimed_epsilon, delta=delta, confidence=each, n_canaries=n_canaries, per_target=per_target, rule=rule
             ),
+            checked=checked,
         )
     blind = sorted(a for a, c in ceilings.items() if c <= claimed_epsilon)
     note = f"; {', '.join(blind)} scored too few canaries to exceed the claim even if perfect" if blind else ""
@@ -184,7 +188,37 @@ def epsilon_verdict(
         "the claim "
         f"means these attacks found no violation; it does not prove the claim",
         evidence=tuple(a for a in bounds if a not in blind),
+        checked=checked,
     )
+
+
+def audit_verdict(summary: Mapping, claim: Claim | None) -> Verdict | None:
+    """The ε verdict of an audit: summary.json's `verdict` (the paid-for bound, at the claim's δ)
+    against `claim`, the claim checked with both parts set (`audit.claim.checked_claim`; None: "no
+    ε claim was checked"); None where no bound applies. `audit.summary` makes it once, with the
+    summary; `summary_verdict` makes it again from a summary.json re-read."""
+    found = summary.get("verdict")
+    if not found:
+        return None
+    n_canaries = (summary.get("evaluation") or {}).get("n_canaries")
+    targets = len(summary.get("target_runs") or []) or 1
+    return epsilon_verdict(
+        found["bounds"],
+        ceiling=found["ceilings"],
+        claim=claim,
+        delta=found["delta"],
+        confidence=found["confidence"],
+        n_canaries=n_canaries,
+        per_target=n_canaries // targets if n_canaries else None,
+        rule=found["rule"],
+    )
+
+
+def summary_verdict(summary: Mapping) -> Verdict | None:
+    """The ε verdict of an audit already made, re-read from its summary.json: `audit_verdict`
+    against the claim summary.json records (`audit.claim.resolve_claim`: a claimed ε, else the
+    formal ε; none: "no ε claim was checked"), the verdict its terminal printed."""
+    return audit_verdict(summary, resolve_claim(summary))
 
 
 def no_fair_coins_verdict(why: str) -> Verdict:

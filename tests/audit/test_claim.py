@@ -6,10 +6,11 @@ import math
 import pytest
 
 from audit import outputs
-from audit.claim import Claim, resolve_claim, verdict_delta
+from audit.claim import Claim, checked_claim, resolve_claim, verdict_delta
 from audit.cli import report_command
 from audit.cli.arguments import delta_in_unit, positive_number
 from audit.reporting.build import Settings
+from audit.reporting.verdict import summary_verdict
 
 
 def test_the_claim_checked_is_the_given_one_then_the_recorded_one_then_the_formal_one():
@@ -25,6 +26,15 @@ def test_the_claim_checked_is_the_given_one_then_the_recorded_one_then_the_forma
     assert resolve_claim({"formal_epsilon": None, "delta": None}) is None
     # only a δ was claimed (`--claimed-delta` alone): the formal ε, at that δ, where the verdict was taken
     assert resolve_claim({**formal, "claimed_epsilon": None, "claimed_delta": 1e-6}) == Claim(8.0, 1e-6, "formal")
+
+
+def test_the_claim_checked_is_the_claimed_epsilon_else_the_formal_one_at_the_delta_given():
+    # what the audit commands check when they make the summary, from the claim they were given
+    assert checked_claim(2.0, 1e-6, formal_epsilon=8.0) == Claim(epsilon=2.0, delta=1e-6, source="claimed")
+    assert checked_claim(None, 1e-5, formal_epsilon=8.0) == Claim(epsilon=8.0, delta=1e-5, source="formal")
+    assert checked_claim(None, 0.0, formal_epsilon=None) is None
+    with pytest.raises(ValueError, match="formal epsilon must be a finite number > 0, got inf"):
+        checked_claim(None, 0.0, formal_epsilon=math.inf)
 
 
 def test_the_verdict_is_taken_at_the_claims_delta_else_the_audits_own():
@@ -89,8 +99,8 @@ def test_the_terminal_states_the_recorded_claim_the_report_would_check():
             "candidates": ["loss"],
         },
     }
-    line = outputs.verdict_line(summary)
+    line = outputs.verdict_line(summary, summary_verdict(summary))
     # the claim is the recorded one, stated at the δ of the bounds summary.json holds (the audit's own)
     assert line.startswith("  verdict: claimed ε = 2 at δ = 1e-05: claimed ε violated at 95% confidence")
-    assert outputs.summary_verdict(summary).kind == "epsilon_violated"
+    assert summary_verdict(summary).kind == "epsilon_violated"
     assert resolve_claim(summary) == Claim(epsilon=2.0, delta=1e-6, source="claimed")

@@ -5,6 +5,9 @@ import re
 from pathlib import Path
 
 from audit import outputs
+from audit.reporting.remarks import at_chance, own_curve, too_few_runs
+from audit.reporting.verdict import summary_verdict
+from audit.summary import AuditSummary
 
 
 def attack(auc, tpr_1, tpr_01, eps, *, predicted=None, views="image"):
@@ -58,8 +61,13 @@ def summary(**changes):
     return found
 
 
+def reread(found: dict) -> AuditSummary:
+    """The summary as the command made it: its verdict against the claim it records."""
+    return AuditSummary(found, summary_verdict(found))
+
+
 def test_the_verdict_names_its_attack_and_why_that_one():
-    line = outputs.verdict_line(summary())
+    line = outputs.verdict_line(summary(), summary_verdict(summary()))
     assert line.splitlines()[0] == (
         "  verdict: no ε claim was checked; ε ≥ 1.94 at 95% (f-DP test) from rmia, the attack whose predicted "
         "bound on the reference runs (1.86) was the largest of 3 attacks, chosen before any target was judged; "
@@ -69,7 +77,7 @@ def test_the_verdict_names_its_attack_and_why_that_one():
 
 def test_a_verdict_without_references_to_choose_on_says_it_paid_for_every_attack():
     grid = {**summary()["verdict"], "rule": "grid", "per_attack_confidence": 1 - 0.05 / 3}
-    line = outputs.verdict_line(summary(verdict=grid))
+    line = outputs.verdict_line(summary(verdict=grid), summary_verdict(summary(verdict=grid)))
     assert "from rmia, the largest bound of 3 attacks, each at 98.33% so that the largest holds at 95%" in line
 
 
@@ -78,10 +86,10 @@ def test_figures_at_chance_are_marked_by_a_one_sided_binomial_test():
     # P(Binomial(2932, 0.01) >= 32) = 0.33 >= 0.05, chance; rmia's round(0.046 x 2,932) = 135 is
     # ~19 standard deviations above 29.3, not chance.
     loss, rmia = summary()["attacks"]["loss"], summary()["attacks"]["rmia"]
-    assert outputs.at_chance(loss, rate="0.01") and not outputs.at_chance(rmia, rate="0.01")
+    assert at_chance(loss, rate="0.01") and not at_chance(rmia, rate="0.01")
     # at 0.1% FPR guessing finds 2.9; rmia's round(0.0113 x 2,932) = 33 is far above, loss's 3 is not
-    assert outputs.at_chance(loss, rate="0.001") and not outputs.at_chance(rmia, rate="0.001")
-    lines = outputs.describe(summary(), Path("s.json")).splitlines()
+    assert at_chance(loss, rate="0.001") and not at_chance(rmia, rate="0.001")
+    lines = outputs.describe(reread(summary()), Path("s.json")).splitlines()
     assert "TPR@1%FPR 0.011 (chance)  TPR@0.1%FPR 0.0010 (chance)" in lines[1]
     assert "(chance)" not in lines[2]
 
@@ -89,21 +97,21 @@ def test_figures_at_chance_are_marked_by_a_one_sided_binomial_test():
 def test_too_few_runs_for_a_figure_warn_with_how_many_would_do():
     # 0.1% of the targets' 3,068 non-members is 3.07 false positives < 10; 10 need
     # ceil(10 / (0.001 x 3,068 / 4)) = ceil(13.04) = 14 target runs. 1% gives 30.7 >= 10: no warning.
-    assert outputs.too_few_runs(summary()) == [
+    assert too_few_runs(summary()) == [
         "TPR@0.1%FPR: 0.1% of the targets' 3,068 non-members is 3.1 false positives, too few to pin the rate "
         "(10 at least): 14 target runs would (--n-targets 14, --n-shadow 28 or more)"
     ]
     many = {name: {**a, "n_nonmembers": 12_000} for name, a in summary()["attacks"].items()}
-    assert outputs.too_few_runs(summary(attacks=many)) == []
+    assert too_few_runs(summary(attacks=many)) == []
     one_reference = summary(n_shadow=2, target_runs=[0], verdict={**summary()["verdict"], "rule": "grid"})
-    assert outputs.too_few_runs(one_reference)[-1] == (
+    assert too_few_runs(one_reference)[-1] == (
         "1 reference run: too few to choose the verdict's attack on (2 at least, and LiRA's 4), so the verdict "
         "splits its confidence over every attack: --n-shadow 5 or more lets the reference runs choose"
     )
 
 
 def test_every_term_printed_is_in_the_legend():
-    described = outputs.describe(summary(formal_epsilon=9.9917, delta=1e-5), Path("s.json"))
+    described = outputs.describe(reread(summary(formal_epsilon=9.9917, delta=1e-5)), Path("s.json"))
     legend = described[described.index("  terms: ") :]
     defined = re.findall(r"^\s+(?:terms: )?([^:]+): ", legend, flags=re.M)
     assert set(defined) == {
@@ -143,14 +151,14 @@ def test_the_own_curve_names_its_parameters_in_words_and_says_what_its_epsilon_i
         "confidence": 0.95,
         "delta": 1e-5,
     }
-    assert outputs.mechanism_line(mechanism) == (
+    assert "  own curve: " + own_curve(mechanism) == (
         "  own curve: the claimed mechanism (noise multiplier 1.298, sample rate 0.3413, 32 steps; ε 9.11 at "
         "δ = 1e-05 by tight accounting, where the formal ε is the accountant's upper bound) not rejected "
         "at 95% (rmia, tuned); every noise multiplier >= 2.5 at this sample rate and step count is ruled out: "
         "ε ≥ 1.23 relative to the family; ceiling 19.39"
     )
     described = outputs.describe(
-        summary(formal_epsilon=9.9917, delta=1e-5, verdict={**summary()["verdict"], "mechanism": mechanism}),
+        reread(summary(formal_epsilon=9.9917, delta=1e-5, verdict={**summary()["verdict"], "mechanism": mechanism})),
         Path("s.json"),
     )
     assert " T " not in described and "own curve: the f-DP test" in described

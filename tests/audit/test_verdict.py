@@ -345,7 +345,15 @@ def test_a_reference_choice_is_one_attack_and_one_count_at_the_full_confidence()
 def test_an_experiment_whose_coins_are_not_fair_gets_no_epsilon_verdict_even_with_a_claim():
     rng = np.random.default_rng(0)
     membership = rng.random((2, 50)) < 0.3
-    entry = {"auc": 0.5, "eps_hat": 0.0, "eps_lower": None, "eps_ceiling": None}
+    entry = {
+        "auc": 0.5,
+        "tpr_at_fpr": {"0.1": 0.1, "0.01": 0.01, "0.001": 0.001},
+        "n_members": int(membership.sum()),
+        "n_nonmembers": int((~membership).sum()),
+        "eps_hat": 0.0,
+        "eps_lower": None,
+        "eps_ceiling": None,
+    }
     a = fake(
         rng.normal(size=(2, 50)),
         membership,

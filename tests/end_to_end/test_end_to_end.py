@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from audit.outputs import summary_verdict
+from audit.reporting.verdict import summary_verdict
 
 pytestmark = pytest.mark.slow
 
