@@ -8,6 +8,7 @@
 # About 2 minutes on 2 cores.
 set -e
 R=${1:?usage: bash bench/summaries.sh RUNS_DIR}
+exec 3>&1 1>/dev/null  # the audits' terminal lines (--quiet keeps the verdict) out of the hash list
 T="--executor inline --quiet --runs-dir $R"
 python -m audit.lira --victim real --train-steps 30 --n-shadow 8 $T
 python -m audit.loss --victim real --train-steps 30 --n-shadow 8 $T
@@ -19,4 +20,4 @@ python -m audit.lira --victim subset --train-steps 30 --ipc 1 --n-shadow 4 $T
 python -m audit.lira --victim psg --train-steps 30 --epsilon 10 --spc 1 --outer 2 --inner 1 --n-shadow 4 $T
 python -m audit.ganleak --victim cgan --train-steps 30 --n-shadow 4 --steps 5 $T
 python -m audit.compare $R/dm-* --baseline $R/subset-* --out $R/compare.json > /dev/null
-for f in $(find $R -name summary.json | sort); do sha256sum $f; done
+for f in $(find $R -name summary.json | sort); do sha256sum $f >&3; done

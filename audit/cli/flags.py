@@ -72,6 +72,19 @@ def build_parser(
     p.add_argument("--data-root", default=None, help="where torchvision datasets live")
     p.add_argument("--download", action="store_true", help="let torchvision download the dataset")
     p.add_argument(
+        "--until-decided",
+        action="store_true",
+        help="train the runs in rounds (looks after --first-look runs, doubling up to --n-shadow, the budget), "
+        "each look's verdict at its share of the error, and stop once the claim is violated or cannot be",
+    )
+    p.add_argument(
+        "--first-look",
+        type=int_at_least(2),
+        default=None,
+        metavar="N",
+        help="--until-decided: runs at the first look (default 16, or what the attacks need)",
+    )
+    p.add_argument(
         "--attack",
         action="extend",
         nargs="+",

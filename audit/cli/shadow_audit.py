@@ -10,6 +10,8 @@ Bad input exits with status 2 and one line naming the value, before anything is 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from attacks.lira import variance_for
@@ -22,6 +24,8 @@ from attacks.registry import get_attack
 from audit.evaluate import StoredRuns, run_delta, score_attacks, top_level_bounded
 from audit.pipeline import check_canary_coins, experiment_record, train_missing_runs
 from audit.reporting.remarks import remarks
+from audit.rounds import FIRST_LOOK, audit_in_rounds
+from audit.stats.sequential import Schedule, schedule
 from audit.summary import AuditSummary, summarise
 from shadow_runs import RunStore, StoreError, membership_matrix
 from shadow_runs.plan import default_targets, target_runs
@@ -62,6 +66,7 @@ def main(
         canaries = CanaryColumns.of(n_natural, config) if config else None
         victim.check(pool, inclusion_rate=args.inclusion_rate)
         check_enough_runs(args.n_shadow, attacks, threat_model=args.threat_model)
+        looks = rounds_schedule(args, attacks)
         targets = target_runs(args.n_shadow, args.n_targets or default_targets(args.n_shadow))
         experiment = experiment_record(
             victim,
@@ -80,8 +85,9 @@ def main(
             inclusion_rate=args.inclusion_rate,
             record_of_row=canaries.record if canaries else None,
         )
-        if canaries:
-            check_canary_coins(keep[targets], canaries)
+        for runs in looks.runs if looks else (args.n_shadow,):
+            if canaries:  # every look's targets (the first half of its runs) hold both coins
+                check_canary_coins(keep[: args.n_targets or default_targets(runs)], canaries)
         store = RunStore.open(
             args.runs_dir, experiment=experiment, pool_labels=pool.y, keep_other_code=args.keep_runs_of_other_code
         )
@@ -89,40 +95,53 @@ def main(
     except (DataError, StoreError, ValueError) as e:
         parser.error(str(e))
 
-    train_missing_runs(
-        store,
-        victim=victim,
-        pool=pool,
-        keep=keep,
-        seed=args.seed,
-        inclusion_rate=args.inclusion_rate,
-        executor=executor,
-        quiet=args.quiet,
-    )
+    def audit_at(n_runs: int, confidence: float) -> AuditSummary:
+        """Train the first `n_runs` runs of the plan the store lacks, then score and summarise them at
+        `confidence`, the first half of them targets (or `--n-targets`)."""
+        plan = keep[:n_runs]
+        train_missing_runs(
+            store,
+            victim=victim,
+            pool=pool,
+            keep=plan,
+            seed=args.seed,
+            inclusion_rate=args.inclusion_rate,
+            executor=executor,
+            quiet=args.quiet,
+        )
+        targets = target_runs(n_runs, args.n_targets or default_targets(n_runs))
+        runs = StoredRuns.load(store, keep=plan, images=pool.x, labels=pool.y)
+        variance = variance_for(args.lira_variance, n_reference=n_runs - len(targets))
+        scores, choices = score_attacks(
+            runs,
+            attacks,
+            targets,
+            variance=variance,
+            columns=canaries.scored if canaries else slice(None),
+            delta=verdict_delta(claim, run_delta(runs) or 0.0),  # the counts are tuned at the verdict's δ
+            confidence=confidence,
+            bounded=top_level_bounded(args.inclusion_rate, canaries),
+        )
+        summary = summarise(
+            runs,
+            scores,
+            targets,
+            experiment=experiment,
+            variance=variance,
+            canaries=canaries,
+            settings=replace(evaluation_settings(args), confidence=confidence),
+            choices=choices,
+            claim=claim,
+        )
+        audited[n_runs] = (runs, scores, targets)
+        return summary
 
-    runs = StoredRuns.load(store, keep=keep, images=pool.x, labels=pool.y)
-    variance = variance_for(args.lira_variance, n_reference=args.n_shadow - len(targets))
-    scores, choices = score_attacks(
-        runs,
-        attacks,
-        targets,
-        variance=variance,
-        columns=canaries.scored if canaries else slice(None),
-        delta=verdict_delta(claim, run_delta(runs) or 0.0),  # the counts are tuned at the verdict's δ
-        confidence=args.confidence,
-        bounded=top_level_bounded(args.inclusion_rate, canaries),
-    )
-    summary = summarise(
-        runs,
-        scores,
-        targets,
-        experiment=experiment,
-        variance=variance,
-        canaries=canaries,
-        settings=evaluation_settings(args),
-        choices=choices,
-        claim=claim,
-    )
+    audited: dict[int, tuple] = {}
+    if looks is None:
+        summary = audit_at(args.n_shadow, args.confidence)
+    else:
+        summary = audit_in_rounds(looks, audit_at, quiet=args.quiet)
+    runs, scores, targets = audited[summary.data["n_shadow"]]
     # scores.npz and the ROC plot take attacks that scored every example the bound is over (a white-box
     # attack scores the canaries only, NaN on the natural examples); one that scored a subset of those
     # (ganleak_pbb, NaN elsewhere) is reported in summary.json only
@@ -137,6 +156,8 @@ def main(
         canaries=canaries,
     )
     print(quiet_lines(summary, path) if args.quiet else outputs.describe(summary, path))
+    if looks is not None:
+        print(rounds_line(summary.data["sequential"]))
     return 0
 
 
@@ -165,3 +186,33 @@ def check_enough_runs(n_shadow: int, attacks: tuple[str, ...], *, threat_model: 
     if short:
         needed = max(get_attack(a).min_runs for a in short)
         raise ValueError(f"--n-shadow {n_shadow} is too few for {', '.join(short)} (needs >= {needed})")
+
+
+def rounds_schedule(args, attacks: tuple[str, ...]) -> Schedule | None:
+    """`--until-decided`'s looks: doubling from `--first-look` (at least the runs every attack needs)
+    to `--n-shadow`; None for the fixed design. ValueError where the flags do not fit."""
+    if not args.until_decided:
+        return None
+    if args.n_targets is not None:
+        raise ValueError("--until-decided makes the first half of each look's runs its targets: leave out --n-targets")
+    needed = max(get_attack(a).min_runs for a in attacks)
+    first = max(args.first_look or FIRST_LOOK, needed)
+    if first > args.n_shadow:
+        raise ValueError(f"--until-decided: the first look ({first} runs) is beyond --n-shadow {args.n_shadow}")
+    return schedule(args.n_shadow, first=first, confidence=args.confidence)
+
+
+def rounds_line(sequential: dict) -> str:
+    """The terminal's line on an audit in rounds: where it stopped and why, beside the budget."""
+    looked = ", ".join(str(look["runs"]) for look in sequential["looks"])
+    last = sequential["looks"][-1]
+    return (
+        f"  rounds: {sequential['stopped']} after {sequential['runs_used']} of {sequential['schedule'][-1]} runs "
+        f"(looks at {looked} runs; the last at {last['confidence']:.4%}, each look's share of "
+        f"{1 - sequential['confidence']:.0%}); fixed design on the same runs: eps_lower "
+        f"{_figure(sequential['fixed_design']['eps_lower'])} at {sequential['confidence']:.0%}, descriptive"
+    )
+
+
+def _figure(value) -> str:
+    return "n/a" if value is None else f"{value:.2f}"

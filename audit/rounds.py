@@ -1,0 +1,119 @@
+"""An audit in rounds (`--until-decided`): train the runs up to each look of a schedule fixed in
+advance, read the verdict at that look's share of the error, and stop once it is decided.
+
+The statistics are `audit.stats.sequential`'s (Bonferroni over the looks: look k tests at
+1 - α_k with the α_k summing to 1 - confidence, so the claim is called violated with probability at
+most α whatever the stopping rule). Each look is the fixed-design audit of its first n_k runs, its
+targets the first half of them (`default_targets`), its choices made on its own reference runs.
+
+The ε verdict decides: a look whose verdict is "violated" stops the audit; a claim at or above the
+ceiling the final look could reach (a perfect attack on its canaries at the final share) stops it
+as "not testable" within the budget; otherwise the looks go on to `--n-shadow`. The own curve, where
+the runs record a mechanism, is read at every look at the same share and reported, not stopped on.
+
+summary.json is the last look's, with `sequential` added: the schedule, each look's runs,
+confidence, verdict and bound, why the audit stopped, and the fixed-design bound of the same runs
+at the full confidence beside it (descriptive: read after stopping, it is not valid).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+from audit.claim import checked_claim
+from audit.reporting.verdict import EPSILON_VIOLATED
+from audit.stats.bounds import VERDICT_BOUND
+from audit.stats.guesses import ceiling
+from audit.stats.sequential import GO_ON, Look, Schedule, decide
+from audit.summary import AuditSummary
+from shadow_runs.plan import default_targets
+
+#: the first look's runs by default (fewer where the budget or an attack asks otherwise)
+FIRST_LOOK = 16
+
+
+def audit_in_rounds(schedule: Schedule, audit_at: Callable[[int, float], AuditSummary], *, quiet: bool) -> AuditSummary:
+    """The looks of `schedule`, each `audit_at(runs, confidence)` (training the runs it lacks, then
+    scoring them), until `decide` stops; the last look's summary with `sequential` added."""
+    looks: list[Look] = []
+    entries: list[dict] = []
+    for k, runs in enumerate(schedule.runs):
+        found = audit_at(runs, schedule.confidence_at(k))
+        look, entry = _look(found, schedule, k)
+        looks.append(look)
+        entries.append(entry)
+        decision = decide(schedule, looks, claimed_epsilon=_claimed_epsilon(found.data))
+        if not quiet:
+            print(
+                f"look {k + 1} of {schedule.looks}: {runs} runs at {entry['confidence']:.4%}: "
+                f"{entry['verdict'] or 'no verdict'}, eps_lower {entry['eps_lower']}",
+                file=sys.stderr,
+            )
+        if decision != GO_ON:
+            break
+    fixed = audit_at(looks[-1].runs, schedule.confidence)
+    found.data["sequential"] = {
+        "schedule": list(schedule.runs),
+        "confidence": schedule.confidence,
+        "alphas": list(schedule.alphas),
+        "looks": entries,
+        "stopped": decision,
+        "runs_used": looks[-1].runs,
+        "final_ceiling": looks[-1].final_ceiling,
+        "fixed_design": {
+            "confidence": schedule.confidence,
+            "eps_lower": (fixed.data.get("verdict") or {}).get("eps_lower"),
+            "note": "the same runs at the full confidence: descriptive, not valid once the audit chose to stop there",
+        },
+    }
+    return found
+
+
+def _look(found: AuditSummary, schedule: Schedule, k: int) -> tuple[Look, dict]:
+    """One look's record (`Look` for `decide`, and its summary.json entry)."""
+    data, verdict = found.data, found.verdict
+    bound = data.get("verdict") or {}
+    mechanism = bound.get("mechanism") or {}
+    confidence = schedule.confidence_at(k)
+    final = _final_ceiling(data, schedule)
+    look = Look(
+        schedule.runs[k],
+        confidence,
+        rejected=verdict is not None and verdict.kind == EPSILON_VIOLATED,
+        final_ceiling=final,
+    )
+    entry = {
+        "runs": schedule.runs[k],
+        "confidence": confidence,
+        "verdict": None if verdict is None else verdict.kind,
+        "eps_lower": bound.get("eps_lower"),
+        "eps_ceiling": bound.get("eps_ceiling"),
+        "own_curve_rejected": mechanism.get("rejected"),
+    }
+    return look, entry
+
+
+def _claimed_epsilon(data: dict) -> float | None:
+    delta = data.get("delta") or 0.0
+    claim = checked_claim(data.get("claimed_epsilon"), delta, formal_epsilon=data.get("formal_epsilon"))
+    return None if claim is None else claim.epsilon
+
+
+def _final_ceiling(data: dict, schedule: Schedule) -> float | None:
+    """The ε a perfect attack would certify at the final look: its canaries (this look's per target
+    run, times the final look's targets) at the final share, by the verdict's rule. None without
+    fair coins or a verdict."""
+    m = (data.get("evaluation") or {}).get("n_canaries")
+    bound = data.get("verdict")
+    if not m or not bound:
+        return None
+    per_target = m // len(data["target_runs"])
+    delta = float(bound["delta"])  # the δ the verdict was made at
+    return ceiling(
+        per_target * default_targets(schedule.budget),
+        analysis=VERDICT_BOUND.name,
+        rule="tuned",
+        delta=delta,
+        confidence=schedule.confidence_at(schedule.looks - 1),
+    )
