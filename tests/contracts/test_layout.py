@@ -113,7 +113,7 @@ AUDIT_LAYERS = (
     ),
     ("audit.evaluate", "audit.reporting", "audit.releases", "audit.epsilon", "audit.metrics"),
     ("audit.summary", "audit.outputs", "audit.pipeline", "audit.releases.target"),  # what an audit writes
-    ("audit.releases.audit",),  # a release audit, start to end
+    ("audit.releases.audit", "audit.rounds"),  # a release audit, start to end; an audit in rounds
     ("audit.cli",),  # the command lines
     (
         "audit.lira",
