@@ -19,6 +19,23 @@ from shadow_runs.records import CanaryColumns
 _SAME_EVALUATION = ("victim", "dataset", "config", "n_shadow", "target_runs", "evaluation")
 
 
+def replaced_summary(audit_dir: Path, summary: dict) -> str | None:
+    """The line to say before `write_audit` replaces an audit of other runs: a store's summary.json
+    is its last audit's, so re-scoring a prefix (a smaller --n-shadow) or another evaluation
+    replaces the earlier figures; None where there is none or it is of the same runs."""
+    path = audit_dir / "summary.json"
+    if not path.exists():
+        return None
+    earlier = json.loads(path.read_text())
+    if all(earlier.get(k) == summary.get(k) for k in ("n_shadow", "target_runs", "evaluation")):
+        return None
+    return (
+        f"note: {path} held the audit of {earlier.get('n_shadow')} runs ({len(earlier.get('target_runs', []))} "
+        f"targets); it now holds this audit of {summary['n_shadow']} ({len(summary['target_runs'])} targets). "
+        f"The runs stay in the store: the earlier command re-scores them"
+    )
+
+
 def write_audit(
     audit_dir: Path,
     *,

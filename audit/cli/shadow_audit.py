@@ -10,6 +10,7 @@ Bad input exits with status 2 and one line naming the value, before anything is 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -147,6 +148,9 @@ def main(
     # (ganleak_pbb, NaN elsewhere) is reported in summary.json only
     bound_columns = canaries.scored if canaries else slice(None)
     complete = {attack: s for attack, s in scores.items() if not np.isnan(s[:, bound_columns]).any()}
+    replacing = outputs.replaced_summary(store.audit_dir, summary.data)
+    if replacing:
+        print(replacing, file=sys.stderr)
     path = outputs.write_audit(
         store.audit_dir,
         summary=summary.data,

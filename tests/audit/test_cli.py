@@ -586,3 +586,17 @@ def test_pool_per_class_audits_the_class_balanced_pool_in_the_store_its_npz_woul
     assert only_experiment(tmp_path / "file").name == root.name
     file_experiment = json.loads((only_experiment(tmp_path / "file") / "experiment.json").read_text())
     assert file_experiment["dataset_fingerprint"] == experiment["dataset_fingerprint"]
+
+
+def test_re_scoring_a_prefix_says_it_replaces_the_summary_of_more_runs(tmp_path, tiny_flags, capsys):
+    # a store's summary.json is its last audit's: --n-shadow 4 on a store of 8 runs replaces the
+    # 8-run summary, and says so on stderr; the same audit again replaces nothing and says nothing
+    flags = ["--victim", "real", *tiny_flags]
+    assert audit(lira.main, tmp_path, *flags, "--n-shadow", "8") == 0
+    capsys.readouterr()
+    assert audit(lira.main, tmp_path, *flags, "--n-shadow", "4") == 0
+    err = capsys.readouterr().err
+    assert "held the audit of 8 runs (4 targets); it now holds this audit of 4 (2 targets)" in err
+    assert json.loads((only_experiment(tmp_path) / "audit" / "summary.json").read_text())["n_shadow"] == 4
+    assert audit(lira.main, tmp_path, *flags, "--n-shadow", "4") == 0
+    assert "held the audit" not in capsys.readouterr().err
