@@ -68,7 +68,9 @@ def train_missing_runs(
     executor: ExecutorConfig,
     quiet: bool,
 ) -> None:
-    """Train every run of the plan `keep` that the store lacks, storing each as it arrives.
+    """Train every run of the plan `keep` that the store lacks, storing each as it arrives. A victim
+    with a `prepare(pool, directory, quiet=)` method is trained as the victim it returns, prepared
+    once here for the store's directory before the runs go out (a refusal there: one line, exit 2).
 
     Ctrl-C (KeyboardInterrupt) stops the training with one line on stderr, what is kept and the
     command that resumes (`resume_line`), and exit status 130 (128 + SIGINT, the shell's
@@ -82,6 +84,12 @@ def train_missing_runs(
         for r, row in enumerate(keep)
         if r not in finished
     ]
+    if tasks and hasattr(victim, "prepare"):  # work every run shares, once per store (dpsgd's pretrained start)
+        try:
+            victim = victim.prepare(pool, store.root, quiet=quiet)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            raise SystemExit(2) from None
     try:
         with tqdm(
             total=len(keep),

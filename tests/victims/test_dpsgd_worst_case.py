@@ -74,3 +74,33 @@ def test_the_default_configuration_and_so_old_stores_keep_their_identity():
 def test_bad_options_name_the_value(fields, message):
     with pytest.raises(ValueError, match=message):
         DPSGDVictim(**fields)
+
+
+def test_the_pretrained_start_is_fitted_once_per_store_and_refused_when_its_file_changed(pool, keep, tmp_path):
+    import victims.pipelines.dpsgd as dpsgd
+
+    victim = DPSGDVictim(sampling="full-batch", start="pretrained", pretrain_steps=20, epochs=2, lr=0.0, net=SMALL)
+    prepared = victim.prepare(pool, tmp_path, quiet=True)
+    (cached,) = (tmp_path / dpsgd.START_CACHE).glob("pretrained_start-*.pt")
+    # the start it carries is the one every worker would fit, bit for bit
+    fitted = pretrained_start(SMALL, pool, 20)
+    assert all(torch.equal(prepared._start_state[k], v) for k, v in fitted.items())
+    assert prepared == victim  # the configuration (and so the store's identity) is unchanged
+    # prepared again (another command on the same store): read back, not fitted
+    real_fit, dpsgd._fit_start = dpsgd._fit_start, None  # calling it would fail
+    try:
+        again = victim.prepare(pool, tmp_path, quiet=True)
+    finally:
+        dpsgd._fit_start = real_fit
+    assert all(torch.equal(again._start_state[k], v) for k, v in fitted.items())
+    # a run of the prepared victim is the run of the victim that fits its own start
+    one, other = prepared.run(pool, keep, 3), victim.run(pool, keep, 3)
+    assert np.array_equal(one.logits, other.logits)
+    # a start file changed on disk is refused, naming it
+    cached.write_bytes(cached.read_bytes() + b"\0")
+    with pytest.raises(ValueError, match=r"pretrained_start-.*\.pt: sha256 .* is not the .* recorded"):
+        victim.prepare(pool, tmp_path, quiet=True)
+    # a random start needs nothing: the victim itself
+    random_start = DPSGDVictim(net=SMALL)
+    assert random_start.prepare(pool, tmp_path / "other", quiet=True) is random_start
+    assert not (tmp_path / "other").exists()

@@ -38,7 +38,13 @@ from __future__ import annotations
 
 import copy
 import warnings
+import dataclasses
+import hashlib
+import io
+import json
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -157,6 +163,25 @@ class DPSGDVictim:
         if self.sampling == "poisson":
             poisson_rate(self.batch_size, pool, inclusion_rate)
 
+    def prepare(self, pool: Pool, directory: Path, *, quiet: bool = False) -> DPSGDVictim:
+        """The victim whose runs the executor trains, prepared once per store in the process that
+        sends the runs out (`audit.pipeline.train_missing_runs`): with `--start pretrained`, a copy
+        carrying the start, fitted once into the store's `directory` / START_CACHE or read back from
+        it (`cached_start`), so no worker fits it again; itself otherwise."""
+        if self.start != "pretrained":
+            return self
+        state = cached_start(self.net, pool, self.pretrain_steps, Path(directory) / START_CACHE, progress=not quiet)
+        prepared = copy.copy(self)
+        object.__setattr__(prepared, "_start_state", state)  # not a field: the configuration is unchanged
+        return prepared
+
+    def _start(self, pool: Pool) -> dict[str, torch.Tensor]:
+        """A copy of the pretrained start: the one `prepare` carried, else fitted in this process."""
+        carried = self.__dict__.get("_start_state")
+        if carried is None:
+            return pretrained_start(self.net, pool, self.pretrain_steps)
+        return {name: value.clone() for name, value in carried.items()}
+
     def privacy(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> DPSGDPrivacy:
         """Sample rate B/N, steps and sigma for N = q * n_pool, the plan's expected member count
         (full-batch: rate 1, `epochs` steps, the sum divided by N)."""
@@ -197,7 +222,7 @@ class DPSGDVictim:
             y = torch.as_tensor(pool.y[idx], device=device)
             net = build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes).to(device)
             if self.start == "pretrained":
-                net.load_state_dict(pretrained_start(self.net, pool, self.pretrain_steps))
+                net.load_state_dict(self._start(pool))
             record_gradients = _canary_gradients(net, pool, device)  # before opacus hooks the net
             # per-example gradients of the summed loss; DPOptimizer's "mean" divides the noisy sum by B
             model = GradSampleModule(without_inplace(net), loss_reduction="sum")
@@ -297,6 +322,8 @@ class DPSGDVictim:
 
 
 _FITTED_STARTS: dict[tuple, dict[str, torch.Tensor]] = {}  # (net, public split, steps) -> state
+#: where a store keeps its fitted start (`DPSGDVictim.prepare`), inside the store's directory
+START_CACHE = "cache"
 
 
 def _fitted_start(net_config: NetConfig, pool: Pool, steps: int) -> dict[str, torch.Tensor]:
@@ -307,18 +334,55 @@ def _fitted_start(net_config: NetConfig, pool: Pool, steps: int) -> dict[str, to
     return _FITTED_STARTS[key]
 
 
-def _fit_start(net_config: NetConfig, pool: Pool, steps: int) -> dict[str, torch.Tensor]:
+def _fit_start(net_config: NetConfig, pool: Pool, steps: int, *, progress: bool = False) -> dict[str, torch.Tensor]:
+    from tqdm import tqdm
+
     x = to_model_space(pool.x_test, mean=pool.mean, std=pool.std)
     y = torch.tensor(pool.y_test)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(PRETRAIN_SEED)
         net = build_net(net_config, image_shape=pool.image_shape, n_classes=pool.n_classes)
         optimizer = torch.optim.Adam(net.parameters(), lr=PRETRAIN_LR)
-        for _ in range(steps):
+        for _ in tqdm(range(steps), desc="pretrained start", unit="step", disable=not progress, file=sys.stderr):
             optimizer.zero_grad(set_to_none=True)
             F.cross_entropy(net(x), y).backward()
             optimizer.step()
     return {name: value.detach().clone() for name, value in net.state_dict().items()}
+
+
+def cached_start(
+    net_config: NetConfig, pool: Pool, steps: int, directory: Path, *, progress: bool = False
+) -> dict[str, torch.Tensor]:
+    """`pretrained_start`, fitted once per `directory` (a store's `START_CACHE`) and read back after:
+    `pretrained_start-<key>.pt`, the key a hash of everything the start depends on (the network, the
+    public split and normalisation, the steps, seed and learning rate), beside a .json recording the
+    file's sha256. A file whose sha256 is not the one recorded is refused (ValueError naming it): the
+    runs of a store must all start from the start it was fitted with. `progress`: a bar while it fits."""
+    identity = json.dumps(
+        [dataclasses.asdict(net_config), pool.fingerprint, pool.mean, pool.std, steps, PRETRAIN_SEED, PRETRAIN_LR],
+        sort_keys=True,
+    )
+    key = hashlib.sha256(identity.encode()).hexdigest()[:16]
+    path, record = directory / f"pretrained_start-{key}.pt", directory / f"pretrained_start-{key}.json"
+    if path.exists() and record.exists():
+        recorded = json.loads(record.read_text())["sha256"]
+        found = hashlib.sha256(path.read_bytes()).hexdigest()
+        if found != recorded:
+            raise ValueError(
+                f"{path}: sha256 {found[:12]} is not the {recorded[:12]} recorded when the start was fitted; "
+                "move it away to fit the start again"
+            )
+        return torch.load(path, weights_only=True)
+    state = _fit_start(net_config, pool, steps, progress=progress)
+    directory.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    data = buffer.getvalue()
+    partial = path.with_name(f".{path.name}.tmp")
+    partial.write_bytes(data)
+    partial.replace(path)  # the file is complete once it has its name; the record follows it
+    record.write_text(json.dumps({"sha256": hashlib.sha256(data).hexdigest(), "identity": identity}, indent=2) + "\n")
+    return state
 
 
 def pretrained_start(net_config: NetConfig, pool: Pool, steps: int) -> dict[str, torch.Tensor]:
