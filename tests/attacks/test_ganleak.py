@@ -390,32 +390,38 @@ def test_ganleak_finds_a_gan_trained_on_a_small_set_and_not_the_same_gan_trained
     # cgan on 100 digits (50 members each; 3 targets x 100 examples, 3 reference runs), then 4 runs
     # of dpcgan at epsilon 1 on the same 100 digits (a validity check, which holds at any size),
     # batches of 16 of the 50 members. Neither runs the Powell search (pbb: 2.3 s of a run's ~9;
-    # test_the_command_writes_every_ganleak_attack covers it): measured on 8 cgan runs without it,
-    # every figure as with it (the verdict's bound 0.226 from ganleak_cal, ganleak_wb AUC 0.676,
-    # TPR at 1% FPR 0.082 at 1 false positive). 6 runs rather than 8 save two cgan runs (~20 s).
+    # test_the_command_writes_every_ganleak_attack covers it).
     (tmp_path / "gan").mkdir()
     (tmp_path / "dp").mkdir()
     gan = audit_small_digits(tmp_path / "gan", pool, "--victim", "cgan", "--n-shadow", "6", "--pbb-examples", "0")
-    # Measured with 32 runs (bench/ganleak.py audit --per-class 10): AUC 0.711 (ganleak_wb) and
-    # 0.710 (ganleak_lira); with 16 runs 0.680 and 0.667; with 8 runs 0.676 and 0.675; with these
-    # 6 runs (the first 6 of the 8, re-scored) 0.663 and 0.654. With 150 members and 150
-    # non-members an AUC's standard error is ~0.033: 0.59 is about two of them below the measured
-    # values and nearly three above chance.
+    # GAN training is chaotic in float rounding: the same seed gives other figures on another CPU
+    # or thread count, so the thresholds sit below the spread over 9 float paths, measured with
+    # `python bench/ganleak.py audit --per-class 10 --n-shadow 6 --pbb-examples 0 --executor inline
+    # --seed S` for S = 0..5, S = 0 and 1 again with MKL_ENABLE_INSTRUCTIONS=AVX2
+    # ONEDNN_MAX_CPU_ISA=AVX2 (no AVX-512 kernels), and S = 0 with the executor's torch threads
+    # pinned at 2 (mean, sd, min; 2026-11-27):
+    #   AUC ganleak_wb 0.687, 0.042, 0.624; ganleak_cal 0.698, 0.029, 0.645; ganleak_lira 0.646,
+    #   0.037, 0.587 (3 reference runs are few for its per-example fit);
+    #   ganleak_wb TPR at 10% FPR 0.314, 0.051, 0.247 (a blind guess: 0.10);
+    #   TPR at 1% FPR (1 false positive of ~150 non-members, which the audit itself warns is too
+    #   few to pin the rate) from 0.020 to 0.128, and the verdict's bound from 0.077 to 0.967:
+    #   neither is asserted (0.020 is what seed 0 without AVX-512 gives, and what failed CI elsewhere).
+    # Each threshold is at least 2.5 sd below the mean and 0.035 below the smallest value; with
+    # 150 members and 150 non-members an AUC's standard error is ~0.033, so 0.58 is still more than
+    # two of them above chance.
     attacks = gan["attacks"]
     print({a: (round(m["auc"], 3), m["tpr_at_fpr"], m["fp_at_fpr"]) for a, m in attacks.items()})
     assert gan["formal_epsilon"] is None
-    for name in ("ganleak_wb", "ganleak_lira"):
+    for name, least_auc in (("ganleak_wb", 0.58), ("ganleak_cal", 0.6), ("ganleak_lira", 0.55)):
         assert attacks[name]["n_members"] + attacks[name]["n_nonmembers"] == 3 * 100
-        assert attacks[name]["auc"] > 0.59, name
-    # Low-FPR power: 1% FPR of ~150 non-members is 1 false positive; measured TPR 0.093 there at 0
-    # false positives (0.082 with 8 runs, 0.078 with 16), three times the 0.03 asserted.
-    assert attacks["ganleak_wb"]["tpr_at_fpr"]["0.01"] > 0.03 and attacks["ganleak_wb"]["fp_at_fpr"]["0.01"] <= 1
+        assert attacks[name]["auc"] > least_auc, name
+    assert attacks["ganleak_wb"]["tpr_at_fpr"]["0.1"] > 0.15
     # The power check for dpcgan below, with the same attacks (3 targets: more than dpcgan's 2, so
-    # a larger bound is reachable). Measured with these 6 runs: the verdict's bound 0.59
-    # (ganleak_wb, chosen on the 3 reference runs), ganleak_wb AUC 0.663; with 8 runs 0.23
-    # (ganleak_cal), ganleak_wb AUC 0.676. (dpcgan with the noise for epsilon 1000 but clipping
-    # kept was found far less: AUC 0.55, bound 0.09, so it is not the check here.)
-    assert gan["verdict"]["eps_lower"] > 0.15
+    # a larger bound is reachable): the largest GAN-Leaks bound measured 0.709 on average over the
+    # 9 float paths above (sd 0.144), at least 0.476 (ganleak_cal 0.325-0.644, ganleak_wb
+    # 0.115-0.762). (dpcgan with the noise for epsilon 1000 but clipping kept was found far less:
+    # AUC 0.55, bound 0.09, so it is not the check here.)
+    assert max(attacks[a]["eps_lower"] for a in ("ganleak_fbb", "ganleak_wb", "ganleak_cal", "ganleak_lira")) > 0.25
 
     # Measured with 16 runs of dpcgan at epsilon 1: eps_lower 0 for every attack.
     dp = audit_small_digits(
