@@ -446,29 +446,41 @@ def test_ganleak_finds_a_gan_trained_on_a_small_set_and_not_the_same_gan_trained
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "victim, flags, least_auc",
+    "victim, flags, plain_flags, least_auc",
     [
         # 50 members: an expected batch of 16; no Powell search (pbb: 2.3 of a run's 8 s); 200 of the
         # default 400 steps (the generator's training is most of a run: ~45 s of the test)
-        ("dpkernel", ["--batch-size", "16", "--pbb-examples", "0", "--steps", "200"], 0.6),
-        ("datalens", ["--teachers", "4", "--pbb-examples", "0"], 0.55),  # 12.5 members per teacher (at least 10)
+        ("dpkernel", ["--batch-size", "16", "--pbb-examples", "0", "--steps", "200"], [], 0.6),
+        # 12.5 members per teacher (at least 10); the plain audit on 3 targets, 1 reference run
+        ("datalens", ["--teachers", "4", "--pbb-examples", "0"], ["--n-targets", "3"], 0.55),
     ],
 )
 def test_the_private_generators_leak_without_noise_and_stay_below_epsilon_with_it(
-    tmp_path, pool, victim, flags, least_auc
+    tmp_path, pool, victim, flags, plain_flags, least_auc
 ):
-    # 4 runs each on the same 100 digits (2 targets x 100 examples, 2 reference runs). Measured
-    # --no-noise with 16 runs: dpkernel (400 steps) AUC 0.759 (ganleak_fbb), 0.734 (ganleak_wb);
-    # datalens 0.616 and 0.610; with 4 runs dpkernel 0.728 and 0.713 (400 steps), 0.696 and 0.660
-    # (these 200 steps), datalens 0.616 and 0.618 (at 150 steps it fell to 0.536 and 0.531, below
-    # its 0.55, so it keeps its 300). With 100 members and 100 non-members an AUC's standard error
-    # is ~0.04: dpkernel's 0.696 is more than two above its 0.6.
+    # 4 runs each on the same 100 digits (2 targets x 100 examples, 2 reference runs; datalens's
+    # plain audit 3 targets and 1 reference). Measured --no-noise with 16 runs: dpkernel (400
+    # steps) AUC 0.759 (ganleak_fbb), 0.734 (ganleak_wb); datalens 0.616 and 0.610; at 150 steps
+    # datalens fell to 0.536 and 0.531, so it keeps its 300. Asserted: the best AUC of
+    # ganleak_fbb, ganleak_wb and ganleak_cal. Its spread over 6 float paths (seeds 0-4, and seed
+    # 0 again with MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2: no AVX-512 kernels;
+    # `python -m audit.ganleak --dataset DIGITS_10 --victim V --no-noise FLAGS --n-shadow 4
+    # --executor inline --seed S`, the datalens stores re-scored with --n-targets 3; 2026-11-27)
+    # as mean, sd, min: dpkernel 0.732, 0.041, 0.664; datalens 0.618, 0.027, 0.575. With 2 targets,
+    # datalens measured 0.598, 0.048, 0.529 for the better of ganleak_fbb and ganleak_wb (seed 3
+    # below 0.55; 8 runs, 600 steps or 2 teachers left seed 3 at 0.548, 0.550 and 0.527): its
+    # leak without noise is small, and a third target run is the cheapest view that keeps 0.55
+    # below the spread (2.4 sd below the mean). With 100 members and 100 non-members an AUC's
+    # standard error is ~0.04.
     for name in ("plain", "private"):
         (tmp_path / name).mkdir()
-    plain = audit_small_digits(tmp_path / "plain", pool, "--victim", victim, "--no-noise", *flags, "--n-shadow", "4")
+    plain = audit_small_digits(
+        tmp_path / "plain", pool, "--victim", victim, "--no-noise", *flags, *plain_flags, "--n-shadow", "4"
+    )
     assert plain["formal_epsilon"] is None
-    print({a: round(plain["attacks"][a]["auc"], 3) for a in ("ganleak_fbb", "ganleak_wb")})
-    assert max(plain["attacks"][a]["auc"] for a in ("ganleak_fbb", "ganleak_wb")) > least_auc
+    leak = {a: round(plain["attacks"][a]["auc"], 3) for a in ("ganleak_fbb", "ganleak_wb", "ganleak_cal")}
+    print(leak)
+    assert max(leak.values()) > least_auc
     private = audit_small_digits(
         tmp_path / "private", pool, "--victim", victim, "--epsilon", "1", *flags, "--n-shadow", "4"
     )
