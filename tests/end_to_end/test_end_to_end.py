@@ -92,7 +92,13 @@ def test_mislabeled_canaries_are_found_far_more_often_than_natural_examples(tmp_
     # 2.1% of the natural examples; with 3 reference runs the loss attack alone separates them.
     # Measured with these 6 runs (the first 6 of an 8-run store, re-scored): loss AUC 0.929 against
     # 0.576 on the natural examples, TPR at 1% FPR 0.425 against 0.0055, eps_lower 3.04 against
-    # 0.42 (with all 8: 0.931 against 0.571, 0.468 against 0.0085, 3.40 against 0.51).
+    # 0.42 (with all 8: 0.931 against 0.571, 0.468 against 0.0085, 3.40 against 0.51). Over 6
+    # float paths (`python -m audit.lira` with these flags and --seed S for S = 0..4, and S = 0
+    # again with MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2: no AVX-512 kernels;
+    # 2026-11-27): loss AUC 0.929-0.950 against 0.557-0.576; eps_lower 2.50-3.04 against
+    # 0.38-0.62; TPR at 10% FPR 0.693-0.831 against 0.113-0.130 (5.3 to 7.0 times); TPR at 1% FPR
+    # (1 false positive of ~190 non-member canaries) 0.039-0.435 against 0.006-0.016, 2.4 times
+    # at seed 1 (5 was asserted): too few non-members to compare at 1%, so the rates are compared at 10%.
     root, summary = run_cli(
         "audit.lira",
         tmp_path,
@@ -113,7 +119,7 @@ def test_mislabeled_canaries_are_found_far_more_often_than_natural_examples(tmp_
     loss = summary["attacks"]["loss"]
     assert loss["n_members"] + loss["n_nonmembers"] == 3 * 128
     assert loss["auc"] > 0.9 > 0.6 > loss["natural"]["auc"]
-    assert loss["tpr_at_fpr"]["0.01"] > 5 * loss["natural"]["tpr_at_fpr"]["0.01"]
+    assert loss["tpr_at_fpr"]["0.1"] > 4 * loss["natural"]["tpr_at_fpr"]["0.1"]
     assert loss["eps_lower"] > loss["natural"]["eps_lower"]
 
 
