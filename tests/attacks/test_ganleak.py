@@ -390,32 +390,38 @@ def test_ganleak_finds_a_gan_trained_on_a_small_set_and_not_the_same_gan_trained
     # cgan on 100 digits (50 members each; 3 targets x 100 examples, 3 reference runs), then 4 runs
     # of dpcgan at epsilon 1 on the same 100 digits (a validity check, which holds at any size),
     # batches of 16 of the 50 members. Neither runs the Powell search (pbb: 2.3 s of a run's ~9;
-    # test_the_command_writes_every_ganleak_attack covers it): measured on 8 cgan runs without it,
-    # every figure as with it (the verdict's bound 0.226 from ganleak_cal, ganleak_wb AUC 0.676,
-    # TPR at 1% FPR 0.082 at 1 false positive). 6 runs rather than 8 save two cgan runs (~20 s).
+    # test_the_command_writes_every_ganleak_attack covers it).
     (tmp_path / "gan").mkdir()
     (tmp_path / "dp").mkdir()
     gan = audit_small_digits(tmp_path / "gan", pool, "--victim", "cgan", "--n-shadow", "6", "--pbb-examples", "0")
-    # Measured with 32 runs (bench/ganleak.py audit --per-class 10): AUC 0.711 (ganleak_wb) and
-    # 0.710 (ganleak_lira); with 16 runs 0.680 and 0.667; with 8 runs 0.676 and 0.675; with these
-    # 6 runs (the first 6 of the 8, re-scored) 0.663 and 0.654. With 150 members and 150
-    # non-members an AUC's standard error is ~0.033: 0.59 is about two of them below the measured
-    # values and nearly three above chance.
+    # GAN training is chaotic in float rounding: the same seed gives other figures on another CPU
+    # or thread count, so the thresholds sit below the spread over 9 float paths, measured with
+    # `python bench/ganleak.py audit --per-class 10 --n-shadow 6 --pbb-examples 0 --executor inline
+    # --seed S` for S = 0..5, S = 0 and 1 again with MKL_ENABLE_INSTRUCTIONS=AVX2
+    # ONEDNN_MAX_CPU_ISA=AVX2 (no AVX-512 kernels), and S = 0 with the executor's torch threads
+    # pinned at 2 (mean, sd, min; 2026-11-27):
+    #   AUC ganleak_wb 0.687, 0.042, 0.624; ganleak_cal 0.698, 0.029, 0.645; ganleak_lira 0.646,
+    #   0.037, 0.587 (3 reference runs are few for its per-example fit);
+    #   ganleak_wb TPR at 10% FPR 0.314, 0.051, 0.247 (a blind guess: 0.10);
+    #   TPR at 1% FPR (1 false positive of ~150 non-members, which the audit itself warns is too
+    #   few to pin the rate) from 0.020 to 0.128, and the verdict's bound from 0.077 to 0.967:
+    #   neither is asserted (0.020 is what seed 0 without AVX-512 gives, and what failed CI elsewhere).
+    # Each threshold is at least 2.5 sd below the mean and 0.035 below the smallest value; with
+    # 150 members and 150 non-members an AUC's standard error is ~0.033, so 0.58 is still more than
+    # two of them above chance.
     attacks = gan["attacks"]
     print({a: (round(m["auc"], 3), m["tpr_at_fpr"], m["fp_at_fpr"]) for a, m in attacks.items()})
     assert gan["formal_epsilon"] is None
-    for name in ("ganleak_wb", "ganleak_lira"):
+    for name, least_auc in (("ganleak_wb", 0.58), ("ganleak_cal", 0.6), ("ganleak_lira", 0.55)):
         assert attacks[name]["n_members"] + attacks[name]["n_nonmembers"] == 3 * 100
-        assert attacks[name]["auc"] > 0.59, name
-    # Low-FPR power: 1% FPR of ~150 non-members is 1 false positive; measured TPR 0.093 there at 0
-    # false positives (0.082 with 8 runs, 0.078 with 16), three times the 0.03 asserted.
-    assert attacks["ganleak_wb"]["tpr_at_fpr"]["0.01"] > 0.03 and attacks["ganleak_wb"]["fp_at_fpr"]["0.01"] <= 1
+        assert attacks[name]["auc"] > least_auc, name
+    assert attacks["ganleak_wb"]["tpr_at_fpr"]["0.1"] > 0.15
     # The power check for dpcgan below, with the same attacks (3 targets: more than dpcgan's 2, so
-    # a larger bound is reachable). Measured with these 6 runs: the verdict's bound 0.59
-    # (ganleak_wb, chosen on the 3 reference runs), ganleak_wb AUC 0.663; with 8 runs 0.23
-    # (ganleak_cal), ganleak_wb AUC 0.676. (dpcgan with the noise for epsilon 1000 but clipping
-    # kept was found far less: AUC 0.55, bound 0.09, so it is not the check here.)
-    assert gan["verdict"]["eps_lower"] > 0.15
+    # a larger bound is reachable): the largest GAN-Leaks bound measured 0.709 on average over the
+    # 9 float paths above (sd 0.144), at least 0.476 (ganleak_cal 0.325-0.644, ganleak_wb
+    # 0.115-0.762). (dpcgan with the noise for epsilon 1000 but clipping kept was found far less:
+    # AUC 0.55, bound 0.09, so it is not the check here.)
+    assert max(attacks[a]["eps_lower"] for a in ("ganleak_fbb", "ganleak_wb", "ganleak_cal", "ganleak_lira")) > 0.25
 
     # Measured with 16 runs of dpcgan at epsilon 1: eps_lower 0 for every attack.
     dp = audit_small_digits(
@@ -440,29 +446,41 @@ def test_ganleak_finds_a_gan_trained_on_a_small_set_and_not_the_same_gan_trained
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "victim, flags, least_auc",
+    "victim, flags, plain_flags, least_auc",
     [
         # 50 members: an expected batch of 16; no Powell search (pbb: 2.3 of a run's 8 s); 200 of the
         # default 400 steps (the generator's training is most of a run: ~45 s of the test)
-        ("dpkernel", ["--batch-size", "16", "--pbb-examples", "0", "--steps", "200"], 0.6),
-        ("datalens", ["--teachers", "4", "--pbb-examples", "0"], 0.55),  # 12.5 members per teacher (at least 10)
+        ("dpkernel", ["--batch-size", "16", "--pbb-examples", "0", "--steps", "200"], [], 0.6),
+        # 12.5 members per teacher (at least 10); the plain audit on 3 targets, 1 reference run
+        ("datalens", ["--teachers", "4", "--pbb-examples", "0"], ["--n-targets", "3"], 0.55),
     ],
 )
 def test_the_private_generators_leak_without_noise_and_stay_below_epsilon_with_it(
-    tmp_path, pool, victim, flags, least_auc
+    tmp_path, pool, victim, flags, plain_flags, least_auc
 ):
-    # 4 runs each on the same 100 digits (2 targets x 100 examples, 2 reference runs). Measured
-    # --no-noise with 16 runs: dpkernel (400 steps) AUC 0.759 (ganleak_fbb), 0.734 (ganleak_wb);
-    # datalens 0.616 and 0.610; with 4 runs dpkernel 0.728 and 0.713 (400 steps), 0.696 and 0.660
-    # (these 200 steps), datalens 0.616 and 0.618 (at 150 steps it fell to 0.536 and 0.531, below
-    # its 0.55, so it keeps its 300). With 100 members and 100 non-members an AUC's standard error
-    # is ~0.04: dpkernel's 0.696 is more than two above its 0.6.
+    # 4 runs each on the same 100 digits (2 targets x 100 examples, 2 reference runs; datalens's
+    # plain audit 3 targets and 1 reference). Measured --no-noise with 16 runs: dpkernel (400
+    # steps) AUC 0.759 (ganleak_fbb), 0.734 (ganleak_wb); datalens 0.616 and 0.610; at 150 steps
+    # datalens fell to 0.536 and 0.531, so it keeps its 300. Asserted: the best AUC of
+    # ganleak_fbb, ganleak_wb and ganleak_cal. Its spread over 6 float paths (seeds 0-4, and seed
+    # 0 again with MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2: no AVX-512 kernels;
+    # `python -m audit.ganleak --dataset DIGITS_10 --victim V --no-noise FLAGS --n-shadow 4
+    # --executor inline --seed S`, the datalens stores re-scored with --n-targets 3; 2026-11-27)
+    # as mean, sd, min: dpkernel 0.732, 0.041, 0.664; datalens 0.618, 0.027, 0.575. With 2 targets,
+    # datalens measured 0.598, 0.048, 0.529 for the better of ganleak_fbb and ganleak_wb (seed 3
+    # below 0.55; 8 runs, 600 steps or 2 teachers left seed 3 at 0.548, 0.550 and 0.527): its
+    # leak without noise is small, and a third target run is the cheapest view that keeps 0.55
+    # below the spread (2.4 sd below the mean). With 100 members and 100 non-members an AUC's
+    # standard error is ~0.04.
     for name in ("plain", "private"):
         (tmp_path / name).mkdir()
-    plain = audit_small_digits(tmp_path / "plain", pool, "--victim", victim, "--no-noise", *flags, "--n-shadow", "4")
+    plain = audit_small_digits(
+        tmp_path / "plain", pool, "--victim", victim, "--no-noise", *flags, *plain_flags, "--n-shadow", "4"
+    )
     assert plain["formal_epsilon"] is None
-    print({a: round(plain["attacks"][a]["auc"], 3) for a in ("ganleak_fbb", "ganleak_wb")})
-    assert max(plain["attacks"][a]["auc"] for a in ("ganleak_fbb", "ganleak_wb")) > least_auc
+    leak = {a: round(plain["attacks"][a]["auc"], 3) for a in ("ganleak_fbb", "ganleak_wb", "ganleak_cal")}
+    print(leak)
+    assert max(leak.values()) > least_auc
     private = audit_small_digits(
         tmp_path / "private", pool, "--victim", victim, "--epsilon", "1", *flags, "--n-shadow", "4"
     )
