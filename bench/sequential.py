@@ -2,9 +2,10 @@
 exact mechanisms, a look after every target run, each look at its share of the error; beside the
 same looks each read at the full confidence (what spending prevents).
 
-    python bench/sequential.py [--repetitions 200] [--looks 10] [--rows rr gaussian whitebox halved]
+    python bench/sequential.py [--repetitions 200] [--rows rr gaussian whitebox halved]
 
-Rows (all judged with the verdict's rule, counts tuned on as many reference runs as targets):
+Rows (the self-test's sequential rows, `audit.stats.selftest_sequential.sequential_designs`, which
+`python -m audit.selftest` judges too; the verdict's rule, counts tuned on as many reference runs):
 - `rr`: randomised response at ε0 = 1, 10 target runs x 1,250 canaries, the ε verdict (f_{ε,δ} at δ = 0);
 - `gaussian`: the Gaussian mechanism at ε0 = 1 (δ = 1e-5), 10 x 1,500, the ε verdict;
 - `whitebox`: the white-box subsampled Gaussian at the claim 1 (σ 7.34, q 0.1024, 300 steps),
@@ -21,35 +22,27 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import replace
-
 import numpy as np
 
-from audit.stats.selftest_designs import Design, gaussian_design, rr_labels, whitebox_designs
-from audit.stats.selftest_mechanisms import randomised_response
-from audit.stats.selftest_sequential import sequential_row
+from audit.stats.selftest_designs import Design
+from audit.stats.selftest_sequential import looks_schedule, sequential_designs, sequential_row
 from audit.stats.sequential import Schedule
 
 
-def rows(looks: int) -> dict[str, tuple[Design, str]]:
-    return {
-        "rr": (Design("randomised response", "independent", 1.0, randomised_response, rr_labels(), looks), "fdp"),
-        "gaussian": (gaussian_design(1.0, looks), "fdp"),
-        "whitebox": (replace(whitebox_designs()[0], n_targets=looks), "mechanism"),
-        "halved": (replace(whitebox_designs()[2], n_targets=looks), "mechanism"),
-    }
+def rows() -> dict[str, tuple[Design, str]]:
+    """The self-test's sequential rows (`sequential_designs`), by name."""
+    return dict(zip(("rr", "gaussian", "whitebox", "halved"), sequential_designs()))
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repetitions", type=int, default=200)
-    p.add_argument("--looks", type=int, default=10)
     p.add_argument("--rows", nargs="+", default=["rr", "gaussian", "whitebox", "halved"])
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
-    spent = Schedule(tuple(range(1, args.looks + 1)), 0.95)
-    naive = Schedule(spent.runs, 1.0 - 0.05 * args.looks)  # every share = α: each look at the full confidence
-    table = rows(args.looks)
+    spent = looks_schedule(0.95)
+    naive = Schedule(spent.runs, 1.0 - 0.05 * spent.looks)  # every share = α: each look at the full confidence
+    table = rows()
     for name in args.rows:
         design, analysis = table[name]
         for label, schedule in (("spent", spent), ("naive", naive)):

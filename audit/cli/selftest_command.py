@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from audit.cli.arguments import ArgumentParser, int_at_least, probability
+from audit.stats.bounds import get_bound
+from audit.stats.selftest_sequential import judged_row, looks_schedule, sequential_designs, sequential_row
 from audit.stats import guesses
 from audit.stats.bounds import BOUNDS
 from audit.stats.guesses import RULES, BoundCache
@@ -119,6 +122,41 @@ def power_line(found: np.ndarray, design: Design) -> str:
     )
 
 
+@dataclass(frozen=True)
+class SequentialBlock:
+    lines: list[str]
+    judged: list  # the rows `verdict` judges beside the fixed designs'
+
+
+def sequential_block(args: argparse.Namespace, results) -> SequentialBlock:
+    """The sequential rows (`audit.stats.selftest_sequential`): a look after each target run, the
+    error spent over the looks; per row its alarms (a repetition with some look above the truth),
+    rate and 95% Clopper-Pearson interval, and for the false claim its detections and the runs to the
+    first one."""
+    schedule = looks_schedule(args.confidence)
+    lines = [
+        f"sequential looks: after each of {schedule.looks} target runs, look k at confidence 1 - alpha_k, the "
+        f"alpha_k summing to {1 - args.confidence:.2g} (Bonferroni over the looks, audit.stats.sequential); "
+        "alarm = some look above the truth"
+    ]
+    judged = []
+    for design, analysis in sequential_designs():
+        found = sequential_row(design, schedule, analysis=analysis, repetitions=args.repetitions, seed=args.seed)
+        low, high = found.interval
+        line = (
+            f"  {design.name} ({get_bound(analysis).label}): {found.alarms}/{found.repetitions} "
+            f"{'detections' if design.noise_halved else 'alarms'} = {found.alarms / found.repetitions:.3f} "
+            f"[{low:.3f}, {high:.3f}]"
+        )
+        if design.noise_halved and found.first_alarm_runs:
+            line += f"; target runs to the first: median {np.median(found.first_alarm_runs):g} of {schedule.looks}"
+        lines.append(line)
+        row = judged_row(design, found, confidence=args.confidence)
+        if row is not None:
+            judged.append(row)
+    return SequentialBlock(lines, judged)
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = ArgumentParser(
         prog="python -m audit.selftest",
@@ -189,6 +227,8 @@ def main(argv=None) -> int:
             power = power_line(found, design)
     if power is not None:
         print(power)
+    sequential = sequential_block(args, results)
+    print("\n".join(sequential.lines), flush=True)
     print(
         f"Under the independent plan the theorems allow an alarm rate of at most {1 - args.confidence:.2f} for\n"
         f"every rule and analysis (tuned: counts chosen on the reference runs, applied once at full\n"
@@ -203,6 +243,6 @@ def main(argv=None) -> int:
         f"removed for this.\n"
         f"({time.perf_counter() - started:.0f} s)"
     )
-    passed, closing = verdict(results, confidence=args.confidence)
+    passed, closing = verdict(results, confidence=args.confidence, more=sequential.judged)
     print(closing)
     return 0 if passed else 1

@@ -528,7 +528,11 @@ def _percent(rate: float) -> str:
 
 
 def verdict(
-    results: Iterable[tuple[Design, np.ndarray]], *, confidence: float = CONFIDENCE, family_level: float = FAMILY_LEVEL
+    results: Iterable[tuple[Design, np.ndarray]],
+    *,
+    confidence: float = CONFIDENCE,
+    family_level: float = FAMILY_LEVEL,
+    more: Iterable[JudgedRow] = (),
 ) -> tuple[bool, str]:
     """(passed, closing line) of the self-test from its `results` ((design, `bounds` of it) pairs).
 
@@ -545,7 +549,7 @@ def verdict(
     failing line names every failing row with its alarms / reps, the 95% Clopper–Pearson interval of
     its rate (as in the table), its p-value and the threshold. Raises ValueError if no row is judged.
     """
-    rows = judged_rows(results, confidence=confidence)
+    rows = [*judged_rows(results, confidence=confidence), *more]  # `more`: rows judged elsewhere (sequential looks)
     if not rows:
         raise ValueError("no judged rows: nothing under the independent plan with a known truth")
     allowed = _percent(1.0 - confidence)

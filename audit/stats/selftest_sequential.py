@@ -19,10 +19,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 from audit.stats.epsilon import RankedGuesses
 from audit.stats.guesses import BoundCache, best_count, tune
-from audit.stats.selftest_designs import _NOISE_STREAM, _STREAMS_PER_ATTACK, Design, clopper_pearson, truth
+from audit.stats.selftest_designs import (
+    _NOISE_STREAM,
+    _STREAMS_PER_ATTACK,
+    Design,
+    JudgedRow,
+    clopper_pearson,
+    truth,
+)
 from audit.stats.sequential import Schedule
 from shadow_runs.plan import target_runs
 
@@ -48,6 +56,11 @@ def look_values(
     """[look] bounds of `analysis` in one repetition: look k on the first `schedule.runs[k]` target
     runs at `schedule.confidence_at(k)`, its count tuned on as many reference runs (`tune`, the
     verdict's rule). The design has one attack."""
+    return np.array(list(_looks(design, schedule, master_seed, analysis=analysis, cache=cache)))
+
+
+def _looks(design: Design, schedule: Schedule, master_seed: int, *, analysis: str, cache: BoundCache | None):
+    """`look_values`' bounds one look at a time, so a caller may stop at an alarm as an audit would."""
     if design.attacks != 1:
         raise ValueError("a sequential repetition takes a design of one attack")
     if schedule.budget > design.n_targets:
@@ -63,7 +76,6 @@ def look_values(
     )
     scores = design.mechanism(target_keep, design.epsilon, noise)
     reference_scores = design.mechanism(reference_keep, design.epsilon, reference_noise)
-    values = []
     for k, runs in enumerate(schedule.runs):
         confidence = schedule.confidence_at(k)
         # each look's tie orders are its own draws, independent of every coin
@@ -83,8 +95,7 @@ def look_values(
             cache=cache,
             mechanism=design.claimed,
         )
-        values.append(value)
-    return np.array(values)
+        yield value
 
 
 def sequential_row(design: Design, schedule: Schedule, *, analysis: str, repetitions: int, seed: int) -> SequentialRow:
@@ -94,9 +105,10 @@ def sequential_row(design: Design, schedule: Schedule, *, analysis: str, repetit
         raise ValueError(f"{analysis} has no truth on {design.name}")
     cache, first = BoundCache(), []
     for r in range(repetitions):
-        above = np.flatnonzero(look_values(design, schedule, seed + r, analysis=analysis, cache=cache) > limit)
-        if above.size:
-            first.append(schedule.runs[int(above[0])])
+        looks = _looks(design, schedule, seed + r, analysis=analysis, cache=cache)
+        alarm = next((k for k, value in enumerate(looks) if value > limit), None)  # an audit stops there
+        if alarm is not None:
+            first.append(schedule.runs[alarm])
     return SequentialRow(
         design.name,
         analysis,
@@ -106,3 +118,42 @@ def sequential_row(design: Design, schedule: Schedule, *, analysis: str, repetit
         clopper_pearson(len(first), repetitions),
         tuple(first),
     )
+
+
+#: looks per sequential row: one after each target run
+SEQUENTIAL_LOOKS = 10
+
+
+def sequential_designs() -> list[tuple[Design, str]]:
+    """The self-test's sequential rows, (design, analysis), each looked at after every one of
+    `SEQUENTIAL_LOOKS` target runs: randomised response at ε0 = 1 (tight: the worst case of the ε
+    verdict's f_{ε,δ} test) and the Gaussian mechanism at ε0 = 1, by the ε verdict; the white-box
+    subsampled Gaussian at the claim 1, by its own curve; and its σ-halved claim of 4, whose alarms
+    are detections (power)."""
+    from dataclasses import replace
+
+    from audit.stats.selftest_designs import gaussian_design, rr_labels, whitebox_designs
+    from audit.stats.selftest_mechanisms import randomised_response
+
+    rr = Design("randomised response", "independent", 1.0, randomised_response, rr_labels(), SEQUENTIAL_LOOKS)
+    white_box, halved = whitebox_designs()[0], whitebox_designs()[-1]
+    return [
+        (rr, "fdp"),
+        (gaussian_design(1.0, SEQUENTIAL_LOOKS), "fdp"),
+        (replace(white_box, n_targets=SEQUENTIAL_LOOKS), "mechanism"),
+        (replace(halved, n_targets=SEQUENTIAL_LOOKS), "mechanism"),
+    ]
+
+
+def looks_schedule(confidence: float) -> Schedule:
+    """A look after each of the `SEQUENTIAL_LOOKS` target runs, at total `confidence`."""
+    return Schedule(tuple(range(1, SEQUENTIAL_LOOKS + 1)), confidence)
+
+
+def judged_row(design: Design, found: SequentialRow, *, confidence: float) -> JudgedRow | None:
+    """The row `audit.stats.selftest_designs.verdict` judges (rule "sequential"): its alarms against
+    the allowed 1 - confidence; None for a false claim (`Design.noise_halved`), whose alarms are detections."""
+    if design.noise_halved:
+        return None
+    p_value = float(stats.binom.sf(found.alarms - 1, found.repetitions, 1.0 - confidence))  # P[X >= alarms]
+    return JudgedRow(design, "sequential", found.analysis, found.alarms, found.repetitions, p_value)

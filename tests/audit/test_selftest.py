@@ -401,7 +401,7 @@ def test_cli_prints_a_block_per_design_and_a_line_per_rule_and_analysis():
     assert len(rows) == 6 * len(blocks) + len(claimed)
     own = [line for line in rows if "own curve" in line]
     assert len(own) == len(claimed) and all(line.startswith("  tuned own curve") for line in own)
-    halved = [k for k, line in enumerate(lines) if "sigma halved" in line]
+    halved = [k for k, line in enumerate(lines) if "sigma halved" in line and "plan]" in line]
     assert len(halved) == 1
     assert lines[halved[0]].endswith("[the claim is false: alarms here are detections (power), not judged]")
     # with 2 repetitions the halved noise is flagged by the own curve both times (measured median 5.65
@@ -421,10 +421,17 @@ def test_cli_prints_a_block_per_design_and_a_line_per_rule_and_analysis():
         assert sum(line.endswith(" (not judged)") for line in block) == 4  # steinke and f-DP; mu-GDP is descriptive
     # the independent plan's rows are judged (the sigma-halved row's count detections)
     assert not any(line.endswith(" (not judged)") for line in lines[: retired[0]])
+    # the sequential rows (audit.stats.selftest_sequential): three judged, the false claim's detections;
+    # with 2 repetitions its own curve catches the halved noise both times (measured at runs 1 and 2 of 10)
+    start = next(k for k, line in enumerate(lines) if line.startswith("sequential looks: after each of 10"))
+    sequential = lines[start + 1 : start + 5]
+    assert [line.split(" (")[0].strip() for line in sequential[:2]] == ["randomised response", "gaussian mechanism"]
+    assert all(": 0/2 alarms" in line for line in sequential[:3]) and ": 2/2 detections" in sequential[3]
     # the closing line, after the timing: 2 repetitions of seeds 0 and 1 raise no alarm on any judged row
+    # (68 rows of the fixed designs and 3 sequential ones)
     assert lines[-2].startswith("(") and lines[-2].endswith(" s)")
     assert lines[-1] == (
-        "self-test passed: all 68 judged rows within the allowed 5% (one-sided binomial test, Bonferroni 0.05/68; "
+        "self-test passed: all 71 judged rows within the allowed 5% (one-sided binomial test, Bonferroni 0.05/71; "
         "largest: 0/2 = 0.0%, tuned steinke, randomised response eps0 1)"
     )
 
@@ -587,6 +594,7 @@ def leaky_response(keep: np.ndarray, epsilon: float, rng: np.random.Generator) -
 def test_cli_exits_1_and_names_the_rows_when_the_self_test_fails(monkeypatch, capsys):
     leaky = Design("leaky rr", "independent", 0.5, leaky_response, SMALL_LABELS, 2)
     monkeypatch.setattr(selftest_command, "designs", lambda: [leaky])
+    monkeypatch.setattr(selftest_command, "sequential_designs", lambda: [])  # the fixed design's rows alone
     assert selftest_command.main(["--repetitions", "2"]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[-2].startswith("(") and lines[-2].endswith(" s)")  # the closing line comes after the timing
