@@ -134,15 +134,17 @@ def main(
             choices=choices,
             claim=claim,
         )
-        audited[n_runs] = (runs, scores, targets)
+        audited[n_runs, confidence] = (runs, scores, targets)
         return summary
 
-    audited: dict[int, tuple] = {}
+    # what each audit_at scored, by (runs, confidence): scores.npz is written from the summary's own, not
+    # from the fixed design's re-scoring of the same runs that an audit in rounds adds beside its last look
+    audited: dict[tuple[int, float], tuple] = {}
     if looks is None:
         summary = audit_at(args.n_shadow, args.confidence)
     else:
         summary = audit_in_rounds(looks, audit_at, quiet=args.quiet)
-    runs, scores, targets = audited[summary.data["n_shadow"]]
+    runs, scores, targets = audited[summary.data["n_shadow"], summary.data["evaluation"]["confidence"]]
     # scores.npz and the ROC plot take attacks that scored every example the bound is over (a white-box
     # attack scores the canaries only, NaN on the natural examples); one that scored a subset of those
     # (ganleak_pbb, NaN elsewhere) is reported in summary.json only

@@ -19,8 +19,9 @@ test, the claimed mechanism's own curve, the one-run ε bound), each valid at it
 runs it sees, with its choices (attack, guess count) made on the reference runs of that look,
 whose coins are public. Nothing about the dependence between looks is assumed, which is what lets
 every test of the suite be used sequentially unchanged; the price is the level: a look's bound at
-α_k instead of α. The one-run bounds grow with log(1/α), so the price is small (`spending_cost`
-measures it).
+α_k instead of α, small where the guesses are many: on randomised response at ε0 = 2 with 5,000
+canaries the fixed design's bound was 1.65–1.95 over master seeds 0–4, the last of four looks' (at
+α/4) 1.83–1.90 (tests/audit/test_sequential.py).
 
 The shares (`Schedule.alphas`): α_k = α (n_k - n_{k-1}) / n_K, each round's share of the error in
 proportion to the runs it adds, so a doubling schedule spends about half of α at its last look
@@ -36,7 +37,6 @@ conservative in the other direction too (it never stops an audit that could stil
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 #: how `decide` ends an audit (or goes on)
@@ -126,11 +126,3 @@ def decide(schedule: Schedule, looks: list[Look], *, claimed_epsilon: float | No
         if looks[-1].final_ceiling <= claimed_epsilon:
             return NOT_TESTABLE
     return BUDGET_SPENT if len(looks) == schedule.looks else GO_ON
-
-
-def spending_cost(bound_at, schedule: Schedule) -> float:
-    """The share of the fixed design's bound that the sequential one keeps at the last look:
-    bound_at(final confidence) / bound_at(confidence), for `bound_at(confidence) -> ε`, a bound of
-    the same evidence at two levels (1.0: no cost)."""
-    full = bound_at(schedule.confidence)
-    return math.nan if full == 0 else bound_at(schedule.confidence_at(schedule.looks - 1)) / full

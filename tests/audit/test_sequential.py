@@ -18,7 +18,6 @@ from audit.stats.sequential import (
     Schedule,
     decide,
     schedule,
-    spending_cost,
 )
 
 
@@ -68,14 +67,6 @@ def test_the_audit_stops_at_the_first_rejection_at_futility_or_when_the_budget_i
     assert decide(looks, done, claimed_epsilon=None) == BUDGET_SPENT
     with pytest.raises(ValueError, match="planned 32"):
         decide(looks, [quiet, Look(40, 0.99, False)], claimed_epsilon=1.0)
-
-
-def test_spending_cost_is_the_share_of_the_bound_kept_at_the_last_look():
-    # a bound linear in log(1/α): at α = 0.05 it is log(20) = 3.0, at the last share (0.025) log(40) = 3.69
-    looks = Schedule((1, 2), 0.95)
-    assert spending_cost(lambda confidence: np.log(1 / (1 - confidence)), looks) == pytest.approx(
-        np.log(40) / np.log(20)
-    )
 
 
 def test_the_looks_of_a_repetition_see_more_runs_and_keep_most_of_the_fixed_design_s_power():
