@@ -51,6 +51,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from shadow_runs.atomic_files import atomic_write, write_json
 from victims.augment import draw_seed
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, expected_members, observe, register_victim, seeded
 from victims.data import Pool
@@ -374,14 +375,11 @@ def cached_start(
             )
         return torch.load(path, weights_only=True)
     state = _fit_start(net_config, pool, steps, progress=progress)
-    directory.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     torch.save(state, buffer)
     data = buffer.getvalue()
-    partial = path.with_name(f".{path.name}.tmp")
-    partial.write_bytes(data)
-    partial.replace(path)  # the file is complete once it has its name; the record follows it
-    record.write_text(json.dumps({"sha256": hashlib.sha256(data).hexdigest(), "identity": identity}, indent=2) + "\n")
+    atomic_write(path, lambda f: f.write(data))  # the store's rule: a file that exists is complete
+    write_json(record, {"sha256": hashlib.sha256(data).hexdigest(), "identity": identity})  # after the start
     return state
 
 
