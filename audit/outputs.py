@@ -27,7 +27,7 @@ def replaced_summary(audit_dir: Path, summary: dict) -> str | None:
     if not path.exists():
         return None
     earlier = json.loads(path.read_text())
-    if all(earlier.get(k) == summary.get(k) for k in ("n_shadow", "target_runs", "evaluation")):
+    if all(earlier.get(k) == summary.get(k) for k in _SAME_EVALUATION):  # write_audit keeps it, adding attacks
         return None
     return (
         f"note: {path} held the audit of {earlier.get('n_shadow')} runs ({len(earlier.get('target_runs', []))} "
