@@ -23,7 +23,12 @@ seed and the pool alone):
   stays high, so its clipped gradient keeps its full norm C in every step. The crafted canary of
   the worst-case black-box design (`victims.pipelines.dpsgd`: `--sampling full-batch --start pretrained`,
   one canary per run, Annamalai & De Cristofaro 2024); several blank canaries share one image and
-  differ in the label only, so their effects overlap;
+  differ in the label only, so their effects overlap (10 per run: the loss's separation 1.34 in
+  noise units where one canary has 2.02, docs/results/tightness.md);
+* `marked`: N blank pages, each with its own mark (`mark_size` pixels at the pool's maximum,
+  disjoint from every other canary's, drawn from the seed), canary j labelled j mod C: several
+  crafted canaries per run that barely interfere (8 per run keep 96% of one canary's separation,
+  16 keep 88%, 64 half), so one run gives several coins;
 * `gradient` (white-box audits only, `victims.whitebox_canaries`): N rows that hold no image (zeros, label
   drawn uniformly): the victim does not train on them; instead, in every step where the canary's
   coin is IN and it is Poisson-sampled, its Gaussian mechanism adds a vector of norm exactly Δ in
@@ -45,9 +50,13 @@ import numpy as np
 
 from victims.data import Pool, make_pool
 
-CANARY_KINDS = ("mislabeled", "outlier", "duplicate", "gradient", "blank")
+CANARY_KINDS = ("mislabeled", "outlier", "duplicate", "gradient", "blank", "marked")
 #: the record canaries a white-box audit can score (one row, one image)
-RECORD_KINDS = ("mislabeled", "outlier", "blank")
+RECORD_KINDS = ("mislabeled", "outlier", "blank", "marked")
+#: the kinds that copy no pool image (so they are not limited by the pool's size)
+CRAFTED_KINDS = ("gradient", "blank", "marked")
+#: a marked canary's mark covers at most this share of the image's pixels
+MARK_SHARE = 1 / 8
 DEFAULT_COPIES = 4  # rows per duplicate canary
 #: SeedSequence stream of the canaries under the master seed (shadow_runs.plan uses 0 for the coins
 #: and 1 for the run seeds; audit.selftest's 2 and audit.release's 7 are other streams again)
@@ -106,8 +115,11 @@ class CanaryConfig:
 
 def check_fits(pool: Pool, config: CanaryConfig) -> None:
     """ValueError (one line) unless `pool` can hold the canaries of `config`."""
-    if config.kind not in ("gradient", "blank") and config.n > pool.n_pool:  # these copy no pool image
+    if config.kind not in CRAFTED_KINDS and config.n > pool.n_pool:
         raise ValueError(f"--canaries {config.n} is more than the pool's {pool.n_pool} examples can hold")
+    pixels = pool.image_shape[1] * pool.image_shape[2]
+    if config.kind == "marked" and config.n > pixels:
+        raise ValueError(f"--canaries {config.n} marked canaries need a pixel each; the images have {pixels}")
     if config.kind == "mislabeled" and config.n and pool.n_classes < 2:
         raise ValueError(f"--canary-kind mislabeled needs at least 2 classes, the pool has {pool.n_classes}")
 
@@ -132,11 +144,35 @@ def canary_arrays(pool: Pool, config: CanaryConfig) -> tuple[np.ndarray, np.ndar
         low = pool.x.min(axis=(0, 2, 3)).astype(np.float32)[None, :, None, None]
         x = np.broadcast_to(low, (n, *pool.image_shape)).copy()
         return x, (np.arange(n) % n_classes).astype(np.int64), np.full(n, -1, dtype=np.int64)
+    if config.kind == "marked":
+        return marked_pages(pool, n, rng), (np.arange(n) % n_classes).astype(np.int64), np.full(n, -1, dtype=np.int64)
     if config.kind == "gradient":  # no image: the victim's mechanism adds these (victims.whitebox_canaries)
         x = np.zeros((n, *pool.image_shape), dtype=np.float32)
         return x, rng.integers(0, n_classes, size=n).astype(np.int64), np.full(n, -1, dtype=np.int64)
     source = np.repeat(rng.choice(pool.n_pool, size=n, replace=False), config.copies)  # duplicate
     return pool.x[source].copy(), pool.y[source].copy(), source.astype(np.int64)
+
+
+def mark_size(n: int, pixels: int) -> int:
+    """Pixels in each of n marks on an image of `pixels` pixels: as many as n disjoint marks allow,
+    at most `MARK_SHARE` of the image, at least one (8x8 digits: 8 pixels up to n = 8, 4 at n = 16,
+    2 at n = 32, 1 at n = 64)."""
+    return max(1, min(pixels // n, int(pixels * MARK_SHARE)))
+
+
+def marked_pages(pool: Pool, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n blank pages (the pool's per-channel minimum), page j with its own mark: `mark_size` pixels,
+    disjoint from every other page's, at the pool's per-channel maximum in every channel; the
+    pixels are consecutive runs of one permutation of the image's pixels drawn from `rng`."""
+    channels, height, width = pool.image_shape
+    low = pool.x.min(axis=(0, 2, 3)).astype(np.float32)
+    high = pool.x.max(axis=(0, 2, 3)).astype(np.float32)
+    size = mark_size(n, height * width)
+    order = rng.permutation(height * width)
+    pages = np.broadcast_to(low[None, :, None], (n, channels, height * width)).copy()
+    for j in range(n):
+        pages[j][:, order[j * size : (j + 1) * size]] = high[:, None]
+    return pages.reshape(n, channels, height, width)
 
 
 def add_canaries(pool: Pool, config: CanaryConfig | None) -> Pool:

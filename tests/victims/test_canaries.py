@@ -12,14 +12,14 @@ from audit.evaluate import attack_summary
 from shadow_runs.plan import membership_matrix, membership_row
 from shadow_runs.records import CanaryColumns, canary_rows, first_rows, record_of_row
 from shadow_runs.store import RunStore, experiment_id
-from victims.canaries import CANARY_KINDS, CanaryConfig, add_canaries, canary_arrays
+from victims.canaries import CANARY_KINDS, CanaryConfig, add_canaries, canary_arrays, mark_size
 from victims.data import make_pool
 
 TINY = ["--train-steps", "10", "--train-net-width", "8", "--executor", "inline", "--quiet"]
 
 
 def test_kinds():
-    assert CANARY_KINDS == ("mislabeled", "outlier", "duplicate", "gradient", "blank")
+    assert CANARY_KINDS == ("mislabeled", "outlier", "duplicate", "gradient", "blank", "marked")
 
 
 def test_blank_canaries_are_the_pools_darkest_page_with_labels_in_turn(pool):
@@ -27,6 +27,30 @@ def test_blank_canaries_are_the_pools_darkest_page_with_labels_in_turn(pool):
     x, y, source = canary_arrays(pool, CanaryConfig(n=12, kind="blank", seed=3))
     assert x.shape == (12, *pool.image_shape) and float(pool.x.min()) == 0.0 and not x.any()
     assert y.tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1] and (source == -1).all()
+
+
+def test_marked_canaries_are_blank_pages_each_with_its_own_disjoint_mark(pool):
+    # digits: 8x8 = 64 pixels in [0, 1]; 16 canaries: marks of min(64 // 16, 64 / 8) = 4 pixels at 1.0,
+    # every other pixel at 0; the 16 marks are disjoint (64 distinct pixels in all); labels 0..9, 0..5
+    x, y, source = canary_arrays(pool, CanaryConfig(n=16, kind="marked", seed=3))
+    marks = x.reshape(16, -1) == 1.0
+    assert x.shape == (16, *pool.image_shape) and set(np.unique(x).tolist()) == {0.0, 1.0}
+    assert marks.sum(axis=1).tolist() == [4] * 16 and marks.any(axis=0).sum() == 64
+    assert y.tolist() == [*range(10), *range(6)] and (source == -1).all()
+    # the marks come from the canary seed alone: another seed, other pixels
+    other, _, _ = canary_arrays(pool, CanaryConfig(n=16, kind="marked", seed=4))
+    assert not np.array_equal(x, other)
+    np.testing.assert_array_equal(x, canary_arrays(pool, CanaryConfig(n=16, kind="marked", seed=3))[0])
+
+
+def test_a_mark_is_an_eighth_of_the_image_at_most_and_one_pixel_at_least():
+    # 64 pixels: 8 up to n = 8 (64 / 8), then 64 // n: 4 at 16, 2 at 32, 1 at 64
+    assert [mark_size(n, 64) for n in (1, 8, 16, 32, 33, 64)] == [8, 8, 4, 2, 1, 1]
+
+
+def test_more_marked_canaries_than_pixels_are_refused(pool):
+    with pytest.raises(ValueError, match="--canaries 65 marked canaries need a pixel each; the images have 64"):
+        canary_arrays(pool, CanaryConfig(n=65, kind="marked"))
 
 
 def test_mislabeled_canaries_are_pool_images_with_a_wrong_label(pool):
