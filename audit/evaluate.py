@@ -390,9 +390,35 @@ def score_attacks(
 def verdict_attack(choices: dict) -> str | None:
     """The attack the verdict uses, chosen on the reference runs alone: the largest predicted
     verdict's bound (`VERDICT_BOUND`), then the pseudo-targets' distance above chance, then registry
-    order. None when no attack could be tuned (the verdict then pays for every attack, Bonferroni)."""
+    order. None when no attack could be tuned (the verdict then pays for every attack, Bonferroni).
+    When every prediction is 0 the references cannot tell the attacks apart: `untold` says so, and
+    the verdict takes `fixed_attack` instead."""
     tuned = [(c.predicted, c.z, -i, a) for i, (a, c) in enumerate(choices.items()) if c is not None]
     return max(tuned)[3] if tuned else None
+
+
+#: the attack a verdict takes when the reference runs predict 0 for every attack (`untold`): the
+#: loss, which needs no reference run, fixed before any run is trained
+FIXED_ATTACK = "loss"
+
+
+def untold(choices: dict, chosen: str | None, *, own_curve: bool = False) -> bool:
+    """Whether the reference runs could not tell the attacks apart: the chosen attack (the largest
+    prediction: `verdict_attack`, or `mechanism_attack` with `own_curve`) predicts 0, so every
+    attack does, and the choice among them would fall to a tie-break on the pseudo-targets' noise."""
+    if chosen is None:
+        return False
+    predicted = choices[chosen].mechanism_predicted if own_curve else choices[chosen].predicted
+    return predicted is not None and predicted <= 0.0
+
+
+def fixed_attack(choices: dict) -> str:
+    """The attack fixed in advance for an untold choice: `FIXED_ATTACK` where it was run, else the
+    first attack in registry order. With `audit.stats.guesses.fixed_count` (a function of m alone)
+    the guesses are those of a rule fixed before any run, so the one-run tests apply at their full
+    level (Steinke, Nasr & Jagielski 2023, Theorem 3.1; Mahloujifar, Melis & Chaudhuri 2024): no
+    choice reads any coin, not even the reference runs' public ones."""
+    return FIXED_ATTACK if FIXED_ATTACK in choices else next(iter(choices))
 
 
 def mechanism_attack(choices: dict) -> str | None:

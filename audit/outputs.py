@@ -186,7 +186,8 @@ TERMS = {
     "canaries": "the records whose membership a fair coin drew, which an ε bound is over: every pool example of "
     "every target run, or with --canaries only the records it planted",
     "verdict": "the claim against one bound paid for at 95%: the attack, its views and guess count chosen on "
-    "the reference runs (or, with too few of them, every attack at a split confidence)",
+    "the reference runs (when they predict 0 for every attack, the loss and a count fixed in advance; with too few "
+    "of them, every attack at a split confidence)",
     "own curve": "the f-DP test against the trade-off curve of the very mechanism the runs' accountant composed "
     "(noise multiplier, sample rate, steps): stronger than the test of the claimed ε, which holds for any mechanism; "
     "its ε at δ is computed tightly from that curve, so it can lie below the formal ε, the accountant's upper bound; "
@@ -220,6 +221,12 @@ def _chosen_because(summary: dict) -> str:
     predicted bound there, of how many), or the largest of every attack's bound at a split confidence."""
     found = summary["verdict"]
     candidates = found.get("candidates") or [found["attack"]]
+    if found["rule"] == "tuned" and found.get("chosen_by") == "fixed":
+        used = found["guesses"]
+        return (
+            f"the attack and guess count fixed before the audit ({used['k_in'] + used['k_out']} guesses), "
+            f"since the reference runs predicted a bound of 0 for each of {count(len(candidates), 'attack')}"
+        )
     if found["rule"] == "tuned":
         choice = (summary["attacks"].get(found["attack"]) or {}).get("reference_choice") or {}
         predicted = choice.get(PREDICTED_KEY)

@@ -20,10 +20,12 @@ from audit.evaluate import (
     StoredRuns,
     attack_summary,
     claimed_mechanism,
+    fixed_attack,
     mechanism_attack,
     run_delta,
     tie_order,
     top_level_bounded,
+    untold,
     verdict_attack,
 )
 from audit.releases.inputs import ReleaseInputs
@@ -31,7 +33,7 @@ from audit.releases.target import TARGET
 from audit.reporting.verdict import Verdict, audit_verdict
 from audit.stats.bounds import MECHANISM, VERDICT_BOUND
 from audit.stats.epsilon import bound_applies, unfair_coins_reason
-from audit.stats.guesses import applicable, mechanism_verdict, verdict_bound
+from audit.stats.guesses import applicable, fixed_count, mechanism_verdict, verdict_bound
 from audit.stats.mechanism import SubsampledGaussian
 from shadow_runs.plan import PLAN
 from shadow_runs.records import CanaryColumns
@@ -293,6 +295,11 @@ def attacks_summary(
     return entries
 
 
+#: how a verdict's attack and count were chosen (summary.json `verdict.chosen_by`): tuned on the
+#: reference runs, or fixed in advance because they predicted 0 for every attack (`audit.evaluate.untold`)
+CHOSEN_BY = {False: "references", True: "fixed"}
+
+
 def verdict_entry(
     scores: dict[str, np.ndarray],
     membership: np.ndarray,
@@ -321,23 +328,33 @@ def verdict_entry(
     if not groups:
         return None
     tunable = {a: c for a, c in choices.items() if a in groups and c is not None}
+    m = int(membership[:, columns].size)
     chosen = verdict_attack(tunable)
+    guesses = tunable[chosen].tuned[VERDICT_BOUND.name] if chosen else None
+    fixed = untold(tunable, chosen)
+    if fixed:
+        chosen, guesses = fixed_attack(tunable), fixed_count(m)
     entry = verdict_bound(
         groups,
         chosen=chosen,
-        guesses=tunable[chosen].tuned[VERDICT_BOUND.name] if chosen else None,
+        guesses=guesses,
         delta=delta,
         confidence=settings.confidence,
         rng_of=lambda a: tie_order([settings.seed, zlib.crc32(a.encode())]),
     )
     entry["views"] = tunable[chosen].views if chosen else None
     entry["candidates"] = sorted(tunable) if chosen else sorted(groups)
+    entry["chosen_by"] = CHOSEN_BY[fixed] if chosen else None
     own = mechanism_attack(tunable)
+    own_guesses = tunable[own].tuned.get(MECHANISM.name) if own else None
+    own_fixed = untold(tunable, own, own_curve=True)
+    if own_fixed:
+        own, own_guesses = fixed_attack(tunable), fixed_count(m)
     entry["mechanism"] = (
         mechanism_verdict(
             groups,
             chosen=own,
-            guesses=tunable[own].tuned.get(MECHANISM.name) if own else None,
+            guesses=own_guesses,
             mechanism=mechanism,
             delta=delta,
             confidence=settings.confidence,
@@ -346,6 +363,8 @@ def verdict_entry(
         if MECHANISM.name in applicable(mechanism, delta)
         else None
     )
+    if entry["mechanism"] is not None:
+        entry["mechanism"]["chosen_by"] = CHOSEN_BY[own_fixed] if own else None
     return entry
 
 

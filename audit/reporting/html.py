@@ -287,7 +287,8 @@ def _metrics_table(entry: dict) -> str:
         "at that confidence); ε ceiling (one-run bound): what a perfect attack would certify by that bound with "
         "this design (eps_ceiling). The verdict's columns: the bound the ε verdict rests on, by the f-DP test of "
         "the claim's curve f_{ε,δ} (Mahloujifar, Melis & Chaudhuri 2025), paid for (one attack chosen on the "
-        "reference runs at the full confidence, or every attack at a split confidence), and its ceiling: what a "
+        "reference runs at the full confidence, or the loss at a count fixed in advance when the reference runs "
+        "predict 0 for every attack, or every attack at a split confidence), and its ceiling: what a "
         "perfect attack would certify by that test (at the audit's δ and full confidence, summary.json's "
         "eps_ceiling_fdp)."
         + (" The joint columns hold for all attacks together and decide the ε verdict." if joint is not None else "")

@@ -72,7 +72,8 @@ def own_curve(found: dict) -> str:
     )
     return (
         f"the claimed mechanism ({mechanism}) {outcome} at {found['confidence']:.0%}"
-        f" ({found['attack'] or 'every attack'}, {found['rule']}); {family}; ceiling {found['eps_ceiling']:.2f}"
+        f" ({found['attack'] or 'every attack'}, {'fixed' if found.get('chosen_by') == 'fixed' else found['rule']});"
+        f" {family}; ceiling {found['eps_ceiling']:.2f}"
     )
 
 

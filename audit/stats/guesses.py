@@ -44,6 +44,8 @@ TUNED_STEPS_PER_HALVING = 2
 TUNED_IN_SHARES = (1.0, 0.5)
 #: the one-sided level of the lower limit on the pseudo-targets' precision a tuned count is predicted from
 TUNING_PRECISION_LEVEL = 0.84
+#: the count fixed in advance (`fixed_count`) guesses about this many times √m canaries
+FIXED_GUESSES_PER_ROOT_M = 4
 
 
 def check_analysis(analysis: str) -> str:
@@ -195,6 +197,22 @@ def tuned_candidates(m: int) -> tuple[Guesses, ...]:
             if pair not in candidates:
                 candidates.append(pair)
     return tuple(candidates)
+
+
+def fixed_count(m: int) -> Guesses:
+    """The guess count fixed before any run, for when the reference runs cannot tell counts apart
+    (every predicted bound 0): the half-IN candidate of `tuned_candidates(m)` whose total is nearest
+    `FIXED_GUESSES_PER_ROOT_M` √m (the larger on a tie), e.g. (16, 16) of m = 64, (32, 32) of 256,
+    (64, 64) of 1,024. A function of m alone, so any test at it holds at its full level.
+
+    Why 4√m: over Gaussian scores (members shifted by μ, `python bench/fixed_count.py`, 60
+    repetitions a cell), its median f_{ε,δ} bound was 78-100% of the best candidate's (chosen after the fact) for
+    μ from 1 to 3 and m from 64 to 1,024, where the best count itself moves with μ."""
+    if m < 1:
+        raise ValueError(f"m must be >= 1, got {m}")
+    target = FIXED_GUESSES_PER_ROOT_M * math.sqrt(m)
+    halves = [g for g in tuned_candidates(m) if g.k_out > 0 or g.total == 1]
+    return min(halves, key=lambda g: (abs(g.total - target), -g.total))
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from audit.stats.guesses import (
     cautious_precision,
     ceiling,
     fdp_epsilon_lower_bound,
+    fixed_count,
     grid_counts,
     mechanism_verdict,
     most_certifiable,
@@ -94,6 +95,16 @@ def test_tuned_candidates_by_hand():
     assert tuned_candidates(1) == (Guesses(1, 0),)
     with pytest.raises(ValueError, match="m must be >= 1, got 0"):
         tuned_candidates(0)
+
+
+def test_the_fixed_count_is_the_half_in_candidate_nearest_four_root_m():
+    # m = 64: 4·8 = 32 -> (16, 16); m = 128: 4·11.3 = 45.3 -> r = round(128/2^(3/2)) = 45 -> (22, 23);
+    # m = 256: 64 -> (32, 32); m = 4: 8 > 4, the largest half-IN total is 4 -> (2, 2); m = 1: (1, 0)
+    assert fixed_count(64) == Guesses(16, 16) and fixed_count(128) == Guesses(22, 23)
+    assert fixed_count(256) == Guesses(32, 32) and fixed_count(4) == Guesses(2, 2)
+    assert fixed_count(1) == Guesses(1, 0)
+    with pytest.raises(ValueError, match="m must be >= 1, got 0"):
+        fixed_count(0)
 
 
 def test_cautious_precision_is_the_clopper_pearson_lower_limit():

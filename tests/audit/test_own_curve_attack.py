@@ -4,7 +4,14 @@ tuned for that test."""
 
 import numpy as np
 
-from audit.evaluate import PREDICTED_MECHANISM_KEY, ReferenceChoice, mechanism_attack, verdict_attack
+from audit.evaluate import (
+    PREDICTED_MECHANISM_KEY,
+    ReferenceChoice,
+    fixed_attack,
+    mechanism_attack,
+    untold,
+    verdict_attack,
+)
 from audit.stats.epsilon import Guesses
 from audit.stats.mechanism import SubsampledGaussian
 from audit.summary import EvaluationSettings, verdict_entry
@@ -69,3 +76,36 @@ def test_the_verdict_entry_tests_the_own_curve_on_its_own_attack_and_count():
     own = entry["mechanism"]
     assert own["attack"] == "loss" and own["rule"] == "tuned" and own["per_attack_confidence"] == 0.95
     assert own["guesses"] == {"k_in": 100, "k_out": 100, "correct": 200}
+
+
+def test_when_every_prediction_is_zero_the_verdict_takes_the_loss_at_the_fixed_count():
+    # The same 400 canaries. The reference runs predicted 0 for both attacks (dcr further above
+    # chance, z 5 > 1, which a tie-break would have taken). They cannot tell the attacks apart, so
+    # the ε verdict takes the attack and count fixed before any run: loss, fixed_count(400) = the
+    # half-IN candidate nearest 4·20 = 80 (r = round(400/2^(5/2)) = 71 -> (36, 35), or
+    # round(400/2^2) = 100 -> (50, 50): 71 is nearer) = (36, 35); loss separates perfectly: 71 right.
+    # The own curve predicted μ 0 for both too: the same fixed attack and count.
+    membership = np.r_[np.ones(200, bool), np.zeros(200, bool)][None]
+    scores = {"loss": membership.astype(float), "dcr": (~membership).astype(float)}
+    choices = {"dcr": choice(0.0, 5.0, 0.0, 5.0), "loss": choice(0.0, 1.0, 0.0, 1.0)}
+    entry = verdict_entry(
+        scores,
+        membership,
+        np.arange(400),
+        choices,
+        delta=1e-5,
+        settings=EvaluationSettings(seed=0, confidence=0.95, inclusion_rate=0.5),
+        mechanism=SubsampledGaussian(10.0, 1.0, 4),
+    )
+    assert entry["attack"] == "loss" and entry["chosen_by"] == "fixed" and entry["rule"] == "tuned"
+    assert entry["guesses"] == {"k_in": 36, "k_out": 35, "correct": 71} and entry["eps_lower"] > 0
+    own = entry["mechanism"]
+    assert own["attack"] == "loss" and own["chosen_by"] == "fixed"
+    assert own["guesses"] == {"k_in": 36, "k_out": 35, "correct": 71}
+
+
+def test_a_choice_the_references_could_make_is_theirs():
+    assert not untold({"loss": choice(0.5, 1.0)}, "loss") and untold({"loss": choice(0.0, 1.0)}, "loss")
+    assert untold({"loss": choice(1.0, 1.0, 0.0, 1.0)}, "loss", own_curve=True)
+    assert not untold({}, None)
+    assert fixed_attack({"dcr": None, "loss": None}) == "loss" and fixed_attack({"dcr": None, "rmia": None}) == "dcr"
