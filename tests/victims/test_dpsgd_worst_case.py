@@ -104,3 +104,29 @@ def test_the_pretrained_start_is_fitted_once_per_store_and_refused_when_its_file
     random_start = DPSGDVictim(net=SMALL)
     assert random_start.prepare(pool, tmp_path / "other", quiet=True) is random_start
     assert not (tmp_path / "other").exists()
+
+
+def test_a_store_takes_a_sibling_stores_start_and_fits_only_where_none_matches(pool, tmp_path):
+    import victims.pipelines.dpsgd as dpsgd
+
+    victim = DPSGDVictim(sampling="full-batch", start="pretrained", pretrain_steps=20, epochs=2, lr=0.0, net=SMALL)
+    victim.prepare(pool, tmp_path / "seed0", quiet=True)  # fitted in the first store
+    (first,) = (tmp_path / "seed0" / dpsgd.START_CACHE).glob("pretrained_start-*.pt")
+    real_fit, dpsgd._fit_start = dpsgd._fit_start, None  # calling it would fail
+    try:
+        replicate = victim.prepare(pool, tmp_path / "seed1", quiet=True)  # another store of the runs directory
+    finally:
+        dpsgd._fit_start = real_fit
+    (copied,) = (tmp_path / "seed1" / dpsgd.START_CACHE).glob("pretrained_start-*.pt")
+    assert copied.name == first.name and copied.read_bytes() == first.read_bytes()
+    fitted = pretrained_start(SMALL, pool, 20)
+    assert all(torch.equal(replicate._start_state[k], v) for k, v in fitted.items())
+    # a sibling whose file no longer matches its sha256 is passed over: the start is fitted again
+    first.write_bytes(first.read_bytes() + b"\0")
+    again = victim.prepare(pool, tmp_path / "seed2", quiet=True)
+    assert all(torch.equal(again._start_state[k], v) for k, v in fitted.items())
+    # another network is another key: nothing to take
+    wider = dataclasses.replace(victim, net=dataclasses.replace(SMALL, width=SMALL.width * 2))
+    wider.prepare(pool, tmp_path / "seed3", quiet=True)
+    (own,) = (tmp_path / "seed3" / dpsgd.START_CACHE).glob("pretrained_start-*.pt")
+    assert own.name != first.name

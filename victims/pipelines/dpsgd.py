@@ -351,36 +351,71 @@ def _fit_start(net_config: NetConfig, pool: Pool, steps: int, *, progress: bool 
     return {name: value.detach().clone() for name, value in net.state_dict().items()}
 
 
+def public_split_fingerprint(pool: Pool) -> str:
+    """sha256 of the pool's test split (images and labels): all of the data a pretrained start sees."""
+    digest = hashlib.sha256(np.ascontiguousarray(pool.x_test, dtype=np.float32).tobytes())
+    digest.update(np.ascontiguousarray(pool.y_test, dtype=np.int64).tobytes())
+    return digest.hexdigest()
+
+
 def cached_start(
     net_config: NetConfig, pool: Pool, steps: int, directory: Path, *, progress: bool = False
 ) -> dict[str, torch.Tensor]:
-    """`pretrained_start`, fitted once per `directory` (a store's `START_CACHE`) and read back after:
-    `pretrained_start-<key>.pt`, the key a hash of everything the start depends on (the network, the
-    public split and normalisation, the steps, seed and learning rate), beside a .json recording the
-    file's sha256. A file whose sha256 is not the one recorded is refused (ValueError naming it): the
-    runs of a store must all start from the start it was fitted with. `progress`: a bar while it fits."""
+    """`pretrained_start`, fitted once and read back after: `directory` (a store's `START_CACHE`)
+    keeps `pretrained_start-<key>.pt`, the key a hash of everything the start depends on (the
+    network, the public split and the normalisation, the steps, seed and learning rate; not the
+    members, the canaries or the master seed), beside a .json recording the file's sha256. Where the
+    store has none, a sibling store's (a store in the same runs directory, with the same key and a
+    file that matches its sha256, e.g. another seed's replicate) is copied in, so a design is fitted
+    once per runs directory; else it is fitted here. A file of the store's own whose sha256 is not
+    the one recorded is refused (ValueError naming it): the runs of a store must all start from the
+    start it was fitted with. `progress`: a bar while it fits."""
     identity = json.dumps(
-        [dataclasses.asdict(net_config), pool.fingerprint, pool.mean, pool.std, steps, PRETRAIN_SEED, PRETRAIN_LR],
+        [
+            dataclasses.asdict(net_config),
+            public_split_fingerprint(pool),
+            pool.mean,
+            pool.std,
+            steps,
+            PRETRAIN_SEED,
+            PRETRAIN_LR,
+        ],
         sort_keys=True,
     )
-    key = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    path, record = directory / f"pretrained_start-{key}.pt", directory / f"pretrained_start-{key}.json"
+    name = f"pretrained_start-{hashlib.sha256(identity.encode()).hexdigest()[:16]}"
+    path, record = directory / f"{name}.pt", directory / f"{name}.json"
     if path.exists() and record.exists():
-        recorded = json.loads(record.read_text())["sha256"]
-        found = hashlib.sha256(path.read_bytes()).hexdigest()
-        if found != recorded:
+        data = _checked_start(path, record)
+        if data is None:
+            recorded = json.loads(record.read_text())["sha256"]
             raise ValueError(
-                f"{path}: sha256 {found[:12]} is not the {recorded[:12]} recorded when the start was fitted; "
-                "move it away to fit the start again"
+                f"{path}: sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:12]} is not the "
+                f"{recorded[:12]} recorded when the start was fitted; move it away to fit the start again"
             )
-        return torch.load(path, weights_only=True)
-    state = _fit_start(net_config, pool, steps, progress=progress)
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    data = buffer.getvalue()
+        return torch.load(io.BytesIO(data), weights_only=True)
+    data = next(
+        (
+            found
+            for sibling in sorted(directory.parent.parent.glob(f"*/{directory.name}/{name}.pt"))
+            if (found := _checked_start(sibling, sibling.with_suffix(".json"))) is not None
+        ),
+        None,
+    )
+    if data is None:
+        buffer = io.BytesIO()
+        torch.save(_fit_start(net_config, pool, steps, progress=progress), buffer)
+        data = buffer.getvalue()
     atomic_write(path, lambda f: f.write(data))  # the store's rule: a file that exists is complete
     write_json(record, {"sha256": hashlib.sha256(data).hexdigest(), "identity": identity})  # after the start
-    return state
+    return torch.load(io.BytesIO(data), weights_only=True)
+
+
+def _checked_start(path: Path, record: Path) -> bytes | None:
+    """The bytes of a cached start whose sha256 is the one its record holds; None otherwise."""
+    if not (path.exists() and record.exists()):
+        return None
+    data = path.read_bytes()
+    return data if hashlib.sha256(data).hexdigest() == json.loads(record.read_text())["sha256"] else None
 
 
 def pretrained_start(net_config: NetConfig, pool: Pool, steps: int) -> dict[str, torch.Tensor]:
