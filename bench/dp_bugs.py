@@ -15,8 +15,12 @@ dpsgd enter as per-example gradients of 10 C before clipping) audits; row b also
 mislabeled record canaries scored through their own gradients (`--threats record`). The dpsgd rows
 also run black-box from the worst case (`--threats worst-case`: one blank canary per run, noisy
 gradient descent over every member of a 100-digit pool from a start pretrained on the public split,
-the PRV accountant, `victims/pipelines/dpsgd.py`), e.g.
-`python bench/dp_bugs.py --n-shadow 256 --rows dpsgd10 --threats worst-case`.
+the PRV accountant, `victims/pipelines/dpsgd.py`; `worst-case-8`: the same with 8 marked canaries
+per run), e.g. `python bench/dp_bugs.py --n-shadow 256 --rows dpsgd10 --threats worst-case`.
+`--seeds S` audits each row under master seeds 0 .. S-1 (each its own store: the seed draws the
+coins, the run seeds and the canaries, so only distinct seeds are replicates) and ends with a table
+over the seeds: how often the claim was violated and the own curve rejected, and the own curve's ε
+as a median with its 10th and 90th percentiles.
 Printed per audit: the claimed ε, the verdict's bound with its ceiling (summary.json's `verdict`,
 at the claim's δ), the verdict against the claim, the own-curve test where the runs record their
 mechanism (whether the claimed mechanism is rejected, and the ε of the strongest member of its
@@ -35,6 +39,13 @@ from pathlib import Path
 
 from victims.bugs import BUGS, path_of, twin_of
 
+
+#: the worst-case black-box design's training (victims/pipelines/dpsgd.py), its canaries apart
+WORST_CASE = [
+    *("--sampling", "full-batch", "--start", "pretrained", "--lr", "0.02", "--accountant", "prv"),
+    *("--pool-per-class", "10"),
+]
+WORST_CASE_THREATS = ("worst-case", "worst-case-8")
 
 # -- the catalogue --------------------------------------------------------------------------------
 DPSGD_SMALL = ["--epochs", "10"]  # 100-140 steps: the catalogue's runs stay under ~5 s each
@@ -68,26 +79,14 @@ THREATS = {  # label -> canary flags
     "white-box": ["--canaries", "1000", "--canary-kind", "gradient", "--threat-model", "white-box"],
     "record": ["--canaries", "500", "--canary-kind", "mislabeled", "--threat-model", "white-box"],  # dpsgd only
     # black-box from the worst case (victims/pipelines/dpsgd.py): one blank canary per run, noisy gradient descent over
-    # every member of a 100-image pool (`worst_case_pool`) from one network pretrained on the public split;
+    # every member of a 100-image pool (`--pool-per-class 10`) from one network pretrained on the public split;
     # dpsgd rows only
-    "worst-case": [
-        *("--canaries", "1", "--canary-kind", "blank"),
-        *("--sampling", "full-batch", "--start", "pretrained", "--lr", "0.02", "--accountant", "prv"),
-    ],
+    "worst-case": [*("--canaries", "1", "--canary-kind", "blank"), *WORST_CASE],
+    # the same with 8 marked canaries per run (victims/canaries.py): 8 coins a run at 96% of one canary's separation
+    "worst-case-8": [*("--canaries", "8", "--canary-kind", "marked"), *WORST_CASE],
 }
-WORST_CASE_PER_CLASS = 10  # the worst-case design's pool: 10 digits of each class (100 natural examples)
 #: the rows whose victim is dpsgd (or a bug of it): the ones the worst-case design applies to
 DPSGD_ROWS = tuple(label for label, row in ROWS.items() if row[3] == "dpsgd")
-
-
-def worst_case_pool(runs_dir: Path) -> Path:
-    """The worst-case design's pool, written as a .npz beside the stores: the first 10 digits of each
-    class, with digits' test split (the public data the start is fitted to). With 1,500 natural
-    examples their own coins move the final model as much as the noise does (an AUC of 0.79 where
-    100 give 0.92, docs/results/tightness.md)."""
-    from victims.data import load_pool, write_class_balanced_subset
-
-    return write_class_balanced_subset(load_pool("digits"), WORST_CASE_PER_CLASS, runs_dir / "digits-10-per-class.npz")
 
 
 def audit(where: Path, flags: list[str], claim: float) -> tuple[dict, float]:
@@ -96,8 +95,9 @@ def audit(where: Path, flags: list[str], claim: float) -> tuple[dict, float]:
     command = [sys.executable, "-m", "audit.lira", *flags, "--claimed-epsilon", str(claim)]
     subprocess.run([*command, "--runs-dir", str(where), "--quiet"], check=True)
     minutes = (time.perf_counter() - start) / 60
-    summary = json.loads(next(where.glob("*/audit/summary.json")).read_text())
-    return summary, minutes
+    # the stores of a runs directory share one pretrained start; this audit's summary is the newest
+    newest = max(where.glob("*/audit/summary.json"), key=lambda path: path.stat().st_mtime_ns)
+    return json.loads(newest.read_text()), minutes
 
 
 def row(label: str, threat: str, summary: dict, claim: float, minutes: float) -> str:
@@ -124,6 +124,24 @@ def row(label: str, threat: str, summary: dict, claim: float, minutes: float) ->
     )
 
 
+def seeds_row(label: str, threat: str, summaries: list[dict]) -> str:
+    """One row over the seeds of an audit: how often the claim was violated and the own curve
+    rejected, and the own curve's ε (the strongest member of the family ruled out) as a median with
+    its 10th and 90th percentiles."""
+    import numpy as np
+
+    from audit.reporting.verdict import summary_verdict
+
+    violated = sum(summary_verdict(s).kind == "epsilon_violated" for s in summaries)
+    own = [s["verdict"].get("mechanism") for s in summaries]
+    own = [o for o in own if o]
+    rejected = sum(o["rejected"] for o in own)
+    eps = np.array([o["eps_lower"] for o in own])
+    spread = f"{np.median(eps):.2f} ({np.percentile(eps, 10):.2f}-{np.percentile(eps, 90):.2f})" if own else "-"
+    n = len(summaries)
+    return f"| {label} | {threat} | {n} | {violated}/{n} | {rejected}/{len(own)} | {spread} |"
+
+
 def main() -> None:
     catalogue = "\n".join(f"  {label}  {path_of(bug):34} {bug.bug_what}" for label, bug in BUGS.items())
     p = argparse.ArgumentParser(
@@ -135,7 +153,9 @@ def main() -> None:
     p.add_argument("--runs-dir", type=Path, default=Path("runs/dp_bugs"))
     p.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
     p.add_argument("--threats", nargs="+", choices=THREATS, default=["black-box", "white-box"])
+    p.add_argument("--seeds", type=int, default=1, help="replicates: master seeds 0 .. S-1, each in its own store")
     args = p.parse_args()
+    over_seeds = []
     print(
         "| bug | what | threat model | claimed eps | verdict's bound (attack) / ceiling | verdict | own curve | runs "
         "| minutes |"
@@ -144,14 +164,24 @@ def main() -> None:
     for label in args.rows:
         _, flags, claim, _ = ROWS[label]
         for threat in args.threats:
-            if threat == "worst-case" and label not in DPSGD_ROWS:
+            if threat in WORST_CASE_THREATS and label not in DPSGD_ROWS:
                 continue
-            where = args.runs_dir / f"{label}_{threat}"
-            design = THREATS[threat]
-            if threat == "worst-case":
-                design = [*design, "--dataset", str(worst_case_pool(args.runs_dir))]
-            summary, minutes = audit(where, [*flags, *design, "--n-shadow", str(args.n_shadow)], claim)
-            print(row(label, threat, summary, claim, minutes), flush=True)
+            found = []
+            for seed in range(args.seeds):
+                # the seeds' stores side by side: a replicate takes the pretrained start of the first
+                where = args.runs_dir / f"{label}_{threat}"
+                design = [*THREATS[threat], "--n-shadow", str(args.n_shadow), "--seed", str(seed)]
+                summary, minutes = audit(where, [*flags, *design], claim)
+                print(row(label, threat, summary, claim, minutes), flush=True)
+                found.append(summary)
+            if args.seeds > 1:
+                over_seeds.append(seeds_row(label, threat, found))
+    if over_seeds:
+        print(
+            "\n| bug | threat model | seeds | violated | own curve rejected | own curve's ε: median (10th-90th pct.) |"
+        )
+        print("|---|---|---|---|---|---|")
+        print("\n".join(over_seeds))
 
 
 if __name__ == "__main__":
