@@ -6,6 +6,7 @@ that is killed half-way therefore costs only itself.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -142,7 +143,15 @@ def execute(
     yield from _execute_ray(packs, victim=victim, pool=pool, config=config, compiled=compiled)
 
 
-def _execute_ray(packs, *, victim, pool, config: ExecutorConfig, compiled: bool):
+@contextlib.contextmanager
+def ray_session(config: ExecutorConfig) -> Iterator[None]:
+    """Ray started for what runs inside (unless it runs already, or the executor is inline) and shut
+    down after. Every `execute` inside shares it, and so do its workers: an audit in rounds
+    (`audit.rounds`) keeps their imports and CUDA contexts from one look to the next, where a Ray
+    started per look cost each look a new set of workers."""
+    if config.kind == "inline":
+        yield
+        return
     import ray
 
     started_here = not ray.is_initialized()
@@ -158,6 +167,16 @@ def _execute_ray(packs, *, victim, pool, config: ExecutorConfig, compiled: bool)
             configure_logging=True,
         )
     try:
+        yield
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def _execute_ray(packs, *, victim, pool, config: ExecutorConfig, compiled: bool):
+    import ray
+
+    with ray_session(config):
         remote = ray.remote(run_victims).options(
             num_cpus=1, num_gpus=config.gpus_per_run, max_retries=config.max_retries
         )
@@ -175,6 +194,3 @@ def _execute_ray(packs, *, victim, pool, config: ExecutorConfig, compiled: bool)
                 pack = pending.pop(ref)
                 for task, (obs, meta) in zip(pack, ray.get(ref)):
                     yield task, obs, meta
-    finally:
-        if started_here:
-            ray.shutdown()

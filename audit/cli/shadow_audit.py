@@ -23,6 +23,7 @@ from audit.cli.victim_flags import victim_overrides
 from victims.overrides import build_victim
 from attacks.registry import get_attack
 from audit.evaluate import StoredRuns, run_delta, score_attacks, top_level_bounded
+from audit.executor import ray_session
 from audit.pipeline import check_canary_coins, experiment_record, train_missing_runs
 from audit.reporting.remarks import remarks
 from audit.rounds import FIRST_LOOK, audit_in_rounds
@@ -143,7 +144,8 @@ def main(
     if looks is None:
         summary = audit_at(args.n_shadow, args.confidence)
     else:
-        summary = audit_in_rounds(looks, audit_at, quiet=args.quiet)
+        with ray_session(executor):  # one Ray for every look: its workers are kept from look to look
+            summary = audit_in_rounds(looks, audit_at, quiet=args.quiet)
     runs, scores, targets = audited[summary.data["n_shadow"], summary.data["evaluation"]["confidence"]]
     # scores.npz and the ROC plot take attacks that scored every example the bound is over (a white-box
     # attack scores the canaries only, NaN on the natural examples); one that scored a subset of those

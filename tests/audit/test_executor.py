@@ -15,7 +15,7 @@ import pytest
 from ray import cloudpickle
 
 from shadow_runs import membership_matrix, run_seed
-from audit.executor import ExecutorConfig, RunTask, execute
+from audit.executor import ExecutorConfig, RunTask, execute, ray_session
 from victims import get_victim, load_pool
 from victims.nets import NetConfig
 from victims.train import TrainConfig
@@ -75,6 +75,25 @@ def test_ray_runs_every_task_once_matches_inline_and_shuts_down(setup):
         assert np.array_equal(obs.logits, inline[task.run][0].logits)
         assert obs.test_accuracy == inline[task.run][0].test_accuracy
     assert not ray.is_initialized()  # the Ray it started is shut down
+
+
+@pytest.mark.usefixtures("no_ray")
+def test_executions_inside_one_ray_session_share_its_ray_and_it_stops_after(setup):
+    # an audit in rounds: each look is one `execute`; inside the session the first look's end does
+    # not stop Ray (so the second look finds its workers), and leaving the session does
+    import ray
+
+    pool, tasks, victim = setup
+    config = ExecutorConfig(kind="ray", workers=2)
+    with ray_session(config):
+        first = list(execute(tasks[:1], victim=victim, pool=pool, config=config))
+        assert ray.is_initialized()
+        second = list(execute(tasks[1:], victim=victim, pool=pool, config=config))
+        assert ray.is_initialized()
+    assert not ray.is_initialized()
+    assert sorted(t.run for t, _, _ in first + second) == [0, 1, 2]
+    with ray_session(ExecutorConfig(kind="inline")):  # inline: nothing to start
+        assert not ray.is_initialized()
 
 
 @pytest.mark.usefixtures("no_ray")
