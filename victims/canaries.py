@@ -24,7 +24,7 @@ seed and the pool alone):
   the worst-case black-box design (`victims.pipelines.dpsgd`: `--sampling full-batch --start pretrained`,
   one canary per run, Annamalai & De Cristofaro 2024); several blank canaries share one image and
   differ in the label only, so their effects overlap;
-* `gradient` (white-box audits only, `victims.whitebox_canaries`): N rows that hold no image (zeros, label
+* `gradient` (white-box audits only, `victims.dp.whitebox_canaries`): N rows that hold no image (zeros, label
   drawn uniformly): the victim does not train on them; instead, in every step where the canary's
   coin is IN and it is Poisson-sampled, its Gaussian mechanism adds a vector of norm exactly Δ in
   the canary's own direction. A black-box attack's score on them is noise.
@@ -132,7 +132,7 @@ def canary_arrays(pool: Pool, config: CanaryConfig) -> tuple[np.ndarray, np.ndar
         low = pool.x.min(axis=(0, 2, 3)).astype(np.float32)[None, :, None, None]
         x = np.broadcast_to(low, (n, *pool.image_shape)).copy()
         return x, (np.arange(n) % n_classes).astype(np.int64), np.full(n, -1, dtype=np.int64)
-    if config.kind == "gradient":  # no image: the victim's mechanism adds these (victims.whitebox_canaries)
+    if config.kind == "gradient":  # no image: the victim's mechanism adds these (victims.dp.whitebox_canaries)
         x = np.zeros((n, *pool.image_shape), dtype=np.float32)
         return x, rng.integers(0, n_classes, size=n).astype(np.int64), np.full(n, -1, dtype=np.int64)
     source = np.repeat(rng.choice(pool.n_pool, size=n, replace=False), config.copies)  # duplicate

@@ -109,7 +109,7 @@ def gaussian_mechanism(
 def whitebox_sigma(claimed_epsilon: float) -> float:
     """The noise multiplier opacus's RDP accountant calibrates to `claimed_epsilon` at δ = 1e-5 for
     `WHITEBOX_STEPS` steps at rate `WHITEBOX_RATE` (as a DP victim does)."""
-    from victims.privacy import noise_multiplier_for
+    from victims.dp.privacy import noise_multiplier_for
 
     return noise_multiplier_for(
         epsilon=claimed_epsilon, delta=APPROX_DELTA, sample_rate=WHITEBOX_RATE, steps=WHITEBOX_STEPS
@@ -118,7 +118,7 @@ def whitebox_sigma(claimed_epsilon: float) -> float:
 
 def whitebox_true_epsilon(sigma: float) -> float:
     """The PRV accountant's ε at δ = 1e-5 of the white-box design at noise multiplier `sigma`."""
-    from victims.privacy import epsilon_spent
+    from victims.dp.privacy import epsilon_spent
 
     return epsilon_spent(
         noise_multiplier=sigma, sample_rate=WHITEBOX_RATE, steps=WHITEBOX_STEPS, delta=APPROX_DELTA, accountant="prv"

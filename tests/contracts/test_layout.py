@@ -73,9 +73,9 @@ def test_imports_point_down():
 
 def test_the_shared_parts_of_victims_import_no_pipeline():
     """victims.pipelines (one module per built-in victim) is built from the other modules of
-    victims, never the reverse; victims.bugs, the broken twins of pipelines, is loaded by path."""
+    victims, never the reverse; victims.dp.bugs, the broken twins of pipelines, is loaded by path."""
     for name, imports in import_graph().items():
-        if name.startswith("victims.") and not name.startswith("victims.pipelines") and name != "victims.bugs":
+        if name.startswith("victims.") and not name.startswith("victims.pipelines") and name != "victims.dp.bugs":
             wrong = sorted(m for m in imports if m.startswith("victims.pipelines"))
             assert not wrong, f"{name} imports {wrong}"
 
@@ -165,9 +165,9 @@ FILE_READERS = (
 )
 #: (importer, imported) edges the rule lets through, with the reason
 FILE_READER_EXCEPTIONS = {
-    ("audit.stats.selftest_mechanisms", "victims.privacy"): (
+    ("audit.stats.selftest_mechanisms", "victims.dp.privacy"): (
         "the white-box self-test rows calibrate σ with opacus's accountants (`whitebox_sigma`, "
-        "`whitebox_true_epsilon`, imported inside them); victims.privacy imports victims.data"
+        "`whitebox_true_epsilon`, imported inside them); victims.dp.privacy imports victims.data"
     ),
 }
 
