@@ -428,7 +428,7 @@ def time_condensation(victims: list, args) -> tuple[list[list[float]], cProfile.
     from dataclasses import replace
 
     from victims.base import seeded
-    from victims.condense import Members, initial_set
+    from victims.condensation.condense import Members, initial_set
 
     pool, keep = dataset_members(args.dataset, args.members)
     members = Members.of(pool, keep, device="cpu")

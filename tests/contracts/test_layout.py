@@ -71,13 +71,53 @@ def test_imports_point_down():
                 assert not wrong, f"{name} imports {wrong}"
 
 
-def test_the_shared_parts_of_victims_import_no_pipeline():
-    """victims.pipelines (one module per built-in victim) is built from the other modules of
-    victims, never the reverse; victims.dp.bugs, the broken twins of pipelines, is loaded by path."""
+#: the layers inside `victims`, lowest first, as `AUDIT_LAYERS` below: a module imports modules of its
+#: own layer or below (the longest matching prefix decides; the bare package `victims`, which imports
+#: every pipeline to register it, stands above them all)
+VICTIM_LAYERS = (
+    ("victims",),  # the shared parts: the protocol, data, networks, training, releasing a set, ...
+    ("victims.dp", "victims.condensation"),  # a folder per concept, built on the shared parts
+    ("victims.pipelines", "victims.dp.bugs"),  # the victims; the DP bugs, each a pipeline's broken twin
+)
+
+
+def within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def layer_of(name: str, layers: tuple[tuple[str, ...], ...]) -> int | None:
+    """`name`'s layer: that of the longest prefix of `layers` it matches; None for a bare package
+    (its __init__ re-exports or registers) or a module no prefix matches."""
+    matches = [
+        (len(prefix), layer)
+        for layer, prefixes in enumerate(layers)
+        for prefix in prefixes
+        if "." in name and within(name, prefix)
+    ]
+    return max(matches)[1] if matches else None
+
+
+def test_imports_inside_victims_point_down_and_its_folders_stand_apart():
+    """The shared parts import no concept folder and no pipeline; a concept folder (victims.dp,
+    victims.condensation) imports no pipeline and no other concept folder."""
+    folders = VICTIM_LAYERS[1]
     for name, imports in import_graph().items():
-        if name.startswith("victims.") and not name.startswith("victims.pipelines") and name != "victims.dp.bugs":
-            wrong = sorted(m for m in imports if m.startswith("victims.pipelines"))
-            assert not wrong, f"{name} imports {wrong}"
+        if not name.startswith("victims.") or layer_of(name, VICTIM_LAYERS) is None:
+            continue
+        layer = layer_of(name, VICTIM_LAYERS)
+        upward = sorted(m for m in imports if (layer_of(m, VICTIM_LAYERS) or -1) > layer)
+        assert not upward, f"{name} (layer {layer}) imports {upward} from a layer above"
+        if layer == 1:
+            own = next(f for f in folders if within(name, f))
+            across = sorted(m for m in imports if layer_of(m, VICTIM_LAYERS) == 1 and not within(m, own))
+            assert not across, f"{name} imports {across}: a concept folder is built on the shared parts alone"
+
+
+def test_the_victims_layers_catch_a_shared_part_importing_a_concept_or_a_pipeline():
+    assert layer_of("victims", VICTIM_LAYERS) is None and layer_of("victims.data", VICTIM_LAYERS) == 0
+    assert layer_of("victims.dp.privacy", VICTIM_LAYERS) == 1 and layer_of("victims.dp.bugs", VICTIM_LAYERS) == 2
+    assert layer_of("victims.condensation", VICTIM_LAYERS) == 1
+    assert layer_of("victims.pipelines.dm", VICTIM_LAYERS) == 2
 
 
 def test_no_import_cycle():

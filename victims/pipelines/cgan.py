@@ -61,7 +61,7 @@ from victims.base import (
     require_positive,
     seeded,
 )
-from victims.condense import Members
+from victims.condensation.condense import Members
 from victims.dp.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
 from victims.data import Pool
 from victims.latent_search import WB_OPTIMIZERS, gradient_reconstruct, nearest_samples, powell_reconstruct

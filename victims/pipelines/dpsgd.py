@@ -52,7 +52,7 @@ import torch
 import torch.nn.functional as F
 
 from shadow_runs.atomic_files import atomic_write, write_json
-from victims.augment import draw_seed
+from victims.condensation.augment import draw_seed
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, expected_members, observe, register_victim, seeded
 from victims.data import Pool
 from victims.nets import NetConfig, build_net, without_inplace

@@ -5,7 +5,7 @@ learns by matching the gradients of a classifier on it to DP-sanitised gradients
 For each of R restarts of the classifier: T outer iterations, each of K batches (a Poisson sample
 of the members at rate B/N -> per-example gradients, each clipped to norm C -> summed with
 N(0, sigma^2 C^2) noise -> divided by B -> one step of the synthetic set on the layer-wise cosine
-distance of `victims.matching`), then J steps of the classifier on the synthetic set. Only the
+distance of `victims.condensation.matching`), then J steps of the classifier on the synthetic set. Only the
 R*T*K noisy gradients touch the members, so the release is (epsilon, delta)-DP by the subsampled
 Gaussian mechanism composed over R*T*K steps; sigma comes from opacus's accountant.
 
@@ -63,7 +63,7 @@ from victims.base import (
 )
 from victims.compiled import compiling, maybe_compiled
 from victims.data import Pool
-from victims.matching import gradient_distance
+from victims.condensation.matching import gradient_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net
 from victims.packed import GroupedNets, draw_nets, fit_runs, observe_packed
 from victims.pipelines.real import training_set
