@@ -1,4 +1,4 @@
-"""Simulated mechanisms of known ε for the self-test (`audit.stats.selftest_designs`): each takes the coins
+"""Simulated mechanisms of known ε for the self-test (`audit.selftest.designs`): each takes the coins
 of some runs [R, n] (and a generator) and returns the scores [R, n] an attack would rank.
 
 Every ε here is with respect to adding or removing one canary, the relation the plan's
@@ -19,7 +19,7 @@ independent coins realise, and each docstring proves its mechanism's ε (or μ):
 * `null_scores`: scores independent of the coins, ε = 0.
 
 A new mechanism is one function here with the signature `(keep, epsilon, rng) -> scores` and its
-proof in the docstring, then a `Design` row in `audit.stats.selftest_designs.designs`.
+proof in the docstring, then a `Design` row in `audit.selftest.designs.designs`.
 """
 
 from __future__ import annotations
