@@ -139,21 +139,14 @@ def test_no_import_cycle():
 
 
 #: the layers inside `audit`, lowest first: a module imports modules of its own layer or below, never
-#: above (the longest matching prefix decides a module's layer; the bare package `audit` re-exports)
+#: above. Each entry is a module or a folder directly under `audit`, so a folder sits in one layer
+#: whole: no module of a lower layer imports any module of it (the bare package `audit` re-exports)
 AUDIT_LAYERS = (
-    # math, the claim checked, reading audits (and a release's input files), running victims
-    (
-        "audit.stats",
-        "audit.experiment",
-        "audit.claim",
-        "audit.results",
-        "audit.releases.inputs",
-        "audit.executor",
-        "audit.provenance",
-    ),
-    ("audit.evaluate", "audit.reporting", "audit.releases", "audit.epsilon", "audit.metrics"),
-    ("audit.summary", "audit.outputs", "audit.pipeline", "audit.releases.target"),  # what an audit writes
-    ("audit.releases.audit", "audit.rounds"),  # a release audit, start to end; an audit in rounds
+    # math, the claim checked, reading audits, running victims
+    ("audit.stats", "audit.experiment", "audit.claim", "audit.results", "audit.executor", "audit.provenance"),
+    ("audit.evaluate", "audit.reporting", "audit.epsilon", "audit.metrics"),
+    ("audit.summary", "audit.outputs", "audit.pipeline"),  # what an audit writes
+    ("audit.releases", "audit.rounds"),  # a release you made: its files, inputs, target and audit; an audit in rounds
     ("audit.cli",),  # the command lines
     (
         "audit.lira",
@@ -168,13 +161,16 @@ AUDIT_LAYERS = (
 
 
 def audit_layer(name: str) -> int | None:
-    matches = [
-        (len(prefix), layer)
-        for layer, prefixes in enumerate(AUDIT_LAYERS)
-        for prefix in prefixes
-        if name == prefix or name.startswith(prefix + ".")
-    ]
-    return max(matches)[1] if matches else None
+    return layer_of(name, AUDIT_LAYERS)
+
+
+def test_a_folder_of_audit_sits_in_one_layer():
+    """The table names what lies directly under `audit`, so that a module reaching up into a folder
+    (audit.summary into audit.releases, audit.results into audit.releases.inputs) is refused."""
+    assert [p for layer in AUDIT_LAYERS for p in layer if p.count(".") != 1] == []
+    assert audit_layer("audit.releases.inputs") == audit_layer("audit.releases.target") == audit_layer("audit.releases")
+    assert audit_layer("audit.releases.inputs") > audit_layer("audit.summary") > audit_layer("audit.results")
+    assert audit_layer("audit.selftest.designs") > audit_layer("audit.stats.guesses")
 
 
 def test_every_audit_module_has_a_layer():
