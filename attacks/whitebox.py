@@ -1,4 +1,4 @@
-"""White-box attacks on the canaries' step observations (`victims.whitebox_canaries`).
+"""White-box attacks on the canaries' step observations (`victims.dp.whitebox_canaries`).
 
 Each white-box run stores o [steps, m]: canary j's projection of each step's noisy sum, over the
 sensitivity Delta. Under the mechanism the victim claims (the Poisson-subsampled Gaussian at its

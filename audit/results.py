@@ -239,13 +239,14 @@ def load_many(paths: Sequence[str | os.PathLike]) -> list[Audited]:
 
 def pool_images(audited: Audited, *, data_root: str | None = None) -> np.ndarray | None:
     """The pool images [n, c, h, w] of a built-in dataset (checked against the experiment's
-    fingerprint) or of the user's pool file `audit.release` recorded; None if unavailable."""
+    fingerprint); None if unavailable, and for an audited release, whose pool file the release's
+    own reader reads (`audit.releases.inputs.audited_pool_images`, which `audit.report` passes on)."""
     from victims import DataError, load_pool
     from victims.data import dataset_names
 
     meta = audited.meta
     if meta.get("pool_file"):
-        return _release_pool_images(audited)
+        return None
     if meta.get("dataset") not in dataset_names():
         return None
     try:
@@ -262,12 +263,3 @@ def pool_images(audited: Audited, *, data_root: str | None = None) -> np.ndarray
     if meta.get("dataset_fingerprint") not in (None, pool.fingerprint):
         return None
     return pool.x
-
-
-def _release_pool_images(audited: Audited) -> np.ndarray | None:
-    from audit.releases.inputs import read_pool_images
-
-    try:
-        return read_pool_images(Path(audited.meta["pool_file"]), audited.path / "audit" / "pool_index.npy")
-    except (OSError, ValueError, KeyError):
-        return None

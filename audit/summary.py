@@ -28,8 +28,6 @@ from audit.evaluate import (
     untold,
     verdict_attack,
 )
-from audit.releases.inputs import ReleaseInputs
-from audit.releases.target import TARGET
 from audit.reporting.verdict import Verdict, audit_verdict
 from audit.stats.bounds import MECHANISM, VERDICT_BOUND
 from audit.stats.epsilon import bound_applies, unfair_coins_reason
@@ -75,6 +73,8 @@ DUPLICATE_NOTE = (
     "bound (group privacy gives {copies}ε), so the canaries get leakage statistics but no eps_lower or "
     "eps_ceiling; `natural` keeps the one-run bound over the natural examples, descriptive"
 )
+#: what the one target of a release audit is: summary.json's evaluation.target, runs/00000.json's target
+RELEASE_TARGET = "the user's release"
 RELEASE_EPSILON_NOTE = (
     "eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the release's membership "
     "coins, m = n_canaries; eps_ceiling: what a perfect attack would certify with this design"
@@ -172,33 +172,35 @@ def summarise(
 
 def release_summary(
     scores: dict,
-    inputs: ReleaseInputs,
+    member: np.ndarray,
+    init_idx: np.ndarray,
     shadows: StoredRuns,
     obs,
     *,
+    coins: tuple[float, int] | None,
     experiment: dict,
     variance: str,
     settings: EvaluationSettings,
     claim: Claim | None = None,
     choices: dict | None = None,
 ) -> AuditSummary:
-    """summary.json of the release audit, and its verdict: the same keys (one target: the release)
-    with the claim the command was given (`claim_keys`). Its attacks' bounds use the audit's own δ
-    (the pipeline's, 0 for a non-DP one) whatever is claimed; its verdict is at the claim's δ."""
+    """summary.json of the release audit, and its verdict: the same keys (one target: the release,
+    whose members are `member`, bool [n_pool], and whose real images are the pool rows `init_idx`)
+    with the claim the command was given (`claim_keys`). `coins` is the (rate, seed) of the coins
+    the members were drawn by, None where the custodian chose them. Its attacks' bounds use the
+    audit's own δ (the pipeline's, 0 for a non-DP one) whatever is claimed; its verdict is at the
+    claim's δ."""
     identity = _identity(experiment, shadows, target_runs=[0])
     own_delta = identity["delta"] or 0.0
-    coins = inputs.coins
-    fair = coins is not None and coins.fair
+    rate, seed = coins if coins is not None else (None, None)
+    fair = coins is not None and bound_applies(rate)
     if coins is None:
         drawn, note = "chosen by the custodian (no coins recorded)", CHOSEN_NOTE
     else:
-        drawn = (
-            f"independent {'fair ' if fair else ''}coins of rate {coins.rate:g}, membership_seed {coins.seed} "
-            "(reproduced)"
-        )
-        note = RELEASE_EPSILON_NOTE if fair else unfair_coins_reason(coins.rate)
-    membership, init = inputs.member[None], np.zeros((1, inputs.pool.n_pool), dtype=bool)
-    init[0, inputs.init_idx] = True
+        drawn = f"independent {'fair ' if fair else ''}coins of rate {rate:g}, membership_seed {seed} (reproduced)"
+        note = RELEASE_EPSILON_NOTE if fair else unfair_coins_reason(rate)
+    membership, init = member[None], np.zeros((1, member.size), dtype=bool)
+    init[0, init_idx] = True
     shadow_accuracy = [m["test_accuracy"] for m in shadows.meta]
     summary = {
         **identity,
@@ -211,12 +213,12 @@ def release_summary(
         },
         "evaluation": {
             **_settings(variance, settings),
-            "target": TARGET,
+            "target": RELEASE_TARGET,
             "plan": PLAN,
             "inclusion_rate": settings.inclusion_rate,
             "membership": drawn,
-            "membership_rate": None if coins is None else coins.rate,
-            "membership_seed": None if coins is None else coins.seed,
+            "membership_rate": rate,
+            "membership_seed": seed,
             "n_canaries": int(membership.size) if fair else None,
             "epsilon_note": note,
         },

@@ -30,7 +30,7 @@ import torch
 from shadow_runs.plan import membership_matrix
 from victims import get_victim, load_pool
 from victims.base import seeded
-from victims.condense import Members
+from victims.condensation.condense import Members
 from victims.data import write_class_balanced_subset
 from victims.latent_search import gradient_reconstruct, nearest_samples, powell_reconstruct
 

@@ -3,7 +3,7 @@ self-test's power row.
 
     python bench/oracle_power.py [--epsilon 4] [--delta 1e-5] [--m 24000]
 
-Per canary the output is coin·μ + N(0, 1), μ-GDP with ε(μ, δ) = ε0 (`audit.stats.selftest_mechanisms.
+Per canary the output is coin·μ + N(0, 1), μ-GDP with ε(μ, δ) = ε0 (`audit.selftest.mechanisms.
 gaussian_mu`). For thresholds t on that optimal score it takes the expected counts (m/2 members,
 m/2 non-members: the top guesses IN above t, and as many bottom guesses OUT by symmetry, or IN
 only) and bounds them at the full level, as if the best count had been known in advance. No
@@ -19,7 +19,7 @@ from scipy.stats import norm
 
 from audit.stats.epsilon import gaussian_dp_epsilon
 from audit.stats.guesses import bound_at
-from audit.stats.selftest_mechanisms import gaussian_mu
+from audit.selftest.mechanisms import gaussian_mu
 
 
 def main() -> None:

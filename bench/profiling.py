@@ -4,7 +4,7 @@ python bench/profiling.py modes [--width 128 --depth 3 --batch 256 --repeats 7]
     Seconds per noisy batch of PSG (per-example gradients of the matched weights + clipping +
     sum + noise) by every way of computing it: torch.func vmap(grad) (the earlier code),
     opacus's GradSampleModule with hooks, with force_functorch, with expanded weights ("ew"),
-    opacus's ghost clipping ("ghost"; two backward passes), and `victims.privacy.clipped_gradient_sum`
+    opacus's ghost clipping ("ghost"; two backward passes), and `victims.dp.privacy.clipped_gradient_sum`
     (layer factors + ghost norms, what PSG uses). The variants alternate in one process; medians
     over --repeats. Each is checked against vmap (largest relative error per parameter).
 
@@ -79,7 +79,7 @@ from victims import get_victim, load_pool
 from victims.pipelines import psg as psg_module
 from victims.compiled import compiled_steps
 from victims.nets import NetConfig, build_net, without_inplace
-from victims.privacy import clip_per_example, clipped_gradient_sum, gaussian_mean, per_example_gradients
+from victims.dp.privacy import clip_per_example, clipped_gradient_sum, gaussian_mean, per_example_gradients
 from victims.pipelines.psg import PSGVictim, SyntheticSet
 from victims.train import to_model_space
 
@@ -428,7 +428,7 @@ def time_condensation(victims: list, args) -> tuple[list[list[float]], cProfile.
     from dataclasses import replace
 
     from victims.base import seeded
-    from victims.condense import Members, initial_set
+    from victims.condensation.condense import Members, initial_set
 
     pool, keep = dataset_members(args.dataset, args.members)
     members = Members.of(pool, keep, device="cpu")

@@ -4,7 +4,7 @@ same looks each read at the full confidence (what spending prevents).
 
     python bench/sequential.py [--repetitions 200] [--rows rr gaussian whitebox halved]
 
-Rows (the self-test's sequential rows, `audit.stats.selftest_sequential.sequential_designs`, which
+Rows (the self-test's sequential rows, `audit.selftest.sequential.sequential_designs`, which
 `python -m audit.selftest` judges too; the verdict's rule, counts tuned on as many reference runs):
 - `rr`: randomised response at ε0 = 1, 10 target runs x 1,250 canaries, the ε verdict (f_{ε,δ} at δ = 0);
 - `gaussian`: the Gaussian mechanism at ε0 = 1 (δ = 1e-5), 10 x 1,500, the ε verdict;
@@ -24,8 +24,8 @@ import argparse
 import time
 import numpy as np
 
-from audit.stats.selftest_designs import Design
-from audit.stats.selftest_sequential import looks_schedule, sequential_designs, sequential_row
+from audit.selftest.designs import Design
+from audit.selftest.sequential import looks_schedule, sequential_designs, sequential_row
 from audit.stats.sequential import Schedule
 
 

@@ -34,7 +34,7 @@ IDENTITY_KEYS = (
 )
 #: identity keys that experiment.json holds only when they are not at their default (`_HASH_DEFAULTS`):
 #: `canaries` (victims.canaries), present only for an experiment with canaries
-#: `threat_model` (victims.whitebox_canaries), present only for a white-box experiment
+#: `threat_model` (victims.dp.whitebox_canaries), present only for a white-box experiment
 OPTIONAL_IDENTITY_KEYS = ("canaries", "threat_model")
 #: identity keys left out of the directory's hash: the plan (so a store made with another plan is
 #: found under the same name and refused, naming the plan, rather than silently left beside a new

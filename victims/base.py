@@ -52,7 +52,7 @@ class Observations:
     release_x: np.ndarray | None = None  # float32 [k, c, h, w] pixel scale: the released synthetic set, if any
     release_y: np.ndarray | None = None  # int64 [k]: its labels
     # white-box runs only: float32 [steps, canaries], each canary's projection of each noisy release
-    # (victims.whitebox_canaries)
+    # (victims.dp.whitebox_canaries)
     whitebox: np.ndarray | None = None
     whitebox_mechanism: dict | None = None  # with `whitebox`: the mechanism's public noise_multiplier and sample_rate
     # the mechanism the accountant composed, when it is T Poisson-subsampled Gaussian steps at one (sigma, q):

@@ -29,7 +29,7 @@ seed and the pool alone):
   disjoint from every other canary's, drawn from the seed), canary j labelled j mod C: several
   crafted canaries per run that barely interfere (8 per run keep 96% of one canary's separation,
   16 keep 88%, 64 half), so one run gives several coins;
-* `gradient` (white-box audits only, `victims.whitebox_canaries`): N rows that hold no image (zeros, label
+* `gradient` (white-box audits only, `victims.dp.whitebox_canaries`): N rows that hold no image (zeros, label
   drawn uniformly): the victim does not train on them; instead, in every step where the canary's
   coin is IN and it is Poisson-sampled, its Gaussian mechanism adds a vector of norm exactly Δ in
   the canary's own direction. A black-box attack's score on them is noise.
@@ -146,7 +146,7 @@ def canary_arrays(pool: Pool, config: CanaryConfig) -> tuple[np.ndarray, np.ndar
         return x, (np.arange(n) % n_classes).astype(np.int64), np.full(n, -1, dtype=np.int64)
     if config.kind == "marked":
         return marked_pages(pool, n, rng), (np.arange(n) % n_classes).astype(np.int64), np.full(n, -1, dtype=np.int64)
-    if config.kind == "gradient":  # no image: the victim's mechanism adds these (victims.whitebox_canaries)
+    if config.kind == "gradient":  # no image: the victim's mechanism adds these (victims.dp.whitebox_canaries)
         x = np.zeros((n, *pool.image_shape), dtype=np.float32)
         return x, rng.integers(0, n_classes, size=n).astype(np.int64), np.full(n, -1, dtype=np.int64)
     source = np.repeat(rng.choice(pool.n_pool, size=n, replace=False), config.copies)  # duplicate

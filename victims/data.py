@@ -32,7 +32,7 @@ class Pool:
     std: tuple[float, ...]
     flip_ok: bool  # horizontal flips keep the label
     fingerprint: str  # 16 hex chars of sha256 over the four arrays
-    #: victims.whitebox_canaries.WhiteBoxSpec of an audit under the white-box threat model: which rows are the
+    #: victims.dp.whitebox_canaries.WhiteBoxSpec of an audit under the white-box threat model: which rows are the
     #: canaries the victim's Gaussian mechanism reports on (None: black-box, the default)
     white_box: object | None = None
 

@@ -366,7 +366,7 @@ class GroupedNets(nn.Module):
 
     def matched_layers(self) -> list[nn.Module]:
         """The grouped convolutions and linear layers in model order: those whose weights have
-        two or more dimensions in each run, the parameters gradient matching uses (`victims.matching`)."""
+        two or more dimensions in each run, the parameters gradient matching uses (`victims.condensation.matching`)."""
         return [layer for layer in self.features if isinstance(layer, (nn.Conv2d, GroupedLinear))] + [self.classifier]
 
     def matched_weights(self) -> list[nn.Parameter]:

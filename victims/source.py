@@ -4,7 +4,7 @@ their `import` statements). A run store records it (experiment.json's `victim_so
 to mix runs from other code (`shadow_runs.store.RunStore.open`).
 
 For a built-in victim that is its module and the `victims` modules it needs (`victims.pipelines.dm` pulls in
-`victims.condense`, `victims.train`, `victims.nets`, ...); for a plugin (`--victim module:Class`)
+`victims.condensation.condense`, `victims.train`, `victims.nets`, ...); for a plugin (`--victim module:Class`)
 its own module and whatever it imports from its own package. Modules of other packages (torch,
 numpy, this package's `victims` for a plugin) are not hashed: their versions are in experiment.json's
 provenance.

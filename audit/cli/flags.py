@@ -16,7 +16,7 @@ from shadow_runs.plan import DEFAULT_INCLUSION_RATE
 from victims import victim_names
 from victims.compiled import COMPILE_MODES
 from victims.canaries import CANARY_KINDS, DEFAULT_COPIES, CanaryConfig
-from victims.whitebox_canaries import THREAT_MODELS
+from victims.dp.whitebox_canaries import THREAT_MODELS
 
 #: --runs-per-task's default on a GPU (--gpus-per-run > 0 or --device cuda). On an H100 at 28x28 a
 #: pack of 8 trained 2.86x (real), 1.31x (dm) and 1.48x (psg) the runs per hour of one run at a

@@ -74,6 +74,18 @@ def build_parser() -> ArgumentParser:
     return p
 
 
+def release_images(experiments) -> dict:
+    """experiment path -> pool images, for each audited release among `experiments`: its pool
+    file is the release's to read (`audit.releases.inputs`, which imports the victims' data, so
+    only when there is one); `build_report` finds every other experiment's pool itself."""
+    if not any(e.meta.get("pool_file") for e in experiments):
+        return {}
+    from audit.releases.inputs import audited_pool_images
+
+    found = {str(e.path): audited_pool_images(e.path, e.meta) for e in experiments}
+    return {path: x for path, x in found.items() if x is not None}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -87,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             experiments,
             baseline=baseline,
             settings=settings_from(args),
+            images=release_images(experiments),
             data_root=args.data_root,
             command=["python", "-m", "audit.report", *(sys.argv[1:] if argv is None else argv)],
         )

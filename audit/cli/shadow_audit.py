@@ -35,7 +35,7 @@ from victims import DataError, load_pool
 from victims.data import class_balanced_subset
 from shadow_runs.records import CanaryColumns
 from victims.canaries import add_canaries
-from victims.whitebox_canaries import with_white_box
+from victims.dp.whitebox_canaries import with_white_box
 
 
 def main(

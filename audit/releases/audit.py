@@ -208,9 +208,11 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[AuditSummary, Report, 
     comparison = _subset_comparison(prepared, release_flag)
     summary = release_summary(
         scores,
-        inputs,
+        inputs.member,
+        inputs.init_idx,
         shadows,
         obs,
+        coins=None if inputs.coins is None else (inputs.coins.rate, inputs.coins.seed),
         experiment=prepared.experiment,
         variance=variance,
         settings=settings,

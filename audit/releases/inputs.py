@@ -10,6 +10,7 @@ import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 
@@ -352,8 +353,16 @@ def _read_release(
     )
 
 
-def read_pool_images(pool_file: Path, pool_index_file: Path) -> np.ndarray:
-    """The audit pool's images [n, c, h, w] again, from POOL.npz and audit/pool_index.npy (for `audit.report`)."""
-    with np.load(pool_file, allow_pickle=False) as z:
-        x = z["x"]
-    return _images(x, str(pool_file))[np.load(pool_index_file)]
+def audited_pool_images(run_dir: Path, meta: Mapping) -> np.ndarray | None:
+    """The audit pool's images [n, c, h, w] of an audited release again (`run_dir`, `meta` its
+    experiment.json), from the POOL.npz it records and its audit/pool_index.npy, for
+    `audit.report`; None for an experiment of shadow runs, or where the file no longer reads."""
+    if not meta.get("pool_file"):
+        return None
+    pool_file = Path(meta["pool_file"])
+    try:
+        with np.load(pool_file, allow_pickle=False) as z:
+            x = z["x"]
+        return _images(x, str(pool_file))[np.load(run_dir / "audit" / "pool_index.npy")]
+    except (OSError, ValueError, KeyError):
+        return None

@@ -17,11 +17,11 @@ from victims.overrides import build_victim
 from audit.evaluate import StoredRuns
 from audit.releases.inputs import ReleaseError, ReleaseInputs
 from audit.results import SIZE_KEYS
+from audit.summary import RELEASE_TARGET
 from victims import get_victim
 from shadow_runs.store import differences
 
 TARGET_STREAM = 7  # SeedSequence stream of the downstream training on the user's release
-TARGET = "the user's release"  # what the one target is: evaluation.target of summary.json, runs/00000.json's target
 
 
 def size_field(victim_name: str) -> str | None:
@@ -74,7 +74,7 @@ def target_run(victim, inputs: ReleaseInputs, *, seed: int, device: str):
         "wall_s": round(time.perf_counter() - start, 3),
         "host": socket.gethostname(),
         "device": device,
-        "target": TARGET,
+        "target": RELEASE_TARGET,
     }
     return obs, meta
 

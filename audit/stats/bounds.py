@@ -3,7 +3,7 @@ summary.json keys, its label, its unit, its test, and whether the verdict may re
 
 `audit.stats.guesses` (`bound_at`, `bounds_of`, `tune`, `ceiling`), `audit.evaluate`, the verdict
 (`audit.stats.guesses.verdict_bound`, `audit.reporting.verdict`) and the self-test
-(`audit.stats.selftest_designs`, `audit.cli.selftest_command`) loop over `BOUNDS` or read `VERDICT_BOUND`.
+(`audit.selftest.designs`, `audit.selftest.command`) loop over `BOUNDS` or read `VERDICT_BOUND`.
 `BOUNDS` is the built-in rows of `BUILT_IN` followed by the bounds installed packages name in the
 entry-point group `BOUND_GROUP`: a new built-in bound is one row here and its test, a bound of your
 own one `Bound` named by an entry point (tests/contracts/test_registry.py holds every bound to the

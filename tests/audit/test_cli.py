@@ -272,10 +272,17 @@ def test_too_few_runs_names_only_the_attacks_that_apply_and_need_more(tmp_path, 
     assert not (tmp_path / "runs").exists()
 
 
+#: `python -m audit.X` -> the module whose `main` it runs, where that is not audit.X itself
+COMMAND_MODULES = {
+    "compare": "audit.cli.compare_command",
+    "release": "audit.cli.release_command",
+    "report": "audit.cli.report_command",
+    "selftest": "audit.selftest.command",
+}
+
+
 def _cli(module: str):
-    return importlib.import_module(
-        f"audit.cli.{module}_command" if module in {"compare", "release", "report", "selftest"} else f"audit.{module}"
-    ).main
+    return importlib.import_module(COMMAND_MODULES.get(module, f"audit.{module}")).main
 
 
 @pytest.mark.parametrize(

@@ -77,7 +77,7 @@ def test_epsilon_at_delta_is_the_gaussian_one_at_full_batch_and_the_prv_accounta
     # the self-test's white-box mechanism (q = 0.1024, 300 steps) at the σ opacus calibrates to ε = 1
     # and 4 with RDP: opacus's PRV accountant gives 0.918 and 3.675 (measured), the loss grid 0.914
     # and 3.686
-    from audit.stats.selftest_mechanisms import WHITEBOX_RATE, WHITEBOX_STEPS, whitebox_sigma, whitebox_true_epsilon
+    from audit.selftest.mechanisms import WHITEBOX_RATE, WHITEBOX_STEPS, whitebox_sigma, whitebox_true_epsilon
 
     for claim in (1.0, 4.0):
         sigma = whitebox_sigma(claim)

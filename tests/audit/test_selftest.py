@@ -23,13 +23,13 @@ from dataclasses import replace
 import pytest
 from scipy import stats
 
-from audit.cli import selftest_command
-from audit.stats import selftest_designs
+from audit.selftest import command as selftest_command
+from audit.selftest import designs as selftest_designs
 from audit.stats.epsilon import gaussian_dp_epsilon
 from audit.stats.bounds import ANALYSES, get_bound
 from audit.stats.guesses import RULES, BoundCache, RankedGuesses, tune
 from audit.stats.metrics import MembershipScores
-from audit.stats.selftest_mechanisms import (
+from audit.selftest.mechanisms import (
     APPROX_DELTA,
     PUBLISHED_IN,
     PUBLISHED_OUT,
@@ -45,7 +45,7 @@ from audit.stats.selftest_mechanisms import (
     published_coin_response,
     randomised_response,
 )
-from audit.stats.selftest_designs import (
+from audit.selftest.designs import (
     LAPLACE_TARGETS,
     NULL_ATTACKS,
     RR_TARGETS,
@@ -421,7 +421,7 @@ def test_cli_prints_a_block_per_design_and_a_line_per_rule_and_analysis():
         assert sum(line.endswith(" (not judged)") for line in block) == 4  # steinke and f-DP; mu-GDP is descriptive
     # the independent plan's rows are judged (the sigma-halved row's count detections)
     assert not any(line.endswith(" (not judged)") for line in lines[: retired[0]])
-    # the sequential rows (audit.stats.selftest_sequential): three judged, the false claim's detections;
+    # the sequential rows (audit.selftest.sequential): three judged, the false claim's detections;
     # with 2 repetitions its own curve catches the halved noise both times (measured at runs 1 and 2 of 10)
     start = next(k for k, line in enumerate(lines) if line.startswith("sequential looks: after each of 10"))
     sequential = lines[start + 1 : start + 5]

@@ -1,4 +1,4 @@
-"""Tests for audit.stats.selftest_designs by hand: the retired pairs plan, the Clopper-Pearson
+"""Tests for audit.selftest.designs by hand: the retired pairs plan, the Clopper-Pearson
 interval's closed forms, what a bound is judged against, and the pass rule's boundary. (The
 designs' validity and power, and the command line: tests/audit/test_selftest.py.)"""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from audit.stats.guesses import RULES
-from audit.stats.selftest_designs import (
+from audit.selftest.designs import (
     KEYS,
     Design,
     clopper_pearson,
@@ -19,7 +19,7 @@ from audit.stats.selftest_designs import (
     truth,
     verdict,
 )
-from audit.stats.selftest_mechanisms import null_scores
+from audit.selftest.mechanisms import null_scores
 
 
 def test_the_pairs_plan_halves_every_class_rounding_down_and_complements():

@@ -1,10 +1,10 @@
-"""Tests for audit.stats.selftest_mechanisms by hand: the Laplace pool and its scores, and the limits
+"""Tests for audit.selftest.mechanisms by hand: the Laplace pool and its scores, and the limits
 of the randomised and null mechanisms. (Rates on many draws and the Gaussian mechanism's μ:
 tests/audit/test_selftest.py.)"""
 
 import numpy as np
 
-from audit.stats.selftest_mechanisms import class_pool, gaussian_mu, laplace_scores, null_scores, randomised_response
+from audit.selftest.mechanisms import class_pool, gaussian_mu, laplace_scores, null_scores, randomised_response
 
 
 def test_the_laplace_pool_has_one_atypical_record_first_in_each_class():

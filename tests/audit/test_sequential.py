@@ -1,14 +1,14 @@
 """Tests for audit.stats.sequential (the looks of a sequential audit and the error each spends) and
-audit.stats.selftest_sequential (its check on exact mechanisms)."""
+audit.selftest.sequential (its check on exact mechanisms)."""
 
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from audit.stats.selftest_designs import Design, rr_labels, whitebox_designs
-from audit.stats.selftest_mechanisms import randomised_response
-from audit.stats.selftest_sequential import look_values, sequential_row
+from audit.selftest.designs import Design, rr_labels, whitebox_designs
+from audit.selftest.mechanisms import randomised_response
+from audit.selftest.sequential import look_values, sequential_row
 from audit.stats.sequential import (
     BUDGET_SPENT,
     GO_ON,

@@ -71,13 +71,53 @@ def test_imports_point_down():
                 assert not wrong, f"{name} imports {wrong}"
 
 
-def test_the_shared_parts_of_victims_import_no_pipeline():
-    """victims.pipelines (one module per built-in victim) is built from the other modules of
-    victims, never the reverse; victims.bugs, the broken twins of pipelines, is loaded by path."""
+#: the layers inside `victims`, lowest first, as `AUDIT_LAYERS` below: a module imports modules of its
+#: own layer or below (the longest matching prefix decides; the bare package `victims`, which imports
+#: every pipeline to register it, stands above them all)
+VICTIM_LAYERS = (
+    ("victims",),  # the shared parts: the protocol, data, networks, training, releasing a set, ...
+    ("victims.dp", "victims.condensation"),  # a folder per concept, built on the shared parts
+    ("victims.pipelines", "victims.dp.bugs"),  # the victims; the DP bugs, each a pipeline's broken twin
+)
+
+
+def within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def layer_of(name: str, layers: tuple[tuple[str, ...], ...]) -> int | None:
+    """`name`'s layer: that of the longest prefix of `layers` it matches; None for a bare package
+    (its __init__ re-exports or registers) or a module no prefix matches."""
+    matches = [
+        (len(prefix), layer)
+        for layer, prefixes in enumerate(layers)
+        for prefix in prefixes
+        if "." in name and within(name, prefix)
+    ]
+    return max(matches)[1] if matches else None
+
+
+def test_imports_inside_victims_point_down_and_its_folders_stand_apart():
+    """The shared parts import no concept folder and no pipeline; a concept folder (victims.dp,
+    victims.condensation) imports no pipeline and no other concept folder."""
+    folders = VICTIM_LAYERS[1]
     for name, imports in import_graph().items():
-        if name.startswith("victims.") and not name.startswith("victims.pipelines") and name != "victims.bugs":
-            wrong = sorted(m for m in imports if m.startswith("victims.pipelines"))
-            assert not wrong, f"{name} imports {wrong}"
+        if not name.startswith("victims.") or layer_of(name, VICTIM_LAYERS) is None:
+            continue
+        layer = layer_of(name, VICTIM_LAYERS)
+        upward = sorted(m for m in imports if (layer_of(m, VICTIM_LAYERS) or -1) > layer)
+        assert not upward, f"{name} (layer {layer}) imports {upward} from a layer above"
+        if layer == 1:
+            own = next(f for f in folders if within(name, f))
+            across = sorted(m for m in imports if layer_of(m, VICTIM_LAYERS) == 1 and not within(m, own))
+            assert not across, f"{name} imports {across}: a concept folder is built on the shared parts alone"
+
+
+def test_the_victims_layers_catch_a_shared_part_importing_a_concept_or_a_pipeline():
+    assert layer_of("victims", VICTIM_LAYERS) is None and layer_of("victims.data", VICTIM_LAYERS) == 0
+    assert layer_of("victims.dp.privacy", VICTIM_LAYERS) == 1 and layer_of("victims.dp.bugs", VICTIM_LAYERS) == 2
+    assert layer_of("victims.condensation", VICTIM_LAYERS) == 1
+    assert layer_of("victims.pipelines.dm", VICTIM_LAYERS) == 2
 
 
 def test_no_import_cycle():
@@ -99,21 +139,14 @@ def test_no_import_cycle():
 
 
 #: the layers inside `audit`, lowest first: a module imports modules of its own layer or below, never
-#: above (the longest matching prefix decides a module's layer; the bare package `audit` re-exports)
+#: above. Each entry is a module or a folder directly under `audit`, so a folder sits in one layer
+#: whole: no module of a lower layer imports any module of it (the bare package `audit` re-exports)
 AUDIT_LAYERS = (
-    # math, the claim checked, reading audits (and a release's input files), running victims
-    (
-        "audit.stats",
-        "audit.experiment",
-        "audit.claim",
-        "audit.results",
-        "audit.releases.inputs",
-        "audit.executor",
-        "audit.provenance",
-    ),
-    ("audit.evaluate", "audit.reporting", "audit.releases", "audit.epsilon", "audit.metrics"),
-    ("audit.summary", "audit.outputs", "audit.pipeline", "audit.releases.target"),  # what an audit writes
-    ("audit.releases.audit", "audit.rounds"),  # a release audit, start to end; an audit in rounds
+    # math, the claim checked, reading audits, running victims
+    ("audit.stats", "audit.experiment", "audit.claim", "audit.results", "audit.executor", "audit.provenance"),
+    ("audit.evaluate", "audit.reporting", "audit.epsilon", "audit.metrics"),
+    ("audit.summary", "audit.outputs", "audit.pipeline"),  # what an audit writes
+    ("audit.releases", "audit.rounds"),  # a release you made: its files, inputs, target and audit; an audit in rounds
     ("audit.cli",),  # the command lines
     (
         "audit.lira",
@@ -122,19 +155,22 @@ AUDIT_LAYERS = (
         "audit.compare",
         "audit.report",
         "audit.release",
-        "audit.selftest",
+        "audit.selftest",  # the self-test: its mechanisms, designs and command line, nothing else imports
     ),  # the `python -m` entry points
 )
 
 
 def audit_layer(name: str) -> int | None:
-    matches = [
-        (len(prefix), layer)
-        for layer, prefixes in enumerate(AUDIT_LAYERS)
-        for prefix in prefixes
-        if name == prefix or name.startswith(prefix + ".")
-    ]
-    return max(matches)[1] if matches else None
+    return layer_of(name, AUDIT_LAYERS)
+
+
+def test_a_folder_of_audit_sits_in_one_layer():
+    """The table names what lies directly under `audit`, so that a module reaching up into a folder
+    (audit.summary into audit.releases, audit.results into audit.releases.inputs) is refused."""
+    assert [p for layer in AUDIT_LAYERS for p in layer if p.count(".") != 1] == []
+    assert audit_layer("audit.releases.inputs") == audit_layer("audit.releases.target") == audit_layer("audit.releases")
+    assert audit_layer("audit.releases.inputs") > audit_layer("audit.summary") > audit_layer("audit.results")
+    assert audit_layer("audit.selftest.designs") > audit_layer("audit.stats.guesses")
 
 
 def test_every_audit_module_has_a_layer():
@@ -163,22 +199,15 @@ FILE_READERS = (
     "victims.data",  # the datasets
     "victims.source",  # the victims' source files, hashed
 )
-#: (importer, imported) edges the rule lets through, with the reason
-FILE_READER_EXCEPTIONS = {
-    ("audit.stats.selftest_mechanisms", "victims.privacy"): (
-        "the white-box self-test rows calibrate σ with opacus's accountants (`whitebox_sigma`, "
-        "`whitebox_true_epsilon`, imported inside them); victims.privacy imports victims.data"
-    ),
-}
 
 
-def reached(graph: dict[str, set[str]], start: str, *, skip=frozenset()) -> set[str]:
-    """The modules `start` imports at any depth, not following the (importer, imported) edges `skip`."""
+def reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    """The modules `start` imports at any depth."""
     seen, stack = set(), [start]
     while stack:
         name = stack.pop()
         for nxt in graph.get(name, ()):
-            if nxt not in seen and (name, nxt) not in skip:
+            if nxt not in seen:
                 seen.add(nxt)
                 stack.append(nxt)
     return seen
@@ -192,16 +221,13 @@ def test_the_file_reader_rule_follows_imports_at_any_depth():
     graph = {"audit.stats.x": {"audit.stats.y"}, "audit.stats.y": {"audit.results"}, "audit.results": set()}
     assert reads_files("audit.releases.files") and not reads_files("audit.releasesx")
     assert "audit.results" in reached(graph, "audit.stats.x")
-    assert "audit.results" not in reached(graph, "audit.stats.x", skip={("audit.stats.y", "audit.results")})
 
 
 def test_the_statistics_import_nothing_that_reads_files():
     graph = import_graph()
     assert all(any(n == r or n.startswith(r + ".") for n in graph) for r in FILE_READERS)  # no stale name
-    for edge in FILE_READER_EXCEPTIONS:  # no stale exception
-        assert edge[1] in graph.get(edge[0], ()), f"{edge} is no longer imported: remove its exception"
     for name in sorted(n for n in graph if n == "audit.stats" or n.startswith("audit.stats.")):
-        readers = sorted(m for m in reached(graph, name, skip=set(FILE_READER_EXCEPTIONS)) if reads_files(m))
+        readers = sorted(m for m in reached(graph, name) if reads_files(m))
         assert not readers, f"{name} imports, directly or not, modules that read files: {readers}"
 
 

@@ -438,7 +438,7 @@ def test_a_task_of_runs_that_do_not_pack_stores_what_single_runs_store(pool, tmp
 #: ConvNet's (`victims.train.train`), which every victim but dpsgd trains; these cover a fit on
 #: the members, on a real subset and on a condensed set, and the victims' own compiled steps: kip's
 #: loss (`victims.pipelines.kip.kip_loss`), psg's clipped sum and synthetic-set step
-#: (`victims.privacy._clipped_sums`, `victims.pipelines.psg.pixel_gradient`)
+#: (`victims.dp.privacy._clipped_sums`, `victims.pipelines.psg.pixel_gradient`)
 COMPILED = ("real", "subset", "dm", "kip", "psg")
 
 
@@ -488,7 +488,7 @@ def test_a_compiled_pack_equals_the_eager_pack(pool, keep):
 def test_a_dp_victim_records_the_mechanism_its_accountant_composed(name, pool, keep):
     # The own-curve test (audit.stats.mechanism) checks this record: it must be the very mechanism
     # whose epsilon the run reports, so composing it again gives the recorded formal epsilon.
-    from victims.privacy import epsilon_spent
+    from victims.dp.privacy import epsilon_spent
 
     obs = get_victim(name)(**FAST[name]).run(pool, keep, 1)
     mechanism = obs.mechanism

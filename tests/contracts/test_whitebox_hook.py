@@ -1,4 +1,4 @@
-"""The one white-box hook, in every DP victim's Gaussian mechanism (victims.whitebox_canaries): with zero
+"""The one white-box hook, in every DP victim's Gaussian mechanism (victims.dp.whitebox_canaries): with zero
 canaries it changes nothing, and with gradient canaries every DP victim observes them."""
 
 import dataclasses
@@ -9,7 +9,7 @@ import pytest
 from test_victims import FAST
 from victims import get_victim
 from victims.canaries import CanaryConfig, add_canaries
-from victims.whitebox_canaries import WhiteBoxSpec, with_white_box
+from victims.dp.whitebox_canaries import WhiteBoxSpec, with_white_box
 
 DP_VICTIMS = ("dpsgd", "psg", "dpcgan", "dpkernel", "datalens")
 

@@ -192,7 +192,7 @@ def test_the_worst_case_black_box_design_proves_a_noise_bug(tmp_path):
     # the same 1.161 with MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 (no AVX-512 kernels),
     # but it is the draw's: with --seed 1..4 it is 1.972, 0.630, 1.013, 1.437 (and on 128 runs,
     # seeds 0..4: 0.825, 1.972, 1.221, 1.251, 2.321), so more runs do not lift seed 0 (2026-11-27).
-    flags = ("--victim", "victims.bugs:NoiseForTen", "--epsilon", "1", "--claimed-epsilon", "1")
+    flags = ("--victim", "victims.dp.bugs:NoiseForTen", "--epsilon", "1", "--claimed-epsilon", "1")
     root, summary = run_cli("audit.lira", tmp_path / "runs", *flags, *worst_case_flags(tmp_path), "--n-shadow", "64")
     verdict = summary["verdict"]
     # the runs record the epsilon their noise spends, and the Gaussian mechanism it is (q = 1, 10 steps)

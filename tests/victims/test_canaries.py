@@ -125,7 +125,7 @@ def test_more_canaries_than_the_pool_holds_is_refused(pool):
     for kind in ("mislabeled", "outlier", "duplicate"):
         with pytest.raises(ValueError, match="--canaries 5000 is more than the pool's 1500 examples can hold"):
             add_canaries(pool, CanaryConfig(n=5000, kind=kind))
-    # gradient canaries copy no image: their limit is the release's coordinates (victims.whitebox_canaries)
+    # gradient canaries copy no image: their limit is the release's coordinates (victims.dp.whitebox_canaries)
     assert add_canaries(pool, CanaryConfig(n=5000, kind="gradient")).n_pool == 6500
 
 

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from victims import augment as dsa_ops
+from victims.condensation import augment as dsa_ops
 from victims import get_victim
-from victims.condense import Members, assured_members_per_class, check_ipc, initial_set
+from victims.condensation.condense import Members, assured_members_per_class, check_ipc, initial_set
 from victims.base import seeded, seeded_runs
 from victims.nets import NetConfig, build_net
 from victims.packed import GroupedNets

@@ -12,7 +12,7 @@ from victims.base import victim_config
 from victims.data import make_pool
 from victims.pipelines.dpsgd import DPSGDVictim, pretrained_start
 from victims.nets import NetConfig, build_net
-from victims.privacy import noise_multiplier_for
+from victims.dp.privacy import noise_multiplier_for
 from victims.train import predict_queries, to_model_space
 
 SMALL = NetConfig(width=16)

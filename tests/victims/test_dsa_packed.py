@@ -9,7 +9,7 @@ import torch
 from shadow_runs.plan import membership_matrix
 from victims import get_victim
 from victims.base import seeded_runs
-from victims.condense import CondensationVictim, Members
+from victims.condensation.condense import CondensationVictim, Members
 from victims.nets import NetConfig
 
 SHORT = {"ipc": 2, "iterations": 2, "outer": 2, "inner": 1, "batch_real": 8, "net": NetConfig(width=8)}

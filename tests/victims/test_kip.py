@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from victims.base import seeded, seeded_runs
-from victims.condense import Members, initial_set
+from victims.condensation.condense import Members, initial_set
 from victims.pipelines.kip import KIPVictim, Whitening, centered_one_hot, kip_loss, ntk
 from victims.nets import NetConfig
 from victims.train import TrainConfig

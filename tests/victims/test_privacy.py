@@ -1,7 +1,7 @@
 import pytest
 from opacus.accountants import RDPAccountant
 
-from victims.privacy import epsilon_spent, noise_multiplier_for
+from victims.dp.privacy import epsilon_spent, noise_multiplier_for
 
 
 @pytest.mark.parametrize("epsilon", [1.0, 10.0])

@@ -7,9 +7,9 @@ import torch.nn.functional as F
 from opacus.accountants import RDPAccountant
 
 from victims import get_victim
-from victims.matching import gradient_distance, layer_distance
+from victims.condensation.matching import gradient_distance, layer_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net
-from victims.privacy import (
+from victims.dp.privacy import (
     _layer_factors,
     _patches,
     conv_geometry,

@@ -9,7 +9,7 @@ from victims.source import victim_source
 
 def test_a_built_in_victim_hashes_its_pipeline_and_the_shared_victims_modules_it_imports():
     dm = victim_source(get_victim("dm"))
-    shared = {"victims.condense", "victims.train", "victims.nets", "victims.base"}
+    shared = {"victims.condensation.condense", "victims.train", "victims.nets", "victims.base"}
     assert {"victims.pipelines.dm"} | shared <= set(dm["modules"])
     assert all(m.startswith("victims.") for m in dm["modules"])
     assert len(dm["sha256"]) == 64 and victim_source(get_victim("dm")) == dm

@@ -24,7 +24,7 @@ def test_relu_is_in_place_only_after_a_norm_and_gives_the_same_values_out_of_pla
     relus = lambda net: [m.inplace for m in net.modules() if isinstance(m, torch.nn.ReLU)]  # noqa: E731
     normed = build_net(NetConfig(width=8), image_shape=(1, 8, 8), n_classes=10)
     # after GroupNorm the activation is nobody else's; without a norm it is the convolution's
-    # output, which per-example gradients read (victims.privacy checks its version)
+    # output, which per-example gradients read (victims.dp.privacy checks its version)
     assert relus(normed) == [True, True]
     assert relus(build_net(NetConfig(width=8, norm="none"), image_shape=(1, 8, 8), n_classes=10)) == [False, False]
     x = torch.randn(4, 1, 8, 8, generator=torch.Generator().manual_seed(0))

@@ -1,4 +1,4 @@
-"""White-box canaries (victims.whitebox_canaries): the probe's arithmetic, the one hook in every DP victim,
+"""White-box canaries (victims.dp.whitebox_canaries): the probe's arithmetic, the one hook in every DP victim,
 and the refusals (every DP victim's hook: tests/contracts/test_whitebox_hook.py)."""
 
 import dataclasses
@@ -9,8 +9,8 @@ import torch
 
 from victims import get_victim, load_pool
 from victims.canaries import CanaryConfig, add_canaries
-from victims.privacy import gaussian_release
-from victims.whitebox_canaries import CanaryProbe, WhiteBoxSpec, directions, training_keep, with_white_box
+from victims.dp.privacy import gaussian_release
+from victims.dp.whitebox_canaries import CanaryProbe, WhiteBoxSpec, directions, training_keep, with_white_box
 
 
 def test_directions_are_distinct_signed_coordinates_from_the_seed_alone():

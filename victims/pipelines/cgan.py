@@ -61,12 +61,12 @@ from victims.base import (
     require_positive,
     seeded,
 )
-from victims.condense import Members
-from victims.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
+from victims.condensation.condense import Members
+from victims.dp.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
 from victims.data import Pool
 from victims.latent_search import WB_OPTIMIZERS, gradient_reconstruct, nearest_samples, powell_reconstruct
 from victims.nets import ConditionalDiscriminator, ConditionalGenerator
-from victims.privacy import (
+from victims.dp.privacy import (
     accountant_field,
     accounted_fields,
     gaussian_mean,

@@ -59,7 +59,7 @@ noisy outputs; under add/remove of one record one summand moves by at most Delta
 the Gaussian mechanism with noise std sigma * Delta: RDP alpha / (2 sigma^2) at every order alpha.
 The `steps` steps compose (no subsampling, no amplification) to steps * alpha / (2 sigma^2),
 converted to (epsilon, delta) by opacus's `get_privacy_spent` over its default orders (through
-`victims.privacy` with sample rate 1, where opacus's RDP is exactly alpha / (2 sigma^2));
+`victims.dp.privacy` with sample rate 1, where opacus's RDP is exactly alpha / (2 sigma^2));
 `--epsilon` picks sigma by opacus's bisection (`get_noise_multiplier`, tolerance 0.01). The
 threshold, un-rotation, unsketch, top-k and the student's update are post-processing. sigma and
 the recorded `formal_epsilon` depend on (epsilon, delta, steps) only, never on the member count.
@@ -100,8 +100,8 @@ from victims.base import DEFAULT_INCLUSION_RATE, expected_members, register_vict
 from victims.pipelines.cgan import CGANVictim, observe_generator
 from victims.data import Pool
 from victims.nets import ConditionalDiscriminator
-from victims.privacy import accounted_fields, gaussian_release, noise_multiplier_for, require_privacy_target
-from victims.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
+from victims.dp.privacy import accounted_fields, gaussian_release, noise_multiplier_for, require_privacy_target
+from victims.dp.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
 from victims.train import to_model_space
 
 COMPRESSIONS = ("topagg", "d2pfed", "fetchsgd")
@@ -262,7 +262,7 @@ class Aggregation:
         self, votes: torch.Tensor, *, noise_std: float, generator: torch.Generator, probe: CanaryProbe | None = None
     ) -> torch.Tensor:
         """The Gaussian mechanism: the sum of the votes [N, D] (its sketch for fetchsgd) plus
-        N(0, noise_std^2) in every coordinate (`victims.privacy.gaussian_release`, with the white-box
+        N(0, noise_std^2) in every coordinate (`victims.dp.privacy.gaussian_release`, with the white-box
         `probe` if any)."""
         total = votes.sum(0)
         if self.compression == "fetchsgd":

@@ -3,7 +3,7 @@
 Every iteration draws a fresh randomly initialised ConvNet (its weights are never trained) and,
 for every class, moves the mean embedding of the synthetic images towards the mean embedding of
 a random batch of that class's members, both after the same differentiable siamese augmentation
-(`victims.augment`): loss = sum_c || mean psi(A_w(real_c)) - mean psi(A_w(syn_c)) ||^2, one SGD
+(`victims.condensation.augment`): loss = sum_c || mean psi(A_w(real_c)) - mean psi(A_w(syn_c)) ||^2, one SGD
 step of the images per iteration. All classes go through the network in one batch; one
 augmentation seed per iteration serves every class (the reference draws one per class).
 
@@ -23,9 +23,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from victims.augment import augment, augment_runs, draw_seed, strategy
+from victims.condensation.augment import augment, augment_runs, draw_seed, strategy
 from victims.base import SeededRuns, register_victim, require_at_least, require_momentum, require_positive
-from victims.condense import CondensationVictim, Members, image_sgd
+from victims.condensation.condense import CondensationVictim, Members, image_sgd
 from victims.data import Pool
 from victims.nets import NetConfig, build_net
 from victims.packed import GroupedNets, draw_nets

@@ -14,7 +14,7 @@ of `steps` iterations
    `victims.base.expected_members`; never the run's actual count);
 2. releases the batch's kernel mean embedding, as a sum, with Gaussian noise:
    mu~ = (sum_{i in S} phi*(x_i, y_i) + sigma * Delta * xi) / B, xi ~ N(0, I), sigma from opacus's
-   accountant (`victims.privacy.noise_multiplier_for`) so that the `steps` releases at rate B/N
+   accountant (`victims.dp.privacy.noise_multiplier_for`) so that the `steps` releases at rate B/N
    spend the target (epsilon, delta);
 3. takes one Adam step of the generator on |mu~ - mu_G|^2, mu_G the embedding of
    `fake_per_class` fresh samples of every class (balanced labels) divided by their number, i.e.
@@ -98,7 +98,7 @@ from victims.base import (
 from victims.pipelines.cgan import GanLeaksSearch, observe_generator
 from victims.data import Pool
 from victims.nets import ConditionalGenerator
-from victims.privacy import (
+from victims.dp.privacy import (
     gaussian_release,
     accountant_field,
     accounted_fields,
@@ -109,7 +109,7 @@ from victims.privacy import (
     require_privacy_target,
 )
 from victims.train import TrainConfig, small_set_training
-from victims.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
+from victims.dp.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
 
 #: L2 sensitivity of the embedding SUM to adding or removing one record: |phi*(x, y)|_2 = 1 exactly
 SENSITIVITY = 1.0

@@ -6,13 +6,13 @@ which is data under the membership plan. Here everything the accountant sees is 
 N = q * n_pool the plan's expected member count (`victims.base.expected_members`),
 
 - Poisson batches: each member independently with probability B / N at every step
-  (`victims.privacy.poisson_batches`: opacus's `UniformWithReplacementSampler`, the batch sampler
+  (`victims.dp.privacy.poisson_batches`: opacus's `UniformWithReplacementSampler`, the batch sampler
   of its `DPDataLoader`, with an explicit step count: `DPDataLoader`'s length is int(N / B),
   rounded down);
 - round(N / B) steps per epoch (at least one), `epochs` epochs;
 - per-example gradients from opacus's `GradSampleModule`, clipped to C, summed, plus
   N(0, sigma^2 C^2) noise, divided by B by opacus's `DPOptimizer(expected_batch_size=B)`;
-- sigma from the accountant (`victims.privacy.noise_multiplier_for`) so that these steps spend
+- sigma from the accountant (`victims.dp.privacy.noise_multiplier_for`) so that these steps spend
   the target epsilon; the recorded epsilon is that of opacus's accountant attached to the
   optimizer's step hook, i.e. for the steps actually taken.
 
@@ -52,11 +52,11 @@ import torch
 import torch.nn.functional as F
 
 from shadow_runs.atomic_files import atomic_write, write_json
-from victims.augment import draw_seed
+from victims.condensation.augment import draw_seed
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, expected_members, observe, register_victim, seeded
 from victims.data import Pool
 from victims.nets import NetConfig, build_net, without_inplace
-from victims.privacy import (
+from victims.dp.privacy import (
     accountant_field,
     epsilon_spent,
     gaussian_steps,
@@ -68,7 +68,7 @@ from victims.privacy import (
     require_privacy_target,
 )
 from victims.train import to_model_space
-from victims.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
+from victims.dp.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
 
 
 SAMPLINGS = ("poisson", "full-batch")
@@ -86,7 +86,7 @@ class DPSGDPrivacy:
     steps: int  # epochs * round(q * n_pool / B); epochs for full-batch
     noise_multiplier: float  # sigma
     batch_divisor: float  # what the noisy sum is divided by: B, or q * n_pool for full-batch
-    #: what the accountant is told, where it differs from what is trained (a bug, `victims.bugs`):
+    #: what the accountant is told, where it differs from what is trained (a bug, `victims.dp.bugs`):
     #: None, the sample rate and steps above
     accounted_rate: float | None = None
     accounted_steps: int | None = None
@@ -108,7 +108,7 @@ class DPSGDPrivacy:
 class DPSGDVictim:
     """The ConvNet trained by DP-SGD (Poisson sampling, per-example clipping, Gaussian noise)."""
 
-    #: under white-box, record canaries are scored through their own gradients (victims.whitebox_canaries)
+    #: under white-box, record canaries are scored through their own gradients (victims.dp.whitebox_canaries)
     white_box_record_canaries: ClassVar[bool] = True
 
     epsilon: float = field(default=1.0, metadata={"help": "target epsilon of the DP-SGD training"})
@@ -200,7 +200,7 @@ class DPSGDVictim:
 
     def release_dimension(self, pool: Pool) -> int:
         """Coordinates of each noisy gradient sum (the ConvNet's parameters): what white-box gradient
-        canaries are placed in (`victims.whitebox_canaries`)."""
+        canaries are placed in (`victims.dp.whitebox_canaries`)."""
         net = build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes)
         return sum(p.numel() for p in net.parameters())
 
@@ -213,7 +213,7 @@ class DPSGDVictim:
         device: str = "cpu",
         inclusion_rate: float = DEFAULT_INCLUSION_RATE,
     ) -> Observations:
-        from opacus import GradSampleModule  # imported here: see victims.privacy
+        from opacus import GradSampleModule  # imported here: see victims.dp.privacy
         from opacus.accountants import create_accountant
 
         plan = self.privacy(pool, inclusion_rate)
@@ -284,7 +284,7 @@ class DPSGDVictim:
     def optimizer(self, model, plan: DPSGDPrivacy, *, generator: torch.Generator, probe: CanaryProbe | None):
         """opacus's DPOptimizer over `model`'s parameters: clip to C, sum, add N(0, sigma^2 C^2),
         divide by B (N for full-batch). With a white-box `probe`, its noise step is wrapped in the probe's two calls
-        (`victims.privacy.gaussian_release` does the same for the other DP victims), and gradient
+        (`victims.dp.privacy.gaussian_release` does the same for the other DP victims), and gradient
         canaries join the per-example gradients before clipping (`CanaryProbe.per_example_rows`)."""
         from opacus.optimizers import DPOptimizer
 
@@ -299,7 +299,7 @@ class DPSGDVictim:
         if probe is not None and probe.spec.gradient:
             clip_and_accumulate = optimizer.clip_and_accumulate
 
-            def clip_with_canaries() -> None:  # gradient canaries enter before clipping (victims.whitebox_canaries)
+            def clip_with_canaries() -> None:  # gradient canaries enter before clipping (victims.dp.whitebox_canaries)
                 params = list(optimizer.params)
                 rows = probe.per_example_rows([p.shape for p in params], device=params[0].device, dtype=params[0].dtype)
                 if rows is not None:

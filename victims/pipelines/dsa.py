@@ -2,7 +2,7 @@
 with (`dsa`, Zhao & Bilen, ICML 2021) or without (`dc`) differentiable siamese augmentation.
 
 Every iteration draws a fresh ConvNet; for each of `outer` loops, the images of every class take
-one SGD step on the layer-wise cosine distance (`victims.matching`, shared with PSG) between the
+one SGD step on the layer-wise cosine distance (`victims.condensation.matching`, shared with PSG) between the
 network's gradient on the synthetic images of the class and its gradient on a random batch of
 that class's members, both after the same augmentation; then (except after the last loop) the
 network takes `inner` SGD steps on the synthetic set. The reference's loop counts by images per
@@ -26,11 +26,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from victims.augment import augment, augment_runs, draw_seed, strategy
+from victims.condensation.augment import augment, augment_runs, draw_seed, strategy
 from victims.base import SeededRuns, register_victim, require_at_least, require_momentum, require_positive
-from victims.condense import CondensationVictim, Members, image_sgd
+from victims.condensation.condense import CondensationVictim, Members, image_sgd
 from victims.data import Pool
-from victims.matching import gradient_distance
+from victims.condensation.matching import gradient_distance
 from victims.nets import NetConfig, build_net
 from victims.packed import GroupedNets, draw_nets
 from victims.presets import filled_from_preset

@@ -26,10 +26,10 @@ from typing import Any, ClassVar
 
 import torch
 
-from victims.augment import augment, augment_runs, draw_seed, strategy
+from victims.condensation.augment import augment, augment_runs, draw_seed, strategy
 from victims.base import SeededRuns, register_victim, require_at_least
 from victims.compiled import compiling, maybe_compiled
-from victims.condense import CondensationVictim, Members
+from victims.condensation.condense import CondensationVictim, Members
 from victims.data import Pool
 from victims.presets import filled_from_preset
 

@@ -5,7 +5,7 @@ learns by matching the gradients of a classifier on it to DP-sanitised gradients
 For each of R restarts of the classifier: T outer iterations, each of K batches (a Poisson sample
 of the members at rate B/N -> per-example gradients, each clipped to norm C -> summed with
 N(0, sigma^2 C^2) noise -> divided by B -> one step of the synthetic set on the layer-wise cosine
-distance of `victims.matching`), then J steps of the classifier on the synthetic set. Only the
+distance of `victims.condensation.matching`), then J steps of the classifier on the synthetic set. Only the
 R*T*K noisy gradients touch the members, so the release is (epsilon, delta)-DP by the subsampled
 Gaussian mechanism composed over R*T*K steps; sigma comes from opacus's accountant.
 
@@ -18,12 +18,12 @@ requires; each member enters each batch with probability B/N whatever the run's 
 a small conditional generator on fixed latent codes, and its parameters are optimised instead.
 
 Per-example gradients: the mechanism needs only the sum of the clipped per-example gradients,
-which `victims.privacy.clipped_gradient_sum` computes from each layer's inputs and output
+which `victims.dp.privacy.clipped_gradient_sum` computes from each layer's inputs and output
 gradients (one forward, one backward pass) with ghost norms, forming per-example gradients only
 where that is cheaper (the first convolution). It equals the torch.func vmap(grad) path
-(`victims.privacy.per_example_gradients`, kept as its reference and fallback) to float rounding
+(`victims.dp.privacy.per_example_gradients`, kept as its reference and fallback) to float rounding
 and is 8-9 times faster at the reference's width-128 ConvNet (bench/profiling.py modes). The
-Poisson sampling, the Gaussian mechanism and the accountant are `victims.privacy`'s, shared with
+Poisson sampling, the Gaussian mechanism and the accountant are `victims.dp.privacy`'s, shared with
 the other DP victims.
 
 Packed runs (`--runs-per-task K`): `generate_packed` advances the K runs' generations as one
@@ -63,12 +63,12 @@ from victims.base import (
 )
 from victims.compiled import compiling, maybe_compiled
 from victims.data import Pool
-from victims.matching import gradient_distance
+from victims.condensation.matching import gradient_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net
 from victims.packed import GroupedNets, draw_nets, fit_runs, observe_packed
 from victims.pipelines.real import training_set
 from victims.presets import filled_from_preset, require_filled
-from victims.privacy import (
+from victims.dp.privacy import (
     accountant_field,
     clipped_gradient_sum,
     epsilon_spent,
@@ -84,7 +84,7 @@ from victims.privacy import (
 )
 from victims.synthetic import ReleasesData
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
-from victims.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
+from victims.dp.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
 
 PRESETS = ("digits", "faithful", "paper")
 
@@ -619,7 +619,7 @@ def noisy_mean_gradient(
 ) -> list[torch.Tensor]:
     """PSG's noisy real gradient, the Gaussian mechanism on a Poisson batch: (sum of clipped
     per-example gradients + N(0, sigma^2 C^2)) / B, one tensor per parameter of `params`, from
-    `victims.privacy`'s `clipped_gradient_sum` and `gaussian_mean`. An empty batch gives pure noise."""
+    `victims.dp.privacy`'s `clipped_gradient_sum` and `gaussian_mean`. An empty batch gives pure noise."""
     sums = clipped_gradient_sum(net, params, x, y, max_norm=max_grad_norm) if len(x) else None
     return gaussian_mean(
         None,

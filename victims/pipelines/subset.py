@@ -6,9 +6,9 @@ apply to the baseline as to every synthetic set) and are recorded as `init_idx`,
 audited as their own sub-group.
 
 A run's members of a class are Binomial(class size, q) under the membership plan, so `check`
-refuses an `ipc` a run could plausibly not supply (`victims.condense.check_ipc`), and a run with
+refuses an `ipc` a run could plausibly not supply (`victims.condensation.condense.check_ipc`), and a run with
 fewer than `ipc` members of some class all the same raises ValueError naming the class and the
-counts (`victims.condense.require_members_per_class`) instead of releasing an unbalanced subset.
+counts (`victims.condensation.condense.require_members_per_class`) instead of releasing an unbalanced subset.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, observe, register_victim, require_at_least, seeded
-from victims.condense import check_ipc, require_members_per_class
+from victims.condensation.condense import check_ipc, require_members_per_class
 from victims.data import Pool
 from victims.packed import observe_packed
 from victims.pipelines.real import fit_on_pool, fit_packed_on_pool

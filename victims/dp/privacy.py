@@ -30,7 +30,7 @@ without forming them (layer inputs and output gradients, ghost norms; Li et al. 
 
 The Gaussian mechanism: `gaussian_release` adds N(0, std^2) to clean sums, the one place every DP
 victim's noise is drawn (`dpsgd`'s is opacus's, wrapped in the same white-box probe), and reports
-to a white-box probe when there is one (`victims.whitebox_canaries`). `gaussian_mean` adds N(0, sigma^2 C^2)
+to a white-box probe when there is one (`victims.dp.whitebox_canaries`). `gaussian_mean` adds N(0, sigma^2 C^2)
 to the clipped sum (the Gaussian
 mechanism at L2 sensitivity C, RDP alpha / (2 sigma^2) at every order alpha; Mironov 2017) and
 divides by the public expected batch size B (post-processing), so that Poisson sampling at rate
@@ -59,7 +59,7 @@ from torch.func import functional_call, grad, vmap
 from victims.base import DEFAULT_INCLUSION_RATE, expected_members
 from victims.compiled import maybe_compiled
 from victims.data import Pool
-from victims.whitebox_canaries import CanaryProbe
+from victims.dp.whitebox_canaries import CanaryProbe
 
 ACCOUNTANTS = ("rdp", "prv")
 
@@ -430,7 +430,7 @@ def gaussian_release(
 ) -> list[torch.Tensor]:
     """The Gaussian mechanism on clean sums: each + N(0, std^2) in every coordinate (no draw at
     std 0). Every DP victim's noise goes through here (`dpsgd`'s through opacus, with the same
-    probe): with a white-box `probe` (`victims.whitebox_canaries`), its gradient canaries are added to the
+    probe): with a white-box `probe` (`victims.dp.whitebox_canaries`), its gradient canaries are added to the
     clean sums first and every canary's projection of the noisy sums is recorded after. Without
     one the result is the mechanism's alone, bit for bit."""
     if probe is not None:

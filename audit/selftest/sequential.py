@@ -2,7 +2,7 @@
 at after every target run with each look at its share of the error, over seeded repetitions.
 
 A repetition draws the design's coins and the mechanism's scores for all its runs once (as
-`audit.stats.selftest_designs.repetition_bounds` does), then looks after t = 1, 2, ... target runs:
+`audit.selftest.designs.repetition_bounds` does), then looks after t = 1, 2, ... target runs:
 look k sees the first t_k target runs and as many reference runs, chooses its guess count on
 those references (the verdict's rule) and bounds the targets at its confidence 1 - α_k. The runs of
 a mechanism here are independent of each other, so the first t runs of a repetition are exactly
@@ -23,7 +23,7 @@ from scipy import stats
 
 from audit.stats.epsilon import RankedGuesses
 from audit.stats.guesses import BoundCache, best_count, tune
-from audit.stats.selftest_designs import (
+from audit.selftest.designs import (
     _NOISE_STREAM,
     _STREAMS_PER_ATTACK,
     Design,
@@ -132,8 +132,8 @@ def sequential_designs() -> list[tuple[Design, str]]:
     are detections (power)."""
     from dataclasses import replace
 
-    from audit.stats.selftest_designs import gaussian_design, rr_labels, whitebox_designs
-    from audit.stats.selftest_mechanisms import randomised_response
+    from audit.selftest.designs import gaussian_design, rr_labels, whitebox_designs
+    from audit.selftest.mechanisms import randomised_response
 
     rr = Design("randomised response", "independent", 1.0, randomised_response, rr_labels(), SEQUENTIAL_LOOKS)
     white_box, halved = whitebox_designs()[0], whitebox_designs()[-1]
@@ -151,7 +151,7 @@ def looks_schedule(confidence: float) -> Schedule:
 
 
 def judged_row(design: Design, found: SequentialRow, *, confidence: float) -> JudgedRow | None:
-    """The row `audit.stats.selftest_designs.verdict` judges (rule "sequential"): its alarms against
+    """The row `audit.selftest.designs.verdict` judges (rule "sequential"): its alarms against
     the allowed 1 - confidence; None for a false claim (`Design.noise_halved`), whose alarms are detections."""
     if design.noise_halved:
         return None

@@ -1,4 +1,4 @@
-"""`python -m audit.selftest`'s command line: every design of `audit.stats.selftest_designs` at a number of
+"""`python -m audit.selftest`'s command line: every design of `audit.selftest.designs` at a number of
 repetitions, one table block per design, the power line, and last the verdict (`verdict`): exit
 status 0 when the self-test passes, 1 when a judged row fails."""
 
@@ -12,11 +12,11 @@ import numpy as np
 
 from audit.cli.arguments import ArgumentParser, int_at_least, probability
 from audit.stats.bounds import get_bound
-from audit.stats.selftest_sequential import judged_row, looks_schedule, sequential_designs, sequential_row
+from audit.selftest.sequential import judged_row, looks_schedule, sequential_designs, sequential_row
 from audit.stats import guesses
 from audit.stats.bounds import BOUNDS
 from audit.stats.guesses import RULES, BoundCache
-from audit.stats.selftest_designs import (
+from audit.selftest.designs import (
     CONFIDENCE,
     FAMILY_LEVEL,
     KEYS,
@@ -129,7 +129,7 @@ class SequentialBlock:
 
 
 def sequential_block(args: argparse.Namespace, results) -> SequentialBlock:
-    """The sequential rows (`audit.stats.selftest_sequential`): a look after each target run, the
+    """The sequential rows (`audit.selftest.sequential`): a look after each target run, the
     error spent over the looks; per row its alarms (a repetition with some look above the truth),
     rate and 95% Clopper-Pearson interval, and for the false claim its detections and the runs to the
     first one."""

@@ -11,7 +11,7 @@ this adaptive composition of releases, so every statement it makes holds for the
 auditor too: a canary record whose contribution has norm at most Delta, with an independent
 fair coin, is protected at (epsilon, delta), and the one-run bound applies to m such canaries.
 
-`CanaryProbe` is the one hook: the shared mechanism (`victims.privacy.gaussian_release`, and the
+`CanaryProbe` is the one hook: the shared mechanism (`victims.dp.privacy.gaussian_release`, and the
 opacus optimiser of `dpsgd`) calls `contribute` on the clean sum before its noise is drawn and
 `observe` on the noisy sum after. With no probe the mechanism is unchanged bit for bit.
 

@@ -1,4 +1,4 @@
-"""Simulated mechanisms of known ε for the self-test (`audit.stats.selftest_designs`): each takes the coins
+"""Simulated mechanisms of known ε for the self-test (`audit.selftest.designs`): each takes the coins
 of some runs [R, n] (and a generator) and returns the scores [R, n] an attack would rank.
 
 Every ε here is with respect to adding or removing one canary, the relation the plan's
@@ -19,7 +19,7 @@ independent coins realise, and each docstring proves its mechanism's ε (or μ):
 * `null_scores`: scores independent of the coins, ε = 0.
 
 A new mechanism is one function here with the signature `(keep, epsilon, rng) -> scores` and its
-proof in the docstring, then a `Design` row in `audit.stats.selftest_designs.designs`.
+proof in the docstring, then a `Design` row in `audit.selftest.designs.designs`.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def gaussian_mechanism(
 def whitebox_sigma(claimed_epsilon: float) -> float:
     """The noise multiplier opacus's RDP accountant calibrates to `claimed_epsilon` at δ = 1e-5 for
     `WHITEBOX_STEPS` steps at rate `WHITEBOX_RATE` (as a DP victim does)."""
-    from victims.privacy import noise_multiplier_for
+    from victims.dp.privacy import noise_multiplier_for
 
     return noise_multiplier_for(
         epsilon=claimed_epsilon, delta=APPROX_DELTA, sample_rate=WHITEBOX_RATE, steps=WHITEBOX_STEPS
@@ -118,7 +118,7 @@ def whitebox_sigma(claimed_epsilon: float) -> float:
 
 def whitebox_true_epsilon(sigma: float) -> float:
     """The PRV accountant's ε at δ = 1e-5 of the white-box design at noise multiplier `sigma`."""
-    from victims.privacy import epsilon_spent
+    from victims.dp.privacy import epsilon_spent
 
     return epsilon_spent(
         noise_multiplier=sigma, sample_rate=WHITEBOX_RATE, steps=WHITEBOX_STEPS, delta=APPROX_DELTA, accountant="prv"

@@ -22,7 +22,7 @@ The one-run theorems make the false-alarm rate of every (rule, analysis) at most
 (5%) whatever the mechanism; the table shows the measured rate with its 95% Clopper–Pearson
 interval, and how close the bound comes to the truth (the median bound over the true ε or μ).
 
-Mechanisms (`audit.stats.selftest_mechanisms`; all ε are with respect to adding or removing one canary,
+Mechanisms (`audit.selftest.mechanisms`; all ε are with respect to adding or removing one canary,
 the relation the plan's independent coins realise):
 
 * randomised response on each membership bit, tight at ε0 (`randomised_response`);
@@ -59,7 +59,7 @@ records first the old plan declares the sound ε0 = 1 violated in nearly every r
 plain pooled score puts the atypical records at the bottom, where the grid uses them only as OUT
 guesses beside as many IN guesses on typical records, and does not show it: both rows are
 printed, and the same two rules under the independent plan.) Those rows are shown marked
-"not judged" (`audit.cli.selftest_command.RETIRED`, `NOT_JUDGED`) and do not enter the verdict.
+"not judged" (`audit.selftest.command.RETIRED`, `NOT_JUDGED`) and do not enter the verdict.
 
 The command ends with one line (`verdict`): passed, or which judged rows failed and why. A row
 fails when its alarm rate is significantly above the allowed 1 - confidence (one-sided exact
@@ -86,7 +86,7 @@ from scipy import stats
 from audit.stats.bounds import ANALYSES, BOUNDS, STEINKE, get_bound
 from audit.stats.guesses import RULES, BoundCache, RankedGuesses, applicable, bounds_of, tune
 from audit.stats.mechanism import SubsampledGaussian, epsilon_at
-from audit.stats.selftest_mechanisms import (
+from audit.selftest.mechanisms import (
     APPROX_DELTA,
     WHITEBOX_RATE,
     WHITEBOX_STEPS,

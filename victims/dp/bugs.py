@@ -2,7 +2,7 @@
 that an audit's power can be measured on an implementation whose claim is known to be false.
 
 Not registered as `--victim` names: each is loaded by its path, e.g.
-`python -m audit.lira --victim victims.bugs:NoiseForTen --epsilon 1`, and CLAIMS the ε of its
+`python -m audit.lira --victim victims.dp.bugs:NoiseForTen --epsilon 1`, and CLAIMS the ε of its
 `epsilon` field (report it against that claim with `--claimed-epsilon`).
 
 The catalogue is `BUGS` (label -> class), filled by the `@dp_bug(label, what)` on each class:
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from victims.base import get_victim, victim_names
 from victims.pipelines.dpkernel import DPKernelVictim, class_embedding_sum
 from victims.pipelines.dpsgd import DPSGDPrivacy, DPSGDVictim
-from victims.privacy import noise_multiplier_for
+from victims.dp.privacy import noise_multiplier_for
 
 #: the catalogue of bugs: label -> bug victim class, in label order once the module is imported
 BUGS: dict[str, type] = {}
@@ -50,7 +50,7 @@ def twin_of(cls: type) -> str:
 
 
 def path_of(cls: type) -> str:
-    """The `--victim` path that loads a bug class: `victims.bugs:Class`."""
+    """The `--victim` path that loads a bug class: `victims.dp.bugs:Class`."""
     return f"{__name__}:{cls.__name__}"
 
 
