@@ -50,6 +50,24 @@ def test_reference_choice_records_the_own_curve_prediction_only_where_there_is_o
     assert PREDICTED_MECHANISM_KEY not in choice(1.0, 0.0).to_json()
 
 
+def separated_entry(choices: dict) -> dict:
+    """The verdict entry of one target run of 400 canaries, the first 200 IN, which "loss" separates
+    perfectly (IN 1, OUT 0) and "dcr" reversed (IN 0, OUT 1), under `choices`; δ 1e-5, 95%, a
+    claimed mechanism of σ 10, q 1, 4 steps."""
+    membership = np.r_[np.ones(200, bool), np.zeros(200, bool)][None]
+    scores = {"loss": membership.astype(float), "dcr": (~membership).astype(float)}
+    settings = EvaluationSettings(seed=0, confidence=0.95, inclusion_rate=0.5)
+    return verdict_entry(
+        scores,
+        membership,
+        np.arange(400),
+        choices,
+        delta=1e-5,
+        settings=settings,
+        mechanism=SubsampledGaussian(10.0, 1.0, 4),
+    )
+
+
 def test_the_verdict_entry_tests_the_own_curve_on_its_own_attack_and_count():
     # One target run of 400 canaries, the first 200 IN. "loss" separates them perfectly (IN 1, OUT
     # 0); "dcr" is the reverse (IN 0, OUT 1). The reference runs (by hand) chose dcr for the ε
@@ -57,21 +75,11 @@ def test_the_verdict_entry_tests_the_own_curve_on_its_own_attack_and_count():
     # with 100 IN and 100 OUT guesses. So the ε verdict is dcr's: its top 10 scores are OUT (ties
     # broken at random among the 200 at 1), 0 right; the own curve is loss's: the top 100 are IN and
     # the bottom 100 OUT, 200 right of 200, tested once at the full 95%.
-    membership = np.r_[np.ones(200, bool), np.zeros(200, bool)][None]
-    scores = {"loss": membership.astype(float), "dcr": (~membership).astype(float)}
     choices = {
         "loss": choice(2.0, 1.0, 0.9, 1.0, fdp=Guesses(10, 0), own=Guesses(100, 100)),
         "dcr": choice(3.0, 1.0, 0.1, 1.0, fdp=Guesses(10, 0), own=Guesses(100, 100)),
     }
-    entry = verdict_entry(
-        scores,
-        membership,
-        np.arange(400),
-        choices,
-        delta=1e-5,
-        settings=EvaluationSettings(seed=0, confidence=0.95, inclusion_rate=0.5),
-        mechanism=SubsampledGaussian(10.0, 1.0, 4),
-    )
+    entry = separated_entry(choices)
     assert entry["attack"] == "dcr" and entry["guesses"] == {"k_in": 10, "k_out": 0, "correct": 0}
     own = entry["mechanism"]
     assert own["attack"] == "loss" and own["rule"] == "tuned" and own["per_attack_confidence"] == 0.95
@@ -85,18 +93,8 @@ def test_when_every_prediction_is_zero_the_verdict_takes_the_loss_at_the_fixed_c
     # half-IN candidate nearest 4·20 = 80 (r = round(400/2^(5/2)) = 71 -> (36, 35), or
     # round(400/2^2) = 100 -> (50, 50): 71 is nearer) = (36, 35); loss separates perfectly: 71 right.
     # The own curve predicted μ 0 for both too: the same fixed attack and count.
-    membership = np.r_[np.ones(200, bool), np.zeros(200, bool)][None]
-    scores = {"loss": membership.astype(float), "dcr": (~membership).astype(float)}
     choices = {"dcr": choice(0.0, 5.0, 0.0, 5.0), "loss": choice(0.0, 1.0, 0.0, 1.0)}
-    entry = verdict_entry(
-        scores,
-        membership,
-        np.arange(400),
-        choices,
-        delta=1e-5,
-        settings=EvaluationSettings(seed=0, confidence=0.95, inclusion_rate=0.5),
-        mechanism=SubsampledGaussian(10.0, 1.0, 4),
-    )
+    entry = separated_entry(choices)
     assert entry["attack"] == "loss" and entry["chosen_by"] == "fixed" and entry["rule"] == "tuned"
     assert entry["guesses"] == {"k_in": 36, "k_out": 35, "correct": 71} and entry["eps_lower"] > 0
     own = entry["mechanism"]
