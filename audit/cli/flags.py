@@ -143,7 +143,8 @@ def add_canary_flags(p: argparse.ArgumentParser) -> None:
         "images repeated --canary-copies times as one record (no epsilon bound for them); gradient: "
         "a vector of norm exactly the sensitivity added to the noisy sums (--threat-model white-box); blank: "
         "blank pages (every pixel at the pool's minimum), canary j labelled class j mod C, the crafted canary of the "
-        "worst-case black-box design (dpsgd --sampling full-batch --start pretrained, one per run) "
+        "worst-case black-box design (dpsgd --sampling full-batch --start pretrained, one per run); marked: blank "
+        "pages each with its own disjoint mark, several per run of that design that barely interfere (e.g. 8) "
         f"(default mislabeled; with --threat-model white-box {WHITE_BOX_CANARY_KIND})",
     )
     p.add_argument(
