@@ -6,10 +6,13 @@ The statistics are `audit.stats.sequential`'s (Bonferroni over the looks: look k
 most α whatever the stopping rule). Each look is the fixed-design audit of its first n_k runs, its
 targets the first half of them (`default_targets`), its choices made on its own reference runs.
 
-The ε verdict decides: a look whose verdict is "violated" stops the audit; a claim at or above the
-ceiling the final look could reach (a perfect attack on its canaries at the final share) stops it
-as "not testable" within the budget; otherwise the looks go on to `--n-shadow`. The own curve, where
-the runs record a mechanism, is read at every look at the same share and reported, not stopped on.
+A look whose ε verdict is "violated" stops the audit, and so does one whose test of the claimed
+mechanism's own curve rejects it, where the runs record a mechanism: each look then runs both tests
+at half its share of the error (`Schedule.tests`, Bonferroni: `audit.stats.sequential`), decided
+after the first look's runs are trained, from whether they record a mechanism (a property of the
+victim, not of any coin). A claim at or above the ceiling the final look could reach (a perfect
+attack on its canaries at the final share) stops it as "not testable" within the budget;
+otherwise the looks go on to `--n-shadow`.
 
 summary.json is the last look's, with `sequential` added: the schedule, each look's runs,
 confidence, verdict and bound, why the audit stopped, and the fixed-design bound of the same runs
@@ -19,13 +22,14 @@ at the full confidence beside it (descriptive: read after stopping, it is not va
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import Callable
 
 from audit.claim import checked_claim
 from audit.reporting.verdict import EPSILON_VIOLATED
 from audit.stats.bounds import VERDICT_BOUND
 from audit.stats.guesses import ceiling
-from audit.stats.sequential import GO_ON, Look, Schedule, decide
+from audit.stats.sequential import GO_ON, VIOLATED, Look, Schedule, decide
 from audit.summary import AuditSummary
 from shadow_runs.plan import default_targets
 
@@ -33,32 +37,48 @@ from shadow_runs.plan import default_targets
 FIRST_LOOK = 16
 
 
-def audit_in_rounds(schedule: Schedule, audit_at: Callable[[int, float], AuditSummary], *, quiet: bool) -> AuditSummary:
-    """The looks of `schedule`, each `audit_at(runs, confidence)` (training the runs it lacks, then
-    scoring them), until `decide` stops; the last look's summary with `sequential` added."""
+def audit_in_rounds(
+    schedule: Schedule,
+    train_to: Callable[[int], None],
+    score_at: Callable[[int, float], AuditSummary],
+    *,
+    own_curve_applies: Callable[[int], bool],
+    quiet: bool,
+) -> AuditSummary:
+    """The looks of `schedule`, each `train_to(runs)` (training the runs it lacks) then
+    `score_at(runs, confidence)`, until `decide` stops; the last look's summary with `sequential`
+    added. After the first look's runs are trained, `own_curve_applies(runs)` says whether they
+    record a mechanism whose own curve is tested: then every look runs two tests (`Schedule.tests`)."""
     looks: list[Look] = []
     entries: list[dict] = []
     for k, runs in enumerate(schedule.runs):
-        found = audit_at(runs, schedule.confidence_at(k))
+        train_to(runs)
+        if k == 0 and own_curve_applies(runs):
+            schedule = replace(schedule, tests=2)
+        found = score_at(runs, schedule.confidence_at(k))
         look, entry = _look(found, schedule, k)
         looks.append(look)
         entries.append(entry)
         decision = decide(schedule, looks, claimed_epsilon=_claimed_epsilon(found.data))
         if not quiet:
+            rejected = "rejected" if entry["own_curve_rejected"] else "not rejected"
+            own = f", own curve {rejected}" if schedule.tests == 2 else ""
             print(
                 f"look {k + 1} of {schedule.looks}: {runs} runs at {entry['confidence']:.4%}: "
-                f"{entry['verdict'] or 'no verdict'}, eps_lower {entry['eps_lower']}",
+                f"{entry['verdict'] or 'no verdict'}, eps_lower {entry['eps_lower']}{own}",
                 file=sys.stderr,
             )
         if decision != GO_ON:
             break
-    fixed = audit_at(looks[-1].runs, schedule.confidence)
+    fixed = score_at(looks[-1].runs, schedule.confidence)
     found.data["sequential"] = {
         "schedule": list(schedule.runs),
         "confidence": schedule.confidence,
         "alphas": list(schedule.alphas),
+        "tests": ["eps_verdict", "own_curve"][: schedule.tests],
         "looks": entries,
         "stopped": decision,
+        "stopped_by": _stopped_by(entries[-1]) if decision == VIOLATED else None,
         "runs_used": looks[-1].runs,
         "final_ceiling": looks[-1].final_ceiling,
         "fixed_design": {
@@ -77,12 +97,9 @@ def _look(found: AuditSummary, schedule: Schedule, k: int) -> tuple[Look, dict]:
     mechanism = bound.get("mechanism") or {}
     confidence = schedule.confidence_at(k)
     final = _final_ceiling(data, schedule)
-    look = Look(
-        schedule.runs[k],
-        confidence,
-        rejected=verdict is not None and verdict.kind == EPSILON_VIOLATED,
-        final_ceiling=final,
-    )
+    eps_rejected = verdict is not None and verdict.kind == EPSILON_VIOLATED
+    own_rejected = schedule.tests == 2 and bool(mechanism.get("rejected"))
+    look = Look(schedule.runs[k], confidence, rejected=eps_rejected or own_rejected, final_ceiling=final)
     entry = {
         "runs": schedule.runs[k],
         "confidence": confidence,
@@ -92,6 +109,11 @@ def _look(found: AuditSummary, schedule: Schedule, k: int) -> tuple[Look, dict]:
         "own_curve_rejected": mechanism.get("rejected"),
     }
     return look, entry
+
+
+def _stopped_by(entry: dict) -> str:
+    """Which test stopped a violated audit: the ε verdict's, else the own curve's."""
+    return "eps_verdict" if entry["verdict"] == EPSILON_VIOLATED else "own_curve"
 
 
 def _claimed_epsilon(data: dict) -> float | None:

@@ -22,11 +22,13 @@ from audit.cli.flags import build_parser, canary_config, evaluation_settings, ex
 from audit.cli.victim_flags import victim_overrides
 from victims.overrides import build_victim
 from attacks.registry import get_attack
-from audit.evaluate import StoredRuns, run_delta, score_attacks, top_level_bounded
+from audit.evaluate import StoredRuns, claimed_mechanism, run_delta, score_attacks, top_level_bounded
 from audit.executor import ray_session
 from audit.pipeline import check_canary_coins, experiment_record, train_missing_runs
 from audit.reporting.remarks import remarks
 from audit.rounds import FIRST_LOOK, audit_in_rounds
+from audit.stats.bounds import MECHANISM
+from audit.stats.guesses import applicable
 from audit.stats.sequential import Schedule, schedule
 from audit.summary import AuditSummary, summarise
 from shadow_runs import RunStore, StoreError, membership_matrix
@@ -97,20 +99,30 @@ def main(
     except (DataError, StoreError, ValueError) as e:
         parser.error(str(e))
 
-    def audit_at(n_runs: int, confidence: float) -> AuditSummary:
-        """Train the first `n_runs` runs of the plan the store lacks, then score and summarise them at
-        `confidence`, the first half of them targets (or `--n-targets`)."""
-        plan = keep[:n_runs]
+    def train_to(n_runs: int) -> None:
+        """Train the first `n_runs` runs of the plan the store lacks."""
         train_missing_runs(
             store,
             victim=victim,
             pool=pool,
-            keep=plan,
+            keep=keep[:n_runs],
             seed=args.seed,
             inclusion_rate=args.inclusion_rate,
             executor=executor,
             quiet=args.quiet,
         )
+
+    def own_curve_applies(n_runs: int) -> bool:
+        """Whether the first `n_runs` runs (trained) record one mechanism whose own curve is tested."""
+        runs = StoredRuns.load(store, keep=keep[:n_runs], images=pool.x, labels=pool.y)
+        targets = target_runs(n_runs, args.n_targets or default_targets(n_runs))
+        delta = verdict_delta(claim, run_delta(runs) or 0.0)
+        return MECHANISM.name in applicable(claimed_mechanism(runs, targets), delta)
+
+    def score_at(n_runs: int, confidence: float) -> AuditSummary:
+        """Score and summarise the first `n_runs` runs (trained) at `confidence`, the first half of
+        them targets (or `--n-targets`)."""
+        plan = keep[:n_runs]
         targets = target_runs(n_runs, args.n_targets or default_targets(n_runs))
         runs = StoredRuns.load(store, keep=plan, images=pool.x, labels=pool.y)
         variance = variance_for(args.lira_variance, n_reference=n_runs - len(targets))
@@ -138,14 +150,15 @@ def main(
         audited[n_runs, confidence] = (runs, scores, targets)
         return summary
 
-    # what each audit_at scored, by (runs, confidence): scores.npz is written from the summary's own, not
+    # what each score_at scored, by (runs, confidence): scores.npz is written from the summary's own, not
     # from the fixed design's re-scoring of the same runs that an audit in rounds adds beside its last look
     audited: dict[tuple[int, float], tuple] = {}
     if looks is None:
-        summary = audit_at(args.n_shadow, args.confidence)
+        train_to(args.n_shadow)
+        summary = score_at(args.n_shadow, args.confidence)
     else:
         with ray_session(executor):  # one Ray for every look: its workers are kept from look to look
-            summary = audit_in_rounds(looks, audit_at, quiet=args.quiet)
+            summary = audit_in_rounds(looks, train_to, score_at, own_curve_applies=own_curve_applies, quiet=args.quiet)
     runs, scores, targets = audited[summary.data["n_shadow"], summary.data["evaluation"]["confidence"]]
     # scores.npz and the ROC plot take attacks that scored every example the bound is over (a white-box
     # attack scores the canaries only, NaN on the natural examples); one that scored a subset of those
@@ -210,14 +223,20 @@ def rounds_schedule(args, attacks: tuple[str, ...]) -> Schedule | None:
     return schedule(args.n_shadow, first=first, confidence=args.confidence)
 
 
+#: the rounds line's words for summary.json's `sequential.stopped_by`
+STOPPED_BY = {"eps_verdict": " (by the ε verdict)", "own_curve": " (by the own curve)"}
+
+
 def rounds_line(sequential: dict) -> str:
     """The terminal's line on an audit in rounds: where it stopped and why, beside the budget."""
     looked = ", ".join(str(look["runs"]) for look in sequential["looks"])
     last = sequential["looks"][-1]
+    by = STOPPED_BY.get(sequential.get("stopped_by"), "")
+    split = " halved between the ε verdict and the own curve" if len(sequential.get("tests", [])) == 2 else ""
     return (
-        f"  rounds: {sequential['stopped']} after {sequential['runs_used']} of {sequential['schedule'][-1]} runs "
+        f"  rounds: {sequential['stopped']}{by} after {sequential['runs_used']} of {sequential['schedule'][-1]} runs "
         f"(looks at {looked} runs; the last at {last['confidence']:.4%}, each look's share of "
-        f"{1 - sequential['confidence']:.0%}); fixed design on the same runs: eps_lower "
+        f"{1 - sequential['confidence']:.0%}{split}); fixed design on the same runs: eps_lower "
         f"{_figure(sequential['fixed_design']['eps_lower'])} at {sequential['confidence']:.0%}, descriptive"
     )
 

@@ -27,6 +27,12 @@ The shares (`Schedule.alphas`): α_k = α (n_k - n_{k-1}) / n_K, each round's sh
 proportion to the runs it adds, so a doubling schedule spends about half of α at its last look
 and little at its first, where only a blatant leak can show.
 
+Two tests a look (`Schedule.tests`): where the runs record the mechanism their accountant composed,
+a look runs both the ε verdict's test and the own curve's, each at level α_k / 2, and rejects if
+either does: by Bonferroni again, P_H0[look k rejects] <= α_k (a correct pipeline satisfies both
+nulls). Whether a look runs one test or two is fixed by the victim (whether its runs record a
+mechanism), never by what a look found, so the split is fixed in advance too.
+
 Stopping (`decide`): "violated" at the first look that rejects; "not testable" (futility) at the
 first look where the most favourable outcome of the final look could no longer reject, which for
 the count tests is the final look's ceiling (every guess right) at the final share: at or below
@@ -50,6 +56,7 @@ class Schedule:
 
     runs: tuple[int, ...]
     confidence: float
+    tests: int = 1  # tests each look runs, α_k split evenly among them (module docstring)
 
     def __post_init__(self) -> None:
         if not self.runs or any(int(n) != n or n < 1 for n in self.runs):
@@ -58,6 +65,8 @@ class Schedule:
             raise ValueError(f"the looks must grow strictly, got {self.runs}")
         if not 0.0 < self.confidence < 1.0:
             raise ValueError(f"confidence must be in (0, 1), got {self.confidence}")
+        if self.tests not in (1, 2):
+            raise ValueError(f"a look runs 1 or 2 tests, got {self.tests}")
 
     @property
     def looks(self) -> int:
@@ -75,8 +84,8 @@ class Schedule:
         return tuple(alpha * (n - p) / self.budget for n, p in zip(self.runs, previous))
 
     def confidence_at(self, look: int) -> float:
-        """The confidence look `look` (0-based) tests at: 1 - α_k."""
-        return 1.0 - self.alphas[look]
+        """The confidence each test of look `look` (0-based) runs at: 1 - α_k / tests."""
+        return 1.0 - self.alphas[look] / self.tests
 
 
 def schedule(budget: int, *, first: int, confidence: float, looks: int | None = None) -> Schedule:
@@ -104,8 +113,9 @@ def schedule(budget: int, *, first: int, confidence: float, looks: int | None = 
 
 @dataclass(frozen=True)
 class Look:
-    """What one look found: its runs, the level it tested at, whether it rejected the claim, and the
-    most the final look could still certify (the ceiling at the final share; None if unknown)."""
+    """What one look found: its runs, the level each of its tests ran at, whether it rejected the
+    claim (any of its tests), and the most the final look could still certify (the ceiling at the
+    final share; None if unknown)."""
 
     runs: int
     confidence: float

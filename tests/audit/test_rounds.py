@@ -6,6 +6,10 @@ import json
 import pytest
 
 from audit import lira
+from audit.reporting.verdict import EPSILON_CONSISTENT, Verdict
+from audit.rounds import audit_in_rounds
+from audit.stats.sequential import schedule
+from audit.summary import AuditSummary
 
 #: the subset baseline releases 10 real images per class: distance to the closest record finds its
 #: members without a miss, so the verdict's bound at the first look (4 runs, 2 targets) is 3.75
@@ -39,7 +43,8 @@ def test_a_violated_claim_stops_the_audit_at_the_first_look_that_rejects_it(tmp_
     # count's reach at the full level, and said to be descriptive
     assert rounds["fixed_design"]["eps_lower"] >= rounds["looks"][0]["eps_lower"] - 1e-9
     assert "descriptive" in rounds["fixed_design"]["note"]
-    assert "rounds: violated after 4 of 16 runs" in capsys.readouterr().out
+    assert "rounds: violated (by the ε verdict) after 4 of 16 runs" in capsys.readouterr().out
+    assert rounds["tests"] == ["eps_verdict"] and rounds["stopped_by"] == "eps_verdict"  # subset records no mechanism
 
 
 def test_a_claim_beyond_the_final_looks_ceiling_stops_as_not_testable(tmp_path, tiny_flags):
@@ -66,3 +71,48 @@ def test_until_decided_refuses_flags_that_do_not_fit(tmp_path, tiny_flags, capsy
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and named in err, err
     assert not (tmp_path / "runs").exists()
+
+
+def look_summary(n_runs: int, confidence: float, *, own_rejected: bool) -> AuditSummary:
+    """A look's summary as `score_at` makes it: a consistent ε verdict (0.1 against a claim of 1,
+    1,000 canaries a target run), the own curve rejected or not."""
+    data = {
+        "n_shadow": n_runs,
+        "target_runs": list(range(n_runs // 2)),
+        "delta": 1e-5,
+        "claimed_epsilon": 1.0,
+        "formal_epsilon": 1.0,
+        "evaluation": {"n_canaries": 1000 * (n_runs // 2), "confidence": confidence},
+        "verdict": {"eps_lower": 0.1, "eps_ceiling": 5.0, "delta": 1e-5, "mechanism": {"rejected": own_rejected}},
+    }
+    return AuditSummary(data, Verdict(EPSILON_CONSISTENT, "consistent", "the bound is below the claim"))
+
+
+@pytest.mark.parametrize("records_mechanism", [True, False])
+def test_the_own_curve_stops_the_rounds_at_half_the_share_where_the_runs_record_a_mechanism(records_mechanism):
+    # looks after 4, 8, 16 runs, α = 0.05 spent 4/16, 4/16, 8/16 = 0.0125, 0.0125, 0.025. With a
+    # mechanism each look runs two tests at half its share: 1 - 0.0125 / 2 = 0.99375 at the first two.
+    # The own curve rejects from the second look: the audit stops there, violated by the own curve.
+    # Without one, the same rejection is no test of this audit: the looks run on to the budget.
+    trained, scored = [], []
+
+    def score_at(n_runs, confidence):
+        scored.append((n_runs, confidence))
+        return look_summary(n_runs, confidence, own_rejected=n_runs >= 8)
+
+    found = audit_in_rounds(
+        schedule(16, first=4, confidence=0.95),
+        trained.append,
+        score_at,
+        own_curve_applies=lambda n_runs: records_mechanism,
+        quiet=True,
+    )
+    rounds = found.data["sequential"]
+    if records_mechanism:
+        assert rounds["tests"] == ["eps_verdict", "own_curve"] and trained == [4, 8]
+        assert [c for _, c in scored] == pytest.approx([0.99375, 0.99375, 0.95])  # then the fixed design's
+        assert rounds["stopped"] == "violated" and rounds["stopped_by"] == "own_curve" and rounds["runs_used"] == 8
+    else:
+        assert rounds["tests"] == ["eps_verdict"] and trained == [4, 8, 16]
+        assert [c for _, c in scored] == pytest.approx([0.9875, 0.9875, 0.975, 0.95])
+        assert rounds["stopped"] == "budget spent" and rounds["stopped_by"] is None

@@ -29,6 +29,11 @@ def test_each_look_spends_the_error_in_proportion_to_the_runs_it_adds():
     assert looks.confidence_at(3) == pytest.approx(0.975) and looks.budget == 8 and looks.looks == 4
     # one look: the fixed design itself
     assert Schedule((64,), 0.95).alphas == pytest.approx((0.05,))
+    # two tests a look (the ε verdict and the own curve): each at half the look's share, 1 - 0.025/2
+    two = Schedule((1, 2, 4, 8), 0.95, tests=2)
+    assert two.alphas == looks.alphas and two.confidence_at(3) == pytest.approx(0.9875)
+    with pytest.raises(ValueError, match="a look runs 1 or 2 tests, got 3"):
+        Schedule((4,), 0.95, tests=3)
 
 
 def test_schedules_double_from_the_first_look_or_space_a_number_of_looks_geometrically():
