@@ -67,6 +67,7 @@ def one_audit(row: str, seed: int, n_shadow: int, runs_dir: Path, *, threat: str
         "threat": threat,
         "seed": seed,
         "stopped": rounds["stopped"],
+        "stopped_by": rounds.get("stopped_by"),
         "runs_used": rounds["runs_used"],
         "wall_s": wall,
     }
