@@ -4,6 +4,7 @@ query views an attack averages and the guess counts of its one-run bounds, `choo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -361,7 +362,7 @@ def score_attacks(
     counts include the claimed mechanism's own curve where the target runs record one
     (`claimed_mechanism`)."""
     columns = np.arange(runs.keep.shape[1])[columns]
-    mechanism = claimed_mechanism(runs, targets)
+    mechanism = claimed_mechanism(runs.meta, targets)
     m = len(np.asarray(targets).reshape(-1)) * len(columns)
     scores, choices = {}, {}
     for attack in runs.available(attacks):
@@ -443,19 +444,21 @@ def mechanism_attack(choices: dict) -> str | None:
     return max(tuned)[3] if tuned else None
 
 
-def claimed_mechanism(runs: StoredRuns, targets) -> SubsampledGaussian | None:
-    """The mechanism the target runs' accountant composed (`mechanism` in their metadata: noise
-    multiplier, sampling rate and steps, `victims.base.Observations.mechanism`), when every target
-    run records the same one; None otherwise (a victim that records none, or runs that differ)."""
-    records = [runs.meta[int(t)].get("mechanism") for t in np.asarray(targets).reshape(-1)]
+def claimed_mechanism(meta: Sequence[dict], targets) -> SubsampledGaussian | None:
+    """The mechanism the target runs' accountant composed (`mechanism` in their metadata `meta`,
+    runs/<r>.json of each run: noise multiplier, sampling rate and steps,
+    `victims.base.Observations.mechanism`), when every target run records the same one; None
+    otherwise (a victim that records none, or runs that differ)."""
+    records = [meta[int(t)].get("mechanism") for t in np.asarray(targets).reshape(-1)]
     if not records or any(r is None or r != records[0] for r in records):
         return None
     return SubsampledGaussian.of(records[0])
 
 
-def run_delta(runs: StoredRuns) -> float | None:
-    """The runs' δ: the first δ a run reports; None for a non-DP victim (its bounds use δ = 0)."""
-    return next((m["delta"] for m in runs.meta if m.get("delta") is not None), None)
+def run_delta(meta: Sequence[dict]) -> float | None:
+    """The runs' δ (from their metadata `meta`): the first δ a run reports; None for a non-DP victim
+    (its bounds use δ = 0)."""
+    return next((m["delta"] for m in meta if m.get("delta") is not None), None)
 
 
 def top_level_bounded(inclusion_rate: float, canaries: CanaryColumns | None) -> bool:

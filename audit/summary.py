@@ -116,7 +116,7 @@ def summarise(
 
     unscored = [a for a, s in scores.items() if too_few(s)]
     identity = _identity(experiment, runs, target_runs=targets.tolist())
-    mechanism = claimed_mechanism(runs, targets) if fair else None
+    mechanism = claimed_mechanism(runs.meta, targets) if fair else None
     summary = {
         **identity,
         **claim_keys(claim, identity["delta"] or 0.0),
@@ -374,7 +374,7 @@ def _identity(experiment: dict, runs: StoredRuns, *, target_runs: list[int]) -> 
     """summary.json's first keys: what was audited, with which runs, and its formal privacy (the
     largest ε any run reports, the first δ; None for a non-DP victim)."""
     formal = [m["formal_epsilon"] for m in runs.meta if m["formal_epsilon"] is not None]
-    delta = run_delta(runs)
+    delta = run_delta(runs.meta)
     return {
         "victim": experiment["victim"],
         "dataset": experiment["dataset"],

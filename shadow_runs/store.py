@@ -194,7 +194,11 @@ class RunStore:
     def load_run(self, run: int) -> tuple[dict[str, np.ndarray], dict]:
         with np.load(self._run_path(run, ".npz")) as z:
             arrays = {k: z[k] for k in z.files}
-        return arrays, json.loads(self._run_path(run, ".json").read_text())
+        return arrays, self.load_meta(run)
+
+    def load_meta(self, run: int) -> dict:
+        """runs/<run>.json alone: its seed, ε, δ, the mechanism it records, ..."""
+        return json.loads(self._run_path(run, ".json").read_text())
 
     @property
     def audit_dir(self) -> Path:

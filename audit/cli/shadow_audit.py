@@ -113,11 +113,12 @@ def main(
         )
 
     def own_curve_applies(n_runs: int) -> bool:
-        """Whether the first `n_runs` runs (trained) record one mechanism whose own curve is tested."""
-        runs = StoredRuns.load(store, keep=keep[:n_runs], images=pool.x, labels=pool.y)
+        """Whether the first `n_runs` runs (trained) record one mechanism whose own curve is tested:
+        from their metadata alone (runs/<r>.json), not their scores."""
+        meta = [store.load_meta(r) for r in range(n_runs)]
         targets = target_runs(n_runs, args.n_targets or default_targets(n_runs))
-        delta = verdict_delta(claim, run_delta(runs) or 0.0)
-        return MECHANISM.name in applicable(claimed_mechanism(runs, targets), delta)
+        delta = verdict_delta(claim, run_delta(meta) or 0.0)
+        return MECHANISM.name in applicable(claimed_mechanism(meta, targets), delta)
 
     def score_at(n_runs: int, confidence: float) -> AuditSummary:
         """Score and summarise the first `n_runs` runs (trained) at `confidence`, the first half of
@@ -132,7 +133,7 @@ def main(
             targets,
             variance=variance,
             columns=canaries.scored if canaries else slice(None),
-            delta=verdict_delta(claim, run_delta(runs) or 0.0),  # the counts are tuned at the verdict's δ
+            delta=verdict_delta(claim, run_delta(runs.meta) or 0.0),  # the counts are tuned at the verdict's δ
             confidence=confidence,
             bounded=top_level_bounded(args.inclusion_rate, canaries),
         )

@@ -185,7 +185,7 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[AuditSummary, Report, 
     variance = variance_for(request.lira_variance, n_reference=request.n_shadow)
     bounded = inputs.coins is not None and inputs.coins.fair
     # the reference runs tune the guess counts at the verdict's δ: the claim's, else the audit's own
-    delta = verdict_delta(request.report.claim, run_delta(shadows) or 0.0)
+    delta = verdict_delta(request.report.claim, run_delta(shadows.meta) or 0.0)
     scores, choices = score_attacks(
         runs,
         attack_names(),
