@@ -49,7 +49,8 @@ class Observations:
     recon_loss: dict[str, np.ndarray] | None = (
         None  # generators only: GAN-Leaks kind ('fbb', 'pbb', 'wb') -> float32 [n_pool], NaN where not reconstructed
     )
-    release_x: np.ndarray | None = None  # float32 [k, c, h, w] pixel scale: the released synthetic set, if any
+    # float32 [k, c, h, w] pixel scale, or [k, d] records of a table's features: the released synthetic set, if any
+    release_x: np.ndarray | None = None
     release_y: np.ndarray | None = None  # int64 [k]: its labels
     # white-box runs only: float32 [steps, canaries], each canary's projection of each noisy release
     # (victims.dp.whitebox_canaries)
@@ -58,6 +59,9 @@ class Observations:
     # the mechanism the accountant composed, when it is T Poisson-subsampled Gaussian steps at one (sigma, q):
     # {"noise_multiplier", "sample_rate", "steps"}; the audit tests its own curve (audit.stats.mechanism)
     mechanism: dict | None = None
+    #: tables: more of the downstream model's utility (test AUROC, the marginals' distance to the test split,
+    #: `victims.tabular.release.utility`), name -> float
+    utility: dict | None = None
 
     def __post_init__(self) -> None:
         if self.logits.ndim != 3:
@@ -77,9 +81,9 @@ class Observations:
         if self.release_x is not None:
             object.__setattr__(self, "release_x", np.asarray(self.release_x, dtype=np.float32))
             object.__setattr__(self, "release_y", np.asarray(self.release_y, dtype=np.int64))
-            if self.release_x.ndim != 4 or self.release_y.shape != self.release_x.shape[:1]:
+            if self.release_x.ndim not in (2, 4) or self.release_y.shape != self.release_x.shape[:1]:
                 raise ValueError(
-                    f"release_x must be [k, c, h, w] with k labels, "
+                    f"release_x must be [k, c, h, w] images or [k, d] records, with k labels, "
                     f"got {self.release_x.shape} and {self.release_y.shape}"
                 )
         if (self.whitebox is None) != (self.whitebox_mechanism is None):
@@ -98,7 +102,7 @@ class Observations:
         meta)`): the arrays of its .npz (`logits`, `init_idx`, `recon_loss_<kind>` float32 for each
         reconstruction kind, `release_x` and `release_y` where the victim releases a set), and the
         metadata of its .json: `meta` (the executor's: run, seed, wall time, ...) followed by
-        `formal_epsilon`, `delta` and `test_accuracy` (and `whitebox_mechanism`, `mechanism` where set)."""
+        `formal_epsilon`, `delta` and `test_accuracy` (and `whitebox_mechanism`, `mechanism`, `utility` where set)."""
         arrays = {"logits": self.logits, "init_idx": self.init_idx}
         for kind, loss in (self.recon_loss or {}).items():
             arrays[f"recon_loss_{kind}"] = np.asarray(loss, dtype=np.float32)
@@ -110,6 +114,8 @@ class Observations:
             extra["whitebox_mechanism"] = dict(self.whitebox_mechanism)
         if self.mechanism is not None:
             extra["mechanism"] = dict(self.mechanism)
+        if self.utility is not None:
+            extra["utility"] = {name: float(value) for name, value in self.utility.items()}
         return arrays, {
             **(meta or {}),
             "formal_epsilon": self.formal_epsilon,
@@ -138,6 +144,9 @@ def expected_class_members(pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION
 
 class Victim(Protocol):
     name: ClassVar[str]
+    #: a tabular victim releases records of a table and runs on a tabular pool (`Pool.schema`) only; absent means
+    #: False: it releases images, and runs on images only (`check_pool_kind`)
+    tabular: ClassVar[bool] = False
     #: a generator victim's runs store `Observations.recon_loss` (the GAN-Leaks reconstruction losses):
     #: `audit.ganleak` audits the victims whose class sets it True (`generator_victim_names`); absent means False
     stores_recon_loss: ClassVar[bool] = False
@@ -162,6 +171,19 @@ class Victim(Protocol):
     def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
         """Raise ValueError naming the bad value if this configuration cannot run on `pool` under
         a plan with this `inclusion_rate` (callable with `pool` alone: the plan's default rate)."""
+
+
+def check_pool_kind(victim: Any, pool: Pool) -> None:
+    """ValueError naming both if `victim` releases tables and `pool` holds images, or the other way round."""
+    tabular = bool(getattr(type(victim), "tabular", False))
+    if tabular and not pool.tabular:
+        raise ValueError(
+            f"--victim {victim.name} releases a table, and --dataset {pool.name} holds images "
+            "(tables: fair, randhie, or a .json schema file)"
+        )
+    if pool.tabular and not tabular:
+        tables = ", ".join(n for n in victim_names() if getattr(_VICTIMS.get(n), "tabular", False))
+        raise ValueError(f"--victim {victim.name} releases images, and --dataset {pool.name} is a table ({tables})")
 
 
 _VICTIMS: dict[str, type] = {}

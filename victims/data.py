@@ -2,93 +2,19 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
 import zipfile
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
 
+from victims.tabular.pools import load_fair, load_randhie, load_schema_file
+from victims.pool import DataError, Pool, count_nonfinite, make_pool, to_float, train_test_split
 
-class DataError(ValueError):
-    """Bad dataset input; the message is one line naming the bad value."""
-
-
-@dataclass(frozen=True, eq=False)
-class Pool:
-    """A training split (the audit pool) plus a held-out test split."""
-
-    name: str
-    x: np.ndarray  # float32 [n_pool, c, h, w]
-    y: np.ndarray  # int64 [n_pool]
-    x_test: np.ndarray  # float32 [n_test, c, h, w]
-    y_test: np.ndarray  # int64 [n_test]
-    classes: tuple[str, ...]
-    mean: tuple[float, ...]  # per channel, over x
-    std: tuple[float, ...]
-    flip_ok: bool  # horizontal flips keep the label
-    fingerprint: str  # 16 hex chars of sha256 over the four arrays
-    #: victims.dp.whitebox_canaries.WhiteBoxSpec of an audit under the white-box threat model: which rows are the
-    #: canaries the victim's Gaussian mechanism reports on (None: black-box, the default)
-    white_box: object | None = None
-
-    def __post_init__(self):
-        for field, kind, dtype, ndim in (
-            ("x", "biuf", np.float32, 4),
-            ("x_test", "biuf", np.float32, 4),
-            ("y", "iu", np.int64, 1),
-            ("y_test", "iu", np.int64, 1),
-        ):
-            a = np.asarray(getattr(self, field))
-            if a.dtype.kind not in kind or a.ndim != ndim:
-                raise DataError(f"{self.name}: {field} must be {ndim}-d {dtype.__name__}, got {a.ndim}-d {a.dtype}")
-            a = a.astype(dtype, copy=False).view()
-            a.flags.writeable = False
-            object.__setattr__(self, field, a)
-        object.__setattr__(self, "classes", tuple(self.classes))
-        x, y, xt, yt = self.x, self.y, self.x_test, self.y_test
-        if len(x) == 0 or len(x) != len(y) or len(xt) != len(yt):
-            raise DataError(
-                f"{self.name}: lengths differ or pool empty: x {len(x)}, y {len(y)}, x_test {len(xt)}, y_test {len(yt)}"
-            )
-        if xt.shape[1:] != x.shape[1:]:
-            raise DataError(f"{self.name}: x_test images {xt.shape[1:]} differ from x images {x.shape[1:]}")
-        bad = _count_nonfinite(x) + _count_nonfinite(xt)
-        if bad:
-            raise DataError(f"{self.name}: {bad} non-finite values in x/x_test")
-        labels = np.concatenate([y, yt])
-        if labels.min() < 0 or labels.max() >= len(self.classes):
-            raise DataError(
-                f"{self.name}: labels span {labels.min()}..{labels.max()}, expected 0..{len(self.classes) - 1}"
-            )
-        if not len(self.mean) == len(self.std) == x.shape[1]:
-            raise DataError(f"{self.name}: mean/std need {x.shape[1]} channels, got {len(self.mean)}/{len(self.std)}")
-        if len(self.fingerprint) != 16 or set(self.fingerprint) - set("0123456789abcdef"):
-            raise DataError(f"{self.name}: fingerprint {self.fingerprint!r} is not 16 hex chars")
-
-    @property
-    def n_pool(self) -> int:
-        return len(self.y)
-
-    @property
-    def n_classes(self) -> int:
-        return len(self.classes)
-
-    @property
-    def image_shape(self) -> tuple[int, int, int]:
-        return tuple(self.x.shape[1:])
-
-
-def train_test_split(*arrays, **options):
-    """scikit-learn's `train_test_split`, imported on first use: scikit-learn takes about 0.4 s to
-    import, which a command that refuses a flag, or a worker given its pool, never needs."""
-    from sklearn.model_selection import train_test_split as split
-
-    return split(*arrays, **options)
+__all__ = ["DataError", "Pool", "make_pool", "load_pool", "dataset_names"]
 
 
 def dataset_names() -> tuple[str, ...]:
@@ -97,13 +23,18 @@ def dataset_names() -> tuple[str, ...]:
 
 
 def load_pool(name: str, *, data_root: str | os.PathLike | None = None, download: bool = False) -> Pool:
-    """Load a built-in dataset by name, or the user's own data from a `.npz` path."""
+    """Load a built-in dataset by name, or the user's own data: images from a `.npz` path, a table
+    from a `.json` schema file (`victims.tabular.pools`)."""
     name = os.fspath(name)
     if name in _LOADERS:
         return _LOADERS[name](data_root=data_root, download=download)
     if name.lower().endswith(".npz"):
         return _load_npz(name)
-    raise DataError(f"unknown dataset {name!r} (known: {', '.join(_LOADERS)}, or a path to a .npz file)")
+    if name.lower().endswith(".json"):
+        return load_schema_file(name)
+    raise DataError(
+        f"unknown dataset {name!r} (known: {', '.join(_LOADERS)}, a path to a .npz file, or a table's .json schema)"
+    )
 
 
 def _class_balanced_rows(pool: Pool, per_class: int) -> np.ndarray:
@@ -133,48 +64,6 @@ def write_class_balanced_subset(pool: Pool, per_class: int, path: str | os.PathL
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez(path, x=pool.x[idx], y=pool.y[idx], x_test=pool.x_test, y_test=pool.y_test)
     return path
-
-
-# --- helpers -----------------------------------------------------------------------------------
-
-
-def _count_nonfinite(a: np.ndarray) -> int:
-    return int(a.size - np.count_nonzero(np.isfinite(a)))
-
-
-def _to_float(a: np.ndarray) -> np.ndarray:
-    """uint8 -> float32 / 255; other numbers cast to float32 as they are (C-contiguous)."""
-    out = np.ascontiguousarray(a, dtype=np.float32)
-    if a.dtype == np.uint8:
-        out /= 255
-    return out
-
-
-def _fingerprint(*arrays: np.ndarray) -> str:
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(f"{a.dtype.str}{a.shape};".encode())
-        h.update(np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")))
-    return h.hexdigest()[:16]
-
-
-def make_pool(name, x, y, x_test, y_test, classes, flip_ok) -> Pool:
-    """Build a Pool, computing per-channel mean/std of x and the fingerprint."""
-    x, x_test = _to_float(x), _to_float(x_test)
-    y, y_test = (np.ascontiguousarray(a, dtype=np.int64) for a in (y, y_test))
-    channels = range(x.shape[1]) if x.ndim == 4 else ()
-    return Pool(
-        name=name,
-        x=x,
-        y=y,
-        x_test=x_test,
-        y_test=y_test,
-        classes=tuple(classes),
-        mean=tuple(float(x[:, c].mean(dtype=np.float64)) for c in channels),
-        std=tuple(float(x[:, c].std(dtype=np.float64)) for c in channels),
-        flip_ok=flip_ok,
-        fingerprint=_fingerprint(x, y, x_test, y_test),
-    )
 
 
 # --- loaders -----------------------------------------------------------------------------------
@@ -270,8 +159,8 @@ def _load_npz(path: str) -> Pool:
         x, y = arrays[xk], arrays[yk]
         if x.dtype.kind not in "biuf" or x.ndim not in (3, 4):
             raise DataError(f"{path}: {xk!r} must be numeric [n,h,w] or [n,c,h,w], got {x.dtype} {x.shape}")
-        arrays[xk] = x = _to_float(x[:, None] if x.ndim == 3 else x)
-        if bad := _count_nonfinite(x):
+        arrays[xk] = x = to_float(x[:, None] if x.ndim == 3 else x)
+        if bad := count_nonfinite(x):
             raise DataError(f"{path}: {xk!r} has {bad} non-finite values (NaN/inf)")
         if y.ndim != 1 or len(y) != len(x):
             raise DataError(f"{path}: {yk!r} has shape {y.shape}, expected ({len(x)},) to match {xk!r}")
@@ -307,5 +196,7 @@ _LOADERS = MappingProxyType(
         "mnist": partial(_load_torchvision, "mnist", "MNIST", False),
         "fashion-mnist": partial(_load_torchvision, "fashion-mnist", "FashionMNIST", False),
         "cifar10": partial(_load_torchvision, "cifar10", "CIFAR10", True),
+        "fair": load_fair,  # tables (victims.tabular.pools)
+        "randhie": load_randhie,
     }
 )

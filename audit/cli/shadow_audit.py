@@ -20,6 +20,7 @@ from audit import outputs
 from audit.claim import Claim, verdict_delta
 from audit.cli.flags import build_parser, canary_config, evaluation_settings, executor_config
 from audit.cli.victim_flags import victim_overrides
+from victims.base import check_pool_kind
 from victims.overrides import build_victim
 from attacks.registry import get_attack
 from audit.evaluate import StoredRuns, claimed_mechanism, run_delta, score_attacks, top_level_bounded
@@ -68,6 +69,7 @@ def main(
         if args.threat_model == "white-box" and not any(get_attack(a).family == "mechanism" for a in attacks):
             raise ValueError(f"--threat-model white-box: {prog} runs no white-box attack (python -m audit.lira does)")
         canaries = CanaryColumns.of(n_natural, config) if config else None
+        check_pool_kind(victim, pool)
         victim.check(pool, inclusion_rate=args.inclusion_rate)
         check_enough_runs(args.n_shadow, attacks, threat_model=args.threat_model)
         looks = rounds_schedule(args, attacks)

@@ -1,0 +1,165 @@
+"""Tabular pools: the two real tables statsmodels ships (`fair`, `randhie`), and a table of your own
+described by its schema file.
+
+Each loads into a `victims.data.Pool` whose `schema` is set (`victims.tabular.schema`): x float32
+[n, d] of the feature columns, y the label's category index, and a held-out test split that no run
+ever trains on. The schemas below are public by construction: the categories are the surveys'
+answer codes and the plans of the experiment, the bounds are round numbers that a codebook states;
+none is read from the rows (a value outside them is refused, never clipped).
+
+- `fair`: Fair's 1974 survey of married women (Redbook magazine; Fair 1978, "A theory of
+  extramarital affairs"), 6,366 respondents, one row each, 9 columns; the label is the
+  marriage rating (1-5), and `affairs` (time spent in affairs, a continuous measure) is the
+  sensitive column. A record is a person, so adding or removing a record is adding or removing a
+  person. Split: 1,366 test rows (stratified by the label, seed 0), a pool of 5,000.
+- `randhie`: the RAND Health Insurance Experiment (Manning et al. 1987), 20,190 rows, 10
+  columns; the label is "good health" (`hlthg`). **A record is a person-year**: a participant
+  was followed for 3 or 5 years and appears once per year (statsmodels ships no person id), so a
+  claim over add/remove of a record bounds one person-year; a person's whole history is a group
+  of up to 5 records, protected only at the group-privacy ε (k · ε for pure DP, weaker still
+  with δ). The audit's coins are per record, so it tests the record-level claim. Split: 4,190
+  test rows (stratified, seed 0), a pool of 16,000.
+- A schema file (`--dataset my_table.json`): a JSON object with the schema's "label" and
+  "columns" (as `Schema.to_json` writes them), "data" (a .csv or .parquet file, relative to the
+  schema file) and optionally "test" (another; else 20% of the rows, stratified by the label,
+  seed 0, are held out).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from victims.pool import DataError, Pool, make_pool, train_test_split
+from victims.tabular.schema import Column, Schema
+
+
+def _categorical(name: str, categories) -> Column:
+    return Column(name, "categorical", categories=tuple(categories))
+
+
+#: Fair's survey: the questionnaire's answer codes (age and years married are class midpoints)
+FAIR_SCHEMA = Schema(
+    columns=(
+        _categorical("rate_marriage", (1, 2, 3, 4, 5)),
+        _categorical("age", (17.5, 22, 27, 32, 37, 42)),
+        _categorical("yrs_married", (0.5, 2.5, 6, 9, 13, 16.5, 23)),
+        _categorical("children", (0, 1, 2, 3, 4, 5.5)),
+        _categorical("religious", (1, 2, 3, 4)),
+        _categorical("educ", (9, 12, 14, 16, 17, 20)),
+        _categorical("occupation", (1, 2, 3, 4, 5, 6)),
+        _categorical("occupation_husb", (1, 2, 3, 4, 5, 6)),
+        Column("affairs", "continuous", lower=0.0, upper=60.0, bins=12),
+    ),
+    label="rate_marriage",
+)
+FAIR_TEST = 1366
+
+#: the RAND experiment: its five coinsurance plans (log(1 + rate)), indicator columns, round bounds
+RANDHIE_SCHEMA = Schema(
+    columns=(
+        Column("mdvis", "integer", lower=0, upper=80, bins=16),
+        _categorical("lncoins", (0.0, 3.258096, 3.931826, 4.564348, 4.61512)),
+        _categorical("idp", (0, 1)),
+        Column("lpi", "continuous", lower=0.0, upper=8.0, bins=8),
+        Column("fmde", "continuous", lower=0.0, upper=9.0, bins=9),
+        Column("physlm", "continuous", lower=0.0, upper=1.0, bins=5),
+        Column("disea", "continuous", lower=0.0, upper=60.0, bins=12),
+        _categorical("hlthg", (0, 1)),
+        _categorical("hlthf", (0, 1)),
+        _categorical("hlthp", (0, 1)),
+    ),
+    label="hlthg",
+)
+RANDHIE_TEST = 4190
+
+#: how to get the package the embedded tables are read from (pyproject.toml's extra "tabular")
+TABULAR_INSTALL = 'pip install -e ".[tabular]"'
+
+
+def _statsmodels_table(name: str):
+    try:
+        from statsmodels import datasets
+    except ImportError:
+        raise DataError(f"dataset {name} needs statsmodels, which ships it: {TABULAR_INSTALL}") from None
+    return getattr(datasets, name).load_pandas().data
+
+
+def _split_pool(name: str, schema: Schema, frame, *, test_size, where: str) -> Pool:
+    x, y = schema.encode(frame, where=where)
+    try:
+        x, x_test, y, y_test = train_test_split(x, y, test_size=test_size, stratify=y, random_state=0)
+    except ValueError:  # a class too small to stratify
+        x, x_test, y, y_test = train_test_split(x, y, test_size=test_size, random_state=0)
+    return make_pool(name, x, y, x_test, y_test, schema.classes, flip_ok=False, schema=schema)
+
+
+def load_fair(*, data_root=None, download=False) -> Pool:
+    """Fair's survey, embedded in statsmodels (module docstring)."""
+    return _split_pool("fair", FAIR_SCHEMA, _statsmodels_table("fair"), test_size=FAIR_TEST, where="fair")
+
+
+def load_randhie(*, data_root=None, download=False) -> Pool:
+    """The RAND Health Insurance Experiment's person-years, embedded in statsmodels (module docstring)."""
+    frame = _statsmodels_table("randhie")
+    return _split_pool("randhie", RANDHIE_SCHEMA, frame, test_size=RANDHIE_TEST, where="randhie")
+
+
+def read_table(path: str | os.PathLike, *, where: str):
+    """A pandas DataFrame of a .csv or .parquet file; DataError naming the file if it cannot be read."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{where}: table file not found: {path}")
+    try:
+        if path.suffix.lower() == ".parquet":
+            return pd.read_parquet(path)
+        if path.suffix.lower() == ".csv":
+            return pd.read_csv(path)
+    except Exception as e:  # pandas raises many kinds on a bad file; name the file in one line
+        raise DataError(f"{where}: cannot read {path} ({type(e).__name__}: {str(e).strip().splitlines()[0]})") from None
+    raise DataError(f"{where}: {path} is neither .csv nor .parquet")
+
+
+def load_schema_file(path: str | os.PathLike) -> Pool:
+    """The table a schema file describes (module docstring); DataError (one line naming the value)
+    for a bad schema, a missing or unreadable file, a missing column or a value outside the schema."""
+    path = Path(path)
+    where = os.fspath(path)
+    if not path.is_file():
+        raise DataError(f"schema file not found: {path}")
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataError(f"{where} is not a JSON schema file ({e})") from None
+    if not isinstance(found, dict) or not isinstance(found.get("data"), str):
+        raise DataError(f"{where}: a schema file names its rows' file under 'data'")
+    extra = set(found) - {"label", "columns", "data", "test"}
+    if extra:
+        raise DataError(f"{where}: unknown key {sorted(extra)[0]!r} (known: label, columns, data, test)")
+    schema = Schema.from_json({k: found[k] for k in ("label", "columns") if k in found}, where=where)
+    frame = read_table(path.parent / found["data"], where=where)
+    if "test" not in found:
+        return _split_pool(where, schema, frame, test_size=0.2, where=f"{where} ({found['data']})")
+    x, y = schema.encode(frame, where=f"{where} ({found['data']})")
+    x_test, y_test = schema.encode(read_table(path.parent / found["test"], where=where), where=f"{where} (test)")
+    return make_pool(where, x, y, x_test, y_test, schema.classes, flip_ok=False, schema=schema)
+
+
+def write_schema_file(path: str | os.PathLike, schema: Schema, data: str, test: str | None = None) -> Path:
+    """Write the schema file `load_schema_file` reads (the rows' files named relative to it)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    found = {**schema.to_json(), "data": data, **({"test": test} if test else {})}
+    path.write_text(json.dumps(found, indent=2) + "\n")
+    return path
+
+
+def member_table(pool: Pool, rows: np.ndarray):
+    """The pandas DataFrame of pool rows `rows` (bool mask or indices), in the schema's own values."""
+    rows = np.flatnonzero(rows) if np.asarray(rows).dtype == bool else np.asarray(rows)
+    return pool.schema.decode(pool.x[rows], pool.y[rows])
