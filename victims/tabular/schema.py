@@ -56,6 +56,10 @@ class Column:
             raise DataError(f"{where}: lower {self.lower} must be below upper {self.upper}")
         if not isinstance(self.bins, int) or self.bins < 1:
             raise DataError(f"{where}: bins must be a positive integer, got {self.bins!r}")
+        if self.kind == "integer" and len(np.unique(self.to_codes(self._integers()))) < self.bins:
+            raise DataError(
+                f"{where}: {self.bins} bins over [{self.lower}, {self.upper}] leave a bin without an integer"
+            )
 
     @property
     def size(self) -> int:
@@ -77,7 +81,7 @@ class Column:
         if self.kind == "integer":
             outside |= numbers != np.round(numbers)
         if outside.any():
-            bad = numbers[outside][0]
+            bad = float(numbers[outside][0])
             kind = "an integer " if self.kind == "integer" else ""
             raise DataError(
                 f"{where}: column {self.name!r} holds {bad!r}, outside its public domain "
@@ -108,11 +112,17 @@ class Column:
         codes = np.asarray(codes, dtype=np.int64)
         if self.kind == "categorical":
             return codes.astype(np.float64)
+        if self.kind == "integer":  # an integer drawn uniformly among those of the cell
+            integers = self._integers()
+            cells = self.to_codes(integers)
+            first = np.searchsorted(cells, codes, side="left")
+            count = np.searchsorted(cells, codes, side="right") - first
+            return integers[first + (rng.random(len(codes)) * count).astype(np.int64)]
         width = (self.upper - self.lower) / self.bins
-        values = self.lower + (codes + rng.random(len(codes))) * width
-        if self.kind == "integer":
-            values = np.clip(np.round(values), math.ceil(self.lower), math.floor(self.upper))
-        return np.clip(values, self.lower, self.upper)
+        return np.clip(self.lower + (codes + rng.random(len(codes))) * width, self.lower, self.upper)
+
+    def _integers(self) -> np.ndarray:
+        return np.arange(math.ceil(self.lower), math.floor(self.upper) + 1, dtype=np.float64)
 
     def decode(self, encoded: np.ndarray) -> list:
         """The file's values of encoded values (the inverse of `encode`)."""
