@@ -113,6 +113,7 @@ def epsilon_verdict(
     n_canaries: int | None = None,
     per_target: int | None = None,
     rule: str = "grid",
+    chosen_by: str | None = None,
 ) -> Verdict:
     """The ε verdict from per-attack lower bounds that hold jointly at `confidence`.
 
@@ -124,15 +125,17 @@ def epsilon_verdict(
     with. `n_canaries` (m) and `per_target` (canaries per target run, the pool size)
     let an untestable claim's reason say how many canaries and target runs would test it. `rule`
     says how the bounds were paid for: "tuned" (one attack and count chosen on the reference runs)
-    or "grid" (Bonferroni over the grid and the attacks).
+    or "grid" (Bonferroni over the grid and the attacks); `chosen_by` "fixed" says that the tuned
+    rule's attack and count were fixed in advance (summary.json's `verdict.chosen_by`).
     """
     ceilings = _ceilings(bounds, ceiling)
+    paid = _paid(rule, len(bounds), confidence, chosen_by)
     if claim is None:
         best = _best(bounds)
         tail = ""
         if best:
             tail = (
-                f"; the ε lower bound found is {best[1]:.2f} ({best[0]}; {_paid(rule, len(bounds), confidence)}), "
+                f"; the ε lower bound found is {best[1]:.2f} ({best[0]}; {paid}), "
                 f"where a perfect attack would reach ε ≈ {ceilings[best[0]]:.2f} with this design"
             )
         return Verdict(
@@ -156,15 +159,13 @@ def epsilon_verdict(
         return Verdict(
             EPSILON_VIOLATED,
             f"claimed ε violated at {level} confidence",
-            f"{details} exceeds the {stated}; {_paid(rule, len(bounds), confidence)}",
+            f"{details} exceeds the {stated}; {paid}",
             evidence=tuple(a for a, _ in worst),
             checked=checked,
         )
     attack, best = _best(bounds)
     top = max(ceilings.values())
-    design = (
-        f"{_canaries(n_canaries, per_target)}; " if n_canaries else ""
-    ) + f"{_paid(rule, len(bounds), confidence)}; δ = {delta:g}"
+    design = (f"{_canaries(n_canaries, per_target)}; " if n_canaries else "") + f"{paid}; δ = {delta:g}"
     if claimed_epsilon >= top:
         return Verdict(
             EPSILON_NOT_TESTABLE,
@@ -182,7 +183,7 @@ def epsilon_verdict(
     return Verdict(
         EPSILON_CONSISTENT,
         "leakage consistent with the claimed ε",
-        f"every ε lower bound ({_paid(rule, len(bounds), confidence)}) is at most the "
+        f"every ε lower bound ({paid}) is at most the "
         f"{stated}; the largest is ε ≥ {best:.2f} ({attack}), where a perfect attack would have "
         f"reached ε ≈ {top:.2f} with this design ({_design(n_canaries, per_target, delta)}){note}. A lower bound below "
         "the claim "
@@ -211,6 +212,7 @@ def audit_verdict(summary: Mapping, claim: Claim | None) -> Verdict | None:
         n_canaries=n_canaries,
         per_target=n_canaries // targets if n_canaries else None,
         rule=found["rule"],
+        chosen_by=found.get("chosen_by"),
     )
 
 
@@ -246,8 +248,14 @@ def _canaries(n_canaries: int, per_target: int | None) -> str:
     return f"{counted}, i.e. {per_target:,} coin-drawn records × {count(n_canaries // per_target, 'target run')}"
 
 
-def _paid(rule: str, k: int, confidence: float) -> str:
-    """How the verdict's bounds hold at `confidence`, in words."""
+def _paid(rule: str, k: int, confidence: float, chosen_by: str | None = None) -> str:
+    """How the verdict's bounds hold at `confidence`, in words (`chosen_by`: summary.json's
+    `verdict.chosen_by`, "fixed" where the reference runs predicted no bound for any attack)."""
+    if rule == "tuned" and chosen_by == "fixed":
+        return (
+            "the reference runs predicted no bound for any attack, so the attack and its guess count were fixed "
+            f"before the audit (the loss, half of its guesses IN), and its one bound holds at {confidence:.0%}"
+        )
     if rule == "tuned":
         return (
             f"the attack, its query views and its guess count were chosen on the reference runs before any "

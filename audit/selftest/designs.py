@@ -88,6 +88,7 @@ from audit.stats.guesses import RULES, BoundCache, RankedGuesses, applicable, bo
 from audit.stats.mechanism import SubsampledGaussian, epsilon_at
 from audit.selftest.mechanisms import (
     APPROX_DELTA,
+    MARGINALS,
     WHITEBOX_RATE,
     WHITEBOX_STEPS,
     class_pool,
@@ -97,6 +98,8 @@ from audit.selftest.mechanisms import (
     null_scores,
     published_coin_response,
     randomised_response,
+    marginal_counts,
+    marginals_sigma,
     whitebox_gaussian,
     whitebox_sigma,
     whitebox_true_epsilon,
@@ -123,6 +126,8 @@ POWER_EPSILON = 4.0
 # claim 1, 16 (the audit's) at the claim 4
 WHITEBOX_CANARIES = 1000
 WHITEBOX_CLAIMS = {1.0: 8, 4.0: 16}
+# the marginal counts (`marginal_counts`): 1,000 canaries per run, the same claims and target runs
+MARGINAL_CLAIMS = {1.0: 8, 4.0: 16}
 # null attacks per repetition whose maximum is reported, each at confidence 1 - (1 - confidence) / NULL_ATTACKS
 NULL_ATTACKS = 5
 
@@ -429,6 +434,38 @@ def whitebox_designs() -> list[Design]:
     return rows
 
 
+def marginal_designs() -> list[Design]:
+    """The tabular rows: the white-box view of `MARGINALS` Gaussian-noised marginal counts at each
+    claim of `MARGINAL_CLAIMS`, exact (its true ε is the claim, its own curve k Gaussian steps at
+    rate 1); then the claim 4 of a table that really adds half the noise: a power row, not judged."""
+    rows = []
+    for claim, n_targets in MARGINAL_CLAIMS.items():
+        sigma = marginals_sigma(claim)
+        rows.append(
+            Design(
+                f"marginal counts (claim {claim:g}, sigma {sigma:.4g}, {MARGINALS} marginals)",
+                "independent",
+                claim,
+                partial(marginal_counts, sigma=sigma),
+                np.zeros(WHITEBOX_CANARIES, dtype=np.int64),
+                n_targets,
+                delta=APPROX_DELTA,
+                mu=math.sqrt(MARGINALS) / sigma,
+                claimed=SubsampledGaussian(sigma, 1.0, MARGINALS),
+            )
+        )
+    sigma = marginals_sigma(max(MARGINAL_CLAIMS))
+    rows.append(
+        replace(
+            rows[-1],
+            name=f"marginal counts, sigma halved (claim {max(MARGINAL_CLAIMS):g}, real sigma {sigma / 2:.4g})",
+            mechanism=partial(marginal_counts, sigma=sigma / 2),
+            noise_halved=True,
+        )
+    )
+    return rows
+
+
 def designs() -> list[Design]:
     """The self-test's blocks, in the order printed."""
     laplace_labels, _ = class_pool()
@@ -459,6 +496,7 @@ def designs() -> list[Design]:
             attacks=NULL_ATTACKS,
         ),
         *whitebox_designs(),
+        *marginal_designs(),
         Design(
             "laplace class sum",
             "OLD pairs",

@@ -16,6 +16,10 @@ independent coins realise, and each docstring proves its mechanism's ε (or μ):
   steps, scored by the audit's own likelihood ratio (`attacks.whitebox.likelihood_ratio`), σ
   from opacus's RDP calibration (`whitebox_sigma`), true ε from the PRV accountant
   (`whitebox_true_epsilon`);
+* `marginal_counts`: the white-box view of a DP table of marginals (`victims.pipelines.marginals`):
+  per canary the noisy count of its own cell in each of `MARGINALS` Gaussian-noised marginals, less
+  the other records' count, scored by the same likelihood ratio at sample rate 1; exactly μ-GDP
+  with μ = √k / σ;
 * `null_scores`: scores independent of the coins, ε = 0.
 
 A new mechanism is one function here with the signature `(keep, epsilon, rng) -> scores` and its
@@ -38,6 +42,8 @@ N_CLASSES, CLASS_SIZE = 150, 10
 # the white-box subsampled Gaussian: dpsgd's digits audit with gradient canaries (q = 128 / 1,250,
 # 30 epochs of 10 steps)
 WHITEBOX_RATE, WHITEBOX_STEPS = 0.1024, 300
+# the marginal counts: fair's 9 one-way marginals and its 8 pairs of the label with a feature
+MARGINALS = 17
 
 
 def randomised_response(keep: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
@@ -137,6 +143,34 @@ def whitebox_gaussian(keep: np.ndarray, epsilon: float, rng: np.random.Generator
     observations = (sampled & keep).astype(np.float64) + sigma * rng.standard_normal((WHITEBOX_STEPS, *keep.shape))
     return likelihood_ratio(
         observations.reshape(WHITEBOX_STEPS, -1), noise_multiplier=sigma, sample_rate=WHITEBOX_RATE
+    ).reshape(keep.shape)
+
+
+def marginals_sigma(epsilon: float, marginals: int = MARGINALS, delta: float = APPROX_DELTA) -> float:
+    """σ per count that makes `marginals` Gaussian-noised counts of sensitivity 1 exactly (ε, δ)-DP:
+    √k / μ with μ = `gaussian_mu`(ε, δ) (k composed Gaussians of noise σ are √k/σ-GDP)."""
+    return math.sqrt(marginals) / gaussian_mu(epsilon, delta)
+
+
+def marginal_counts(
+    keep: np.ndarray, epsilon: float, rng: np.random.Generator, *, sigma: float, marginals: int = MARGINALS
+) -> np.ndarray:
+    """The white-box likelihood-ratio scores of canaries in a table released through `marginals`
+    noisy marginals: each canary lies alone in its cell of every marginal (the canaries' cells are
+    distinct), whose released count is c_t + b + σ z_t, with c_t the count of the other records in
+    the cell (known to a white-box auditor, who subtracts it), b the canary's coin and z_t ~ N(0, 1)
+    independent across marginals and canaries. Scored by `attacks.whitebox.likelihood_ratio` at
+    (σ, q = 1), the audit's own `whitebox` attack.
+
+    Why it is exactly μ-GDP with μ = √k / σ under adding or removing the canary: the canary moves
+    one count by 1 in each of the k marginals and nothing else; the observations less the known c_t
+    are N(b, σ²) k times independently, whose likelihood ratio depends on their sum alone,
+    N(k b, k σ²): the trade-off curve of N(0, 1) against N(√k / σ, 1), G_μ (Dong, Roth and Su).
+    With σ = `marginals_sigma`(ε0) its ε at δ = 1e-5 is ε0 (`epsilon` is ignored: σ fixes it)."""
+    others = rng.poisson(20.0, size=(marginals, *keep.shape)).astype(np.float64)
+    released = others + keep + sigma * rng.standard_normal((marginals, *keep.shape))
+    return likelihood_ratio(
+        (released - others).reshape(marginals, -1), noise_multiplier=sigma, sample_rate=1.0
     ).reshape(keep.shape)
 
 

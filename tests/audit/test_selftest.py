@@ -397,16 +397,18 @@ def test_cli_prints_a_block_per_design_and_a_line_per_rule_and_analysis():
     # 2 rules x 3 analyses per design, and a tuned row of the claimed mechanism's own curve where the
     # design has one (the Gaussian and white-box designs)
     claimed = [d for d in selftest_designs.designs() if d.claimed is not None]
-    assert len(claimed) == 2 + 3  # the Gaussian mechanism at eps0 1 and 4; white-box claims 1, 4 and sigma halved
+    # the Gaussian mechanism at eps0 1 and 4; white-box claims 1, 4 and sigma halved; marginal counts the same
+    assert len(claimed) == 2 + 3 + 3
     assert len(rows) == 6 * len(blocks) + len(claimed)
     own = [line for line in rows if "own curve" in line]
     assert len(own) == len(claimed) and all(line.startswith("  tuned own curve") for line in own)
     halved = [k for k, line in enumerate(lines) if "sigma halved" in line and "plan]" in line]
-    assert len(halved) == 1
-    assert lines[halved[0]].endswith("[the claim is false: alarms here are detections (power), not judged]")
-    # with 2 repetitions the halved noise is flagged by the own curve both times (measured median 5.65
-    # against the claimed mechanism's 3.69)
-    assert any(line.startswith("  tuned own curve      2  1.000") for line in lines[halved[0] :][:8])
+    assert len(halved) == 2  # white-box and marginal counts
+    for k in halved:
+        assert lines[k].endswith("[the claim is false: alarms here are detections (power), not judged]")
+        # with 2 repetitions the halved noise is flagged by the own curve both times (measured median 5.65
+        # against the claimed mechanism's 3.69 for the white-box row, 5.97 against 4 for the marginal counts)
+        assert any(line.startswith("  tuned own curve      2  1.000") for line in lines[k:][:8])
     assert any(
         line.startswith("power (gaussian mechanism, eps0 4") and "tuned+fdp" in line and "grid+steinke" in line
         for line in lines
@@ -428,10 +430,10 @@ def test_cli_prints_a_block_per_design_and_a_line_per_rule_and_analysis():
     assert [line.split(" (")[0].strip() for line in sequential[:2]] == ["randomised response", "gaussian mechanism"]
     assert all(": 0/2 alarms" in line for line in sequential[:3]) and ": 2/2 detections" in sequential[3]
     # the closing line, after the timing: 2 repetitions of seeds 0 and 1 raise no alarm on any judged row
-    # (68 rows of the fixed designs and 3 sequential ones)
+    # (82 rows of the fixed designs, 14 of them the marginal counts', and 3 sequential ones)
     assert lines[-2].startswith("(") and lines[-2].endswith(" s)")
     assert lines[-1] == (
-        "self-test passed: all 71 judged rows within the allowed 5% (one-sided binomial test, Bonferroni 0.05/71; "
+        "self-test passed: all 85 judged rows within the allowed 5% (one-sided binomial test, Bonferroni 0.05/85; "
         "largest: 0/2 = 0.0%, tuned steinke, randomised response eps0 1)"
     )
 
@@ -488,6 +490,28 @@ def test_white_box_rows_are_valid_and_have_power_on_the_subsampled_gaussian():
         )
         == 3
     )
+
+
+def test_marginal_count_rows_are_exact_valid_and_have_power():
+    # 17 marginals of sensitivity 1: sigma = sqrt(17) / mu; at claim 1, mu = 0.268051 (the mu whose mu-GDP is
+    # (1, 1e-5)-DP), sigma = 4.123106 / 0.268051 = 15.382; at claim 4, mu = 0.924931, sigma = 4.457681.
+    claim1, claim4, halved = selftest_designs.marginal_designs()
+    assert claim1.claimed.noise_multiplier == pytest.approx(15.382, abs=1e-3)
+    assert claim4.claimed.noise_multiplier == pytest.approx(4.4577, abs=1e-3)
+    assert claim4.claimed.sample_rate == 1.0 and claim4.claimed.steps == 17
+    assert claim4.mu == pytest.approx(0.924931, abs=1e-6) and claim4.epsilon == 4.0
+    # exact: its own curve's epsilon is the claim (q = 1, the Gaussian composition in closed form)
+    assert selftest_designs.truth(claim4, "mechanism") == pytest.approx(4.0, abs=1e-6)
+    # measured at 3 repetitions: tuned f-DP 2.32, 2.04, 2.57; own curve 2.70, 2.50, 3.22
+    # (200 repetitions in docs/results/selftest.md)
+    found = selftest_designs.bounds(claim4, repetitions=3, seed=0)
+    fdp, own = (selftest_designs.values_of(found, "tuned", a) for a in ("fdp", "mechanism"))
+    assert (fdp <= 4.0).all() and (own <= 4.0).all() and np.median(own) > 0.6 * 4.0
+    assert selftest_designs.false_alarms(claim4, found, "tuned", "gaussian") == 0
+    # the claim of twice the real noise: the own curve flags it every time
+    assert halved.claimed == claim4.claimed and not halved.judged
+    found = selftest_designs.bounds(halved, repetitions=3, seed=0)
+    assert selftest_designs.false_alarms(halved, found, "tuned", "mechanism") == 3
 
 
 # ---------------------------------------------------------------------------

@@ -44,6 +44,18 @@ def test_a_bound_above_the_claim_is_a_violation_naming_the_attack():
     assert "dcr: ε ≥ 2.00; lira_online: ε ≥ 1.30" in v.reason and "formal ε = 1 (δ = 1e-05)" in v.reason
 
 
+def test_a_verdict_whose_attack_was_fixed_in_advance_says_so_not_that_the_references_chose_it():
+    # summary.json's verdict.chosen_by "fixed": every attack's predicted bound on the reference runs was 0
+    found = {"loss": 1.2}
+    fixed = epsilon_verdict(
+        found, ceiling=4.0, claim=Claim(1.0), delta=1e-5, confidence=0.95, rule="tuned", chosen_by="fixed"
+    )
+    assert fixed.kind == EPSILON_VIOLATED and "chosen on the reference runs" not in fixed.reason
+    assert "the attack and its guess count were fixed before the audit" in fixed.reason
+    chosen = epsilon_verdict(found, ceiling=4.0, claim=Claim(1.0), delta=1e-5, confidence=0.95, rule="tuned")
+    assert "chosen on the reference runs before any target was judged" in chosen.reason
+
+
 def test_a_formal_epsilon_is_stated_to_4_significant_digits():
     # an accountant's ε (PSG's at ε = 10, δ = 1e-5), stated as the audit's terminal line states it
     v = epsilon_verdict(
