@@ -87,6 +87,15 @@ CHOSEN_NOTE = (
 )
 
 
+def run_utility(meta) -> dict:
+    """Means over the runs of the utility figures every run recorded beside its test accuracy (a
+    table's `test_auroc`, `marginal_tv_1way`, `marginal_tv_2way`: `victims.tabular.release`); none
+    where some run recorded none."""
+    recorded = [m.get("utility") or {} for m in meta]
+    names = set.intersection(*(set(u) for u in recorded)) if recorded else set()
+    return {name: float(np.mean([u[name] for u in recorded])) for name in sorted(names)}
+
+
 def summarise(
     runs: StoredRuns,
     scores: dict[str, np.ndarray],
@@ -120,7 +129,11 @@ def summarise(
     summary = {
         **identity,
         **claim_keys(claim, identity["delta"] or 0.0),
-        "utility": {"test_accuracy": float(np.mean(accuracies)), "test_accuracy_std": float(np.std(accuracies))},
+        "utility": {
+            "test_accuracy": float(np.mean(accuracies)),
+            "test_accuracy_std": float(np.std(accuracies)),
+            **run_utility(runs.meta),
+        },
         "evaluation": {
             **_settings(variance, settings),
             "plan": PLAN,
