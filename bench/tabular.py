@@ -1,0 +1,129 @@
+"""The tabular results table (docs/results/tabular.md): each tabular victim audited on an embedded
+table, one row per victim and claimed ε.
+
+    python bench/tabular.py [--rows subset real marginals-1 ...] [--dataset fair] [--n-shadow 64]
+                            [--seed 0] [--runs-dir DIR] [--jsonl F]
+
+Each row is one `python -m audit.lira --dataset D --n-shadow N` of the row's flags (`ROWS`), in
+its own store under `--runs-dir` (a temporary directory by default; a store given there is reused,
+so a second call only scores). Printed as a markdown row: the victim and its claim, the formal ε,
+utility (the downstream classifier's test accuracy, the mean 2-way marginal TV distance to the
+test split), the attack with the largest AUC with its AUC and its TPR at 1% FPR (and the false
+positives there), the ε verdict with the bound it rests on, the own curve (where the runs record
+a mechanism), and the mean seconds a run took in its worker (`wall_s`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from audit.reporting.verdict import summary_verdict
+
+DP_BUGS = "victims.dp.bugs"
+#: row -> the audit's flags (after --dataset and --n-shadow)
+ROWS = {
+    "subset": ["--victim", "tabular-subset"],
+    "real": ["--victim", "tabular-real"],
+    "marginals-1": ["--victim", "marginals", "--epsilon", "1"],
+    "marginals-4": ["--victim", "marginals", "--epsilon", "4"],
+    "marginals-10": ["--victim", "marginals", "--epsilon", "10"],
+    "mst-1": ["--victim", "mst", "--epsilon", "1"],
+    "mst-10": ["--victim", "mst", "--epsilon", "10"],
+    "ctgan": ["--victim", "ctgan"],
+    "domain-bug-1": ["--victim", f"{DP_BUGS}:MarginalsDomainFromData", "--epsilon", "1"],
+    "noise-bug-1": ["--victim", f"{DP_BUGS}:MarginalsNoiseForTen", "--epsilon", "1"],
+}
+
+
+def audit(flags: list[str], *, dataset: str, n_shadow: int, seed: int, runs_dir: Path) -> tuple[dict, float]:
+    """(summary.json, wall seconds) of one audit; the store is the newest under `runs_dir`."""
+    command = [sys.executable, "-m", "audit.lira", "--dataset", dataset, "--n-shadow", str(n_shadow)]
+    command += [*flags, "--seed", str(seed), "--runs-dir", str(runs_dir), "--quiet"]
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    path = max(runs_dir.glob("*/audit/summary.json"), key=lambda p: p.stat().st_mtime_ns)
+    return json.loads(path.read_text()), wall
+
+
+def seconds_per_run(store: Path) -> float:
+    """The mean `wall_s` of the store's runs (seconds a run took in its worker)."""
+    walls = [json.loads(p.read_text())["wall_s"] for p in sorted((store / "runs").glob("*.json"))]
+    return sum(walls) / len(walls)
+
+
+def row_figures(row: str, summary: dict, store: Path) -> dict:
+    """The row's figures from its summary.json and its runs' metadata."""
+    attacks = summary["attacks"]
+    best = max(attacks, key=lambda a: attacks[a]["auc"])
+    verdict, found = summary_verdict(summary), summary.get("verdict") or {}
+    own = found.get("mechanism")
+    return {
+        "row": row,
+        "victim": summary["victim"],
+        "formal_epsilon": summary["formal_epsilon"],
+        "test_accuracy": summary["utility"]["test_accuracy"],
+        "marginal_tv_2way": summary["utility"].get("marginal_tv_2way"),
+        "best_attack": best,
+        "auc": attacks[best]["auc"],
+        "tpr_at_1pct": attacks[best]["tpr_at_fpr"]["0.01"],
+        "fp_at_1pct": attacks[best]["fp_at_fpr"]["0.01"],
+        "verdict": verdict.kind if verdict else None,
+        "eps_lower": found.get("eps_lower"),
+        "verdict_attack": found.get("attack"),
+        "own_curve_rejected": None if own is None else own["rejected"],
+        "own_curve_eps_lower": None if own is None else own["eps_lower"],
+        "s_per_run": seconds_per_run(store),
+    }
+
+
+def markdown(f: dict) -> str:
+    formal = "none" if f["formal_epsilon"] is None else f"{f['formal_epsilon']:.3g}"
+    tv = "" if f["marginal_tv_2way"] is None else f"{f['marginal_tv_2way']:.3f}"
+    own = (
+        ""
+        if f["own_curve_rejected"] is None
+        else (f"{'rejected' if f['own_curve_rejected'] else 'not rejected'}, ε ≥ {f['own_curve_eps_lower']:.2f}")
+    )
+    verdict = f"{f['verdict']}, ε ≥ {f['eps_lower']:.2f} ({f['verdict_attack']})" if f["eps_lower"] is not None else ""
+    return (
+        f"| {f['row']} | {formal} | {f['test_accuracy']:.3f} | {tv} | {f['best_attack']} {f['auc']:.3f} | "
+        f"{f['tpr_at_1pct']:.3f} ({f['fp_at_1pct']} FP) | {verdict} | {own} | {f['s_per_run']:.2f} |"
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
+    p.add_argument("--dataset", default="fair")
+    p.add_argument("--n-shadow", type=int, default=64)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--runs-dir", type=Path, default=None)
+    p.add_argument("--jsonl", type=Path, default=None)
+    args = p.parse_args()
+    print("| row | formal ε | test acc | 2-way TV | best attack, AUC | TPR@1%FPR | verdict | own curve | s/run |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as scratch:
+        runs_dir = args.runs_dir or Path(scratch)
+        for row in args.rows:
+            where = runs_dir / row
+            where.mkdir(parents=True, exist_ok=True)
+            summary, wall = audit(
+                ROWS[row], dataset=args.dataset, n_shadow=args.n_shadow, seed=args.seed, runs_dir=where
+            )
+            store = max(where.glob("*/audit/summary.json"), key=lambda q: q.stat().st_mtime_ns).parents[1]
+            figures = {**row_figures(row, summary, store), "wall_s": wall, "n_shadow": args.n_shadow}
+            print(markdown(figures), flush=True)
+            if args.jsonl:
+                with args.jsonl.open("a") as f:
+                    f.write(json.dumps(figures) + "\n")
+
+
+if __name__ == "__main__":
+    main()
