@@ -77,7 +77,7 @@ class Column:
         if self.kind == "integer":
             outside |= numbers != np.round(numbers)
         if outside.any():
-            bad = numbers[outside][0]
+            bad = float(numbers[outside][0])  # 61.5, not np.float64(61.5)
             kind = "an integer " if self.kind == "integer" else ""
             raise DataError(
                 f"{where}: column {self.name!r} holds {bad!r}, outside its public domain "
@@ -221,7 +221,7 @@ class Schema:
             else:
                 bad = ~((values >= c.lower) & (values <= c.upper))
             if bad.any():
-                raise DataError(f"{where}: column {c.name!r} holds {values[bad][0]!r}, outside the schema")
+                raise DataError(f"{where}: column {c.name!r} holds {float(values[bad][0])!r}, outside the schema")
         if len(y) and (np.min(y) < 0 or np.max(y) >= self.label_column.size):
             raise DataError(f"{where}: label {self.label!r} holds a code outside its {self.label_column.size} classes")
 
