@@ -34,6 +34,11 @@ seed and the pool alone):
   coin is IN and it is Poisson-sampled, its Gaussian mechanism adds a vector of norm exactly Δ in
   the canary's own direction. A black-box attack's score on them is noise.
 
+Kinds of a table (`victims.tabular.canaries`: records inside the public schema, drawn from the
+same stream): `unseen`, records in cells of the schema's domain that no pool record holds, and
+`extreme`, records with every number at a public bound and rare categories elsewhere. An image kind
+on a table, or a table's kind on images, is refused with one line naming the kind and the dataset.
+
 Rows: the natural examples keep their rows 0 .. n_natural - 1 (record i is row i); canary j is
 record n_natural + j, on row n_natural + j, or for duplicates on the K rows
 n_natural + j K .. n_natural + j K + K - 1 (`shadow_runs.records`: the record of each row, and
@@ -49,8 +54,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from victims.data import Pool, make_pool
+from victims.tabular.canaries import TABULAR_KINDS, tabular_canaries
 
+#: the kinds of canary images
 CANARY_KINDS = ("mislabeled", "outlier", "duplicate", "gradient", "blank", "marked")
+IMAGE_KINDS = CANARY_KINDS
+#: every kind `--canary-kind` takes: the image kinds, then a table's (`victims.tabular.canaries`)
+ALL_KINDS = (*IMAGE_KINDS, *TABULAR_KINDS)
 #: the record canaries a white-box audit can score (one row, one image)
 RECORD_KINDS = ("mislabeled", "outlier", "blank", "marked")
 #: the kinds that copy no pool image (so they are not limited by the pool's size)
@@ -76,8 +86,8 @@ class CanaryConfig:
         if isinstance(self.n, bool) or not isinstance(self.n, numbers.Integral) or self.n < 0:
             raise ValueError(f"--canaries {self.n!r} must be an integer >= 0")
         object.__setattr__(self, "n", int(self.n))
-        if self.kind not in CANARY_KINDS:
-            raise ValueError(f"--canary-kind {self.kind!r} is not one of {', '.join(CANARY_KINDS)}")
+        if self.kind not in ALL_KINDS:
+            raise ValueError(f"--canary-kind {self.kind!r} is not one of {', '.join(ALL_KINDS)}")
         if self.kind == "duplicate":
             copies = DEFAULT_COPIES if self.copies is None else self.copies
             if isinstance(copies, bool) or not isinstance(copies, numbers.Integral) or copies < 2:
@@ -114,7 +124,11 @@ class CanaryConfig:
 
 
 def check_fits(pool: Pool, config: CanaryConfig) -> None:
-    """ValueError (one line) unless `pool` can hold the canaries of `config`."""
+    """ValueError (one line) unless `pool` can hold the canaries of `config`: a kind of its own
+    (a table's for a table, an image kind for images), and room for them."""
+    check_kind(pool, config.kind)
+    if pool.tabular:
+        return  # whether the schema has room is known once they are drawn (victims.tabular.canaries)
     if config.kind not in CRAFTED_KINDS and config.n > pool.n_pool:
         raise ValueError(f"--canaries {config.n} is more than the pool's {pool.n_pool} examples can hold")
     pixels = pool.image_shape[1] * pool.image_shape[2]
@@ -124,12 +138,31 @@ def check_fits(pool: Pool, config: CanaryConfig) -> None:
         raise ValueError(f"--canary-kind mislabeled needs at least 2 classes, the pool has {pool.n_classes}")
 
 
+def check_kind(pool: Pool, kind: str) -> None:
+    """ValueError (one line naming the kind and the dataset) for an image kind on a table or a
+    table's kind on images."""
+    if pool.tabular and kind not in TABULAR_KINDS:
+        raise ValueError(
+            f"--canary-kind {kind} makes images; --dataset {pool.name} is a table "
+            f"(its kinds: {', '.join(TABULAR_KINDS)})"
+        )
+    if not pool.tabular and kind in TABULAR_KINDS:
+        raise ValueError(
+            f"--canary-kind {kind} makes table records; --dataset {pool.name} holds images "
+            f"(its kinds: {', '.join(IMAGE_KINDS)})"
+        )
+
+
 def canary_arrays(pool: Pool, config: CanaryConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(x float32 [n_rows, c, h, w], y int64 [n_rows], source int64 [n_rows]) of the canary rows,
-    deterministic from config.seed; `source` is the pool row each was copied from (-1 for outliers)."""
+    """(x float32 [n_rows, c, h, w] (a table's: [n_rows, d]), y int64 [n_rows], source int64 [n_rows])
+    of the canary rows, deterministic from config.seed; `source` is the pool row each was copied from
+    (-1 for outliers and crafted canaries)."""
     check_fits(pool, config)
     rng = np.random.default_rng(np.random.SeedSequence([config.seed, CANARY_STREAM]))
     n, n_classes = config.n, pool.n_classes
+    if pool.tabular:
+        x, y = tabular_canaries(pool.schema, pool.x, pool.y, n, config.kind, rng)
+        return x, y, np.full(n, -1, dtype=np.int64)
     if config.kind == "mislabeled":
         source = rng.choice(pool.n_pool, size=n, replace=False)
         shift = rng.integers(1, n_classes, size=n)  # uniform over the C - 1 wrong labels
@@ -193,6 +226,7 @@ def add_canaries(pool: Pool, config: CanaryConfig | None) -> Pool:
         pool.y_test,
         pool.classes,
         pool.flip_ok,
+        schema=pool.schema,
     )
     # the natural pool's normalisation: canaries must not change how the natural examples are seen
     return dataclasses.replace(with_canaries, mean=pool.mean, std=pool.std)

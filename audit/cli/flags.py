@@ -15,7 +15,8 @@ from audit.summary import EvaluationSettings
 from shadow_runs.plan import DEFAULT_INCLUSION_RATE
 from victims import victim_names
 from victims.compiled import COMPILE_MODES
-from victims.canaries import CANARY_KINDS, DEFAULT_COPIES, CanaryConfig
+from victims.canaries import ALL_KINDS, DEFAULT_COPIES, CanaryConfig
+from victims.tabular.canaries import UNSEEN
 from victims.dp.whitebox_canaries import THREAT_MODELS
 
 #: --runs-per-task's default on a GPU (--gpus-per-run > 0 or --device cuda). On an H100 at 28x28 a
@@ -137,15 +138,17 @@ def add_canary_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--canary-kind",
-        choices=CANARY_KINDS,
+        choices=ALL_KINDS,
         default=None,
         help="mislabeled: pool images with a wrong label; outlier: uniform noise images; duplicate: pool "
         "images repeated --canary-copies times as one record (no epsilon bound for them); gradient: "
         "a vector of norm exactly the sensitivity added to the noisy sums (--threat-model white-box); blank: "
         "blank pages (every pixel at the pool's minimum), canary j labelled class j mod C, the crafted canary of the "
         "worst-case black-box design (dpsgd --sampling full-batch --start pretrained, one per run); marked: blank "
-        "pages each with its own disjoint mark, several per run of that design that barely interfere (e.g. 8) "
-        f"(default mislabeled; with --threat-model white-box {WHITE_BOX_CANARY_KIND})",
+        "pages each with its own disjoint mark, several per run of that design that barely interfere (e.g. 8). "
+        "A table's: unseen: records in cells of the schema's domain no pool record holds; extreme: records with "
+        "every number at a public bound and rare categories elsewhere "
+        f"(default mislabeled, unseen for a table; with --threat-model white-box {WHITE_BOX_CANARY_KIND})",
     )
     p.add_argument(
         "--canary-copies",
@@ -163,13 +166,15 @@ def add_canary_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def canary_config(args: argparse.Namespace, *, release_dimension: int | None = None) -> CanaryConfig | None:
+def canary_config(
+    args: argparse.Namespace, *, release_dimension: int | None = None, tabular: bool = False
+) -> CanaryConfig | None:
     """The canaries the flags ask for (None for none), with the white-box defaults where --canaries or
     --canary-kind is not given: `WHITE_BOX_CANARIES` gradient canaries, at most `release_dimension`
     (the victim's release coordinates, where known), or `WHITE_BOX_RECORD_CANARIES` record canaries;
-    ValueError on flags that do not fit together."""
+    a table's (`tabular`) default kind is unseen. ValueError on flags that do not fit together."""
     white_box = args.threat_model == "white-box"
-    kind = args.canary_kind or (WHITE_BOX_CANARY_KIND if white_box else "mislabeled")
+    kind = args.canary_kind or (WHITE_BOX_CANARY_KIND if white_box else UNSEEN if tabular else "mislabeled")
     if args.canaries is not None:
         n = args.canaries
     elif not white_box:

@@ -2,6 +2,7 @@
 or a generator of their own (the command line of `audit.releases.audit`).
 
     python -m audit.release --pool POOL.npz --release RELEASE.npz --victim NAME --n-shadow R
+    python -m audit.release --dataset TABLE --members MEMBERS --release RELEASE.csv --victim NAME --n-shadow R
         [--claimed-epsilon E] [--claimed-delta D] [--out DIR] [--runs-dir runs] [--seed 0]
         [--inclusion-rate 0.5] [--executor ray|inline] [--workers W] [--device auto]
         [victim flags] [report flags]
@@ -38,8 +39,25 @@ def build_parser(argv: list[str] | None = None) -> ArgumentParser:
         "runs of the same pipeline and random real subsets on the same pool, attacks on the actual release, "
         "a report that says how much it leaks and whether it leaks less than a random subset.",
     )
-    p.add_argument("--pool", required=True, type=Path, help="POOL.npz: x, y, and member (bool) or member_idx (int)")
-    p.add_argument("--release", required=True, type=Path, help="RELEASE.npz: x, y (and optional init_idx)")
+    p.add_argument("--pool", type=Path, help="POOL.npz: x, y, and member (bool) or member_idx (int); images")
+    p.add_argument(
+        "--dataset",
+        default=None,
+        help="a table in place of --pool: fair, randhie, or a .json schema file (with --members)",
+    )
+    p.add_argument(
+        "--members",
+        type=Path,
+        default=None,
+        help="with --dataset: the release's members among the table's pool rows: a .npz (member or member_idx, "
+        "optional membership_seed and membership_rate) or a .csv/.parquet with one column, member or member_idx",
+    )
+    p.add_argument(
+        "--release",
+        required=True,
+        type=Path,
+        help="RELEASE.npz: x, y (and optional init_idx); a table's: a .csv or .parquet with the schema's columns",
+    )
     p.add_argument(
         "--victim",
         required=True,
@@ -64,9 +82,15 @@ def build_parser(argv: list[str] | None = None) -> ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    if (args.pool is None) == (args.dataset is None):
+        parser.error("give the custodian's data as --pool POOL.npz (images) or --dataset TABLE --members FILE")
+    if (args.dataset is None) != (args.members is None):
+        parser.error("--members goes with --dataset (a table's membership); POOL.npz holds its own")
     try:
         request = ReleaseRequest(
             pool_file=args.pool,
+            dataset=args.dataset,
+            members_file=args.members,
             release_file=args.release,
             victim=args.victim,
             n_shadow=args.n_shadow,

@@ -62,7 +62,7 @@ def main(
             pool = class_balanced_subset(pool, args.pool_per_class)
         dimension = getattr(victim, "release_dimension", None)
         white_box = args.threat_model == "white-box" and dimension is not None
-        config = canary_config(args, release_dimension=dimension(pool) if white_box else None)
+        config = canary_config(args, release_dimension=dimension(pool) if white_box else None, tabular=pool.tabular)
         n_natural = pool.n_pool
         pool = add_canaries(pool, config)  # before the check and the plan: the canaries are pool rows
         pool = with_white_box(pool, victim, config, threat_model=args.threat_model, n_natural=n_natural)

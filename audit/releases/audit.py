@@ -25,6 +25,7 @@ from audit.evaluate import StoredRuns, run_delta, score_attacks
 from audit.executor import ExecutorConfig
 from audit.pipeline import experiment_record, train_missing_runs
 from audit.releases.inputs import ReleaseError, ReleaseInputs, read_inputs
+from audit.releases.table_inputs import read_table_inputs
 from audit.releases.leakage import compare_with_subsets, leave_one_out, release_leakage
 from audit.releases.target import check_out_dir, release_id, target_run, victim_for, with_target
 from audit.reporting.build import Report, Settings, build_report, write_report
@@ -45,13 +46,15 @@ class ReleaseRequest:
     and overrides of its configuration), the shadow runs, and the evaluation and report settings
     (the claim checked, if any, is the report's: summary.json records it, the report checks it)."""
 
-    pool_file: Path
+    pool_file: Path | None  # POOL.npz of images; None for a table (`dataset`, `members_file`)
     release_file: Path
     victim: str
     n_shadow: int
     evaluation: EvaluationSettings
     executor: ExecutorConfig
     report: Settings
+    dataset: str | None = None  # a table (fair, randhie, a .json schema file) in place of POOL.npz
+    members_file: Path | None = None  # the table's membership over its pool rows (audit.releases.table_inputs)
     runs_dir: Path = Path("runs")
     out: Path | None = None  # default: <runs_dir>/release-<sha256 of the release, 10 hex>
     overrides: Mapping[str, Any] = field(default_factory=dict)
@@ -82,7 +85,11 @@ def prepare(request: ReleaseRequest) -> PreparedRelease:
     one line) on bad or inconsistent inputs, an --out holding another release's audit, or a store
     of another configuration. Writes nothing but the shadow store's plan."""
     settings = request.evaluation
-    inputs = read_inputs(request.pool_file, request.release_file)
+    if request.dataset is not None:
+        inputs = read_table_inputs(request.dataset, request.members_file, request.release_file)
+    else:
+        inputs = read_inputs(request.pool_file, request.release_file)
+    dataset = request.dataset or str(request.pool_file)
     if inputs.coins is not None and inputs.coins.seed == settings.seed:
         raise ReleaseError(
             f"--seed {settings.seed} is the pool's membership_seed: the shadow runs' coins would repeat "
@@ -91,14 +98,15 @@ def prepare(request: ReleaseRequest) -> PreparedRelease:
     victim = victim_for(request.victim, request.overrides, inputs)
     victim.check(inputs.pool, inclusion_rate=settings.inclusion_rate)  # the shadow runs, at the plan's rate
     experiment = experiment_record(
-        victim, inputs.pool, dataset=str(request.pool_file), seed=settings.seed, inclusion_rate=settings.inclusion_rate
+        victim, inputs.pool, dataset=dataset, seed=settings.seed, inclusion_rate=settings.inclusion_rate
     )
     digest = release_id(request.release_file)
     out = request.out or Path(request.runs_dir) / f"release-{digest[:10]}"
     record = {
         **experiment,
         "n_shadow": request.n_shadow,
-        "pool_file": str(Path(request.pool_file).resolve()),
+        "pool_file": str(Path(request.pool_file).resolve()) if request.pool_file else None,
+        **({"members_file": str(Path(request.members_file).resolve())} if request.members_file else {}),
         "release_file": str(Path(request.release_file).resolve()),
         "release_sha256": digest,
         "membership_sha256": hashlib.sha256(np.packbits(inputs.member).tobytes()).hexdigest(),
@@ -142,28 +150,41 @@ class SubsetBaseline:
 def subset_baseline(request: ReleaseRequest, inputs: ReleaseInputs, victim) -> SubsetBaseline:
     """The `subset` victim and store of the comparison (checked and opened before any training), or
     the reason it cannot be made: a release of uneven class counts, a size the pool cannot supply,
-    or fewer than MIN_SUBSET_RUNS runs."""
+    or fewer than MIN_SUBSET_RUNS runs. A table's is `tabular-subset` at the release's row count."""
     counts = inputs.per_class
+    if inputs.pool.tabular:
+        subset_class = get_victim("tabular-subset")
+        iterations = {f: getattr(victim, f) for f in ("classifier_iterations",) if hasattr(victim, f)}
+        return _subset_store(request, inputs, subset_class(rows=len(inputs.release_y), **iterations))
     if len(set(counts.tolist())) != 1:
         return SubsetBaseline(
             reason=f"the release holds {counts.tolist()} images per class, and a random real subset "
             "of the same size is drawn with the same number of every class"
         )
+    train = getattr(victim, "train", None)
+    subset_class = get_victim("subset")
+    subset = subset_class(ipc=int(counts[0]), **({"train": train} if isinstance(train, TrainConfig) else {}))
+    return _subset_store(request, inputs, subset, size=f"{int(counts[0])} per class")
+
+
+def _subset_store(request: ReleaseRequest, inputs: ReleaseInputs, subset, *, size: str = "") -> SubsetBaseline:
+    """The subset victim `subset` checked on the pool and its store opened, or why it cannot be drawn."""
+    settings = request.evaluation
     if request.n_shadow < MIN_SUBSET_RUNS:
         return SubsetBaseline(
             reason=f"--n-shadow {request.n_shadow} leaves too few subset runs for the comparison "
             f"(each is judged against the others: at least {MIN_SUBSET_RUNS})"
         )
-    train = getattr(victim, "train", None)
-    subset_class = get_victim("subset")
-    subset = subset_class(ipc=int(counts[0]), **({"train": train} if isinstance(train, TrainConfig) else {}))
-    settings = request.evaluation
     try:
         subset.check(inputs.pool, inclusion_rate=settings.inclusion_rate)
     except ValueError as e:
-        return SubsetBaseline(reason=f"a random real subset of {int(counts[0])} per class cannot be drawn: {e}")
+        return SubsetBaseline(reason=f"a random real subset of {size or 'the release size'} cannot be drawn: {e}")
     experiment = experiment_record(
-        subset, inputs.pool, dataset=str(request.pool_file), seed=settings.seed, inclusion_rate=settings.inclusion_rate
+        subset,
+        inputs.pool,
+        dataset=request.dataset or str(request.pool_file),
+        seed=settings.seed,
+        inclusion_rate=settings.inclusion_rate,
     )
     store = RunStore.open(
         request.runs_dir, experiment=experiment, pool_labels=inputs.pool.y, keep_other_code=request.keep_other_code

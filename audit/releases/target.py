@@ -32,8 +32,10 @@ def size_field(victim_name: str) -> str | None:
 
 def victim_for(name: str, overrides: Mapping[str, Any], inputs: ReleaseInputs):
     """The victim `name` with `overrides` (`audit.cli.victim_flags.victim_overrides`), its images
-    per class set from the release when not given."""
+    per class (a table's: its `rows`) set from the release when not given."""
     cls = get_victim(name)
+    if getattr(cls, "tabular", False) or inputs.pool.tabular:
+        return _table_victim_for(name, cls, overrides, inputs)
     if not callable(getattr(cls, "observe_release", None)):
         raise ReleaseError(
             f"--victim {name} trains no downstream model on a released data set, so audit.release cannot train "
@@ -56,18 +58,38 @@ def victim_for(name: str, overrides: Mapping[str, Any], inputs: ReleaseInputs):
     return build_victim(name, overrides)
 
 
+def _table_victim_for(name: str, cls, overrides: Mapping[str, Any], inputs: ReleaseInputs):
+    """A tabular victim for a table's release, its `rows` the release's row count (a flag given must
+    agree); ReleaseError for a victim and a pool of different kinds."""
+    if not inputs.pool.tabular:
+        raise ReleaseError(f"--victim {name} releases a table; give the table as --dataset with --members")
+    if not getattr(cls, "tabular", False):
+        raise ReleaseError(f"--victim {name} releases images, and --dataset {inputs.pool.name} is a table")
+    overrides, rows = dict(overrides), len(inputs.release_y)
+    if overrides.get("rows") is not None and overrides["rows"] != rows:
+        raise ReleaseError(f"--rows {overrides['rows']} does not match the release's {rows} rows")
+    return build_victim(name, {**overrides, "rows": rows})
+
+
 # -- the audit ------------------------------------------------------------------------------------
 def target_run(victim, inputs: ReleaseInputs, *, seed: int, device: str):
     """Observations of the downstream model trained on the user's release, as a shadow run makes
-    them (`victim.observe_release`, `victims.synthetic`)."""
+    them (`victim.observe_release`, `victims.synthetic`; a table's downstream classifier,
+    `victims.tabular.release.observe_release`)."""
     from victims.base import resolve_device
 
     device = resolve_device(device)
     run_seed = int(np.random.SeedSequence([seed, TARGET_STREAM]).generate_state(1)[0] >> 1)
     start = time.perf_counter()
-    obs = victim.observe_release(
-        inputs.pool, inputs.release_x, inputs.release_y, seed=run_seed, device=device, init_idx=inputs.init_idx
-    )
+    if inputs.pool.tabular:
+        from victims.tabular.release import Released, observe_release
+
+        released = Released(inputs.release_x, inputs.release_y, {"init_idx": inputs.init_idx})
+        obs = observe_release(inputs.pool, released, seed=run_seed, iterations=victim.classifier_iterations)
+    else:
+        obs = victim.observe_release(
+            inputs.pool, inputs.release_x, inputs.release_y, seed=run_seed, device=device, init_idx=inputs.init_idx
+        )
     meta = {
         "run": 0,
         "seed": run_seed,

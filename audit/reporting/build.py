@@ -116,14 +116,15 @@ def build_report(
         if release is not None:
             run, x, y = release
             entry["release"] = {"run": run, "n_images": int(len(x)), "shape": list(x.shape)}
-            releases[key] = figures.image_grid_png(
-                x, [str(int(c)) for c in y], columns=min(20, max(10, len(x) // 10)), size=0.6
-            )
+            if x.ndim != 2:  # images; a table's records [k, d] are not drawn
+                releases[key] = figures.image_grid_png(
+                    x, [str(int(c)) for c in y], columns=min(20, max(10, len(x) // 10)), size=0.6
+                )
         pool_x = images.get(key)
         if pool_x is None:
             pool_x = pool_images(audited, data_root=data_root)
         risky = entry["highest_risk"]["examples"]
-        if pool_x is not None and risky:
+        if pool_x is not None and pool_x.ndim != 2 and risky:  # images, not a table's records
             risks[key] = figures.image_grid_png(
                 pool_x[[e["index"] for e in risky]],
                 [f"#{e['index']} ({e['label']})\n{e['nonmember_percentile']:.1%}" for e in risky],

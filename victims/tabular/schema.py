@@ -231,7 +231,7 @@ class Schema:
             else:
                 bad = ~((values >= c.lower) & (values <= c.upper))
             if bad.any():
-                raise DataError(f"{where}: column {c.name!r} holds {values[bad][0]!r}, outside the schema")
+                raise DataError(f"{where}: column {c.name!r} holds {float(values[bad][0])!r}, outside the schema")
         if len(y) and (np.min(y) < 0 or np.max(y) >= self.label_column.size):
             raise DataError(f"{where}: label {self.label!r} holds a code outside its {self.label_column.size} classes")
 

@@ -1,0 +1,77 @@
+"""The inputs of `audit.release` for a table: the custodian's pool is a tabular dataset
+(`--dataset`: fair, randhie, or a schema file, `victims.tabular.pools`), the membership over its
+pool rows is a file of its own (`--members`), and the release is a CSV or Parquet file with the
+schema's columns (`--release`), encoded by `Schema.encode`. docs/contracts.md, "audit.release".
+
+`--members`: a .npz with the keys of POOL.npz's membership (`member` bool [n_pool] or `member_idx`
+int [m]; optional `membership_seed` with `membership_rate`, the coins that drew them over the pool
+rows), or a .csv / .parquet with one column, `member` (0/1 or true/false, a row per pool row) or
+`member_idx` (pool rows). Any bad input raises ReleaseError or DataError, one line naming the value."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from audit.releases.inputs import ReleaseError, ReleaseInputs, _coins, _membership, _npz
+from victims import load_pool
+from victims.tabular.pools import read_table
+
+TABLE_SUFFIXES = (".csv", ".parquet")
+
+
+def read_table_inputs(dataset: str, members_path: str | os.PathLike, release_path: str | os.PathLike) -> ReleaseInputs:
+    """Read and check the tabular pool, the membership and the release (module docstring)."""
+    pool = load_pool(dataset)
+    if not pool.tabular:
+        raise ReleaseError(f"--dataset {dataset} holds images: give them as --pool POOL.npz (without --members)")
+    members_path, release_path = Path(members_path), Path(release_path)
+    member, coins = read_members(members_path, pool.n_pool)
+    if member.all() or not member.any():
+        raise ReleaseError(
+            f"--members {members_path}: the membership must have members and non-members, "
+            f"got {int(member.sum())} members of {len(member)}"
+        )
+    if release_path.suffix.lower() not in TABLE_SUFFIXES:
+        raise ReleaseError(f"--release {release_path}: a table's release is a .csv or .parquet file")
+    where = f"--release {release_path}"
+    x, y = pool.schema.encode(read_table(release_path, where=where), where=where)
+    if len(x) > pool.n_pool:
+        raise ReleaseError(f"{where} has {len(x)} rows, more than the pool's {pool.n_pool}")
+    return ReleaseInputs(
+        pool=pool,
+        member=member,
+        pool_index=np.arange(pool.n_pool, dtype=np.int64),
+        release_x=x,
+        release_y=y,
+        init_idx=np.zeros(0, dtype=np.int64),
+        coins=coins,
+    )
+
+
+def read_members(path: Path, n: int):
+    """(member bool [n], coins or None) of a --members file (module docstring)."""
+    if path.suffix.lower() == ".npz":
+        arrays = _npz(path, "members")
+    elif path.suffix.lower() in TABLE_SUFFIXES:
+        frame = read_table(path, where=f"--members {path}")
+        columns = [str(c) for c in frame.columns]
+        if len(columns) != 1 or columns[0] not in ("member", "member_idx"):
+            raise ReleaseError(f"--members {path}: needs one column, 'member' or 'member_idx', got {columns}")
+        values = frame[columns[0]].to_numpy()
+        if values.dtype == object:  # "true" / "false" as a CSV spells them
+            found = {str(v).strip().lower() for v in values}
+            if not found <= {"true", "false"}:
+                bad = sorted(found - {"true", "false"})[0]
+                raise ReleaseError(f"--members {path}: '{columns[0]}' holds {bad!r}, not 0/1 or true/false")
+            values = np.array([str(v).strip().lower() == "true" for v in values])
+        arrays = {columns[0]: values}
+    else:
+        raise ReleaseError(f"--members {path}: give a .npz, .csv or .parquet file")
+    try:
+        member = _membership(arrays, n, path)
+        return member, _coins(arrays, member, path)
+    except ReleaseError as e:  # the image reader names its file as --pool
+        raise ReleaseError(str(e).replace(f"--pool {path}", f"--members {path}")) from None

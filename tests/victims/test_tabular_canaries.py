@@ -1,0 +1,170 @@
+"""Canaries of a table (victims.tabular.canaries through victims.canaries): unseen records in
+cells no pool record holds, extreme records at the public bounds, both inside the schema,
+deterministic per seed; a kind of the other data refused with one line."""
+
+import json
+
+import numpy as np
+import pytest
+
+from victims.canaries import CanaryConfig, add_canaries, canary_arrays
+from victims.data import make_pool
+from victims.tabular.canaries import extreme_records, rare_categories, unseen_records
+from victims.tabular.schema import Column, Schema
+
+pytest.importorskip("statsmodels")
+
+
+@pytest.fixture(scope="module")
+def fair():
+    from victims import load_pool
+
+    return load_pool("fair")
+
+
+def cells(pool, x, y):
+    return {tuple(row) for row in pool.schema.codes(x, y).tolist()}
+
+
+def test_unseen_canaries_fall_in_cells_no_pool_record_holds_and_in_distinct_cells(fair):
+    x, y, source = canary_arrays(fair, CanaryConfig(n=64, kind="unseen", seed=0))
+    assert x.shape == (64, len(fair.schema.features)) and y.shape == (64,) and (source == -1).all()
+    fair.schema.check_rows(x, y, where="canaries")  # inside the schema
+    found = cells(fair, x, y)
+    assert len(found) == 64  # distinct canaries, distinct cells
+    assert not found & cells(fair, fair.x, fair.y)  # none a pool record holds
+    # and no pool record equals any canary, value for value
+    pool_rows = {tuple(r) for r in np.column_stack([fair.x, fair.y]).tolist()}
+    assert not {tuple(r) for r in np.column_stack([x, y]).tolist()} & pool_rows
+
+
+def test_canaries_are_the_same_for_a_seed_and_differ_between_seeds(fair):
+    for kind in ("unseen", "extreme"):
+        a = canary_arrays(fair, CanaryConfig(n=16, kind=kind, seed=5))
+        b = canary_arrays(fair, CanaryConfig(n=16, kind=kind, seed=5))
+        c = canary_arrays(fair, CanaryConfig(n=16, kind=kind, seed=6))
+        assert all(np.array_equal(u, v) for u, v in zip(a, b))
+        assert not np.array_equal(a[0], c[0])
+
+
+def test_extreme_canaries_sit_at_the_bound_no_pool_record_reaches_with_rare_categories(fair):
+    x, y, _ = canary_arrays(fair, CanaryConfig(n=32, kind="extreme", seed=1))
+    fair.schema.check_rows(x, y, where="canaries")
+    affairs = [c.name for c in fair.schema.features].index("affairs")
+    assert fair.x[:, affairs].max() < 60.0  # the pool never reaches the upper bound ...
+    assert (x[:, affairs] == 60.0).all()  # ... so every canary sits there
+    for j, column in enumerate(fair.schema.features):
+        if column.kind == "categorical":
+            counts = np.bincount(fair.x[:, j].astype(int), minlength=column.size)
+            assert set(x[:, j].astype(int)) <= set(rare_categories(counts).tolist())
+    assert set(y.tolist()) <= {0, 1, 2}  # rate_marriage 1, 2, 3: the three rarest of five labels
+    assert len({tuple(r) for r in np.column_stack([x, y]).tolist()}) == 32  # distinct records
+
+
+def small_schema():
+    return Schema(
+        columns=(
+            Column("colour", "categorical", categories=("red", "green", "blue")),
+            Column("size", "integer", lower=0, upper=10, bins=2),
+            Column("label", "categorical", categories=(0, 1)),
+        ),
+        label="label",
+    )
+
+
+def small_pool(x, y):
+    return make_pool("small", x, y, x[:2], y[:2], ("0", "1"), flip_ok=False, schema=small_schema())
+
+
+def test_an_unseen_canary_holds_the_category_no_pool_record_holds():
+    # nobody is blue (category 2): every unseen canary is, whatever else it draws
+    x = np.array([[0, 1], [1, 9], [0, 3], [1, 7]], dtype=np.float32)
+    y = np.array([0, 1, 1, 0])
+    pool = small_pool(x, y)
+    cx, cy, _ = canary_arrays(pool, CanaryConfig(n=4, kind="unseen", seed=0))
+    assert (cx[:, 0] == 2).all()
+    assert len(cells(pool, cx, cy)) == 4
+
+
+def test_extreme_canaries_take_the_lower_bound_where_the_pool_reaches_the_upper():
+    x = np.array([[0, 10], [1, 9], [2, 4], [1, 7]], dtype=np.float32)
+    y = np.array([0, 1, 1, 1])
+    cx, cy = extreme_records(small_schema(), x, y, 2, np.random.default_rng(0))
+    assert (cx[:, 1] == 0).all()  # 10 is reached, 0 is not
+    assert (cy == 0).all()  # the rarer label
+    assert set(cx[:, 0].tolist()) <= {0.0, 2.0}  # red and blue: one record each
+
+
+def test_a_schema_without_room_is_refused_with_one_line():
+    schema = small_schema()
+    rows = np.array([[c, size, label] for c in range(3) for size in (2, 8) for label in range(2)])
+    x, y = rows[:, :2].astype(np.float32), rows[:, 2]  # every one of the 12 cells held (size bins [0, 5), [5, 10])
+    with pytest.raises(ValueError, match="it has 0$"):
+        unseen_records(schema, x, y, 1, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="make 2$"):  # 2 rare colours x 1 bound x 1 rare label
+        extreme_records(schema, x, y, 3, np.random.default_rng(0))
+
+
+def test_add_canaries_appends_table_rows_after_the_natural_pool(fair):
+    config = CanaryConfig(n=16, kind="unseen", seed=0)
+    with_canaries = add_canaries(fair, config)
+    x, y, _ = canary_arrays(fair, config)
+    assert with_canaries.tabular and with_canaries.schema is fair.schema and with_canaries.n_pool == fair.n_pool + 16
+    assert np.array_equal(with_canaries.x[: fair.n_pool], fair.x) and np.array_equal(with_canaries.x[fair.n_pool :], x)
+    assert np.array_equal(with_canaries.y[fair.n_pool :], y)
+    assert np.array_equal(with_canaries.x_test, fair.x_test) and with_canaries.fingerprint != fair.fingerprint
+
+
+@pytest.mark.parametrize("kind", ["mislabeled", "blank", "duplicate"])
+def test_an_image_kind_on_a_table_is_refused_naming_the_kind_and_dataset(fair, kind):
+    with pytest.raises(ValueError) as e:
+        add_canaries(fair, CanaryConfig(n=4, kind=kind))
+    assert str(e.value) == f"--canary-kind {kind} makes images; --dataset fair is a table (its kinds: unseen, extreme)"
+
+
+@pytest.mark.parametrize("kind", ["unseen", "extreme"])
+def test_a_tables_kind_on_images_is_refused_naming_the_kind_and_dataset(kind):
+    rng = np.random.default_rng(0)
+    images = make_pool(
+        "pics", rng.random((20, 1, 4, 4)), np.arange(20) % 2, rng.random((4, 1, 4, 4)), [0, 1, 0, 1], ("a", "b"), False
+    )
+    with pytest.raises(ValueError, match=f"^--canary-kind {kind} makes table records; --dataset pics holds images"):
+        add_canaries(images, CanaryConfig(n=4, kind=kind))
+
+
+QUIET = ["--executor", "inline", "--quiet"]
+
+
+def test_an_audit_of_fair_with_unseen_canaries_reports_them_apart_from_the_natural_records(tmp_path):
+    from audit import lira
+    from audit.reporting.build import Settings, build_report
+    from audit.results import load_audited
+
+    runs_dir = tmp_path / "runs"
+    argv = ["--victim", "tabular-subset", "--dataset", "fair", "--n-shadow", "8", "--runs-dir", str(runs_dir)]
+    assert lira.main([*argv, "--canaries", "16", "--canary-kind", "unseen", *QUIET]) == 0
+    (root,) = [p for p in runs_dir.iterdir() if p.is_dir()]
+    entry = {"n": 16, "kind": "unseen", "copies": None, "seed": 0, "first_row": 5000, "n_natural": 5000}
+    assert json.loads((root / "experiment.json").read_text())["canaries"] == entry
+    keep = np.load(root / "keep.npy")
+    summary = json.loads((root / "audit" / "summary.json").read_text())
+    assert summary["evaluation"]["canaries"] == entry and summary["evaluation"]["n_canaries"] == 4 * 16
+    for name, attack in summary["attacks"].items():
+        # the top level is the 4 targets x 16 canary coins, the natural group the 4 x 5000 others
+        assert attack["n_members"] == keep[:4, 5000:].sum() and attack["n_nonmembers"] == (~keep[:4, 5000:]).sum()
+        assert attack["natural"]["n_members"] == keep[:4, :5000].sum(), name
+    # the report of a table's audit is built (no image grids for its records)
+    built = build_report([load_audited(root)], settings=Settings(n_boot=10))
+    assert built.data["experiments"][0]["highest_risk"]["examples"]
+
+
+def test_a_tables_audit_given_an_image_kind_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys):
+    from audit import lira
+
+    argv = ["--victim", "tabular-subset", "--dataset", "fair", "--n-shadow", "4", "--runs-dir", str(tmp_path / "runs")]
+    with pytest.raises(SystemExit) as exit_info:
+        lira.main([*argv, "--canaries", "4", "--canary-kind", "marked", *QUIET])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1
+    assert "--canary-kind marked makes images; --dataset fair is a table" in err
+    assert not (tmp_path / "runs").exists()

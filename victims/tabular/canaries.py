@@ -1,0 +1,144 @@
+"""Canaries of a table: worst-case records inside its public schema (`victims.canaries` adds them
+after the natural rows, each with its own coin, as it adds the image canaries).
+
+Both kinds are drawn from the master seed's canary stream (the generator `victims.canaries` passes
+in) and read nothing but the public schema and the audit's own pool:
+
+* `unseen`: N records, each in a cell of the schema's discrete domain (`Schema.codes`: every
+  categorical column's category, every numeric column's equal-width bin, the label) that no pool
+  record falls in, distinct canaries in distinct cells. Where the schema has feature categories no
+  pool record holds, every canary holds one of them (canary j the j-th of them, cyclically) and its
+  other cells are drawn uniformly; else every cell is drawn uniformly, and a cell a pool record (or
+  an earlier canary) holds is drawn again. A number is drawn uniformly inside its bin.
+* `extreme`: N distinct records with every numeric feature at a public bound (the bound no pool
+  record reaches; if neither or both are reached, the one fewer pool records are near: the farther
+  from the pool's nearest value) and every categorical column (the label too) at one of its rare
+  categories: the ⌈K/2⌉ of its K categories that the fewest pool records hold (ties in the
+  schema's order), drawn uniformly.
+
+Refused (ValueError, one line) where the schema cannot hold N such records: fewer empty cells than
+N, or fewer distinct extreme records.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from victims.tabular.schema import Schema
+
+UNSEEN, EXTREME = "unseen", "extreme"
+#: the canary kinds of a table (`victims.canaries.CANARY_KINDS` holds them beside the image kinds)
+TABULAR_KINDS = (UNSEEN, EXTREME)
+#: candidate cells drawn per batch, and the most batches, while looking for empty cells
+BATCH, MOST_BATCHES = 256, 4000
+
+
+def tabular_canaries(
+    schema: Schema, x: np.ndarray, y: np.ndarray, n: int, kind: str, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """(x float32 [n, d], y int64 [n]): n canaries of `kind` for the pool rows `x`, `y` (module docstring)."""
+    if kind == UNSEEN:
+        return unseen_records(schema, x, y, n, rng)
+    if kind == EXTREME:
+        return extreme_records(schema, x, y, n, rng)
+    raise ValueError(f"--canary-kind {kind!r} is not one of a table's kinds ({', '.join(TABULAR_KINDS)})")
+
+
+def unheld_categories(schema: Schema, x: np.ndarray) -> list[tuple[int, int]]:
+    """(feature column, category index) of every feature category no pool row holds, in schema order."""
+    found = []
+    for j, column in enumerate(schema.features):
+        if column.kind == "categorical":
+            held = np.bincount(x[:, j].astype(np.int64), minlength=column.size)
+            found += [(j, int(c)) for c in np.flatnonzero(held == 0)]
+    return found
+
+
+def unseen_records(
+    schema: Schema, x: np.ndarray, y: np.ndarray, n: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """n records in distinct cells of the discrete domain that no pool row falls in (module docstring)."""
+    sizes = np.array(schema.domain_sizes, dtype=np.int64)
+    taken = {tuple(row) for row in schema.codes(x, y).tolist()}
+    empty = math.prod(int(s) for s in sizes) - len(taken)
+    if n > empty:
+        raise ValueError(
+            f"--canaries {n} unseen canaries need as many cells of the schema's domain that no pool record "
+            f"falls in; it has {empty}"
+        )
+    unheld = unheld_categories(schema, x)
+    rows: list[tuple[np.ndarray, np.ndarray]] = []
+    for _ in range(MOST_BATCHES):
+        if len(rows) == n:
+            break
+        cells = np.stack([rng.integers(0, s, size=BATCH) for s in sizes], axis=1)
+        for cell in cells:
+            if unheld:
+                column, category = unheld[len(rows) % len(unheld)]
+                cell[column] = category
+            if tuple(cell.tolist()) in taken or len(rows) == n:
+                continue
+            record = schema.from_codes(cell[None], rng)  # a number drawn in its bin (rounding may move it)
+            key = tuple(schema.codes(*record)[0].tolist())
+            if key not in taken:
+                taken.add(key)
+                rows.append(record)
+    if len(rows) < n:
+        raise ValueError(f"--canaries {n}: found {len(rows)} empty cells of the schema's domain for unseen canaries")
+    if not rows:
+        return np.zeros((0, len(schema.features)), dtype=np.float32), np.zeros(0, dtype=np.int64)
+    return np.concatenate([r[0] for r in rows]), np.concatenate([r[1] for r in rows])
+
+
+def extreme_bound(values: np.ndarray, lower: float, upper: float) -> float:
+    """The public bound of a numeric column that its pool values `values` keep farthest from (the
+    bound none reaches, where one is unreached; on a tie, the upper)."""
+    if len(values) == 0:
+        return float(upper)
+    below = float(np.min(np.abs(values - lower)))
+    above = float(np.min(np.abs(values - upper)))
+    return float(lower) if below > above else float(upper)
+
+
+def rare_categories(counts: np.ndarray) -> np.ndarray:
+    """The ⌈K/2⌉ category indices of K that the fewest pool records hold (ties in order)."""
+    return np.argsort(counts, kind="stable")[: math.ceil(len(counts) / 2)]
+
+
+def extreme_records(
+    schema: Schema, x: np.ndarray, y: np.ndarray, n: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """n distinct records: numbers at a public bound, categories (the label too) rare ones (module docstring)."""
+    columns = [*schema.features, schema.label_column]
+    values = np.concatenate([x.astype(np.float64), y[:, None].astype(np.float64)], axis=1)
+    choices = []  # per column: the values a canary may take there
+    for j, column in enumerate(columns):
+        if column.kind == "categorical":
+            counts = np.bincount(values[:, j].astype(np.int64), minlength=column.size)
+            choices.append(rare_categories(counts).astype(np.float64))
+        else:
+            choices.append(np.array([extreme_bound(values[:, j], column.lower, column.upper)]))
+    distinct = math.prod(len(c) for c in choices)
+    if n > distinct:
+        raise ValueError(
+            f"--canaries {n} extreme canaries need as many distinct records; the schema's bounds and rare "
+            f"categories make {distinct}"
+        )
+    chosen: list[tuple] = []
+    seen: set[tuple] = set()
+    for _ in range(MOST_BATCHES):
+        if len(chosen) == n:
+            break
+        picks = np.stack([rng.integers(0, len(c), size=BATCH) for c in choices], axis=1)
+        for pick in picks:
+            key = tuple(pick.tolist())
+            if key not in seen and len(chosen) < n:
+                seen.add(key)
+                chosen.append(key)
+    if len(chosen) < n:
+        raise ValueError(f"--canaries {n}: found {len(chosen)} distinct extreme records")
+    rows = np.array([[choices[j][k] for j, k in enumerate(key)] for key in chosen], dtype=np.float64)
+    rows = rows.reshape(n, len(columns))
+    return rows[:, :-1].astype(np.float32), rows[:, -1].astype(np.int64)
