@@ -14,6 +14,8 @@ from victims.base import check_pool_kind
 FAST = {  # a quick configuration of each tabular victim
     "tabular-subset": {"rows": 300, "classifier_iterations": 10},
     "tabular-real": {"classifier_iterations": 10},
+    "ctgan": {"rows": 300, "classifier_iterations": 10, "epochs": 2},
+    "mst": {"rows": 300, "classifier_iterations": 10, "iterations": 100, "selection": "public"},
 }
 
 
