@@ -8,7 +8,9 @@ them and observes it on the whole pool, as the image victims observe their ConvN
 
 - the downstream model is scikit-learn's HistGradientBoostingClassifier (the categorical columns
   declared categorical, `classifier_iterations` boosting rounds, no early stopping, seeded by the
-  run's seed: the same release and seed give the same model). Its logits are log predict_proba,
+  run's seed: the same release and seed give the same model), on one OpenMP thread: a run is one
+  Ray task per core, and OpenMP's threads on a busy core spin (a fair run measured 0.6 s of CPU on
+  one thread against 8.6-9.4 s on two, with other work on the cores). Its logits are log predict_proba,
   floored at 1e-6 (a class missing from the release gets that floor); one query view, the record;
 - utility: its accuracy and one-vs-rest AUROC on the held-out test split, and the mean total
   variation distance between the release's and the test split's 1-way and 2-way marginals over
@@ -102,13 +104,16 @@ def _fit_classifier(pool: Pool, x: np.ndarray, y: np.ndarray, *, seed: int, iter
         return int(y[0])
     from sklearn.ensemble import HistGradientBoostingClassifier
 
+    from threadpoolctl import threadpool_limits
+
     model = HistGradientBoostingClassifier(
         max_iter=iterations,
         categorical_features=pool.schema.categorical,
         early_stopping=False,
         random_state=seed % 2**32,
     )
-    return model.fit(x, y)
+    with threadpool_limits(1):
+        return model.fit(x, y)
 
 
 def _log_probabilities(model: Any, x: np.ndarray, n_classes: int) -> np.ndarray:
@@ -117,7 +122,10 @@ def _log_probabilities(model: Any, x: np.ndarray, n_classes: int) -> np.ndarray:
     if isinstance(model, int):
         p[:, model] = 1.0
     else:
-        p[:, model.classes_] = np.maximum(model.predict_proba(x), PROBABILITY_FLOOR)
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1):
+            p[:, model.classes_] = np.maximum(model.predict_proba(x), PROBABILITY_FLOOR)
     return np.log(p / p.sum(1, keepdims=True)).astype(np.float32)
 
 
