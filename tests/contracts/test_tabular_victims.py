@@ -14,6 +14,7 @@ from victims.base import check_pool_kind
 FAST = {  # a quick configuration of each tabular victim
     "tabular-subset": {"rows": 300, "classifier_iterations": 10},
     "tabular-real": {"classifier_iterations": 10},
+    "marginals": {"rows": 300, "classifier_iterations": 10},
 }
 
 

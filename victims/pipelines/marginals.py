@@ -146,17 +146,20 @@ def sample_codes(
     return codes
 
 
-def check_canary_cells(canary_codes: np.ndarray, rows: np.ndarray, marginals: tuple[tuple[int, ...], ...]) -> None:
+def check_canary_cells(
+    canary_codes: np.ndarray, rows: np.ndarray, marginals: tuple[tuple[int, ...], ...], names: tuple[str, ...]
+) -> None:
     """ValueError (one line) naming two white-box canaries (pool rows) that share a cell of a measured
-    marginal: their observations would each hold the other's coin (module docstring)."""
+    marginal (`names`: the columns of `Schema.codes`, the label last): their observations would each
+    hold the other's coin (module docstring)."""
     for columns in marginals:
-        cells = [tuple(c) for c in canary_codes[:, list(columns)]]
         seen: dict[tuple, int] = {}
-        for row, cell in zip(rows, cells):
+        for row, codes in zip(rows, canary_codes):
+            cell = tuple(int(codes[c]) for c in columns)
             if cell in seen:
                 raise ValueError(
                     f"white-box canaries must lie in distinct cells of every measured marginal: rows {seen[cell]} "
-                    f"and {row} share cell {cell} of the marginal of columns {columns}"
+                    f"and {row} share cell {cell} of the marginal of {', '.join(names[c] for c in columns)}"
                 )
             seen[cell] = int(row)
 
@@ -238,7 +241,8 @@ class MarginalsVictim(TableRelease):
         if spec.kind == GRADIENT:
             raise ValueError(f"--canary-kind {GRADIENT}: {self.name} observes record canaries (rows of the table) only")
         rows = np.arange(spec.first_row, spec.first_row + spec.n)
-        check_canary_cells(pool.schema.codes(pool.x[rows], pool.y[rows]), rows, self.marginals(pool))
+        names = (*(c.name for c in pool.schema.features), pool.schema.label)
+        check_canary_cells(pool.schema.codes(pool.x[rows], pool.y[rows]), rows, self.marginals(pool), names)
 
     def claim(self, pool: Pool) -> dict:
         """The Observations' privacy fields: the curve's epsilon at delta, delta, and the mechanism."""
