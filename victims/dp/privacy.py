@@ -1,5 +1,5 @@
 """The differential-privacy machinery every DP victim shares (`dpsgd`, `psg`, `dpcgan`, `dpkernel`,
-`datalens`), each piece with the result it relies on.
+`datalens`, `marginals`), each piece with the result it relies on.
 
 Accounting (opacus's accountants, never by hand): `noise_multiplier_for` (the sigma with which
 `steps` Poisson-subsampled Gaussian steps at a sample rate spend a target (epsilon, delta):
@@ -13,6 +13,12 @@ alpha / (2 sigma^2) (`datalens`). opacus's "optimal order is the largest alpha" 
 silenced here (the bound it comes with is still a valid upper bound). opacus is imported where
 it is used: it takes ~1.7 s to import, which every Ray worker of a non-DP victim would otherwise
 pay.
+
+Gaussian DP without subsampling (`marginals`): `gdp_epsilon` (the exact epsilon at delta of mu-GDP,
+opacus's `eps_from_mu`) and `gdp_mu_for` (the mu that is exactly (epsilon, delta)-DP, the same
+duality solved for mu, Dong, Roth and Su 2022, Corollary 2.13); `composed_gaussian_noise` is the
+sigma with which k Gaussian mechanisms of sensitivity 1 compose to it, sqrt(k) / mu (their Theorem
+2.7 and Corollary 3.3). No RDP bound in between: the calibration is exact.
 
 Sampling: the accountants' subsampled mechanism is Poisson sampling at a fixed, public rate,
 whose neighbouring relation is add/remove of one record. `poisson_rate` is that rate, B / N, for
