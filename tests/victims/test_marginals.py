@@ -143,6 +143,16 @@ def test_white_box_observations_are_the_canaries_coins_plus_gaussian_noise(table
     assert mechanism == {"noise_multiplier": sigma, "sample_rate": 1.0}
 
 
+@pytest.mark.parametrize("kind", ["record", "gradient"])
+def test_zero_white_box_canaries_leave_the_release_unchanged_bit_for_bit(table, keep, kind):
+    victim = MarginalsVictim(rows=50)
+    plain = victim.release(table, keep, 7, inclusion_rate=0.5)
+    probed_pool = dataclasses.replace(table, white_box=WhiteBoxSpec(first_row=table.n_pool, n=0, kind=kind, seed=0))
+    probed = victim.release(probed_pool, keep, 7, inclusion_rate=0.5)
+    assert np.array_equal(plain.x, probed.x) and np.array_equal(plain.y, probed.y)
+    assert "whitebox" not in plain.extra and probed.extra["whitebox"].shape == (17, 0)
+
+
 def test_canaries_sharing_a_cell_and_gradient_canaries_are_refused(table):
     shared = DISTINCT.copy()
     shared[1, 8] = 0  # canary 1 takes canary 0's label: they share a cell of the label's marginal

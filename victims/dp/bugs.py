@@ -183,7 +183,10 @@ class RealisedDivisor(DPSGDVictim):
 def member_domain(schema: Schema, x: np.ndarray, y: np.ndarray) -> tuple[Schema, tuple[np.ndarray, ...]]:
     """(schema, support) read from the rows `x`, `y` (the bug of `MarginalsDomainFromData`): each numeric
     column's bounds are the rows' min and max (the public ones where the rows hold one value), and the
-    cells that exist are those some row occupies, in every column (a category no row has is left out)."""
+    cells that exist are those some row occupies, in every column (a category no row has is left out).
+    No rows: the public schema, every cell (a release must come from somewhere)."""
+    if len(x) == 0:
+        return schema, tuple(np.ones(size, dtype=bool) for size in schema.domain_sizes)
     bounded = {}
     for j, column in enumerate(schema.features):
         if column.kind != "categorical" and len(x) and x[:, j].min() < x[:, j].max():

@@ -74,6 +74,13 @@ def measured_marginals(n_features: int, two_way: str) -> tuple[tuple[int, ...], 
     return one_way + (tuple((n_features, j) for j in range(n_features)) if two_way == "label" else ())
 
 
+def table_codes(schema, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """`schema.codes(x, y)`, and int64 [0, d + 1] for no rows (which `Schema.codes` cannot reshape)."""
+    if len(x) == 0:
+        return np.zeros((0, len(schema.domain_sizes)), dtype=np.int64)
+    return schema.codes(x, y)
+
+
 def marginal_counts(codes: np.ndarray, sizes: tuple[int, ...], columns: tuple[int, ...]) -> np.ndarray:
     """float64 table of shape (sizes[c] for c in columns): how many rows of `codes` fall in each cell."""
     shape = tuple(sizes[c] for c in columns)
@@ -238,11 +245,11 @@ class MarginalsVictim(TableRelease):
         spec = pool.white_box
         if spec is None:
             return
-        if spec.kind == GRADIENT:
+        if spec.kind == GRADIENT and spec.n:
             raise ValueError(f"--canary-kind {GRADIENT}: {self.name} observes record canaries (rows of the table) only")
         rows = np.arange(spec.first_row, spec.first_row + spec.n)
         names = (*(c.name for c in pool.schema.features), pool.schema.label)
-        check_canary_cells(pool.schema.codes(pool.x[rows], pool.y[rows]), rows, self.marginals(pool), names)
+        check_canary_cells(table_codes(pool.schema, pool.x[rows], pool.y[rows]), rows, self.marginals(pool), names)
 
     def claim(self, pool: Pool) -> dict:
         """The Observations' privacy fields: the curve's epsilon at delta, delta, and the mechanism."""
@@ -257,7 +264,7 @@ class MarginalsVictim(TableRelease):
         members = np.flatnonzero(keep)
         schema, support = self.domain(pool, members)
         codes, sizes, marginals = (
-            schema.codes(pool.x[members], pool.y[members]),
+            table_codes(schema, pool.x[members], pool.y[members]),
             schema.domain_sizes,
             self.marginals(pool),
         )
@@ -275,7 +282,7 @@ class MarginalsVictim(TableRelease):
         self.check(pool)
         spec, marginals = pool.white_box, self.marginals(pool)
         rows = np.arange(spec.first_row, spec.first_row + spec.n)
-        canary_codes = schema.codes(pool.x[rows], pool.y[rows])
+        canary_codes = table_codes(schema, pool.x[rows], pool.y[rows])
         observed = whitebox_observations(noisy, codes, schema.domain_sizes, marginals, canary_codes, keep[rows])
         return {
             "whitebox": observed,
