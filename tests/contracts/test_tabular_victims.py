@@ -16,6 +16,7 @@ FAST = {  # a quick configuration of each tabular victim
     "tabular-real": {"classifier_iterations": 10},
     "ctgan": {"rows": 300, "classifier_iterations": 10, "epochs": 2},
     "mst": {"rows": 300, "classifier_iterations": 10, "iterations": 100, "selection": "public"},
+    "marginals": {"rows": 300, "classifier_iterations": 10},
 }
 
 

@@ -19,10 +19,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
+
 from victims.base import get_victim, victim_names
 from victims.pipelines.dpkernel import DPKernelVictim, class_embedding_sum
 from victims.pipelines.dpsgd import DPSGDPrivacy, DPSGDVictim
-from victims.dp.privacy import noise_multiplier_for
+from victims.pipelines.marginals import MarginalsVictim
+from victims.dp.privacy import MOST_GDP_EPSILON, noise_multiplier_for
+from victims.tabular.schema import Schema
 
 #: the catalogue of bugs: label -> bug victim class, in label order once the module is imported
 BUGS: dict[str, type] = {}
@@ -174,6 +178,56 @@ class RealisedDivisor(DPSGDVictim):
 
         optimizer.scale_grad = scale_grad
         return optimizer
+
+
+def member_domain(schema: Schema, x: np.ndarray, y: np.ndarray) -> tuple[Schema, tuple[np.ndarray, ...]]:
+    """(schema, support) read from the rows `x`, `y` (the bug of `MarginalsDomainFromData`): each numeric
+    column's bounds are the rows' min and max (the public ones where the rows hold one value), and the
+    cells that exist are those some row occupies, in every column (a category no row has is left out).
+    No rows: the public schema, every cell (a release must come from somewhere)."""
+    if len(x) == 0:
+        return schema, tuple(np.ones(size, dtype=bool) for size in schema.domain_sizes)
+    bounded = {}
+    for j, column in enumerate(schema.features):
+        if column.kind != "categorical" and len(x) and x[:, j].min() < x[:, j].max():
+            bounded[column.name] = dataclasses.replace(column, lower=float(x[:, j].min()), upper=float(x[:, j].max()))
+    read = Schema(columns=tuple(bounded.get(c.name, c) for c in schema.columns), label=schema.label)
+    codes = read.codes(x, y)
+    return read, tuple(np.bincount(codes[:, j], minlength=n) > 0 for j, n in enumerate(read.domain_sizes))
+
+
+@dp_bug("h", "marginals: domain read from the members")
+@dataclass(frozen=True)
+class MarginalsDomainFromData(MarginalsVictim):
+    """Bug h: the categories and numeric bounds the marginals are counted over are read from the
+    private member rows (`member_domain`): only cells some member occupies exist, so a category no
+    member has is never released (the failure the USENIX Security 2024 audit of synthetic-data
+    libraries found most often), and a member holding a column's extreme value moves its bins. It
+    claims, and records, what its correct twin does."""
+
+    name = "marginals_domain_from_data"
+
+    def domain(self, pool, members):
+        return member_domain(pool.schema, pool.x[members], pool.y[members])
+
+
+@dp_bug("i", "marginals: noise for 10 x the claim")
+@dataclass(frozen=True)
+class MarginalsNoiseForTen(MarginalsVictim):
+    """Bug i: the noise sigma calibrated for 10 x epsilon, while the claimed epsilon and the claimed
+    mechanism (sigma for epsilon) are recorded."""
+
+    name = "marginals_noise_for_ten"
+
+    def __post_init__(self) -> None:
+        MarginalsVictim.__post_init__(self)
+        if 10 * self.epsilon > MOST_GDP_EPSILON:
+            raise ValueError(
+                f"--epsilon must be at most {MOST_GDP_EPSILON / 10:g} (the bug calibrates to 10 x), got {self.epsilon}"
+            )
+
+    def drawn_noise(self, pool) -> float:
+        return MarginalsVictim.claimed_noise(dataclasses.replace(self, epsilon=10 * self.epsilon), pool)
 
 
 BUGS = dict(sorted(BUGS.items()))

@@ -1,5 +1,5 @@
 """The differential-privacy machinery every DP victim shares (`dpsgd`, `psg`, `dpcgan`, `dpkernel`,
-`datalens`), each piece with the result it relies on.
+`datalens`, `marginals`), each piece with the result it relies on.
 
 Accounting (opacus's accountants, never by hand): `noise_multiplier_for` (the sigma with which
 `steps` Poisson-subsampled Gaussian steps at a sample rate spend a target (epsilon, delta):
@@ -13,6 +13,12 @@ alpha / (2 sigma^2) (`datalens`). opacus's "optimal order is the largest alpha" 
 silenced here (the bound it comes with is still a valid upper bound). opacus is imported where
 it is used: it takes ~1.7 s to import, which every Ray worker of a non-DP victim would otherwise
 pay.
+
+Gaussian DP without subsampling (`marginals`): `gdp_epsilon` (the exact epsilon at delta of mu-GDP,
+opacus's `eps_from_mu`) and `gdp_mu_for` (the mu that is exactly (epsilon, delta)-DP, the same
+duality solved for mu, Dong, Roth and Su 2022, Corollary 2.13); `composed_gaussian_noise` is the
+sigma with which k Gaussian mechanisms of sensitivity 1 compose to it, sqrt(k) / mu (their Theorem
+2.7 and Corollary 3.3). No RDP bound in between: the calibration is exact.
 
 Sampling: the accountants' subsampled mechanism is Poisson sampling at a fixed, public rate,
 whose neighbouring relation is add/remove of one record. `poisson_rate` is that rate, B / N, for
@@ -51,6 +57,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -142,6 +149,56 @@ def accounted_fields(
         "delta": delta,
         "mechanism": gaussian_steps(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps),
     }
+
+
+# -- Gaussian differential privacy (no subsampling) --------------------------------------------
+#: the largest target epsilon `composed_gaussian_noise` calibrates to (e^epsilon stays finite far beyond it)
+MOST_GDP_EPSILON = 100.0
+
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    """The epsilon at `delta` of mu-GDP, exactly: the root of delta(epsilon) = Phi(-epsilon/mu + mu/2)
+    - e^epsilon Phi(-epsilon/mu - mu/2) (Dong, Roth and Su 2022, Corollary 2.13), by opacus's
+    `eps_from_mu` (brentq)."""
+    from opacus.accountants.analysis.gdp import eps_from_mu
+
+    if not (mu > 0 and math.isfinite(mu)):
+        raise ValueError(f"mu must be a positive number, got {mu}")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    return float(eps_from_mu(mu=mu, delta=delta))
+
+
+@functools.lru_cache(maxsize=64)
+def gdp_mu_for(epsilon: float, delta: float) -> float:
+    """The mu whose mu-GDP is exactly (epsilon, delta)-DP: the root in mu of opacus's
+    `delta_eps_mu`(epsilon, mu) = delta, the same duality as `gdp_epsilon` read the other way
+    (delta(epsilon) rises with mu; brentq to 1e-15). 0.26806 for (1, 1e-5)."""
+    from opacus.accountants.analysis.gdp import delta_eps_mu
+    from scipy import optimize
+
+    if not (0 < epsilon <= MOST_GDP_EPSILON):
+        raise ValueError(f"--epsilon must be in (0, {MOST_GDP_EPSILON:g}], got {epsilon}")
+    if not 0 < delta < 1:
+        raise ValueError(f"--delta must be in (0, 1), got {delta}")
+
+    def gap(mu: float) -> float:
+        return float(delta_eps_mu(eps=epsilon, mu=mu)) - delta
+
+    high = 1.0
+    while gap(high) < 0:
+        high *= 2.0
+    return float(optimize.brentq(gap, 1e-9, high, xtol=1e-15, rtol=4 * np.finfo(float).eps))
+
+
+def composed_gaussian_noise(*, epsilon: float, delta: float, compositions: int) -> float:
+    """The noise sigma with which `compositions` Gaussian mechanisms of L2 sensitivity 1, each adding
+    N(0, sigma^2), compose to exactly (epsilon, delta)-DP: each is (1 / sigma)-GDP (the Gaussian
+    mechanism, Dong, Roth and Su 2022, Theorem 2.7), k of them compose to (sqrt(k) / sigma)-GDP
+    (their Corollary 3.3), so sigma = sqrt(k) / mu for mu = `gdp_mu_for`(epsilon, delta)."""
+    if int(compositions) != compositions or compositions < 1:
+        raise ValueError(f"compositions must be an integer >= 1, got {compositions}")
+    return math.sqrt(compositions) / gdp_mu_for(epsilon, delta)
 
 
 # -- a DP victim's fields -------------------------------------------------------------------------
