@@ -201,6 +201,17 @@ def test_a_table_audit_of_four_runs_end_to_end(copier, tmp_path):
     assert json.loads((store / "runs" / "00003.json").read_text())["command"]["claim"]["accountant"] == "none"
 
 
+def test_an_image_audit_of_four_runs_end_to_end(imager, tmp_path):
+    runs = tmp_path / "runs"
+    flags = ["--victim", "command", "--pipeline", imager.pipeline, "--train-steps", "10", "--train-net-width", "8"]
+    assert lira.main(["--runs-dir", str(runs), *flags, "--n-shadow", "4", *QUICK]) == 0
+    (store,) = runs.iterdir()
+    summary = json.loads((store / "audit" / "summary.json").read_text())
+    assert summary["dataset"] == "digits" and summary["n_shadow"] == 4 and summary["formal_epsilon"] is None
+    with np.load(store / "runs" / "00000.npz") as run:
+        assert run["release_x"].shape == (20, 1, 8, 8) and run["logits"].shape[0] == 1500
+
+
 def test_a_failing_run_stops_the_audit_in_one_line_and_keeps_the_runs_before(tmp_path, capsys):
     bad_seed = run_seed(master_seed=0, run=2)
     script = COPY_ROWS + f"if int(seed) == {bad_seed}:\n    sys.exit('out of memory at step 3')\n"
