@@ -278,10 +278,10 @@ def test_a_changed_environment_is_refused_unless_its_runs_are_kept_on_purpose(co
     )
 
 
-@pytest.mark.slow
 def test_an_interrupted_audit_resumes_with_only_the_missing_runs_and_leaves_no_command_running(tmp_path):
-    # each run's command writes its pid and sleeps 1 s; Ctrl-C (SIGINT to the audit's process group) lands
-    # while a later run's command runs, in a session of its own: the audit kills it and exits 130
+    # ~12 s (two audits in subprocesses). Each run's command writes its pid and sleeps 1 s; Ctrl-C (SIGINT to
+    # the audit's process group) lands while a later run's command runs, in a session of its own: the audit
+    # kills it and exits 130
     script = "import os, time\nopen(f'pids/{os.getpid()}', 'w').close()\ntime.sleep(1)\n" + COPY_ROWS
     toml = write_pipeline(tmp_path / "p", script)
     (tmp_path / "p" / "pids").mkdir()
