@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from victims.base import Observations, resolve_device
+from victims.base import Observations, RunError, resolve_device
 from victims.compiled import COMPILE_MODES, compiled_steps, resolve_compile, runs_per_worker
-from victims.data import Pool
+from victims.data import DataError, Pool
 
 EXECUTORS = ("ray", "inline")
 
@@ -45,6 +45,12 @@ class ExecutorConfig:
             raise ValueError(f"--runs-per-task must be >= 1, got {self.runs_per_task}")
         if self.compile not in COMPILE_MODES:
             raise ValueError(f"--compile must be one of {COMPILE_MODES}, got {self.compile!r}")
+
+
+class RunFailed(ValueError):
+    """Bad input a run (or a pack) met as it ran (`victims.base.RunError`, `DataError`: a command victim's
+    command that exits non-zero, a release outside the pool's schema, ...): one line naming the run and its
+    seed, then the victim's first line. `audit.pipeline.train_missing_runs` makes it the command's one-line error."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,6 +89,17 @@ def run_victims(
 
 
 def _run_all(victim: Any, pool: Pool, tasks: Sequence[RunTask], *, device: str) -> list[tuple[Observations, dict]]:
+    """`_run_tasks`, a run's bad input (`victims.base.RunError`, `DataError`) raised as `RunFailed` naming the
+    run (a pack's: its runs); any other error as it is, with its traceback (a bug)."""
+    try:
+        return _run_tasks(victim, pool, tasks, device=device)
+    except (RunError, DataError) as e:
+        which = ", ".join(f"{t.run} (seed {t.seed})" for t in tasks)
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise RunFailed(f"run{'s' if len(tasks) > 1 else ''} {which}: {first}") from None
+
+
+def _run_tasks(victim: Any, pool: Pool, tasks: Sequence[RunTask], *, device: str) -> list[tuple[Observations, dict]]:
     if len(tasks) > 1 and hasattr(victim, "run_packed"):
         start = time.perf_counter()
         observations = victim.run_packed(
@@ -192,5 +209,11 @@ def _execute_ray(packs, *, victim, pool, config: ExecutorConfig, compiled: bool)
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
                 pack = pending.pop(ref)
-                for task, (obs, meta) in zip(pack, ray.get(ref)):
+                try:
+                    finished = ray.get(ref)
+                except ray.exceptions.RayTaskError as e:  # the run's own error, not Ray's wrapping of it
+                    if isinstance(e.cause, RunFailed):
+                        raise e.cause from None
+                    raise
+                for task, (obs, meta) in zip(pack, finished):
                     yield task, obs, meta

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from audit.executor import ExecutorConfig, RunTask, execute
+from audit.executor import ExecutorConfig, RunFailed, RunTask, execute
 from audit.provenance import provenance
 from shadow_runs import RunStore, run_seed
 from shadow_runs.plan import PLAN
@@ -52,9 +52,16 @@ def experiment_record(
         "inclusion_rate": inclusion_rate,
         **({"canaries": canaries} if canaries else {}),
         **({"threat_model": threat_model} if threat_model != "black-box" else {}),
-        "victim_source": victim_source(type(victim)),
+        "victim_source": victim_source(type(victim), environment=_environment(victim)),
         **provenance(),
     }
+
+
+def _environment(victim) -> dict | None:
+    """What the victim's runs execute outside Python's modules, where it says (`environment()`: the command
+    victim's command and the hashes of its files), hashed into `victim_source`."""
+    environment = getattr(victim, "environment", None)
+    return environment() if callable(environment) else None
 
 
 def train_missing_runs(
@@ -105,6 +112,10 @@ def train_missing_runs(
     except KeyboardInterrupt:
         print(resume_line(store, len(keep)), file=sys.stderr, flush=True)
         raise SystemExit(130) from None
+    except RunFailed as e:  # bad input met by a run: one line, exit 2, the runs stored so far kept
+        kept = len(store.finished_runs() & set(range(len(keep))))
+        print(f"{_prog()}: error: {e}; {kept} of {len(keep)} runs are stored in {store.root} and kept", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def resume_line(store: RunStore, n_runs: int) -> str:
@@ -114,6 +125,12 @@ def resume_line(store: RunStore, n_runs: int) -> str:
         f"interrupted: {kept} of {n_runs} runs are stored in {store.root} and kept; to train the other "
         f"{n_runs - kept} and audit, run {resume_command()}"
     )
+
+
+def _prog() -> str:
+    """ "python -m audit.lira" where this process was started so, else "error" lines' plain prefix."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return f"python -m {spec.name}" if spec is not None and spec.name.startswith("audit.") else "audit"
 
 
 def resume_command() -> str:

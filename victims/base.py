@@ -35,6 +35,12 @@ from victims.data import Pool
 from victims.train import accuracy, predict_queries, to_model_space
 
 
+class RunError(ValueError):
+    """Bad input a run meets as it runs (a command victim's command that exits non-zero or runs out of time, a
+    release that does not fit the pool): one line naming it. The audit stops with it (exit status 2), keeping the
+    runs stored before (`audit.executor.RunFailed`)."""
+
+
 @dataclass(frozen=True, eq=False)
 class Observations:
     """What one run of a victim leaves for the attacks (docs/contracts.md, "The run store")."""
@@ -62,6 +68,9 @@ class Observations:
     #: tables: more of the downstream model's utility (test AUROC, the marginals' distance to the test split,
     #: `victims.tabular.release.utility`), name -> float
     utility: dict | None = None
+    #: more JSON-able facts of the run, stored as they are in runs/<r>.json, a key of its own each (the command
+    #: victim's `command`: its log's ends and its own claim, `victims.pipelines.command`)
+    record: dict | None = None
 
     def __post_init__(self) -> None:
         if self.logits.ndim != 3:
@@ -102,7 +111,8 @@ class Observations:
         meta)`): the arrays of its .npz (`logits`, `init_idx`, `recon_loss_<kind>` float32 for each
         reconstruction kind, `release_x` and `release_y` where the victim releases a set), and the
         metadata of its .json: `meta` (the executor's: run, seed, wall time, ...) followed by
-        `formal_epsilon`, `delta` and `test_accuracy` (and `whitebox_mechanism`, `mechanism`, `utility` where set)."""
+        `formal_epsilon`, `delta` and `test_accuracy` (and `whitebox_mechanism`, `mechanism`, `utility` where set),
+        then the keys of `record`."""
         arrays = {"logits": self.logits, "init_idx": self.init_idx}
         for kind, loss in (self.recon_loss or {}).items():
             arrays[f"recon_loss_{kind}"] = np.asarray(loss, dtype=np.float32)
@@ -116,13 +126,16 @@ class Observations:
             extra["mechanism"] = dict(self.mechanism)
         if self.utility is not None:
             extra["utility"] = {name: float(value) for name, value in self.utility.items()}
-        return arrays, {
+        stored = {
             **(meta or {}),
             "formal_epsilon": self.formal_epsilon,
             "delta": self.delta,
             "test_accuracy": self.test_accuracy,
             **extra,
         }
+        if taken := sorted(set(self.record or {}) & set(stored)):
+            raise ValueError(f"Observations.record may not hold {taken[0]!r}, a key the run store sets")
+        return arrays, {**stored, **(self.record or {})}
 
 
 DEFAULT_INCLUSION_RATE = 0.5  # as shadow_runs.plan.DEFAULT_INCLUSION_RATE (victims do not import the plan)
@@ -145,8 +158,9 @@ def expected_class_members(pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION
 class Victim(Protocol):
     name: ClassVar[str]
     #: a tabular victim releases records of a table and runs on a tabular pool (`Pool.schema`) only; absent means
-    #: False: it releases images, and runs on images only (`check_pool_kind`)
-    tabular: ClassVar[bool] = False
+    #: False: it releases images, and runs on images only (`check_pool_kind`); None: either, as its configuration
+    #: says (`command`), and its `check` refuses the other kind
+    tabular: ClassVar[bool | None] = False
     #: a generator victim's runs store `Observations.recon_loss` (the GAN-Leaks reconstruction losses):
     #: `audit.ganleak` audits the victims whose class sets it True (`generator_victim_names`); absent means False
     stores_recon_loss: ClassVar[bool] = False
@@ -175,7 +189,9 @@ class Victim(Protocol):
 
 def check_pool_kind(victim: Any, pool: Pool) -> None:
     """ValueError naming both if `victim` releases tables and `pool` holds images, or the other way round."""
-    tabular = bool(getattr(type(victim), "tabular", False))
+    tabular = getattr(type(victim), "tabular", False)
+    if tabular is None:  # either kind, by its configuration (`command`: its pipeline file's kind): its `check` says
+        return
     if tabular and not pool.tabular:
         raise ValueError(
             f"--victim {victim.name} releases a table, and --dataset {pool.name} holds images "

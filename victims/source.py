@@ -7,7 +7,8 @@ For a built-in victim that is its module and the `victims` modules it needs (`vi
 `victims.condensation.condense`, `victims.train`, `victims.nets`, ...); for a plugin (`--victim module:Class`)
 its own module and whatever it imports from its own package. Modules of other packages (torch,
 numpy, this package's `victims` for a plugin) are not hashed: their versions are in experiment.json's
-provenance.
+provenance. A victim with an `environment()` method (`command`: the command it runs and the hashes of its
+TOML, requirements and source files) has that hashed too, so a changed environment is changed code.
 """
 
 from __future__ import annotations
@@ -16,18 +17,24 @@ import ast
 import hashlib
 import importlib.util
 import inspect
+import json
 import sys
 from pathlib import Path
 
 
-def victim_source(victim_class: type) -> dict:
-    """{"sha256": hex digest, "modules": [module names hashed, sorted]} of `victim_class`'s code."""
+def victim_source(victim_class: type, environment: dict | None = None) -> dict:
+    """{"sha256": hex digest, "modules": [module names hashed, sorted]} of `victim_class`'s code; with
+    `environment` (JSON-able: what a victim's runs execute outside Python's modules, such as the `command`
+    victim's command and the hashes of its files), that too is hashed, and recorded as "environment"."""
     root = victim_class.__module__
     modules = _closure(root)
     digest = hashlib.sha256()
     for name in sorted(modules):
         digest.update(name.encode() + b"\0" + modules[name] + b"\0")
-    return {"sha256": digest.hexdigest(), "modules": sorted(modules)}
+    if environment is None:
+        return {"sha256": digest.hexdigest(), "modules": sorted(modules)}
+    digest.update(b"environment\0" + json.dumps(environment, sort_keys=True).encode())
+    return {"sha256": digest.hexdigest(), "modules": sorted(modules), "environment": environment}
 
 
 def _closure(root: str) -> dict[str, bytes]:

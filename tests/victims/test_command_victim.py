@@ -1,0 +1,313 @@
+"""The `command` victim (victims/pipelines/command.py, docs/contracts.md "A pipeline as a command"):
+tiny pipelines that these tests write, Python scripts run with this interpreter, on a table (Fair)
+and on images (digits). It is either kind, so it is not in test_victims.py's or
+test_tabular_victims.py's FAST: the victim contract's checks are run here on one pipeline of each kind."""
+
+import dataclasses
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from audit import lira
+from shadow_runs.plan import membership_matrix, run_seed
+from victims import get_victim, load_pool
+from victims.base import RunError, check_pool_kind
+from victims.nets import NetConfig
+from victims.train import TrainConfig, n_queries
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: copies 50 member rows (drawn by the seed) to the release; its claim names a measurement, kept as it is
+COPY_ROWS = """
+import csv, json, os, random, sys
+members, seed, out = sys.argv[1:4]
+with open(members) as f:
+    header, *rows = list(csv.reader(f))
+chosen = random.Random(int(seed)).sample(rows, 50)
+with open(out, "w", newline="") as f:
+    csv.writer(f).writerows([header, *chosen])
+print(f"copied 50 of {len(rows)} member rows")
+claim = {"epsilon": 2.5, "delta": 1e-6, "accountant": "none", "measurements": [1.5, -0.25]}
+json.dump(claim, open(os.environ["MIA_CLAIM"], "w"))
+"""
+#: writes back 2 member images of each class (drawn by the seed)
+COPY_IMAGES = """
+import os, numpy as np
+members = np.load(os.environ["MIA_MEMBERS"])
+x, y = members["x"], members["y"]
+rng = np.random.default_rng(int(os.environ["MIA_SEED"]))
+chosen = np.sort(np.concatenate([rng.choice(np.flatnonzero(y == c), 2, replace=False) for c in range(10)]))
+np.savez(os.environ["MIA_OUT"], x=x[chosen], y=y[chosen])
+"""
+TABLE_FLAGS = ["--victim", "command", "--dataset", "fair", "--classifier-iterations", "10"]
+QUICK = ["--executor", "inline", "--quiet"]
+
+
+def write_pipeline(directory: Path, script: str, *, kind="table", timeout_s=60, args=None, **more) -> Path:
+    """pipeline.py (`script`) and pipeline.toml running it with this interpreter; `more`: more TOML keys."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "pipeline.py").write_text(textwrap.dedent(script))
+    command = [sys.executable, "pipeline.py", *(args if args is not None else ["{members}", "{seed}", "{out}"])]
+    lines = [f"kind = {kind!r}", f"command = {json.dumps(command)}", f"timeout_s = {timeout_s}"]
+    lines += [f"{key} = {json.dumps(value)}" for key, value in more.items()]
+    (directory / "pipeline.toml").write_text("\n".join(lines) + "\n")
+    return directory / "pipeline.toml"
+
+
+@pytest.fixture(scope="module")
+def table():
+    return load_pool("fair")
+
+
+@pytest.fixture(scope="module")
+def table_keep(table):
+    return membership_matrix(table.y, n_runs=2, master_seed=0)[0]
+
+
+@pytest.fixture(scope="module")
+def copier(tmp_path_factory):
+    return get_victim("command")(pipeline=str(write_pipeline(tmp_path_factory.mktemp("copy"), COPY_ROWS)))
+
+
+@pytest.fixture(scope="module")
+def imager(tmp_path_factory):
+    toml = write_pipeline(tmp_path_factory.mktemp("images"), COPY_IMAGES, kind="images", args=[])
+    return get_victim("command")(pipeline=str(toml), train=TrainConfig(steps=15, net=NetConfig(width=16)))
+
+
+# -- the pipeline file ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ('kind = "table"\ncommand = ["x"]\ncolour = 1\n', "unknown key 'colour'"),
+        ('kind = "table"\n', "no command"),
+        ('kind = "table"\ncommand = "python x.py"\n', "command must be a non-empty list"),
+        ('kind = "table"\ncommand = ["x"]\ntimeout_s = 0\n', "timeout_s must be a number of seconds > 0, got 0"),
+        ('kind = "table"\ncommand = ["x"]\ntimeout_s = -5.0\n', "timeout_s must be a number of seconds > 0, got -5.0"),
+        ('kind = "text"\ncommand = ["x"]\n', "kind must be one of 'table', 'images', got 'text'"),
+        ('kind = "table"\ncommand = ["x", "{member}"]\n', r"command uses \{member\}, which is none of"),
+        ('kind = "table"\ncommand = ["x"]\nrequirements = "lock.txt"\n', "requirements names 'lock.txt'"),
+        ('kind = "table"\ncommand = [\n', "not valid TOML"),
+    ],
+)
+def test_a_bad_pipeline_file_is_refused_in_one_line_naming_it(tmp_path, text, message):
+    toml = tmp_path / "p.toml"
+    toml.write_text(text)
+    with pytest.raises(ValueError, match=message) as refused:
+        get_victim("command")(pipeline=str(toml))
+    assert str(toml) in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_the_cli_refuses_a_bad_pipeline_file_with_exit_2_and_nothing_written(tmp_path, capsys):
+    toml = tmp_path / "p.toml"
+    toml.write_text('kind = "table"\ncommand = ["x"]\ntimeout_s = 0\n')
+    runs = tmp_path / "runs"
+    with pytest.raises(SystemExit) as exit_:
+        lira.main(["--runs-dir", str(runs), *TABLE_FLAGS, "--pipeline", str(toml), "--n-shadow", "4", *QUICK])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and len(err) == 1 and "timeout_s must be a number of seconds > 0, got 0" in err[0]
+    assert not runs.exists()
+
+
+def test_the_kind_must_match_the_pool_and_a_placeholder_needs_its_flag(copier, table, pool, tmp_path):
+    check_pool_kind(copier, pool)  # either kind: the victim's own check decides
+    with pytest.raises(ValueError, match="has kind = 'table', and --dataset digits holds images"):
+        copier.check(pool)
+    copier.check(table)
+    toml = write_pipeline(tmp_path, COPY_ROWS, args=["{members}", "{epsilon}"])
+    with pytest.raises(ValueError, match=r"its command passes \{epsilon\}; give --epsilon"):
+        get_victim("command")(pipeline=str(toml)).check(table)
+    get_victim("command")(pipeline=str(toml), epsilon=1.0).check(table)
+    with pytest.raises(ValueError, match="needs --pipeline"):
+        get_victim("command")().check(table)
+
+
+# -- a run: the victim contract on each kind --------------------------------------------------------
+def test_a_table_run_releases_member_rows_and_keeps_the_log_and_the_claim(copier, table, table_keep):
+    observed = copier.run(table, table_keep, 7)
+    assert observed.logits.shape == (table.n_pool, 1, table.n_classes) and np.isfinite(observed.logits).all()
+    assert observed.release_x.shape == (50, table.x.shape[1]) and set(observed.utility) >= {"test_auroc"}
+    members = {row.tobytes() for row in np.column_stack([table.x[table_keep], table.y[table_keep]])}
+    assert all(r.tobytes() in members for r in np.column_stack([observed.release_x, observed.release_y]))
+    # the command's own claim is the run's formal one, and is stored as it is, with the ends of its log
+    assert (observed.formal_epsilon, observed.delta) == (2.5, 1e-6)
+    _, meta = observed.to_store({"run": 0})
+    assert meta["command"]["claim"]["measurements"] == [1.5, -0.25] and meta["command"]["stderr"] == ""
+    assert meta["command"]["stdout"] == f"copied 50 of {table_keep.sum()} member rows\n"
+    again = copier.run(table, table_keep, 7)
+    assert np.array_equal(again.release_x, observed.release_x) and np.array_equal(again.logits, observed.logits)
+    assert not np.array_equal(copier.run(table, table_keep, 8).release_x, observed.release_x)
+    # members are the only records it touches: every non-member replaced, the same release and member view
+    shuffled = table.x[np.random.default_rng(0).permutation(table.n_pool)]
+    altered = copier.run(dataclasses.replace(table, x=np.where(table_keep[:, None], table.x, shuffled)), table_keep, 7)
+    assert np.array_equal(altered.release_x, observed.release_x)
+    assert np.array_equal(altered.logits[table_keep], observed.logits[table_keep])
+
+
+def test_an_image_run_trains_the_downstream_convnet_on_its_release(imager, pool, keep):
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    observed = imager.run(pool, keep, 7)
+    assert torch.equal(torch.rand(3), expected)  # the global RNG left alone
+    assert observed.logits.shape == (pool.n_pool, n_queries(flip_ok=pool.flip_ok), pool.n_classes)
+    assert observed.release_x.shape == (20, *pool.image_shape)
+    assert np.array_equal(np.bincount(observed.release_y, minlength=10), np.full(10, 2))
+    rows = {x.tobytes() for x in pool.x[keep]}
+    assert all(x.tobytes() in rows for x in observed.release_x)  # member images, on the pool's scale
+    assert observed.formal_epsilon is None and 0 <= observed.test_accuracy <= 1
+    again = imager.run(pool, keep, 7)
+    assert np.array_equal(again.logits, observed.logits) and np.array_equal(again.release_x, observed.release_x)
+    noise = np.random.default_rng(0).uniform(size=pool.x.shape).astype(np.float32)
+    altered = imager.run(dataclasses.replace(pool, x=np.where(keep[:, None, None, None], pool.x, noise)), keep, 7)
+    assert np.array_equal(altered.logits[keep], observed.logits[keep])
+
+
+def test_a_command_that_fails_or_runs_out_of_time_is_one_line_with_its_log(table, table_keep, tmp_path):
+    failing = write_pipeline(tmp_path / "fail", "import sys\nprint('step 1')\nsys.exit('the synthesizer diverged')\n")
+    with pytest.raises(RunError, match=r"exited 1; its log ends: the synthesizer diverged$"):
+        get_victim("command")(pipeline=str(failing)).run(table, table_keep, 1)
+    slow = write_pipeline(tmp_path / "slow", "import time\nprint('working', flush=True)\ntime.sleep(60)\n", timeout_s=1)
+    start = time.perf_counter()
+    with pytest.raises(RunError, match=r"ran past timeout_s = 1 s and was killed; its log ends: working$"):
+        get_victim("command")(pipeline=str(slow)).run(table, table_keep, 1)
+    assert time.perf_counter() - start < 10
+
+
+# -- the audit --------------------------------------------------------------------------------------
+def test_a_table_audit_of_four_runs_end_to_end(copier, tmp_path):
+    runs = tmp_path / "runs"
+    assert (
+        lira.main(["--runs-dir", str(runs), *TABLE_FLAGS, "--pipeline", copier.pipeline, "--n-shadow", "4", *QUICK])
+        == 0
+    )
+    (store,) = runs.iterdir()
+    summary = json.loads((store / "audit" / "summary.json").read_text())
+    assert summary["victim"] == "command" and summary["n_shadow"] == 4
+    assert (summary["formal_epsilon"], summary["delta"]) == (2.5, 1e-6)  # the command's own claim
+    assert {"lira_online", "dcr"} <= set(summary["attacks"])
+    experiment = json.loads((store / "experiment.json").read_text())
+    assert set(experiment["victim_source"]["environment"]["files"]) == {"pipeline.toml"}
+    assert json.loads((store / "runs" / "00003.json").read_text())["command"]["claim"]["accountant"] == "none"
+
+
+def test_an_image_audit_of_four_runs_end_to_end(imager, tmp_path):
+    runs = tmp_path / "runs"
+    flags = ["--victim", "command", "--pipeline", imager.pipeline, "--train-steps", "10", "--train-net-width", "8"]
+    assert lira.main(["--runs-dir", str(runs), *flags, "--n-shadow", "4", *QUICK]) == 0
+    (store,) = runs.iterdir()
+    summary = json.loads((store / "audit" / "summary.json").read_text())
+    assert summary["dataset"] == "digits" and summary["n_shadow"] == 4 and summary["formal_epsilon"] is None
+    with np.load(store / "runs" / "00000.npz") as run:
+        assert run["release_x"].shape == (20, 1, 8, 8) and run["logits"].shape[0] == 1500
+
+
+def test_a_failing_run_stops_the_audit_in_one_line_and_keeps_the_runs_before(tmp_path, capsys):
+    bad_seed = run_seed(master_seed=0, run=2)
+    script = COPY_ROWS + f"if int(seed) == {bad_seed}:\n    sys.exit('out of memory at step 3')\n"
+    toml = write_pipeline(tmp_path / "p", script)
+    runs = tmp_path / "runs"
+    with pytest.raises(SystemExit) as exit_:
+        lira.main(["--runs-dir", str(runs), *TABLE_FLAGS, "--pipeline", str(toml), "--n-shadow", "4", *QUICK])
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    (store,) = runs.iterdir()
+    assert exit_.value.code == 2
+    assert err.startswith(f"audit: error: run 2 (seed {bad_seed}): pipeline.toml: the command exited 1; its log ends: ")
+    assert err.endswith(f"ends: out of memory at step 3; 2 of 4 runs are stored in {store} and kept")  # stderr's end
+    assert sorted(p.name for p in (store / "runs").iterdir()) == ["00000.json", "00000.npz", "00001.json", "00001.npz"]
+
+
+@pytest.mark.parametrize(
+    "script,message",
+    [
+        (
+            COPY_IMAGES.replace("x=x[chosen]", "x=x[chosen].reshape(20, -1)"),
+            r"the release release.npz: x must be \[k, 1, 8, 8\] \(the pool's images, k >= 1\), got shape \[20, 64\]",
+        ),
+        (
+            COPY_ROWS.replace("chosen = random", "rows[0][0] = 'never'\nchosen = random").replace(
+                "sample(rows, 50)", "sample(rows[:1], 1)"
+            ),
+            r"the release release.csv: column 'rate_marriage' holds 'never', outside its public categories",
+        ),
+    ],
+    ids=["image-shape", "category"],
+)
+def test_a_release_that_does_not_fit_the_pool_exits_2_in_one_line(tmp_path, capsys, script, message):
+    images = "MIA_MEMBERS" in script
+    toml = write_pipeline(tmp_path / "p", script, kind="images" if images else "table", args=[] if images else None)
+    flags = ["--victim", "command", "--train-steps", "5"] if images else TABLE_FLAGS
+    with pytest.raises(SystemExit) as exit_:
+        lira.main(["--runs-dir", str(tmp_path / "runs"), *flags, "--pipeline", str(toml), "--n-shadow", "4", *QUICK])
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and "run 0 (seed" in err
+    assert re.search(message, err), err
+
+
+def test_a_changed_environment_is_refused_unless_its_runs_are_kept_on_purpose(copier, tmp_path, capsys):
+    toml = write_pipeline(tmp_path / "p", COPY_ROWS, requirements="requirements.lock", source=["pipeline.py"])
+    lock = tmp_path / "p" / "requirements.lock"
+    lock.write_text("numpy==2.1.0\n")
+    flags = ["--runs-dir", str(tmp_path / "runs"), *TABLE_FLAGS, "--pipeline", str(toml), "--n-shadow", "4", *QUICK]
+    assert lira.main(flags) == 0
+    (store,) = (tmp_path / "runs").iterdir()
+    before = json.loads((store / "experiment.json").read_text())
+    assert set(before["victim_source"]["environment"]["files"]) == {"pipeline.toml", "requirements.lock", "pipeline.py"}
+    lock.write_text("numpy==2.2.0\n")
+    with pytest.raises(SystemExit) as exit_:
+        lira.main(flags)
+    (err,) = capsys.readouterr().err.strip().splitlines()[-1:]
+    assert exit_.value.code == 2 and "holds runs of other victim code" in err and "--keep-runs-of-other-code" in err
+    assert json.loads((store / "experiment.json").read_text()) == before  # nothing changed
+    assert lira.main([*flags, "--keep-runs-of-other-code"]) == 0
+    after = json.loads((store / "experiment.json").read_text())
+    assert after["earlier_victim_sources"] == [{"sha256": before["victim_source"]["sha256"], "runs": 4}]
+    assert (
+        after["victim_source"]["environment"]["files"]["requirements.lock"]
+        != (before["victim_source"]["environment"]["files"]["requirements.lock"])
+    )
+
+
+def test_an_interrupted_audit_resumes_with_only_the_missing_runs_and_leaves_no_command_running(tmp_path):
+    # ~12 s (two audits in subprocesses). Each run's command writes its pid and sleeps 1 s; Ctrl-C (SIGINT to
+    # the audit's process group) lands while a later run's command runs, in a session of its own: the audit
+    # kills it and exits 130
+    script = "import os, time\nopen(f'pids/{os.getpid()}', 'w').close()\ntime.sleep(1)\n" + COPY_ROWS
+    toml = write_pipeline(tmp_path / "p", script)
+    (tmp_path / "p" / "pids").mkdir()
+    command = [sys.executable, "-m", "audit.lira", "--runs-dir", str(tmp_path / "runs"), *TABLE_FLAGS]
+    command += ["--pipeline", str(toml), "--n-shadow", "4", "--executor", "inline"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        command,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    runs = lambda: sorted(tmp_path.glob("runs/*/runs/*.json"))  # noqa: E731
+    deadline = time.time() + 120
+    while time.time() < deadline and not (runs() and len(list((tmp_path / "p" / "pids").iterdir())) == 2):
+        time.sleep(0.02)
+    os.killpg(process.pid, signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1].startswith("interrupted: 1 of 4 runs are stored in")
+    for pid in (int(p.name) for p in (tmp_path / "p" / "pids").iterdir()):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # no command left running
+    kept = {p: p.stat().st_mtime_ns for p in runs()}
+    subprocess.run([*command, "--quiet"], check=True, env=env)
+    assert len(runs()) == 4 and {p: p.stat().st_mtime_ns for p in kept} == kept
+    assert len(list((tmp_path / "p" / "pids").iterdir())) == 2 + 3  # only the 3 missing runs ran again

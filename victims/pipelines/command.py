@@ -1,0 +1,141 @@
+"""`command`: a pipeline given as a command, run once per seed in the environment its TOML file names
+(`--pipeline FILE.toml`; `victims.command_pipeline`, docs/contracts.md "A pipeline as a command").
+
+Each run writes the members to a temporary directory (a table's as a CSV in the pool's schema, images as
+an NPZ), runs the command there under the file's time limit, reads its release back (through the
+schema, or checked against the pool's image shape), and trains the downstream model on it exactly as
+the built-in victims do: a table's classifier (`victims.tabular.release.observe_release`, seeded by
+the run), or the ConvNet of `--train-*` (`victims.synthetic.train_on_release`, from the downstream
+seed a generator's run uses). The command's claim, if it writes one, replaces `--epsilon`/`--delta`
+as the run's formal ε and δ; the claim and the ends of the command's stdout and stderr are kept in
+runs/<r>.json's `command`.
+
+It is either kind: `tabular` is None on the class, and the TOML's `kind` says which pool it takes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from victims.base import DEFAULT_INCLUSION_RATE, Observations, expected_members, register_victim, require_at_least
+from victims.command_pipeline import PipelineFile, hand_over, load_pipeline, read_claim, read_release, run_command
+from victims.pool import Pool
+from victims.synthetic import DOWNSTREAM_STREAM, train_on_release
+from victims.tabular.release import Released, observe_release
+from victims.train import TrainConfig, small_set_training
+
+
+@register_victim("command")
+@dataclass(frozen=True)
+class CommandVictim:
+    """A pipeline run as a command per seed (module docstring)."""
+
+    #: either kind: the pipeline file's `kind` ("table" or "images") says which pool it takes (`check`)
+    tabular: ClassVar[bool | None] = None
+
+    pipeline: str | None = field(
+        default=None,
+        metadata={
+            "help": "the pipeline's TOML file: its kind (table or images), the command run once per seed, its "
+            "timeout_s, and the requirements and source files hashed as its environment "
+            "(docs/contracts.md, 'A pipeline as a command')"
+        },
+    )
+    epsilon: float | None = field(
+        default=None, metadata={"help": "the epsilon handed to the command ({epsilon}, MIA_EPSILON); none if not given"}
+    )
+    delta: float | None = field(
+        default=None, metadata={"help": "the delta handed to the command ({delta}, MIA_DELTA); none if not given"}
+    )
+    classifier_iterations: int = field(
+        default=100, metadata={"help": "boosting rounds of the downstream classifier trained on the release"}
+    )
+    train: TrainConfig = field(default_factory=small_set_training)  # images: the downstream ConvNet on the release
+
+    def __post_init__(self) -> None:
+        require_at_least(self, {"classifier_iterations": 1})
+        if self.epsilon is not None and not (self.epsilon > 0 and math.isfinite(self.epsilon)):
+            raise ValueError(f"--epsilon must be a positive number, got {self.epsilon}")
+        if self.delta is not None and not 0 < self.delta < 1:
+            raise ValueError(f"--delta must be in (0, 1), got {self.delta}")
+        # read once, where the victim is built: the runs (Ray workers included) use this copy
+        object.__setattr__(self, "_spec", load_pipeline(self.pipeline) if self.pipeline is not None else None)
+
+    @property
+    def spec(self) -> PipelineFile:
+        if self._spec is None:
+            raise ValueError("--victim command needs --pipeline FILE.toml (the command and its environment)")
+        return self._spec
+
+    def environment(self) -> dict:
+        """The command and the hashes of its files: part of the store's `victim_source` (`victims.source`)."""
+        return self.spec.environment()
+
+    def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
+        spec = self.spec
+        if spec.tabular != pool.tabular:
+            holds = "is a table" if pool.tabular else "holds images"
+            raise ValueError(f"--pipeline {self.pipeline} has kind = {spec.kind!r}, and --dataset {pool.name} {holds}")
+        used = spec.placeholders()
+        for name in ("epsilon", "delta"):
+            if name in used and getattr(self, name) is None:
+                raise ValueError(f"--pipeline {self.pipeline}: its command passes {{{name}}}; give --{name}")
+        if "schema" in used and not pool.tabular:
+            raise ValueError(f"--pipeline {self.pipeline}: its command passes {{schema}}, which only a table has")
+
+    def run(
+        self,
+        pool: Pool,
+        keep: np.ndarray,
+        seed: int,
+        *,
+        device: str = "cpu",
+        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    ) -> Observations:
+        """The command on the members `keep`, then the downstream model on its release (module docstring).
+        ValueError (one line) where the command fails, runs out of time or releases what the pool cannot hold."""
+        spec = self.spec
+        keep = np.asarray(keep, dtype=bool)
+        with tempfile.TemporaryDirectory(prefix="mia-command-") as tmp:
+            directory = Path(tmp)
+            values = hand_over(pool, keep, directory, kind=spec.kind)
+            values["seed"] = str(seed)
+            values["expected_members"] = repr(expected_members(pool, inclusion_rate))
+            values.update({k: repr(getattr(self, k)) for k in ("epsilon", "delta") if getattr(self, k) is not None})
+            finished = run_command(spec, spec.argv(values), values, log_dir=directory)
+            x, y = read_release(pool, Path(values["out"]), where=spec.name)
+            claim = read_claim(Path(values["claim"]), where=spec.name)
+        extra = self._claimed(claim)
+        extra["record"] = {
+            "command": {
+                "argv": list(spec.command),
+                "seconds": finished.seconds,
+                "stdout": finished.stdout,
+                "stderr": finished.stderr,
+                **({"claim": claim} if claim is not None else {}),
+            }
+        }
+        if pool.tabular:
+            return observe_release(pool, Released(x, y, extra), seed=seed, iterations=self.classifier_iterations)
+        downstream = int(np.random.SeedSequence([seed, DOWNSTREAM_STREAM]).generate_state(1)[0] >> 1)
+        observed = train_on_release(pool, x, y, config=self.train, seed=downstream, device=device)
+        return dataclasses.replace(observed, **extra)
+
+    def _claimed(self, claim: dict | None) -> dict:
+        """The run's formal ε and δ (the command's own claim where it gives them, else --epsilon, --delta) and
+        the mechanism its claim names, if any."""
+        claim = claim or {}
+        extra = {
+            "formal_epsilon": claim.get("epsilon", self.epsilon),
+            "delta": claim.get("delta", self.delta),
+        }
+        if claim.get("mechanism") is not None:
+            extra["mechanism"] = claim["mechanism"]
+        return extra
