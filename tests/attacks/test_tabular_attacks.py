@@ -181,3 +181,54 @@ def test_every_pair_query_matches_its_columns_alone():
         release[0, column] = 1
         expected = [0] + [int(column not in pair) for pair in combinations(range(4), 2)]
         np.testing.assert_array_equal(match_counts(record, release, sizes)[0], expected)
+
+
+def test_a_user_s_released_table_joins_the_shadow_runs_as_one_more_run():
+    """audit.release's target run (`with_target`): a table's release gets the same statistics as a
+    stored run's (`TablePool.statistics`), appended after the shadows'."""
+    from types import SimpleNamespace
+
+    from audit.evaluate import StoredRuns, TablePool
+    from audit.releases.inputs import ReleaseInputs
+    from audit.releases.target import with_target
+    from victims.pool import make_pool
+    from victims.tabular.schema import Column, Schema
+
+    schema = Schema(
+        columns=(
+            Column("colour", "categorical", categories=("r", "g", "b")),
+            Column("age", "integer", lower=0, upper=100, bins=10),
+            Column("label", "categorical", categories=("no", "yes")),
+        ),
+        label="label",
+    )
+    x, y = POOL[:, :2].astype(np.float32), POOL[:, 2].astype(np.int64)
+    pool = make_pool("hand", x, y, x, y, ("no", "yes"), False, schema=schema)
+    table = TablePool.of(schema, pool.x, pool.y)
+    np.testing.assert_array_equal(table.codes, POOL_CODES)
+    np.testing.assert_array_equal(table.columns.span, [1.0, 100.0, 1.0])  # the public bounds, not the rows' 20..70
+    shadow = table.statistics(RELEASE[:1, :2], RELEASE[:1, 2].astype(np.int64))
+    shadows = StoredRuns(
+        keep=np.array([[True, False, False]]),
+        confidence=np.zeros((1, 3, 1)),
+        loss=np.zeros((1, 3)),
+        init_mask=np.zeros((1, 3), dtype=bool),
+        meta=({},),
+        dcr=shadow.dcr[None],
+        release_density=shadow.log_density[None],
+        release_counts=shadow.counts[None],
+    )
+    inputs = ReleaseInputs(
+        pool,
+        np.array([False, True, True]),
+        np.arange(3),
+        RELEASE[1:, :2],
+        RELEASE[1:, 2].astype(np.int64),
+        np.arange(0),
+    )
+    runs = with_target(shadows, SimpleNamespace(logits=np.zeros((3, 1, 2))), inputs, {})
+    # the user's release is r2 alone: DCR -G(., r2) = -(2, 2.5, 1) / 3, density log e^{-3 G} = -(2, 2.5, 1)
+    np.testing.assert_allclose(runs.dcr, [shadow.dcr, [-2 / 3, -2.5 / 3, -1 / 3]], rtol=F32)
+    np.testing.assert_allclose(runs.release_density[1], [-2.0, -2.5, -1.0], rtol=F32)
+    # r2's codes (2, 2, 0): no record matches in full; c = (0, 2, 0) matches it on (age, label) only
+    np.testing.assert_array_equal(runs.release_counts[1], [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 1]])
