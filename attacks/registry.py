@@ -12,7 +12,8 @@ scores each target run [T, n] from that target's outputs and the reference runs 
 
 `score(runs, targets, shadows, variance)` reads the per-run arrays of an `audit.evaluate.StoredRuns`
 (`keep` [R, n], `confidence` [R, n, Q], `loss` [R, n], `dcr` [R, n] or None, `recon` kind ->
-[R, n] or None); `shadows` is None for an attack that calibrates on no reference run.
+[R, n] or None, a released table's `release_density` [R, n] and `release_counts` [R, n, Q] or None);
+`shadows` is None for an attack that calibrates on no reference run.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import numpy as np
 from attacks.ganleak import calibrated_scores, log_loss_statistic, reconstruction_scores
 from attacks.lira import lira_offline, lira_online
 from attacks.rmia import rmia_offline, rmia_online
+from attacks.tabular import domias_scores, query_scores
 from attacks.whitebox import likelihood_ratio, run_scores, step_changes, summed_projection
 
 #: families: what an attack observes. "model": the downstream model trained on the victim's
@@ -37,6 +39,7 @@ from attacks.whitebox import likelihood_ratio, run_scores, step_changes, summed_
 #: DP victim's Gaussian mechanism, through the canaries' projections (white-box audits)
 FAMILIES = ("model", "release", "generator", "mechanism")
 RELEASE = "release"  # `needs` of an attack on the released set: every run stored release_x, release_y
+TABLE = "table"  # `needs` of an attack on a released table: every run released a table of a tabular pool
 WHITEBOX = "whitebox"  # `needs` of a white-box attack: every run stored its canaries' step observations
 HEADLINE_ATTACK = "lira_online"  # the attack whose examples at highest risk the report shows, when scored
 
@@ -47,7 +50,7 @@ class Attack:
 
     name: str
     family: str  # one of FAMILIES
-    needs: str | None  # beyond the logits every run stores: RELEASE, or a GAN-Leaks reconstruction kind
+    needs: str | None  # beyond the logits every run stores: RELEASE, TABLE, WHITEBOX or a GAN-Leaks reconstruction kind
     min_runs: int  # runs (targets and references) an audit needs for it
     calibrated: bool  # whether it calibrates on the reference runs (then `score` gets `shadows`)
     score: Callable[[Any, np.ndarray, np.ndarray | None, str], np.ndarray]
@@ -62,12 +65,18 @@ class Attack:
             return runs.dcr is not None
         if self.needs == WHITEBOX:
             return runs.whitebox is not None
+        if self.needs == TABLE:
+            return (
+                getattr(runs, "release_density", None) is not None and getattr(runs, "release_counts", None) is not None
+            )
         return self.needs in (runs.recon or {})
 
     def missing(self) -> str:
         """Why it cannot be scored on runs that lack what it needs (one line)."""
         if self.needs == RELEASE:
             return f"{self.name} needs the released synthetic set, and these runs stored none"
+        if self.needs == TABLE:
+            return f"{self.name} needs the released table of a tabular victim, and these runs stored none"
         if self.needs == WHITEBOX:
             return (
                 f"{self.name} needs the white-box canary observations (--threat-model white-box), "
@@ -163,7 +172,8 @@ REGISTRY: tuple[Attack, ...] = (
         min_runs=1,
         calibrated=False,
         score=lambda runs, targets, shadows, variance: runs.dcr[targets],
-        about="minus the distance to the nearest released image of the same class",
+        about="minus the distance to the nearest released image of the same class (a table: to the closest "
+        "released record, on Gower's distance with the label a column)",
     ),
     Attack(
         name="dcr_lira",
@@ -173,6 +183,28 @@ REGISTRY: tuple[Attack, ...] = (
         calibrated=True,
         score=_dcr_lira,
         about="that distance calibrated on the OUT shadows (offline LiRA on the DCR statistic)",
+    ),
+    Attack(
+        name="domias",
+        family="release",
+        needs=TABLE,
+        min_runs=2,
+        calibrated=True,
+        score=lambda runs, targets, shadows, variance: domias_scores(runs.release_density, targets, shadows=shadows),
+        about="DOMIAS: log of the released table's density at the record over the mean density of the reference "
+        "runs' releases",
+    ),
+    Attack(
+        name="queries",
+        family="release",
+        needs=TABLE,
+        min_runs=4,
+        calibrated=True,
+        score=lambda runs, targets, shadows, variance: query_scores(
+            runs.release_counts, runs.keep, targets, shadows=shadows, variance=variance
+        ),
+        about="TAPAS-style counting queries: released records matching the record in full and on each pair of "
+        "columns, online LiRA on their square roots",
     ),
     Attack(
         name="ganleak_fbb",

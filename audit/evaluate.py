@@ -12,6 +12,7 @@ import numpy as np
 from attacks import cross_entropy, dcr_scores, logit_confidence
 from attacks.ganleak import RECON_KINDS
 from attacks.registry import get_attack
+from attacks.tabular import ReleaseStatistics, TableColumns, release_statistics
 from audit.stats.bounds import MECHANISM, SUMMARY_KEYS, VERDICT_BOUND
 from audit.stats.epsilon import bound_applies
 from audit.stats.guesses import BoundCache, RankedGuesses, applicable, tune
@@ -34,6 +35,43 @@ PREDICTED_MECHANISM_KEY = f"predicted_mu_{MECHANISM.name}"
 
 
 @dataclass(frozen=True, eq=False)
+class TablePool:
+    """A tabular pool as the table attacks read it (`attacks.tabular`): its schema's public column
+    facts, and its records as values and as cells of the discrete domain (D columns, the label last)."""
+
+    schema: object  # victims.tabular.schema.Schema
+    columns: TableColumns
+    values: np.ndarray  # float64 [n, D]
+    codes: np.ndarray  # int64 [n, D]
+
+    @classmethod
+    def of(cls, schema, x: np.ndarray, y: np.ndarray) -> TablePool:
+        """The pool's records x [n, d], y [n] under `schema`: its features' kinds and public bounds (a
+        number's span upper - lower, never the data's range), the label a categorical column."""
+        span = [1.0 if c.kind == "categorical" else float(c.upper) - float(c.lower) for c in schema.features]
+        columns = TableColumns(
+            categorical=np.append(schema.categorical, True),
+            span=np.array([*span, 1.0]),
+            sizes=np.array(schema.domain_sizes),
+        )
+        return cls(schema, columns, _table_values(x, y), schema.codes(x, y))
+
+    def statistics(self, release_x: np.ndarray, release_y: np.ndarray) -> ReleaseStatistics:
+        """What a released table (x [k, d], y [k]) gives at every pool record (`attacks.tabular.release_statistics`)."""
+        return release_statistics(
+            self.values,
+            self.codes,
+            _table_values(release_x, release_y),
+            self.schema.codes(release_x, release_y),
+            self.columns,
+        )
+
+
+def _table_values(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return np.column_stack([np.asarray(x, dtype=np.float64).reshape(len(x), -1), np.asarray(y, dtype=np.float64)])
+
+
+@dataclass(frozen=True, eq=False)
 class StoredRuns:
     """The per-run arrays the attacks need, reduced as each run is read (memory ~ R x n x Q)."""
 
@@ -49,18 +87,35 @@ class StoredRuns:
     whitebox: np.ndarray | None = (
         None  # float32 [R, steps, m]: white-box canary observations (the last m rows), if every run has them
     )
+    #: a released table's log kernel density at every pool record [R, n] (`attacks.tabular.gower`), if every
+    #: run released a table
+    release_density: np.ndarray | None = None
+    #: int32 [R, n, Q]: released records matching each pool record per query (`attacks.tabular.queries`), likewise
+    release_counts: np.ndarray | None = None
 
     @classmethod
-    def load(cls, store: RunStore, *, keep: np.ndarray, images: np.ndarray, labels: np.ndarray) -> StoredRuns:
-        """Read every run of the plan `keep`; `images` [n, c, h, w] and `labels` [n] are the pool's."""
+    def load(
+        cls, store: RunStore, *, keep: np.ndarray, images: np.ndarray, labels: np.ndarray, schema=None
+    ) -> StoredRuns:
+        """Read every run of the plan `keep`; `images` [n, c, h, w] (a table's records [n, d]) and
+        `labels` [n] are the pool's, `schema` a tabular pool's (`Pool.schema`), None for images. A
+        table's release gives `dcr` on Gower's distance, `release_density` and `release_counts`
+        (`TablePool`); an image release gives `dcr` on the pixels (`attacks.dcr`)."""
         n_runs = len(keep)
         confidence, loss, dcr, init_mask, meta, whitebox = [], [], [], np.zeros(keep.shape, dtype=bool), [], []
         recon = {kind: [] for kind in RECON_KINDS}
+        table = None if schema is None else TablePool.of(schema, images, labels)
+        density, counts = [], []
         for r in range(n_runs):
             arrays, run_meta = store.load_run(r)
             confidence.append(logit_confidence(arrays["logits"], labels))
             loss.append(cross_entropy(arrays["logits"][:, 0, :], labels))
-            if "release_x" in arrays:
+            if "release_x" in arrays and table is not None:
+                found = table.statistics(arrays["release_x"], arrays["release_y"])
+                dcr.append(found.dcr)
+                density.append(found.log_density)
+                counts.append(found.counts)
+            elif "release_x" in arrays:
                 dcr.append(dcr_scores(images, labels, arrays["release_x"], arrays["release_y"]))
             for kind in RECON_KINDS:
                 if f"recon_loss_{kind}" in arrays:
@@ -78,6 +133,8 @@ class StoredRuns:
             dcr=np.stack(dcr) if len(dcr) == n_runs else None,
             recon={k: np.stack(v) for k, v in recon.items() if len(v) == n_runs} or None,
             whitebox=np.stack(whitebox) if len(whitebox) == n_runs else None,
+            release_density=np.stack(density) if len(density) == n_runs else None,
+            release_counts=np.stack(counts) if len(counts) == n_runs else None,
         )
 
     @property

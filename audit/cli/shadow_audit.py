@@ -127,7 +127,7 @@ def main(
         them targets (or `--n-targets`)."""
         plan = keep[:n_runs]
         targets = target_runs(n_runs, args.n_targets or default_targets(n_runs))
-        runs = StoredRuns.load(store, keep=plan, images=pool.x, labels=pool.y)
+        runs = StoredRuns.load(store, keep=plan, images=pool.x, labels=pool.y, schema=pool.schema)
         variance = variance_for(args.lira_variance, n_reference=n_runs - len(targets))
         scores, choices = score_attacks(
             runs,

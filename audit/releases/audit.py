@@ -198,7 +198,9 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[AuditSummary, Report, 
     returns (summary.json's content with its verdict, the report, report.html's path, report.json's path)."""
     request, inputs, settings = prepared.request, prepared.inputs, prepared.request.evaluation
     _train_missing(prepared)
-    shadows = StoredRuns.load(prepared.store, keep=prepared.keep, images=inputs.pool.x, labels=inputs.pool.y)
+    shadows = StoredRuns.load(
+        prepared.store, keep=prepared.keep, images=inputs.pool.x, labels=inputs.pool.y, schema=inputs.pool.schema
+    )
     obs, meta = target_run(prepared.victim, inputs, seed=settings.seed, device=request.device)
     runs = with_target(shadows, obs, inputs, meta)
     # the user's release is the one target (the last run); every shadow run is a reference run, its shadow
@@ -272,7 +274,9 @@ def _subset_comparison(prepared: PreparedRelease, release_flag) -> dict:
     request, inputs, baseline = prepared.request, prepared.inputs, prepared.subset
     if baseline.store is None:
         return {"outcome": None, "reason": baseline.reason}
-    subsets = StoredRuns.load(baseline.store, keep=prepared.keep, images=inputs.pool.x, labels=inputs.pool.y)
+    subsets = StoredRuns.load(
+        baseline.store, keep=prepared.keep, images=inputs.pool.x, labels=inputs.pool.y, schema=inputs.pool.schema
+    )
     subset_flags = leave_one_out(
         subsets,
         list(attack_names()),

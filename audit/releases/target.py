@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from victims.overrides import build_victim
-from audit.evaluate import StoredRuns
+from audit.evaluate import StoredRuns, TablePool
 from audit.releases.inputs import ReleaseError, ReleaseInputs
 from audit.results import SIZE_KEYS
 from audit.summary import RELEASE_TARGET
@@ -108,8 +108,14 @@ def with_target(shadows: StoredRuns, obs, inputs: ReleaseInputs, meta: dict) -> 
     pool = inputs.pool
     init = np.zeros(pool.n_pool, dtype=bool)
     init[inputs.init_idx] = True
-    dcr = None
-    if shadows.dcr is not None:
+    dcr = density = counts = None
+    if shadows.dcr is not None and pool.schema is not None:  # a table: Gower's DCR, its density and query counts
+        found = TablePool.of(pool.schema, pool.x, pool.y).statistics(inputs.release_x, inputs.release_y)
+        dcr = np.vstack([shadows.dcr, found.dcr[None]])
+        if shadows.release_density is not None and shadows.release_counts is not None:
+            density = np.vstack([shadows.release_density, found.log_density[None]])
+            counts = np.concatenate([shadows.release_counts, found.counts[None]])
+    elif shadows.dcr is not None:
         dcr = np.vstack([shadows.dcr, dcr_scores(pool.x, pool.y, inputs.release_x, inputs.release_y)[None]])
     return StoredRuns(
         keep=np.vstack([shadows.keep, inputs.member[None]]),
@@ -118,6 +124,8 @@ def with_target(shadows: StoredRuns, obs, inputs: ReleaseInputs, meta: dict) -> 
         init_mask=np.vstack([shadows.init_mask, init[None]]),
         meta=(*shadows.meta, meta),
         dcr=dcr,
+        release_density=density,
+        release_counts=counts,
     )
 
 

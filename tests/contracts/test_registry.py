@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attacks.registry import FAMILIES, HEADLINE_ATTACK, REGISTRY, RELEASE, WHITEBOX, attack_names, get_attack
+from attacks.registry import FAMILIES, HEADLINE_ATTACK, REGISTRY, RELEASE, TABLE, WHITEBOX, attack_names, get_attack
 from audit.evaluate import StoredRuns, attack_scores, attack_summary
 from audit.stats.bounds import (
     ANALYSES,
@@ -61,6 +61,9 @@ def stored_runs(
         dcr=-(1 - signal) + rng.normal(0, 0.3, (N_RUNS, N)) if release else None,
         recon=recon_losses or None,
         whitebox=observations if whitebox else None,
+        # a released table: a member raises its release's density and its counts (3 queries)
+        release_density=signal + rng.normal(0, 0.3, (N_RUNS, N)) if release else None,
+        release_counts=rng.poisson(2 + 3 * signal[..., None], (N_RUNS, N, 3)).astype(np.int32) if release else None,
     )
 
 
@@ -115,6 +118,8 @@ def test_no_guess_depends_on_a_target_s_own_coins(name):
         dcr=runs.dcr,
         recon=runs.recon,
         whitebox=runs.whitebox,
+        release_density=runs.release_density,
+        release_counts=runs.release_counts,
     )
     np.testing.assert_array_equal(
         attack_scores(runs, name, TARGETS, variance="fixed"), attack_scores(flipped, name, TARGETS, variance="fixed")
@@ -125,7 +130,7 @@ def test_no_guess_depends_on_a_target_s_own_coins(name):
 def test_an_attack_whose_needs_the_runs_lack_is_left_out_or_refused_by_name(name):
     runs = stored_runs(release=False, recon=(), whitebox=False)
     assert name not in runs.available(attack_names())
-    need = {RELEASE: "released synthetic set", WHITEBOX: "white-box canary observations"}.get(
+    need = {RELEASE: "released synthetic set", TABLE: "released table", WHITEBOX: "white-box canary observations"}.get(
         get_attack(name).needs, "reconstruction losses"
     )
     with pytest.raises(ValueError, match=f"^{name} needs the .*{need}"):
