@@ -29,7 +29,9 @@ seed and the pool alone):
   disjoint from every other canary's, drawn from the seed), canary j labelled j mod C: several
   crafted canaries per run that barely interfere (8 per run keep 96% of one canary's separation,
   16 keep 88%, 64 half), so one run gives several coins;
-* `gradient` (white-box audits only, `victims.dp.whitebox_canaries`): N rows that hold no image (zeros, label
+* `gradient` (white-box audits only, `victims.dp.whitebox_canaries`; on a table too, where
+  `marginals` gives each a cell of its own in every marginal, its row the pool's smallest value of
+  every column): N rows that hold no image (zeros, label
   drawn uniformly): the victim does not train on them; instead, in every step where the canary's
   coin is IN and it is Poisson-sampled, its Gaussian mechanism adds a vector of norm exactly Δ in
   the canary's own direction. A black-box attack's score on them is noise.
@@ -141,10 +143,10 @@ def check_fits(pool: Pool, config: CanaryConfig) -> None:
 def check_kind(pool: Pool, kind: str) -> None:
     """ValueError (one line naming the kind and the dataset) for an image kind on a table or a
     table's kind on images."""
-    if pool.tabular and kind not in TABULAR_KINDS:
+    if pool.tabular and kind not in (*TABULAR_KINDS, "gradient"):
         raise ValueError(
             f"--canary-kind {kind} makes images; --dataset {pool.name} is a table "
-            f"(its kinds: {', '.join(TABULAR_KINDS)})"
+            f"(its kinds: {', '.join(TABULAR_KINDS)}, and gradient under white-box)"
         )
     if not pool.tabular and kind in TABULAR_KINDS:
         raise ValueError(
@@ -160,6 +162,9 @@ def canary_arrays(pool: Pool, config: CanaryConfig) -> tuple[np.ndarray, np.ndar
     check_fits(pool, config)
     rng = np.random.default_rng(np.random.SeedSequence([config.seed, CANARY_STREAM]))
     n, n_classes = config.n, pool.n_classes
+    if pool.tabular and config.kind == "gradient":  # no record: the victim adds cells of their own
+        x = np.broadcast_to(pool.x.min(axis=0), (n, pool.x.shape[1])).astype(np.float32)
+        return x, rng.integers(0, n_classes, size=n).astype(np.int64), np.full(n, -1, dtype=np.int64)
     if pool.tabular:
         x, y = tabular_canaries(pool.schema, pool.x, pool.y, n, config.kind, rng)
         return x, y, np.full(n, -1, dtype=np.int64)

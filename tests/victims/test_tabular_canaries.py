@@ -119,7 +119,10 @@ def test_add_canaries_appends_table_rows_after_the_natural_pool(fair):
 def test_an_image_kind_on_a_table_is_refused_naming_the_kind_and_dataset(fair, kind):
     with pytest.raises(ValueError) as e:
         add_canaries(fair, CanaryConfig(n=4, kind=kind))
-    assert str(e.value) == f"--canary-kind {kind} makes images; --dataset fair is a table (its kinds: unseen, extreme)"
+    assert str(e.value) == (
+        f"--canary-kind {kind} makes images; --dataset fair is a table (its kinds: unseen, extreme, and gradient "
+        "under white-box)"
+    )
 
 
 @pytest.mark.parametrize("kind", ["unseen", "extreme"])

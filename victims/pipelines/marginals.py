@@ -36,7 +36,19 @@ the sensitivity 1, i.e. the convention of `attacks.whitebox` at sample rate 1 wi
 distinct cells of every measured marginal (`check_canary_cells`, a ValueError naming the two that
 share one): a cell shared by two canaries holds both coins, which no white-box auditor can subtract,
 and their observations are no longer independent given the coins. With the label's 1-way marginal
-measured, that allows at most as many canaries as the smallest column has cells.
+measured, that allows at most as many canaries as the smallest column has cells (4 on fair).
+
+White-box with gradient canaries (`--canary-kind gradient`, the white-box default): the histogram's
+Dirac canaries. A gradient canary holds no record (its row is not counted); instead every measured
+marginal gets one cell of its own per canary, counted 1 when the canary's coin is IN and 0 when
+OUT, and noised in the same call and with the same sigma as the schema's cells (`noisy_marginals`,
+`canary_in`). Adding or removing the canary changes exactly that one count in each of the k
+marginals: the same sensitivity-1 Gaussian mechanism per marginal, so the guarantee and the
+recorded mechanism are unchanged, and o_{m,j} is the noisy count of canary j's own cell, N(b_j,
+sigma^2) independently for every canary, with no limit on how many (each has cells of its own).
+The canaries' cells are the auditor's probe, not released records: the release is sampled from the
+schema's cells alone. This tests the noise a run adds (a `MarginalsNoiseForTen` shows in them)
+where record canaries also test how records reach the counts (`MarginalsDomainFromData`).
 """
 
 from __future__ import annotations
@@ -54,7 +66,7 @@ from victims.dp.privacy import (
     gdp_epsilon,
     require_privacy_target,
 )
-from victims.dp.whitebox_canaries import GRADIENT
+from victims.dp.whitebox_canaries import GRADIENT, training_keep
 from victims.pool import Pool
 from victims.tabular.release import Released, TableRelease
 
@@ -63,6 +75,8 @@ TWO_WAY = ("label", "none")
 #: SeedSequence streams of a run's seed: the noise, then the sampling of the release
 NOISE_STREAM = 6
 SAMPLE_STREAM = 7
+#: gradient canaries a white-box run may append cells for (k x N noisy counts more a run)
+MOST_CELL_CANARIES = 100_000
 
 
 def measured_marginals(n_features: int, two_way: str) -> tuple[tuple[int, ...], ...]:
@@ -104,16 +118,21 @@ def noisy_marginals(
     sigma: float,
     rng: np.random.Generator,
     support: tuple[np.ndarray, ...] | None = None,
-) -> list[np.ndarray]:
-    """Each marginal's counts + N(0, sigma^2) in every cell (the Gaussian mechanism). Cells outside
-    `support` (bool [size] per column; all of them when None) are NaN: they do not exist, and are
-    never released nor sampled. The noise is drawn for every cell whatever the support."""
-    out = []
+    canary_in: np.ndarray | None = None,
+) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """(each marginal's counts + N(0, sigma^2) in every cell: the Gaussian mechanism; with gradient
+    canaries (`canary_in`, bool [N]: their coins) float64 [k, N], every marginal's N cells of the
+    canaries' own, counted 1 for an IN canary and noised alike, after the schema's cells). Cells
+    outside `support` (bool [size] per column; all of them when None) are NaN: they do not exist,
+    and are never released nor sampled. The noise is drawn for every cell whatever the support."""
+    out, own = [], []
     for columns in marginals:
         counts = marginal_counts(codes, sizes, columns)
         noisy = counts + sigma * rng.standard_normal(counts.shape)
         out.append(noisy if support is None else np.where(cell_support(support, columns), noisy, np.nan))
-    return out
+        if canary_in is not None:
+            own.append(canary_in + sigma * rng.standard_normal(len(canary_in)))
+    return out, (np.array(own).reshape(len(marginals), -1) if canary_in is not None else None)
 
 
 def probabilities(noisy: np.ndarray) -> np.ndarray:
@@ -236,17 +255,17 @@ class MarginalsVictim(TableRelease):
         return pool.schema, tuple(np.ones(size, dtype=bool) for size in pool.schema.domain_sizes)
 
     def release_dimension(self, pool: Pool) -> int:
-        """Noisy counts released: the cells of every measured marginal."""
-        sizes = pool.schema.domain_sizes
-        return int(sum(np.prod([sizes[c] for c in columns]) for columns in self.marginals(pool)))
+        """How many gradient canaries a run can observe: each gets cells of its own, so up to
+        `MOST_CELL_CANARIES` (module docstring)."""
+        return MOST_CELL_CANARIES
 
     def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
         TableRelease.check(self, pool, inclusion_rate=inclusion_rate)
         spec = pool.white_box
         if spec is None:
             return
-        if spec.kind == GRADIENT and spec.n:
-            raise ValueError(f"--canary-kind {GRADIENT}: {self.name} observes record canaries (rows of the table) only")
+        if spec.kind == GRADIENT:
+            return  # cells of their own: no two share one
         rows = np.arange(spec.first_row, spec.first_row + spec.n)
         names = (*(c.name for c in pool.schema.features), pool.schema.label)
         check_canary_cells(table_codes(pool.schema, pool.x[rows], pool.y[rows]), rows, self.marginals(pool), names)
@@ -261,21 +280,34 @@ class MarginalsVictim(TableRelease):
         }
 
     def release(self, pool: Pool, keep: np.ndarray, seed: int, *, inclusion_rate: float) -> Released:
-        members = np.flatnonzero(keep)
+        members = np.flatnonzero(training_keep(pool, keep))  # gradient canaries are no records
         schema, support = self.domain(pool, members)
         codes, sizes, marginals = (
             table_codes(schema, pool.x[members], pool.y[members]),
             schema.domain_sizes,
             self.marginals(pool),
         )
+        spec = pool.white_box
+        cell_canaries = keep[spec.rows] if spec is not None and spec.gradient else None
         noise = np.random.default_rng(np.random.SeedSequence([seed, NOISE_STREAM]))
-        noisy = noisy_marginals(codes, sizes, marginals, sigma=self.drawn_noise(pool), rng=noise, support=support)
+        noisy, own = noisy_marginals(
+            codes, sizes, marginals, sigma=self.drawn_noise(pool), rng=noise, support=support, canary_in=cell_canaries
+        )
         sampling = np.random.default_rng(np.random.SeedSequence([seed, SAMPLE_STREAM]))
         x, y = schema.from_codes(sample_codes(noisy, marginals, self.rows, sampling), sampling)
         extra = self.claim(pool)
-        if pool.white_box is not None:
+        if own is not None:
+            extra.update(self.white_box_fields(own.astype(np.float32), pool))
+        elif spec is not None:
             extra.update(self.observe_canaries(pool, keep, schema, codes, noisy))
         return Released(x, y, extra)
+
+    def white_box_fields(self, observed: np.ndarray, pool: Pool) -> dict:
+        """`whitebox` [k, canaries] and the claimed mechanism's public sigma at sample rate 1."""
+        return {
+            "whitebox": observed,
+            "whitebox_mechanism": {"noise_multiplier": float(self.claimed_noise(pool)), "sample_rate": 1.0},
+        }
 
     def observe_canaries(self, pool: Pool, keep: np.ndarray, schema, codes: np.ndarray, noisy: list) -> dict:
         """The white-box fields: every canary's observations (`whitebox_observations`) and the claimed sigma."""
@@ -284,7 +316,4 @@ class MarginalsVictim(TableRelease):
         rows = np.arange(spec.first_row, spec.first_row + spec.n)
         canary_codes = table_codes(schema, pool.x[rows], pool.y[rows])
         observed = whitebox_observations(noisy, codes, schema.domain_sizes, marginals, canary_codes, keep[rows])
-        return {
-            "whitebox": observed,
-            "whitebox_mechanism": {"noise_multiplier": float(self.claimed_noise(pool)), "sample_rate": 1.0},
-        }
+        return self.white_box_fields(observed, pool)
