@@ -38,6 +38,22 @@ ROWS = {
     "ctgan": ["--victim", "ctgan"],
     "domain-bug-1": ["--victim", f"{DP_BUGS}:MarginalsDomainFromData", "--epsilon", "1"],
     "noise-bug-1": ["--victim", f"{DP_BUGS}:MarginalsNoiseForTen", "--epsilon", "1"],
+    # white-box: 4,000 gradient canaries per run, each with cells of its own (victims/pipelines/marginals.py)
+    "marginals-1-wb": ["--victim", "marginals", "--epsilon", "1", "--threat-model", "white-box"],
+    "marginals-4-wb": ["--victim", "marginals", "--epsilon", "4", "--threat-model", "white-box"],
+    "noise-bug-1-wb": ["--victim", f"{DP_BUGS}:MarginalsNoiseForTen", "--epsilon", "1", "--threat-model", "white-box"],
+    "domain-bug-1-wb": [
+        "--victim",
+        f"{DP_BUGS}:MarginalsDomainFromData",
+        "--epsilon",
+        "1",
+        "--threat-model",
+        "white-box",
+        "--canaries",
+        "4",
+        "--canary-kind",
+        "unseen",
+    ],
 }
 
 
