@@ -12,7 +12,8 @@ scores each target run [T, n] from that target's outputs and the reference runs 
 
 `score(runs, targets, shadows, variance)` reads the per-run arrays of an `audit.evaluate.StoredRuns`
 (`keep` [R, n], `confidence` [R, n, Q], `loss` [R, n], `dcr` [R, n] or None, `recon` kind ->
-[R, n] or None, a released table's `release_density` [R, n] and `release_counts` [R, n, Q] or None);
+[R, n] or None, a released table's `release_density` [R, n], `release_counts` [R, n, Q] and
+`release_support` [R, n] or None);
 `shadows` is None for an attack that calibrates on no reference run.
 """
 
@@ -67,7 +68,9 @@ class Attack:
             return runs.whitebox is not None
         if self.needs == TABLE:
             return (
-                getattr(runs, "release_density", None) is not None and getattr(runs, "release_counts", None) is not None
+                getattr(runs, "release_density", None) is not None
+                and getattr(runs, "release_counts", None) is not None
+                and getattr(runs, "release_support", None) is not None
             )
         return self.needs in (runs.recon or {})
 
@@ -205,6 +208,16 @@ REGISTRY: tuple[Attack, ...] = (
         ),
         about="TAPAS-style counting queries: released records matching the record in full and on each pair of "
         "columns, online LiRA on their square roots",
+    ),
+    Attack(
+        name="support",
+        family="release",
+        needs=TABLE,
+        min_runs=1,
+        calibrated=False,
+        score=lambda runs, targets, shadows, variance: runs.release_support[targets].astype(np.float64),
+        about="domain extension: released records where only the record could have opened the domain (a category "
+        "no other pool record holds, a number beyond every other's)",
     ),
     Attack(
         name="ganleak_fbb",

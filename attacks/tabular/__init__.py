@@ -2,7 +2,8 @@
 per run from arrays and the table's public column facts (`TableColumns`), never from a schema object
 or the victims (tests/contracts/test_layout.py): the distance to the closest released record on
 Gower's mixed-type distance (`gower`), the release's kernel density for DOMIAS (`domias`), and
-TAPAS-style counting queries (`queries`)."""
+TAPAS-style counting queries (`queries`), and the records only one pool record could have put in the
+release (`support`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 from attacks.tabular.domias import domias_scores
 from attacks.tabular.gower import BANDWIDTH, TableColumns, gower_distances, nearest_and_density
 from attacks.tabular.queries import match_counts, queries, query_scores
+from attacks.tabular.support import domain_extension
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,7 @@ class ReleaseStatistics:
     dcr: np.ndarray  # float64 [n]: minus Gower's distance to the closest released record (higher = member)
     log_density: np.ndarray  # float64 [n]: the release's log kernel density (`nearest_and_density`)
     counts: np.ndarray  # int32 [n, Q]: released records matching the record on each query (`match_counts`)
+    support: np.ndarray  # float64 [n]: released records where only the record could have opened the domain
 
 
 def release_statistics(
@@ -34,7 +37,12 @@ def release_statistics(
     """`ReleaseStatistics` of a release (values [k, D] and codes [k, D], the label last) at every
     pool record (values [n, D] and codes [n, D]), on the table's public `columns`."""
     nearest, log_density = nearest_and_density(pool_values, release_values, columns, bandwidth=BANDWIDTH)
-    return ReleaseStatistics(-nearest, log_density, match_counts(pool_codes, release_codes, columns.sizes))
+    return ReleaseStatistics(
+        -nearest,
+        log_density,
+        match_counts(pool_codes, release_codes, columns.sizes),
+        domain_extension(pool_values, release_values, columns.categorical),
+    )
 
 
 __all__ = [

@@ -232,3 +232,21 @@ def test_a_user_s_released_table_joins_the_shadow_runs_as_one_more_run():
     np.testing.assert_allclose(runs.release_density[1], [-2.0, -2.5, -1.0], rtol=F32)
     # r2's codes (2, 2, 0): no record matches in full; c = (0, 2, 0) matches it on (age, label) only
     np.testing.assert_array_equal(runs.release_counts[1], [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 1]])
+
+
+def test_domain_extension_counts_released_records_only_the_record_could_have_put_there():
+    from attacks.tabular.support import domain_extension
+
+    # columns: a category (0, 1, 2), a number, the label (categorical). Pool record 0 alone holds category 2
+    # and the largest number 9 (the others' largest is 5); record 3 alone holds the smallest number -1
+    # (the others' smallest is 0); record 2 alone holds label 1.
+    pool = np.array([[2, 9.0, 0], [0, 5.0, 0], [1, 0.0, 1], [0, -1.0, 0], [1, 5.0, 0]])
+    release = np.array([[2, 7.0, 0], [2, 9.0, 1], [0, 9.5, 0], [0, 5.0, 0], [1, -0.5, 0], [0, -1.0, 0]])
+    categorical = np.array([True, False, True])
+    # record 0: category 2 twice, numbers in (5, 9]: 7 and 9 (9.5 lies beyond its own value): 4;
+    # record 2: label 1 once: 1; record 3: numbers in [-1, 0): -0.5 and -1: 2; the others hold nothing alone
+    np.testing.assert_array_equal(domain_extension(pool, release, categorical), [4, 0, 1, 2, 0])
+    # a tie at the extreme opens nothing alone
+    tied = pool.copy()
+    tied[1, 1] = 9.0
+    assert domain_extension(tied, release, categorical)[0] == 2  # its category only

@@ -64,6 +64,8 @@ def stored_runs(
         # a released table: a member raises its release's density and its counts (3 queries)
         release_density=signal + rng.normal(0, 0.3, (N_RUNS, N)) if release else None,
         release_counts=rng.poisson(2 + 3 * signal[..., None], (N_RUNS, N, 3)).astype(np.int32) if release else None,
+        # and released records only a member could have put there
+        release_support=rng.poisson(2 * signal, (N_RUNS, N)).astype(np.float64) if release else None,
     )
 
 
@@ -120,6 +122,7 @@ def test_no_guess_depends_on_a_target_s_own_coins(name):
         whitebox=runs.whitebox,
         release_density=runs.release_density,
         release_counts=runs.release_counts,
+        release_support=runs.release_support,
     )
     np.testing.assert_array_equal(
         attack_scores(runs, name, TARGETS, variance="fixed"), attack_scores(flipped, name, TARGETS, variance="fixed")
