@@ -22,7 +22,7 @@ from audit.cli.flags import build_parser, canary_config, evaluation_settings, ex
 from audit.cli.victim_flags import victim_overrides
 from victims.base import check_pool_kind
 from victims.overrides import build_victim
-from attacks.registry import get_attack
+from attacks.registry import TABLE, get_attack
 from audit.evaluate import StoredRuns, claimed_mechanism, run_delta, score_attacks, top_level_bounded
 from audit.executor import ray_session
 from audit.pipeline import check_canary_coins, experiment_record, train_missing_runs
@@ -71,7 +71,7 @@ def main(
         canaries = CanaryColumns.of(n_natural, config) if config else None
         check_pool_kind(victim, pool)
         victim.check(pool, inclusion_rate=args.inclusion_rate)
-        check_enough_runs(args.n_shadow, attacks, threat_model=args.threat_model)
+        check_enough_runs(args.n_shadow, attacks, threat_model=args.threat_model, tabular=pool.tabular)
         looks = rounds_schedule(args, attacks)
         targets = target_runs(args.n_shadow, args.n_targets or default_targets(args.n_shadow))
         experiment = experiment_record(
@@ -202,10 +202,16 @@ def quiet_lines(audit_summary: AuditSummary, path) -> str:
     return "\n".join(lines)
 
 
-def check_enough_runs(n_shadow: int, attacks: tuple[str, ...], *, threat_model: str) -> None:
+def check_enough_runs(n_shadow: int, attacks: tuple[str, ...], *, threat_model: str, tabular: bool = False) -> None:
     """Refuse fewer runs than an attack of this audit needs, naming only the attacks that apply to its
-    threat model (white-box attacks in a white-box audit only) and need more runs than `n_shadow`."""
-    applies = [a for a in attacks if threat_model == "white-box" or get_attack(a).family != "mechanism"]
+    threat model (white-box attacks in a white-box audit only) and to its pool (the attacks on a
+    released table on a table only) and need more runs than `n_shadow`."""
+    applies = [
+        a
+        for a in attacks
+        if (threat_model == "white-box" or get_attack(a).family != "mechanism")
+        and (tabular or get_attack(a).needs != TABLE)
+    ]
     short = [a for a in applies if get_attack(a).min_runs > n_shadow]
     if short:
         needed = max(get_attack(a).min_runs for a in short)
