@@ -171,3 +171,23 @@ def test_a_tables_audit_given_an_image_kind_exits_2_with_one_line_and_writes_not
     assert exit_info.value.code == 2 and err.count("\n") == 1
     assert "--canary-kind marked makes images; --dataset fair is a table" in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_extreme_canaries_take_turns_at_the_numeric_columns_bounds():
+    # two numbers: a in [0, 10] (pool 2..6: neither bound reached; 0 is 2 away, 10 is 4 away: 10),
+    # b in [0, 1] (pool 0.2..1.0: 1 reached, so 0); the medians are 4 and 0.6
+    schema = Schema(
+        columns=(
+            Column("a", "continuous", lower=0, upper=10, bins=2),
+            Column("b", "continuous", lower=0, upper=1, bins=2),
+            Column("label", "categorical", categories=(0, 1)),
+        ),
+        label="label",
+    )
+    x = np.array([[2, 0.2], [4, 0.6], [6, 1.0]], dtype=np.float32)
+    cx, cy = extreme_records(schema, x, np.array([0, 1, 1]), 2, np.random.default_rng(0))
+    # canary 0: a at its bound, b at the median; canary 1 the other way round; both the rarer label 0
+    np.testing.assert_allclose(cx, [[10.0, 0.6], [4.0, 0.0]])
+    assert (cy == 0).all()
+    with pytest.raises(ValueError, match="make 2$"):  # one rare label, two numbers taking turns: two records
+        extreme_records(schema, x, np.array([0, 1, 1]), 3, np.random.default_rng(0))

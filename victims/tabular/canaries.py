@@ -10,11 +10,13 @@ in) and read nothing but the public schema and the audit's own pool:
   pool record holds, every canary holds one of them (canary j the j-th of them, cyclically) and its
   other cells are drawn uniformly; else every cell is drawn uniformly, and a cell a pool record (or
   an earlier canary) holds is drawn again. A number is drawn uniformly inside its bin.
-* `extreme`: N distinct records with every numeric feature at a public bound (the bound no pool
-  record reaches; if neither or both are reached, the one fewer pool records are near: the farther
-  from the pool's nearest value) and every categorical column (the label too) at one of its rare
+* `extreme`: N distinct records, canary j with the (j mod M)-th of the M numeric features at a
+  public bound (the bound no pool record reaches; if neither or both are reached, the one fewer
+  pool records are near: the farther from the pool's nearest value) and its other numeric features
+  at the pool's median, and every categorical column (the label too) at one of its rare
   categories: the ⌈K/2⌉ of its K categories that the fewest pool records hold (ties in the
-  schema's order), drawn uniformly.
+  schema's order), drawn uniformly. Up to M canaries thus each open a part of the domain no other
+  record reaches (`attacks.tabular.support`), without sharing it.
 
 Refused (ValueError, one line) where the schema cannot hold N such records: fewer empty cells than
 N, or fewer distinct extreme records.
@@ -120,7 +122,9 @@ def extreme_records(
             choices.append(rare_categories(counts).astype(np.float64))
         else:
             choices.append(np.array([extreme_bound(values[:, j], column.lower, column.upper)]))
-    distinct = math.prod(len(c) for c in choices)
+    numeric = [j for j, column in enumerate(columns) if column.kind != "categorical"]
+    turns = max(1, len(numeric))  # canary i opens the (i mod turns)-th numeric column's bound
+    distinct = turns * math.prod(len(c) for c in choices)
     if n > distinct:
         raise ValueError(
             f"--canaries {n} extreme canaries need as many distinct records; the schema's bounds and rare "
@@ -133,12 +137,16 @@ def extreme_records(
             break
         picks = np.stack([rng.integers(0, len(c), size=BATCH) for c in choices], axis=1)
         for pick in picks:
-            key = tuple(pick.tolist())
+            key = (len(chosen) % turns, *pick.tolist())
             if key not in seen and len(chosen) < n:
                 seen.add(key)
-                chosen.append(key)
+                chosen.append(key[1:])
     if len(chosen) < n:
         raise ValueError(f"--canaries {n}: found {len(chosen)} distinct extreme records")
     rows = np.array([[choices[j][k] for j, k in enumerate(key)] for key in chosen], dtype=np.float64)
     rows = rows.reshape(n, len(columns))
+    for i in range(n):  # canary i at the bound of one numeric column, the pool's median in the others
+        for j in numeric:
+            if j != numeric[i % len(numeric)]:
+                rows[i, j] = float(np.median(values[:, j]))
     return rows[:, :-1].astype(np.float32), rows[:, -1].astype(np.int64)
