@@ -54,22 +54,22 @@ ROWS = {
         "extreme",
     ],
     "marginals-1-extreme": ["--victim", "marginals", "--epsilon", "1", "--canaries", "1", "--canary-kind", "extreme"],
-    # white-box: 4,000 gradient canaries per run, each with cells of its own (victims/pipelines/marginals.py)
-    "marginals-1-wb": ["--victim", "marginals", "--epsilon", "1", "--threat-model", "white-box"],
-    "marginals-4-wb": ["--victim", "marginals", "--epsilon", "4", "--threat-model", "white-box"],
-    "noise-bug-1-wb": ["--victim", f"{DP_BUGS}:MarginalsNoiseForTen", "--epsilon", "1", "--threat-model", "white-box"],
-    "domain-bug-1-wb": [
+    # the same with 4 extreme canaries, each at the bound of its own numeric column (for randhie's 4 unreached bounds)
+    "domain-bug-1-extreme-4": [
         "--victim",
         f"{DP_BUGS}:MarginalsDomainFromData",
         "--epsilon",
         "1",
-        "--threat-model",
-        "white-box",
         "--canaries",
         "4",
         "--canary-kind",
-        "unseen",
+        "extreme",
     ],
+    "marginals-1-extreme-4": ["--victim", "marginals", "--epsilon", "1", "--canaries", "4", "--canary-kind", "extreme"],
+    # white-box: 4,000 gradient canaries per run, each with cells of its own (victims/pipelines/marginals.py)
+    "marginals-1-wb": ["--victim", "marginals", "--epsilon", "1", "--threat-model", "white-box"],
+    "marginals-4-wb": ["--victim", "marginals", "--epsilon", "4", "--threat-model", "white-box"],
+    "noise-bug-1-wb": ["--victim", f"{DP_BUGS}:MarginalsNoiseForTen", "--epsilon", "1", "--threat-model", "white-box"],
 }
 
 
