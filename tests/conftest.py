@@ -31,6 +31,12 @@ def pool():
 
 
 @pytest.fixture(scope="module")
+def table():
+    """The embedded fair table (its runs' members: a `keep` fixture of the test module's own)."""
+    return load_pool("fair")
+
+
+@pytest.fixture(scope="module")
 def keep(pool):
     """The members of run 0 of a two-run plan."""
     return membership_matrix(pool.y, n_runs=2, master_seed=0)[0]

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from shadow_runs.plan import membership_matrix
-from victims import get_victim, load_pool, victim_names
+from victims import get_victim, victim_names
 from victims.base import check_pool_kind
 
 FAST = {  # a quick configuration of each tabular victim
@@ -18,11 +18,6 @@ FAST = {  # a quick configuration of each tabular victim
     "mst": {"rows": 300, "classifier_iterations": 10, "iterations": 100, "selection": "public"},
     "marginals": {"rows": 300, "classifier_iterations": 10},
 }
-
-
-@pytest.fixture(scope="module")
-def table():
-    return load_pool("fair")
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from scipy.stats import norm
 
 from audit.stats.mechanism import SubsampledGaussian, epsilon_at, rejects
 from shadow_runs.plan import membership_matrix
-from victims import get_victim, load_pool
+from victims import get_victim
 from victims.dp.bugs import MarginalsDomainFromData, MarginalsNoiseForTen
 from victims.dp.privacy import composed_gaussian_noise, gdp_epsilon, gdp_mu_for
 from victims.dp.whitebox_canaries import WhiteBoxSpec
@@ -27,11 +27,6 @@ from victims.pipelines.marginals import (
 
 #: mu of (1, 1e-5)-DP Gaussian DP (derivation in test_the_calibration_is_exact_gaussian_dp)
 MU_1 = 0.2680511232112943
-
-
-@pytest.fixture(scope="module")
-def table():
-    return load_pool("fair")
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ import pytest
 
 from audit.stats.mechanism import SubsampledGaussian, blow_up_inverse
 from shadow_runs.plan import membership_matrix
-from victims import load_pool
 from victims.pipelines import ctgan, mst
 
 # ε = 1, δ = 1e-5: L = ln(1/δ) = 5 ln 10 = 11.512925464970229. Since (√(L+1) - √L)(√(L+1) + √L) = 1,
@@ -65,11 +64,6 @@ def test_the_selection_is_a_spanning_tree_led_by_the_strongest_pair():
     for _ in range(3):  # the three edges join every column
         joined |= {c for edge in edges if set(edge) & joined for c in edge}
     assert joined == {0, 1, 2, 3}
-
-
-@pytest.fixture(scope="module")
-def table():
-    return load_pool("fair")
 
 
 @pytest.fixture(scope="module")
