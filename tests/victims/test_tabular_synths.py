@@ -12,6 +12,7 @@ import pytest
 from audit.stats.mechanism import SubsampledGaussian, blow_up_inverse
 from shadow_runs.plan import membership_matrix
 from victims.pipelines import ctgan, mst
+from victims.tabular.schema import cell_counts
 
 # ε = 1, δ = 1e-5: L = ln(1/δ) = 5 ln 10 = 11.512925464970229. Since (√(L+1) - √L)(√(L+1) + √L) = 1,
 # ρ = (√(L+1) - √L)² = 1 / (√12.5129... + √11.5129...)² = 1 / (3.5373614 + 3.3930702)² = 1 / 48.030866
@@ -57,7 +58,7 @@ def test_the_selection_is_a_spanning_tree_led_by_the_strongest_pair():
     codes = rng.integers(0, 3, size=(2000, 4))
     codes[:, 2] = codes[:, 0]  # columns 0 and 2 are one column: the pair the independent model explains worst
     sizes = (3, 3, 3, 3)
-    estimate = mst.independent_estimate([mst.counts(codes, (c,), sizes) for c in range(4)], sigma=1.0)
+    estimate = mst.independent_estimate([cell_counts(codes, sizes, (c,)) for c in range(4)], sigma=1.0)
     edges = mst.spanning_tree(codes, sizes, estimate, draw=50.0, rng=rng)
     assert len(edges) == 3 and edges[0] == (0, 2)
     joined = {0}

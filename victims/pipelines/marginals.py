@@ -69,6 +69,7 @@ from victims.dp.privacy import (
 from victims.dp.whitebox_canaries import GRADIENT, training_keep
 from victims.pool import Pool
 from victims.tabular.release import Released, TableRelease
+from victims.tabular.schema import cell_counts
 
 #: the public choices of 2-way marginals: every (label, feature) pair, or none
 TWO_WAY = ("label", "none")
@@ -86,20 +87,6 @@ def measured_marginals(n_features: int, two_way: str) -> tuple[tuple[int, ...], 
         raise ValueError(f"--two-way must be one of {TWO_WAY}, got {two_way!r}")
     one_way = tuple((c,) for c in range(n_features + 1))
     return one_way + (tuple((n_features, j) for j in range(n_features)) if two_way == "label" else ())
-
-
-def table_codes(schema, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """`schema.codes(x, y)`, and int64 [0, d + 1] for no rows (which `Schema.codes` cannot reshape)."""
-    if len(x) == 0:
-        return np.zeros((0, len(schema.domain_sizes)), dtype=np.int64)
-    return schema.codes(x, y)
-
-
-def marginal_counts(codes: np.ndarray, sizes: tuple[int, ...], columns: tuple[int, ...]) -> np.ndarray:
-    """float64 table of shape (sizes[c] for c in columns): how many rows of `codes` fall in each cell."""
-    shape = tuple(sizes[c] for c in columns)
-    cells = np.ravel_multi_index(codes[:, list(columns)].T, shape) if len(codes) else np.zeros(0, dtype=np.int64)
-    return np.bincount(cells, minlength=int(np.prod(shape))).reshape(shape).astype(np.float64)
 
 
 def cell_support(support: tuple[np.ndarray, ...], columns: tuple[int, ...]) -> np.ndarray:
@@ -127,7 +114,7 @@ def noisy_marginals(
     and are never released nor sampled. The noise is drawn for every cell whatever the support."""
     out, own = [], []
     for columns in marginals:
-        counts = marginal_counts(codes, sizes, columns)
+        counts = cell_counts(codes, sizes, columns)
         noisy = counts + sigma * rng.standard_normal(counts.shape)
         out.append(noisy if support is None else np.where(cell_support(support, columns), noisy, np.nan))
         if canary_in is not None:
@@ -204,7 +191,7 @@ def whitebox_observations(
     out = np.zeros((len(marginals), len(canary_codes)), dtype=np.float64)
     for m, columns in enumerate(marginals):
         cells = tuple(canary_codes[:, c] for c in columns)
-        others = marginal_counts(codes, sizes, columns)[cells] - canary_in
+        others = cell_counts(codes, sizes, columns)[cells] - canary_in
         out[m] = np.nan_to_num(noisy[m][cells], nan=0.0) - others
     return out.astype(np.float32)
 
@@ -268,7 +255,7 @@ class MarginalsVictim(TableRelease):
             return  # cells of their own: no two share one
         rows = np.arange(spec.first_row, spec.first_row + spec.n)
         names = (*(c.name for c in pool.schema.features), pool.schema.label)
-        check_canary_cells(table_codes(pool.schema, pool.x[rows], pool.y[rows]), rows, self.marginals(pool), names)
+        check_canary_cells(pool.schema.codes(pool.x[rows], pool.y[rows]), rows, self.marginals(pool), names)
 
     def claim(self, pool: Pool) -> dict:
         """The Observations' privacy fields: the curve's epsilon at delta, delta, and the mechanism."""
@@ -283,7 +270,7 @@ class MarginalsVictim(TableRelease):
         members = np.flatnonzero(training_keep(pool, keep))  # gradient canaries are no records
         schema, support = self.domain(pool, members)
         codes, sizes, marginals = (
-            table_codes(schema, pool.x[members], pool.y[members]),
+            schema.codes(pool.x[members], pool.y[members]),
             schema.domain_sizes,
             self.marginals(pool),
         )
@@ -314,6 +301,6 @@ class MarginalsVictim(TableRelease):
         self.check(pool)
         spec, marginals = pool.white_box, self.marginals(pool)
         rows = np.arange(spec.first_row, spec.first_row + spec.n)
-        canary_codes = table_codes(schema, pool.x[rows], pool.y[rows])
+        canary_codes = schema.codes(pool.x[rows], pool.y[rows])
         observed = whitebox_observations(noisy, codes, schema.domain_sizes, marginals, canary_codes, keep[rows])
         return self.white_box_fields(observed, pool)

@@ -67,6 +67,7 @@ from victims.base import register_victim, require_at_least
 from victims.dp.privacy import require_privacy_target
 from victims.pool import Pool
 from victims.tabular.release import Released, TableRelease
+from victims.tabular.schema import cell_counts
 
 #: how to get the estimation engine (pyproject.toml's extra "mst")
 MST_INSTALL = 'pip install -e ".[mst]"'
@@ -107,13 +108,6 @@ def mst_budget(rho: float, columns: int, selection: str) -> Budget:
     return Budget(one, two, draw, spent)
 
 
-def counts(codes: np.ndarray, columns: tuple[int, ...], sizes: tuple[int, ...]) -> np.ndarray:
-    """float64 [∏ sizes]: the flattened count table of `codes` over `columns`."""
-    shape = tuple(sizes[c] for c in columns)
-    cells = np.ravel_multi_index(codes[:, list(columns)].T, shape)
-    return np.bincount(cells, minlength=int(np.prod(shape))).astype(np.float64)
-
-
 def project_to_simplex(v: np.ndarray, total: float) -> np.ndarray:
     """The nearest (Euclidean) vector to `v` with non-negative entries summing to `total`."""
     u = np.sort(v)[::-1]
@@ -138,7 +132,9 @@ def spanning_tree(codes: np.ndarray, sizes: tuple[int, ...], estimate: list[np.n
     independent `estimate` on the pair's true counts."""
     total = estimate[0].sum()
     error = {
-        (a, b): float(np.abs(counts(codes, (a, b), sizes) - np.outer(estimate[a], estimate[b]).ravel() / total).sum())
+        (a, b): float(
+            np.abs(cell_counts(codes, sizes, (a, b)).ravel() - np.outer(estimate[a], estimate[b]).ravel() / total).sum()
+        )
         for a, b in combinations(range(len(sizes)), 2)
     }
     component = list(range(len(sizes)))
@@ -215,7 +211,7 @@ class MST(TableRelease):
         sizes = schema.domain_sizes
         budget = mst_budget(zcdp_rho(self.epsilon, self.delta), len(sizes), self.selection)
         one_way = [
-            counts(codes, (c,), sizes) + rng.normal(0.0, budget.one_way_sigma, sizes[c]) for c in range(len(sizes))
+            cell_counts(codes, sizes, (c,)) + rng.normal(0.0, budget.one_way_sigma, sizes[c]) for c in range(len(sizes))
         ]
         if self.selection == "public":
             edges = [(c, len(sizes) - 1) for c in range(len(sizes) - 1)]
@@ -223,7 +219,8 @@ class MST(TableRelease):
             estimate = independent_estimate(one_way, budget.one_way_sigma)
             edges = spanning_tree(codes, sizes, estimate, budget.selection_epsilon, rng)
         two_way = [
-            counts(codes, edge, sizes) + rng.normal(0.0, budget.two_way_sigma, sizes[edge[0]] * sizes[edge[1]])
+            cell_counts(codes, sizes, edge).ravel()
+            + rng.normal(0.0, budget.two_way_sigma, sizes[edge[0]] * sizes[edge[1]])
             for edge in edges
         ]
         sampled = self._estimate_and_sample(schema, one_way, edges, two_way, budget, seed)

@@ -27,6 +27,7 @@ import numpy as np
 
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, require_at_least
 from victims.pool import Pool
+from victims.tabular.schema import cell_counts
 
 #: probability floor of the downstream model's log-probabilities (a class the release lacks gets it)
 PROBABILITY_FLOOR = 1e-6
@@ -150,9 +151,7 @@ def marginal_distances(schema, x: np.ndarray, y: np.ndarray, x_ref: np.ndarray, 
     sizes = schema.domain_sizes
 
     def tv(columns: tuple[int, ...]) -> float:
-        shape = tuple(sizes[c] for c in columns)
-        a = np.bincount(np.ravel_multi_index(codes[:, columns].T, shape), minlength=int(np.prod(shape)))
-        b = np.bincount(np.ravel_multi_index(reference[:, columns].T, shape), minlength=int(np.prod(shape)))
+        a, b = cell_counts(codes, sizes, columns), cell_counts(reference, sizes, columns)
         return 0.5 * float(np.abs(a / a.sum() - b / b.sum()).sum())
 
     one_way = [tv((c,)) for c in range(len(sizes))]

@@ -209,7 +209,7 @@ class Schema:
 
     def codes(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """int64 [n, d + 1]: each row's cell in every feature column, then its label."""
-        x = np.asarray(x).reshape(len(x), -1)
+        x = np.asarray(x).reshape(len(x), len(self.features))
         found = [c.to_codes(x[:, j]) for j, c in enumerate(self.features)]
         return np.stack([*found, np.asarray(y, dtype=np.int64)], axis=1)
 
@@ -256,6 +256,14 @@ class Schema:
     def fingerprint_bytes(self) -> bytes:
         """The schema's canonical JSON: part of a tabular pool's fingerprint."""
         return json.dumps(self.to_json(), sort_keys=True).encode()
+
+
+def cell_counts(codes: np.ndarray, sizes: tuple[int, ...], columns: tuple[int, ...]) -> np.ndarray:
+    """float64 table of shape (sizes[c] for c in columns): how many rows of `codes` (`Schema.codes`)
+    fall in each cell of the marginal over `columns`."""
+    shape = tuple(sizes[c] for c in columns)
+    cells = np.ravel_multi_index(np.asarray(codes, dtype=np.int64)[:, list(columns)].T, shape)
+    return np.bincount(cells, minlength=int(np.prod(shape))).reshape(shape).astype(np.float64)
 
 
 def _is_number(value: Any) -> bool:
