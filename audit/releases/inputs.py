@@ -64,7 +64,7 @@ class ReleaseInputs:
 
 
 # -- reading ------------------------------------------------------------------------------------
-def _npz(path: Path, what: str) -> dict[str, np.ndarray]:
+def read_npz(path: Path, what: str) -> dict[str, np.ndarray]:
     if not path.is_file():
         raise ReleaseError(f"--{what} {path}: no such file")
     try:
@@ -114,36 +114,37 @@ def _labels(y: np.ndarray, n: int, where: str) -> np.ndarray:
     return y.astype(np.int64)
 
 
-def _membership(arrays: dict, n: int, path: Path) -> np.ndarray:
+def membership_of(arrays: dict, n: int, path: Path, *, flag: str = "--pool") -> np.ndarray:
+    """member bool [n] from the arrays of the file `flag` names: 'member' bool [n] or 'member_idx' int [m]."""
     given = [k for k in ("member", "member_idx") if k in arrays]
     if len(given) != 1:
         raise ReleaseError(
-            f"--pool {path} needs exactly one of 'member' (bool [n]) or 'member_idx' (int [m]), "
+            f"{flag} {path} needs exactly one of 'member' (bool [n]) or 'member_idx' (int [m]), "
             f"got {given or 'neither'}"
         )
     if given[0] == "member":
         member = arrays["member"]
         if member.shape != (n,):
-            raise ReleaseError(f"--pool {path}: 'member' has shape {member.shape}, expected ({n},) like 'x'")
+            raise ReleaseError(f"{flag} {path}: 'member' has shape {member.shape}, expected ({n},), one per pool row")
         if member.dtype != bool and not (member.dtype.kind in "iu" and np.isin(member, (0, 1)).all()):
-            raise ReleaseError(f"--pool {path}: 'member' must be boolean (or 0/1), got {member.dtype}")
+            raise ReleaseError(f"{flag} {path}: 'member' must be boolean (or 0/1), got {member.dtype}")
         return member.astype(bool)
     idx = arrays["member_idx"]
     if idx.ndim != 1 or idx.dtype.kind not in "iu":
-        raise ReleaseError(f"--pool {path}: 'member_idx' must be 1-d integers, got {idx.dtype} {idx.shape}")
+        raise ReleaseError(f"{flag} {path}: 'member_idx' must be 1-d integers, got {idx.dtype} {idx.shape}")
     if idx.size and (idx.min() < 0 or idx.max() >= n):
         bad = idx[(idx < 0) | (idx >= n)][0]
-        raise ReleaseError(f"--pool {path}: 'member_idx' holds {int(bad)}, outside 0..{n - 1}")
+        raise ReleaseError(f"{flag} {path}: 'member_idx' holds {int(bad)}, outside 0..{n - 1}")
     if len(np.unique(idx)) != len(idx):
-        raise ReleaseError(f"--pool {path}: 'member_idx' repeats an index")
+        raise ReleaseError(f"{flag} {path}: 'member_idx' repeats an index")
     member = np.zeros(n, dtype=bool)
     member[idx] = True
     return member
 
 
-def _coins(arrays: dict, member: np.ndarray, path: Path) -> Coins | None:
-    """The recorded coins, checked: both keys or neither, a rate in (0, 1), a seed >= 0, and the
-    members exactly what those coins draw."""
+def coins_of(arrays: dict, member: np.ndarray, path: Path, *, flag: str = "--pool") -> Coins | None:
+    """The recorded coins of the file `flag` names, checked: both keys or neither, a rate in (0, 1), a
+    seed >= 0, and the members exactly what those coins draw."""
     keys = ("membership_rate", "membership_seed")
     given = [k for k in keys if k in arrays]
     if not given:
@@ -151,23 +152,23 @@ def _coins(arrays: dict, member: np.ndarray, path: Path) -> Coins | None:
     if len(given) == 1:
         other = next(k for k in keys if k not in given)
         raise ReleaseError(
-            f"--pool {path} has {given[0]!r} without {other!r}: record both (the coins' rate and seed) or neither"
+            f"{flag} {path} has {given[0]!r} without {other!r}: record both (the coins' rate and seed) or neither"
         )
     rate, seed = arrays["membership_rate"], arrays["membership_seed"]
     if rate.shape != () or rate.dtype.kind not in "iuf" or not 0 < float(rate) < 1:
         raise ReleaseError(
-            f"--pool {path}: 'membership_rate' must be one number strictly between 0 and 1, got "
+            f"{flag} {path}: 'membership_rate' must be one number strictly between 0 and 1, got "
             f"{rate.dtype} {rate.tolist()!r}"
         )
     if seed.shape != () or seed.dtype.kind not in "iu" or int(seed) < 0:
         raise ReleaseError(
-            f"--pool {path}: 'membership_seed' must be one integer >= 0, got {seed.dtype} {seed.tolist()!r}"
+            f"{flag} {path}: 'membership_seed' must be one integer >= 0, got {seed.dtype} {seed.tolist()!r}"
         )
     coins = Coins(rate=float(rate), seed=int(seed))
     differ = int(np.sum(draw_membership(len(member), seed=coins.seed, rate=coins.rate) != member))
     if differ:
         raise ReleaseError(
-            f"--pool {path}: the members are not the coins of membership_seed {coins.seed} and "
+            f"{flag} {path}: the members are not the coins of membership_seed {coins.seed} and "
             f"membership_rate {coins.rate:g} ({differ} of {len(member)} rows differ); record the seed "
             "and rate they were drawn with (audit.releases.inputs.draw_membership), or neither"
         )
@@ -177,7 +178,7 @@ def _coins(arrays: dict, member: np.ndarray, path: Path) -> Coins | None:
 def read_inputs(pool_path: str | os.PathLike, release_path: str | os.PathLike) -> ReleaseInputs:
     """Read and check the two files; ReleaseError (one line naming the bad value) on bad input."""
     pool_path, release_path = Path(pool_path), Path(release_path)
-    arrays = _npz(pool_path, "pool")
+    arrays = read_npz(pool_path, "pool")
     pool, member, index, coins = _read_pool(arrays, pool_path)
     return _read_release(release_path, arrays["x"].dtype, pool, member, index, coins)
 
@@ -221,8 +222,8 @@ def _checked_pool_arrays(arrays: dict, pool_path: Path):
     y = _labels(arrays["y"], len(x), f"--pool {pool_path}: 'y'")
     if y.size and y.min() < 0:
         raise ReleaseError(f"--pool {pool_path}: 'y' has negative label {int(y.min())}")
-    member = _membership(arrays, len(x), pool_path)
-    coins = _coins(arrays, member, pool_path)
+    member = membership_of(arrays, len(x), pool_path)
+    coins = coins_of(arrays, member, pool_path)
     if member.all() or not member.any():
         raise ReleaseError(
             f"--pool {pool_path}: the membership must have members and non-members, "
@@ -294,7 +295,7 @@ def _read_release(
 ) -> ReleaseInputs:
     """RELEASE.npz read against the pool `_read_pool` made of the file's rows `index` (`member` over all rows)."""
     x_len = len(member)
-    release = _npz(release_path, "release")
+    release = read_npz(release_path, "release")
     for key in ("x", "y"):
         if key not in release:
             raise ReleaseError(f"--release {release_path} has no {key!r} array (needs 'x', 'y'; optional 'init_idx')")

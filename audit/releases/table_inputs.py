@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from audit.releases.inputs import ReleaseError, ReleaseInputs, _coins, _membership, _npz
+from audit.releases.inputs import ReleaseError, ReleaseInputs, coins_of, membership_of, read_npz
 from victims import load_pool
 from victims.tabular.pools import read_table
 
@@ -54,7 +54,7 @@ def read_table_inputs(dataset: str, members_path: str | os.PathLike, release_pat
 def read_members(path: Path, n: int):
     """(member bool [n], coins or None) of a --members file (module docstring)."""
     if path.suffix.lower() == ".npz":
-        arrays = _npz(path, "members")
+        arrays = read_npz(path, "members")
     elif path.suffix.lower() in TABLE_SUFFIXES:
         frame = read_table(path, where=f"--members {path}")
         columns = [str(c) for c in frame.columns]
@@ -70,8 +70,5 @@ def read_members(path: Path, n: int):
         arrays = {columns[0]: values}
     else:
         raise ReleaseError(f"--members {path}: give a .npz, .csv or .parquet file")
-    try:
-        member = _membership(arrays, n, path)
-        return member, _coins(arrays, member, path)
-    except ReleaseError as e:  # the image reader names its file as --pool
-        raise ReleaseError(str(e).replace(f"--pool {path}", f"--members {path}")) from None
+    member = membership_of(arrays, n, path, flag="--members")
+    return member, coins_of(arrays, member, path, flag="--members")
