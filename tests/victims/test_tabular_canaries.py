@@ -86,6 +86,26 @@ def test_an_unseen_canary_holds_the_category_no_pool_record_holds():
     assert len(cells(pool, cx, cy)) == 4
 
 
+def test_unseen_canaries_each_hold_their_unheld_category_alone(fair):
+    # a pool holding none of four public categories (age 17.5, educ 9, occupation 1, husband's
+    # occupation 1, in schema order): canary j holds the j-th, and its other cells only categories
+    # the pool holds, so each unheld category has exactly one record (the domain-extension attack's
+    # condition); before, a canary's random cells could take another's, and both lost it
+    names = [c.name for c in fair.schema.features]
+    unheld = [("age", 0), ("educ", 0), ("occupation", 0), ("occupation_husb", 0)]  # code 0: the first category
+    held = np.ones(fair.n_pool, dtype=bool)
+    for name, code in unheld:
+        held &= fair.x[:, names.index(name)] != code
+    pool = make_pool(
+        "cut", fair.x[held], fair.y[held], fair.x_test, fair.y_test, fair.classes, flip_ok=False, schema=fair.schema
+    )
+    for seed in range(5):
+        cx, cy, _ = canary_arrays(pool, CanaryConfig(n=4, kind="unseen", seed=seed))
+        for j, (name, code) in enumerate(unheld):
+            column = cx[:, names.index(name)]
+            assert column[j] == code and np.count_nonzero(column == code) == 1, (seed, j, name)
+
+
 def test_extreme_canaries_take_the_lower_bound_where_the_pool_reaches_the_upper():
     x = np.array([[0, 10], [1, 9], [2, 4], [1, 7]], dtype=np.float32)
     y = np.array([0, 1, 1, 1])

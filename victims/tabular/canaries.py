@@ -8,8 +8,11 @@ in) and read nothing but the public schema and the audit's own pool:
   categorical column's category, every numeric column's equal-width bin, the label) that no pool
   record falls in, distinct canaries in distinct cells. Where the schema has feature categories no
   pool record holds, every canary holds one of them (canary j the j-th of them, cyclically) and its
-  other cells are drawn uniformly; else every cell is drawn uniformly, and a cell a pool record (or
-  an earlier canary) holds is drawn again. A number is drawn uniformly inside its bin.
+  other cells are drawn uniformly among the categories the pool holds, so that up to U canaries (U
+  unheld categories) each hold theirs alone (`attacks.tabular.support` scores a category one record
+  holds; before, a canary's other cells could take another canary's unheld category, and both
+  lost it); else every cell is drawn uniformly, and a cell a pool record (or an earlier canary)
+  holds is drawn again. A number is drawn uniformly inside its bin.
 * `extreme`: N distinct records, canary j with the (j mod M)-th of the M numeric features at a
   public bound (the bound no pool record reaches; if neither or both are reached, the one fewer
   pool records are near: the farther from the pool's nearest value) and its other numeric features
@@ -71,11 +74,15 @@ def unseen_records(
             f"falls in; it has {empty}"
         )
     unheld = unheld_categories(schema, x)
+    # per column, the codes a canary's other cells draw from: the held ones where some are unheld
+    drawn = [np.arange(s) for s in sizes]
+    for column, category in unheld:
+        drawn[column] = drawn[column][drawn[column] != category]
     rows: list[tuple[np.ndarray, np.ndarray]] = []
     for _ in range(MOST_BATCHES):
         if len(rows) == n:
             break
-        cells = np.stack([rng.integers(0, s, size=BATCH) for s in sizes], axis=1)
+        cells = np.stack([codes[rng.integers(0, len(codes), size=BATCH)] for codes in drawn], axis=1)
         for cell in cells:
             if unheld:
                 column, category = unheld[len(rows) % len(unheld)]
