@@ -1,0 +1,64 @@
+"""The third-party catalogue's own code (thirdparty/, docs/results/third-party.md), without the
+third-party environments (CI builds none): every pipeline file loads and names files that are there,
+the adapters' shared hand-over reads what `--victim command` hands a run and writes a release the
+pool's schema reads back exactly, and bench/third_party.py's cut of fair holds none of its four
+unheld categories, so each unseen canary holds one of its own."""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from victims.command_pipeline import hand_over, load_pipeline
+from victims.tabular.pools import load_fair, load_schema_file
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "thirdparty" / "adapters"))
+sys.path.insert(0, str(ROOT / "bench"))
+handover = pytest.importorskip("handover")
+
+
+def test_every_pipeline_file_loads_and_passes_the_claim():
+    files = sorted((ROOT / "thirdparty" / "pipelines").glob("*.toml"))
+    # 6 configurations (smartnoise MST, AIM, MWEM; dpmm MST, AIM, PrivBayes) x 2 preprocessings
+    assert len(files) == 12
+    for path in files:
+        spec = load_pipeline(str(path))
+        assert spec.kind == "table" and spec.requirements.name.endswith(".lock")
+        assert {"epsilon", "delta"} <= spec.placeholders()  # so the suite refuses an audit without --epsilon
+        assert Path(os.path.normpath(spec.executable())).parents[2] == ROOT / "thirdparty" / "envs"
+        # the environment's identity covers the lock and the adapter's two files
+        assert len(spec.environment()["files"]) == 4
+
+
+def test_the_hand_over_round_trips_a_members_table(tmp_path, monkeypatch):
+    pool = load_fair()
+    keep = np.zeros(pool.n_pool, dtype=bool)
+    keep[:300] = True
+    values = hand_over(pool, keep, tmp_path, kind="table")
+    for name, value in {**values, "seed": "7", "expected_members": "2500.0"}.items():
+        monkeypatch.setenv(f"MIA_{name.upper()}", value)
+    handed = handover.read_handed(argparse.Namespace(epsilon=1.0, delta=1e-5))
+    assert (handed.seed, handed.rows, handed.epsilon) == (7, 2500, 1.0)
+    # the codes as a custodian's CSV holds them: 22.0 -> "22", 17.5 -> "17.5"
+    assert handed.categories("age") == ["17.5", "22", "27", "32", "37", "42"]
+    assert set(handed.members["age"]) <= set(handed.categories("age"))
+    handover.write_release(handed, handed.members)  # release the members themselves, as text
+    x, y = pool.schema.encode(__import__("pandas").read_csv(values["out"]), where="release")
+    assert np.array_equal(y, pool.y[keep]) and np.allclose(x, pool.x[keep])
+    handover.write_claim({"epsilon": 1.0, "delta": 1e-5})
+    assert json.loads(Path(values["claim"]).read_text()) == {"epsilon": 1.0, "delta": 1e-5}
+
+
+def test_the_cut_holds_none_of_the_four_unheld_categories(tmp_path):
+    import third_party
+
+    pool = load_schema_file(third_party.write_cut(tmp_path, 1000))
+    table = pool.schema.decode(pool.x, pool.y)
+    assert pool.n_pool == 1000 and pool.schema == load_fair().schema
+    for column, category in third_party.UNHELD:
+        assert not (table[column].to_numpy(dtype=float) == category).any()
