@@ -286,6 +286,7 @@ def attack_summary(
     seed: int | list[int],
     fair_coins: bool = True,
     canaries: CanaryColumns | None = None,
+    natural_group: bool = True,
     choice: ReferenceChoice | None = None,
     mechanism: SubsampledGaussian | None = None,
 ) -> dict:
@@ -298,12 +299,13 @@ def attack_summary(
     and conditioning on its choice can raise TPR/FPR by up to 1/P(choice).
 
     With canaries (`canaries`: which columns are canary records, `shadow_runs.records`), the top
-    level is the canary records only, the audit's
-    guesses designated before any training, each record scored on its first row (a duplicate's
-    other copies count nowhere); `natural` holds the same summary over the natural examples
-    (descriptive), and the sub-groups are natural examples only. A canary record of several rows
-    (duplicate) moves them all with one coin, which a per-record ε does not bound: the top level
-    then has leakage statistics and `eps_hat` but null `eps_lower` and `eps_ceiling`.
+    level is the canary records only, the audit's guesses designated before any training, each
+    record scored on its first row (a duplicate's other copies count nowhere); `natural` holds the
+    same summary over the natural examples (descriptive), and the sub-groups are natural examples
+    only; neither without `natural_group` (the fixed remainder: no natural example has a coin). A
+    canary record of several rows (duplicate) moves them all with one coin, which a per-record ε
+    does not bound: the top level then has leakage statistics and `eps_hat` but null `eps_lower`
+    and `eps_ceiling`.
 
     `choice` (`choose_on_references`) gives the top-level group's guess counts ("tuned"); without
     it they come from the grid. The `natural` group of a canary audit always uses the grid. The
@@ -338,7 +340,7 @@ def attack_summary(
         tie_rng=tie_order(seed),
         mechanism=mechanism,
     )
-    if np.isnan(scores[:, natural_cols]).all():  # a white-box attack scores the canaries only: no natural entry
+    if not natural_group or np.isnan(scores[:, natural_cols]).all():  # a white-box attack scores the canaries only
         return summary
     natural = _group_summary(
         scores[:, natural_cols],

@@ -16,6 +16,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from shadow_runs.plan import NATURAL_FIXED, PLAN, natural_coins
 from shadow_runs.records import CanaryColumns
 
 
@@ -98,6 +99,11 @@ class Experiment:
     def n_targets(self) -> int:
         return self.membership.shape[0]
 
+    @property
+    def plan(self) -> str:
+        """The membership plan summary.json records (`shadow_runs.plan`; independent coins where it records none)."""
+        return (self.summary.get("evaluation") or {}).get("plan") or PLAN
+
     def epsilon_applies(self, attack: str) -> bool:
         """Whether `attack` has an ε lower bound: summary.json does not record it as null (null where
         the plan's coins were not fair, or a release's members were chosen)."""
@@ -109,10 +115,15 @@ class Experiment:
         (`--canaries`), the first n_natural columns of every [T, n] array and summary.json's
         per-attack `natural` entries in place of the canaries' (so `eps_lower` and `eps_ceiling`
         are the natural examples' too). A comparison with a baseline is about the pool's own
-        records; the canaries' numbers stay in summary.json and the report."""
+        records; the canaries' numbers stay in summary.json and the report. ExperimentError under
+        the fixed remainder, whose natural examples are members of every run."""
         canaries = (self.summary.get("evaluation") or {}).get("canaries")
         if not canaries:
             return self
+        if not natural_coins(self.plan):
+            raise ExperimentError(
+                f"{self.path}: its natural examples cannot be compared ({NATURAL_FIXED}; {self.plan})"
+            )
         n = int(canaries["n_natural"])
         attacks = {
             a: entry["natural"]

@@ -119,10 +119,9 @@ def describe(audit_summary: AuditSummary, path: Path) -> str:
         + (f"; formal ε {summary['formal_epsilon']:.4g}" if summary["formal_epsilon"] is not None else "")
     ]
     if canaries:
-        lines.append(
-            f"  each attack: its {canaries['n']} {canaries['kind']} canaries per target, then the natural "
-            "examples (descriptive)"
-        )
+        natural = summary["evaluation"].get("natural_note")
+        then = "then the natural examples (descriptive)" if natural is None else f"no natural examples ({natural})"
+        lines.append(f"  each attack: its {canaries['n']} {canaries['kind']} canaries per target, {then}")
     used = {"AUC", "TPR@1%FPR", "eps_hat"}
     for name, a in summary["attacks"].items():
         bound = (

@@ -26,6 +26,7 @@ def experiment_record(
     dataset: str,
     seed: int,
     inclusion_rate: float,
+    plan: str = PLAN,
     canaries: dict | None = None,
     threat_model: str = "black-box",
     pool_per_class: int | None = None,
@@ -33,7 +34,8 @@ def experiment_record(
     """experiment.json of `victim` on `pool` (identity and provenance); `dataset` is recorded as its
     name (a .npz file's stem, a table's .json schema file's stem), `-N-per-class` added for `--pool-per-class N` (the name the same
     pool written by `victims.data.write_class_balanced_subset` to `<dataset>-N-per-class.npz` has,
-    so the two are one store); `canaries`, the canary entry
+    so the two are one store); `plan` the membership plan's name (`shadow_runs.plan.PLANS`);
+    `canaries`, the canary entry
     (`CanaryConfig.entry`), is recorded only for an experiment with canaries, and `threat_model`
     only when it is white-box (so black-box stores keep their names). `victim_source` is the hash of
     the victim's code (`victims.source`): provenance, not identity, but a store refuses runs of
@@ -48,7 +50,7 @@ def experiment_record(
         "config": victim_config(victim),
         "n_pool": pool.n_pool,
         "master_seed": seed,
-        "plan": PLAN,
+        "plan": plan,
         "inclusion_rate": inclusion_rate,
         **({"canaries": canaries} if canaries else {}),
         **({"threat_model": threat_model} if threat_model != "black-box" else {}),
@@ -75,7 +77,8 @@ def train_missing_runs(
     executor: ExecutorConfig,
     quiet: bool,
 ) -> None:
-    """Train every run of the plan `keep` that the store lacks, storing each as it arrives. A victim
+    """Train every run of the plan `keep` that the store lacks, storing each as it arrives, each handed
+    `inclusion_rate`, the plan's public rate (`shadow_runs.plan.public_inclusion_rate`). A victim
     with a `prepare(pool, directory, quiet=)` method is trained as the victim it returns, prepared
     once here for the store's directory before the runs go out (a refusal there: one line, exit 2).
 

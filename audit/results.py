@@ -6,10 +6,10 @@ An audited directory is what `python -m audit.lira` (or `audit.release`) leaves:
 (docs/contracts.md, "The run store"). `load_experiment` reads the numbers (`Experiment`),
 `load_audited` adds experiment.json and the runs' metadata (`Audited`); both raise
 `ExperimentError`, one line naming the path, on anything unusable. Only directories made with
-the membership plan of independent coins (`shadow_runs.plan.PLAN`) are read: an earlier plan's
-bounds came from a relation the plan no longer has. `Experiment`, `ExperimentError` and
-`experiment_labels` live in `audit.experiment`, which reads no file (the statistics import them
-from there), and are importable from here too.
+a membership plan of this version (`shadow_runs.plan.PLANS`: independent coins, or the fixed
+remainder) are read: an earlier plan's bounds came from a relation the plan no longer has.
+`Experiment`, `ExperimentError` and `experiment_labels` live in `audit.experiment`, which reads no
+file (the statistics import them from there), and are importable from here too.
 """
 
 from __future__ import annotations
@@ -75,21 +75,23 @@ def run_files(path: Path, summary: Mapping) -> list[Path]:
 
 
 def check_plan(path: Path, summary: Mapping) -> None:
-    """ExperimentError unless the experiment was made with the plan of independent coins: its
-    experiment.json (or, without one, summary.json's evaluation) records `PLAN`, and summary.json
-    carries `eps_ceiling` for every attack. An earlier plan's bounds are not one-run bounds."""
-    from shadow_runs.plan import PLAN
+    """ExperimentError unless the experiment was made with a plan of this version: its
+    experiment.json (or, without one, summary.json's evaluation) records one of `PLANS`, and
+    summary.json carries `eps_ceiling` for every attack. An earlier plan's bounds are not one-run bounds."""
+    from shadow_runs.plan import PLANS
 
     meta_path = path / "experiment.json"
     plan = (_read_json(meta_path) if meta_path.is_file() else (summary.get("evaluation") or {})).get("plan")
     attacks = summary.get("attacks") or {}
     lacking = [a for a, entry in attacks.items() if not isinstance(entry, Mapping) or "eps_ceiling" not in entry]
-    if plan != PLAN or lacking:
+    known = plan in PLANS.values()
+    if not known or lacking:
         named = "no recorded plan" if plan is None else f"plan {plan!r}"
-        why = f"it has {named}" if plan != PLAN else f"its summary.json has no eps_ceiling for {lacking[0]}"
+        why = f"it has {named}" if not known else f"its summary.json has no eps_ceiling for {lacking[0]}"
         raise ExperimentError(
             f"{path}: made with an earlier membership plan ({why}); this version reads only "
-            f"{PLAN!r} audits: re-run the audit (python -m audit.lira) into a new --runs-dir"
+            f"{' and '.join(map(repr, PLANS.values()))} audits: re-run the audit (python -m audit.lira) into a "
+            "new --runs-dir"
         )
 
 

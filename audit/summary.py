@@ -33,7 +33,7 @@ from audit.stats.bounds import MECHANISM, VERDICT_BOUND
 from audit.stats.epsilon import bound_applies, unfair_coins_reason
 from audit.stats.guesses import applicable, fixed_count, mechanism_verdict, verdict_bound
 from audit.stats.mechanism import SubsampledGaussian
-from shadow_runs.plan import PLAN
+from shadow_runs.plan import FIXED_REMAINDER, NATURAL_FIXED, PLAN, natural_coins
 from shadow_runs.records import CanaryColumns
 
 
@@ -62,16 +62,24 @@ EPSILON_NOTE = (
     "eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the target runs' coins, "
     "m = n_canaries; eps_ceiling: what a perfect attack would certify with this design"
 )
-CANARY_EPSILON_NOTE = (
+CANARY_BOUND = (
     "eps_lower: one-run bound (Steinke, Nasr & Jagielski 2023) over the target runs' coins of the "
     "inserted canaries, m = n_canaries, designated before any training; eps_ceiling: what a perfect "
-    "attack would certify with this design; `natural`: the same over the natural examples, "
-    "descriptive (the verdict uses the canaries only)"
+    "attack would certify with this design"
 )
-DUPLICATE_NOTE = (
+CANARY_EPSILON_NOTE = (
+    f"{CANARY_BOUND}; `natural`: the same over the natural examples, descriptive (the verdict uses the canaries only)"
+)
+DUPLICATE_BOUND = (
     "each duplicate canary is {copies} identical rows moved by one coin, which a per-record ε does not "
     "bound (group privacy gives {copies}ε), so the canaries get leakage statistics but no eps_lower or "
-    "eps_ceiling; `natural` keeps the one-run bound over the natural examples, descriptive"
+    "eps_ceiling"
+)
+DUPLICATE_NOTE = f"{DUPLICATE_BOUND}; `natural` keeps the one-run bound over the natural examples, descriptive"
+#: the end of either note under the fixed remainder, where the natural records have no coins
+FIXED_REMAINDER_NATURAL = (
+    f"no `natural` group: every natural record is a member of every run ({FIXED_REMAINDER}), the rest of the "
+    "data fixed, which the one-run theorem allows"
 )
 #: what the one target of a release audit is: summary.json's evaluation.target, runs/00000.json's target
 RELEASE_TARGET = "the user's release"
@@ -136,7 +144,7 @@ def summarise(
         },
         "evaluation": {
             **_settings(variance, settings),
-            "plan": PLAN,
+            "plan": experiment["plan"],
             "inclusion_rate": settings.inclusion_rate,
             "n_canaries": int(membership.size) if fair else None,
             "epsilon_note": EPSILON_NOTE if fair else unfair_coins_reason(settings.inclusion_rate),
@@ -148,6 +156,7 @@ def summarise(
             delta=identity["delta"] or 0.0,
             fair=fair,
             canaries=canaries,
+            natural_group=natural_coins(experiment["plan"]),
             settings=settings,
             choices=choices,
             mechanism=mechanism,
@@ -168,19 +177,31 @@ def summarise(
     )
     if canaries:
         entry = experiment["canaries"]
-        note = (
-            unfair_coins_reason(settings.inclusion_rate)
-            if not fair
-            else DUPLICATE_NOTE.format(copies=entry["copies"])
-            if entry["kind"] == "duplicate"
-            else CANARY_EPSILON_NOTE
-        )
         summary["evaluation"].update(
-            {"n_canaries": len(targets) * entry["n"] if fair else None, "epsilon_note": note, "canaries": entry}
+            {
+                "n_canaries": len(targets) * entry["n"] if fair else None,
+                "epsilon_note": canary_note(entry, plan=experiment["plan"], inclusion_rate=settings.inclusion_rate),
+                "canaries": entry,
+            }
         )
+        if not natural_coins(experiment["plan"]):
+            summary["evaluation"]["natural_note"] = NATURAL_FIXED
     if unscored:
         summary["evaluation"]["attacks_without_canary_scores"] = unscored
     return _with_verdict(summary, claim)
+
+
+def canary_note(entry: dict, *, plan: str, inclusion_rate: float) -> str:
+    """summary.json's `epsilon_note` of an audit with canaries (`entry`, experiment.json's): why there
+    is no bound (coins not fair, duplicate canaries) or over which coins it is, and what the natural
+    group is under `plan` (the same numbers, descriptive; none under the fixed remainder)."""
+    if not bound_applies(inclusion_rate):
+        return unfair_coins_reason(inclusion_rate)
+    duplicate = entry["kind"] == "duplicate"
+    if natural_coins(plan):
+        return DUPLICATE_NOTE.format(copies=entry["copies"]) if duplicate else CANARY_EPSILON_NOTE
+    bound = DUPLICATE_BOUND.format(copies=entry["copies"]) if duplicate else CANARY_BOUND
+    return f"{bound}; {FIXED_REMAINDER_NATURAL}"
 
 
 def release_summary(
@@ -279,11 +300,13 @@ def attacks_summary(
     fair: bool,
     settings: EvaluationSettings,
     canaries: CanaryColumns | None = None,
+    natural_group: bool = True,
     choices: dict | None = None,
     mechanism: SubsampledGaussian | None = None,
 ) -> dict:
     """attack -> `attack_summary` of its scores, with `reference_choice`: what the reference runs
-    chose for it (views, guess counts) or null. The bound uses `delta` (the victim's, 0 for
+    chose for it (views, guess counts) or null; `natural_group` whether the natural examples of an
+    audit with canaries have coins, and so a group. The bound uses `delta` (the victim's, 0 for
     non-DP victims, or a release's claimed one); its tie-breaking (and the advantage's halves)
     are seeded by (master seed, attack name), so each attack's numbers do not depend on the others.
     Each attack's bounds hold at `confidence` on their own: a maximum over attacks is paid for in
@@ -302,6 +325,7 @@ def attacks_summary(
                 seed=[settings.seed, zlib.crc32(attack.encode())],
                 fair_coins=fair,
                 canaries=canaries,
+                natural_group=natural_group,
                 choice=choice,
                 mechanism=mechanism,
             ),

@@ -1,8 +1,27 @@
 """Who is IN each run, which runs are targets, and each run's seed: all from (master seed, run).
 
-Every cell keep[r, i] is an independent Bernoulli(q) coin (q = 1/2 by default), drawn from
-(master seed, run r) only, so the plan for R runs is the first R rows of the plan for any R' > R:
-asking for more runs adds rows, it never redraws old ones.
+Two plans (`--plan`; `PLANS` maps the flag's values to the names experiment.json records):
+
+- `independent-coins-v1` (the default, `PLAN`): every cell keep[r, i] is an independent
+  Bernoulli(q) coin (q = 1/2 by default), drawn from (master seed, run r) only.
+- `fixed-remainder-v1` (with canaries only): every natural record is a member of every run, and
+  only the canary records keep their coins, the very draws of the independent plan (a run's
+  stream is drawn whole, then the natural columns set True), so the canaries' coins are the same
+  under both plans for one seed. IN versus OUT for a canary x is then exactly the pair of
+  neighbouring data sets D and D + {x}, D the fixed natural pool: the design of Annamalai, Ganev
+  and De Cristofaro (USENIX Security 2024), which shows leaks through the exact row count (a
+  library that uses len(data) without noise) that independent coins hide in the count's own
+  randomness. The one-run theorem behind the verdict is unchanged (Steinke, Nasr and Jagielski
+  2023: any m records with independent coins, the rest of the data may be anything, here fixed).
+  The natural records have no OUT coins, so they cannot be evaluated (`NATURAL_FIXED`), and a
+  run's expected member count is n_natural + q * n_canary_rows (`public_inclusion_rate`).
+
+Which to use: independent coins audit the release's privacy against a random population (the
+member count as random as the records are); the fixed remainder isolates one record's effect on one
+fixed data set and exposes what the exact count gives away.
+
+Either way the plan for R runs is the first R rows of the plan for any R' > R: asking for more
+runs adds rows, it never redraws old ones.
 
 Coins are drawn per record, then expanded to the pool's rows: a record is one example, except a
 duplicate canary (`victims.canaries`), whose K identical rows are one record and share one coin in
@@ -32,8 +51,41 @@ from __future__ import annotations
 import numpy as np
 
 _PLAN_STREAM, _SEED_STREAM = 0, 1  # independent SeedSequence streams under the master seed
-PLAN = "independent-coins-v1"  # recorded in experiment.json: how keep.npy was drawn
+INDEPENDENT, FIXED_REMAINDER = "independent-coins-v1", "fixed-remainder-v1"
+PLAN = INDEPENDENT  # the default plan; experiment.json and summary.json record how keep.npy was drawn
+#: --plan's values -> the plan each draws (its recorded name)
+PLANS = {"independent": INDEPENDENT, "fixed-remainder": FIXED_REMAINDER}
+#: why a fixed-remainder audit has no `natural` group (summary.json's evaluation.natural_note)
+NATURAL_FIXED = "not testable: every natural record is a member of every run"
 DEFAULT_INCLUSION_RATE = 0.5
+
+
+def check_plan(plan: str) -> str:
+    """`plan` if it is a plan's recorded name (`PLANS`), else ValueError naming it."""
+    if plan not in PLANS.values():
+        raise ValueError(f"membership plan {plan!r} is not one of {', '.join(PLANS.values())}")
+    return plan
+
+
+def natural_coins(plan: str) -> bool:
+    """Whether the natural records have coins under `plan` (independent coins), rather than being
+    members of every run (the fixed remainder)."""
+    return check_plan(plan) == INDEPENDENT
+
+
+def public_inclusion_rate(inclusion_rate: float, *, plan: str, n_natural: int, n_pool: int) -> float:
+    """The rate a victim is handed as its `inclusion_rate`: the public expected member count over
+    n_pool, so that `victims.base.expected_members` (rate * n_pool) is that count and no victim
+    needs to know the plan. Independent coins: q itself. Fixed remainder: (n_natural + q * (n_pool -
+    n_natural)) / n_pool, every natural row a member and each canary row one with probability q
+    (times n_pool, the count itself, or for a few pool sizes one unit in its last place off: no
+    float rate gives 115 of 150 rows exactly). `victims.base.expected_class_members` (rate times a
+    class's size) is then exact only for a class whose share of the canary rows is its share of the
+    pool: class c truly expects its natural rows plus q times its canary rows."""
+    q = check_inclusion_rate(inclusion_rate)
+    if natural_coins(plan):
+        return q
+    return (n_natural + q * (n_pool - n_natural)) / n_pool
 
 
 def check_inclusion_rate(rate: float) -> float:
@@ -57,12 +109,16 @@ def membership_matrix(
     master_seed: int,
     inclusion_rate: float = DEFAULT_INCLUSION_RATE,
     record_of_row: np.ndarray | None = None,
+    plan: str = PLAN,
+    n_natural: int | None = None,
 ) -> np.ndarray:
     """bool [n_runs, n_pool]: keep[r, i] is True when example (row) i is a member of run r.
 
     `labels` only fixes the pool size: the coins ignore the classes (a run's class counts vary).
     `record_of_row` (int [n_pool], records numbered 0 .. n_records - 1, each with a row) ties the
-    rows of one record to one coin per run; None: every row is its own record.
+    rows of one record to one coin per run; None: every row is its own record. Under the fixed
+    remainder (`plan`), the first `n_natural` records (the natural ones) are members of every run
+    and the others, at least one, keep the coins they have under independent coins.
     """
     if n_runs < 1:
         raise ValueError(f"n_runs must be >= 1, got {n_runs}")
@@ -75,6 +131,13 @@ def membership_matrix(
             for r in range(n_runs)
         ]
     )
+    if not natural_coins(plan):
+        if n_natural is None or not 0 <= n_natural < n_records:
+            raise ValueError(
+                f"plan {plan} needs canary records beside the natural ones: n_natural {n_natural} of "
+                f"{n_records} records"
+            )
+        coins[:, :n_natural] = True
     return coins if record is None else coins[:, record]
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from shadow_runs.atomic_files import atomic_write, write_json, write_npy
-from shadow_runs.plan import DEFAULT_INCLUSION_RATE
+from shadow_runs.plan import DEFAULT_INCLUSION_RATE, FIXED_REMAINDER
 
 #: experiment.json keys that identify the configuration; the others are provenance
 IDENTITY_KEYS = (
@@ -36,11 +36,13 @@ IDENTITY_KEYS = (
 #: `canaries` (victims.canaries), present only for an experiment with canaries
 #: `threat_model` (victims.dp.whitebox_canaries), present only for a white-box experiment
 OPTIONAL_IDENTITY_KEYS = ("canaries", "threat_model")
-#: identity keys left out of the directory's hash: the plan (so a store made with another plan is
-#: found under the same name and refused, naming the plan, rather than silently left beside a new
-#: one), and keys at their default value (so a key added later does not rename older stores)
-_UNHASHED = ("plan",)
+#: identity keys left out of the directory's hash: keys at their default value (so a key added later
+#: does not rename older stores), and the plan unless it is one of `_HASHED_PLANS`: independent coins
+#: and the earlier plan they replaced share their names, so a store of that earlier plan is found
+#: under the name and refused, naming its plan, rather than silently left beside a new one; the
+#: fixed remainder, added later, is hashed, so its stores sit beside the independent ones
 _HASH_DEFAULTS = {"inclusion_rate": DEFAULT_INCLUSION_RATE, "canaries": None, "threat_model": None}
+_HASHED_PLANS = (FIXED_REMAINDER,)
 _ALL_IDENTITY_KEYS = IDENTITY_KEYS + OPTIONAL_IDENTITY_KEYS
 
 
@@ -53,7 +55,7 @@ def experiment_id(experiment: dict) -> str:
     identity = {
         k: experiment.get(k)
         for k in _ALL_IDENTITY_KEYS
-        if k not in _UNHASHED
+        if (k != "plan" or experiment.get(k) in _HASHED_PLANS)
         and not (k in _HASH_DEFAULTS and experiment.get(k, _HASH_DEFAULTS[k]) == _HASH_DEFAULTS[k])
     }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]

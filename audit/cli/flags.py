@@ -12,7 +12,7 @@ from audit.cli.arguments import ArgumentParser, add_claim_flags, int_at_least, p
 from audit.cli.victim_flags import add_victim_flags, victim_argument
 from audit.executor import EXECUTORS, ExecutorConfig
 from audit.summary import EvaluationSettings
-from shadow_runs.plan import DEFAULT_INCLUSION_RATE
+from shadow_runs.plan import DEFAULT_INCLUSION_RATE, FIXED_REMAINDER, PLANS
 from victims import victim_names
 from victims.compiled import COMPILE_MODES
 from victims.canaries import ALL_KINDS, DEFAULT_COPIES, CanaryConfig
@@ -125,8 +125,9 @@ def add_n_shadow(p: argparse.ArgumentParser) -> None:
 
 
 def add_canary_flags(p: argparse.ArgumentParser) -> None:
-    """--canaries, --canary-kind, --canary-copies (victims.canaries). Not among the run flags that
-    `audit.release` shares: a release audit has no canaries, and there these flags are unknown (exit 2)."""
+    """--canaries, --canary-kind, --canary-copies (victims.canaries), --threat-model and --plan (the
+    membership plan, `shadow_runs.plan`). Not among the run flags that `audit.release` shares: a
+    release audit has no canaries, and there these flags are unknown (exit 2)."""
     p.add_argument(
         "--canaries",
         type=int_at_least(0),
@@ -164,6 +165,15 @@ def add_canary_flags(p: argparse.ArgumentParser) -> None:
         "of a DP victim's Gaussian mechanism, through the canaries' projections (gradient canaries test the "
         "noise and accounting, record canaries clipping too)",
     )
+    p.add_argument(
+        "--plan",
+        choices=tuple(PLANS),
+        default="independent",
+        help="the membership plan: independent: every record (natural or canary) in each run by its own coin; "
+        "fixed-remainder (needs --canaries): every natural record in every run, only the canaries by their coins "
+        "(the same coins), so a canary IN or OUT is exactly D or D plus it, D fixed: it exposes leaks through exact "
+        "counts",
+    )
 
 
 def canary_config(
@@ -185,6 +195,18 @@ def canary_config(
         n = WHITE_BOX_RECORD_CANARIES
     config = CanaryConfig(n=n, kind=kind, copies=args.canary_copies, seed=args.seed)
     return config if config.n else None
+
+
+def membership_plan(args: argparse.Namespace, canaries: CanaryConfig | None) -> str:
+    """The plan --plan asks for, by its recorded name (`shadow_runs.plan.PLANS`); ValueError for the
+    fixed remainder without canaries (its only coins are theirs)."""
+    plan = PLANS[args.plan]
+    if plan == FIXED_REMAINDER and canaries is None:
+        raise ValueError(
+            "--plan fixed-remainder needs --canaries N: every natural record is a member of every run, so the "
+            "canaries' coins are the only ones"
+        )
+    return plan
 
 
 def evaluation_settings(args: argparse.Namespace) -> EvaluationSettings:

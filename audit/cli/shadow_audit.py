@@ -2,7 +2,8 @@
 
 Flags -> a frozen victim config (its `--flags` are generated from the victim dataclasses,
 `audit.cli.victim_flags`) -> the pool, with its canaries if --canaries (victims.canaries) ->
-the membership plan -> missing runs trained (Ray by default; `--runs-per-task` per task) and stored
+the membership plan (`--plan`; the victims are handed its public rate, `shadow_runs.plan.public_inclusion_rate`)
+-> missing runs trained (Ray by default; `--runs-per-task` per task) and stored
 as they arrive -> the command's attacks (`attacks.registry`), metrics and epsilon bounds ->
 summary.json (`audit.summary`), scores.npz, roc.png (`audit.outputs`).
 Bad input exits with status 2 and one line naming the value, before anything is written.
@@ -18,7 +19,7 @@ import numpy as np
 from attacks.lira import variance_for
 from audit import outputs
 from audit.claim import Claim, verdict_delta
-from audit.cli.flags import build_parser, canary_config, evaluation_settings, executor_config
+from audit.cli.flags import build_parser, canary_config, evaluation_settings, executor_config, membership_plan
 from audit.cli.victim_flags import victim_overrides
 from victims.base import check_pool_kind
 from victims.overrides import build_victim
@@ -33,7 +34,7 @@ from audit.stats.guesses import applicable
 from audit.stats.sequential import Schedule, schedule
 from audit.summary import AuditSummary, summarise
 from shadow_runs import RunStore, StoreError, membership_matrix
-from shadow_runs.plan import default_targets, target_runs
+from shadow_runs.plan import default_targets, public_inclusion_rate, target_runs
 from victims import DataError, load_pool
 from victims.data import class_balanced_subset
 from shadow_runs.records import CanaryColumns
@@ -69,8 +70,11 @@ def main(
         if args.threat_model == "white-box" and not any(get_attack(a).family == "mechanism" for a in attacks):
             raise ValueError(f"--threat-model white-box: {prog} runs no white-box attack (python -m audit.lira does)")
         canaries = CanaryColumns.of(n_natural, config) if config else None
+        plan = membership_plan(args, config)
+        # what the victims calibrate to: the plan's public expected member count over n_pool
+        victim_rate = public_inclusion_rate(args.inclusion_rate, plan=plan, n_natural=n_natural, n_pool=pool.n_pool)
         check_pool_kind(victim, pool)
-        victim.check(pool, inclusion_rate=args.inclusion_rate)
+        victim.check(pool, inclusion_rate=victim_rate)
         check_enough_runs(args.n_shadow, attacks, threat_model=args.threat_model, tabular=pool.tabular)
         looks = rounds_schedule(args, attacks)
         targets = target_runs(args.n_shadow, args.n_targets or default_targets(args.n_shadow))
@@ -81,6 +85,7 @@ def main(
             pool_per_class=args.pool_per_class,
             seed=args.seed,
             inclusion_rate=args.inclusion_rate,
+            plan=plan,
             canaries=config.entry(n_natural) if config else None,
             threat_model=args.threat_model,
         )
@@ -90,6 +95,8 @@ def main(
             master_seed=args.seed,
             inclusion_rate=args.inclusion_rate,
             record_of_row=canaries.record if canaries else None,
+            plan=plan,
+            n_natural=n_natural,
         )
         for runs in looks.runs if looks else (args.n_shadow,):
             if canaries:  # every look's targets (the first half of its runs) hold both coins
@@ -109,7 +116,7 @@ def main(
             pool=pool,
             keep=keep[:n_runs],
             seed=args.seed,
-            inclusion_rate=args.inclusion_rate,
+            inclusion_rate=victim_rate,
             executor=executor,
             quiet=args.quiet,
         )

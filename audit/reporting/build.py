@@ -44,6 +44,7 @@ from audit.results import Audited, pool_images
 from audit.stats import bootstrap
 from audit.stats.epsilon import bound_applies
 from audit.stats.significance import compare_experiments
+from shadow_runs.plan import natural_coins
 from shadow_runs.atomic_files import atomic_write, write_json
 
 
@@ -226,12 +227,17 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
     if canaries and eps.kind != NO_FAIR_COINS:
         kind = canaries["kind"]
         inserted = count(canaries["n"], f"inserted {kind} canary", f"inserted {kind} canaries")
+        natural = (
+            "which are reported beside them"
+            if natural_coins(audited.experiment.plan)
+            else f"members of every run ({audited.experiment.plan})"
+        )
         eps = replace(
             eps,
             reason=eps.reason
             + (
                 f". The ε bounds are on the {inserted} per target run (designated before any training), not on "
-                "the natural examples, which are reported beside them"
+                f"the natural examples, {natural}"
             ),
         )
     comparison = None

@@ -12,7 +12,8 @@ import numpy as np
 from audit.reporting.verdict import count
 from audit.results import Audited
 from audit.stats.epsilon import unfair_coins_reason
-from shadow_runs.plan import DEFAULT_INCLUSION_RATE
+from shadow_runs.plan import DEFAULT_INCLUSION_RATE, NATURAL_FIXED, natural_coins
+from shadow_runs.records import CanaryColumns
 from audit.stats.guesses import Guesses, verdict_bound
 
 
@@ -65,7 +66,6 @@ def protocol(audited: Audited) -> str:
     summary, evaluation = audited.summary, audited.summary.get("evaluation") or {}
     targets = list(summary.get("target_runs", []))
     n_runs = int(summary.get("n_shadow") or len(targets))
-    n_pool = int(audited.experiment.membership.shape[1])
     if evaluation.get("membership"):
         shadows, are = (
             ("The shadow run", "is a reference run, the attacks' only shadow")
@@ -78,13 +78,7 @@ def protocol(audited: Audited) -> str:
             f"{evaluation.get('inclusion_rate', DEFAULT_INCLUSION_RATE):g}, {are}."
         )
     else:
-        rate = evaluation.get("inclusion_rate", DEFAULT_INCLUSION_RATE)
-        what = "pool examples"
-        if audited.canaries:  # one coin per record: a duplicate canary's rows share one
-            n_pool, what = (
-                int(audited.canaries["n_natural"]) + int(audited.canaries["n"]),
-                "records (examples and canaries)",
-            )
+        coins, n_coins = plan_sentence(audited, n_runs)
         n_references = n_runs - len(targets)
         first = "run is the target" if len(targets) == 1 else f"{len(targets)} runs are the targets"
         others = (
@@ -93,9 +87,7 @@ def protocol(audited: Audited) -> str:
             else f"{n_references} runs are reference runs, the attacks' only shadows"
         )
         text = (
-            f"Each of the {n_pool:,} {what} is in each of the {n_runs} runs by an independent coin of "
-            f"probability {rate:g} (plan {evaluation.get('plan', 'independent-coins-v1')}). The first {first}, "
-            f"whose {len(targets) * n_pool:,} coins "
+            f"{coins} The first {first}, whose {len(targets) * n_coins:,} coins "
             f"{'are the canaries' if fair_coins(audited) and not audited.canaries else 'the attacks guess'}; the "
             f"other {others}, so no guess depends on a target's coins."
         )
@@ -115,6 +107,33 @@ def protocol(audited: Audited) -> str:
     return text
 
 
+def plan_sentence(audited: Audited, n_runs: int) -> tuple[str, int]:
+    """(how the plan drew each run's members, in a sentence; the coins of a run): every pool example
+    (or record: a duplicate canary's rows share one coin) by an independent coin, or under the fixed
+    remainder every natural example in every run and the canaries by their coins, with the expected
+    member count the victims calibrated to."""
+    evaluation, canaries = audited.summary.get("evaluation") or {}, audited.canaries
+    rate, plan = evaluation.get("inclusion_rate", DEFAULT_INCLUSION_RATE), audited.experiment.plan
+    n_rows = int(audited.experiment.membership.shape[1])
+    if canaries is None:
+        n, what = n_rows, "pool examples"
+    elif natural_coins(plan):  # one coin per record: a duplicate canary's rows share one
+        n, what = int(canaries["n_natural"]) + int(canaries["n"]), "records (examples and canaries)"
+    else:
+        n_natural = int(canaries["n_natural"])
+        expected = n_natural + rate * (n_rows - n_natural)
+        return (
+            f"Each of the {count(int(canaries['n']), 'canary record')} is in each of the {n_runs} runs by an "
+            f"independent coin of probability {rate:g}, and each of the {n_natural:,} natural examples is in "
+            f"every run (plan {plan}: a canary IN or OUT is the fixed natural pool with or without it, the "
+            f"neighbouring data sets of DP; a run's expected member count, which the pipeline was handed, is "
+            f"{expected:g}).",
+            int(canaries["n"]),
+        )
+    coins = f"an independent coin of probability {rate:g} (plan {plan})"
+    return f"Each of the {n:,} {what} is in each of the {n_runs} runs by {coins}.", n
+
+
 def canary_protocol(audited: Audited) -> str:
     """What the inserted canaries are, and per attack a "canaries vs natural examples" line."""
     entry, targets = audited.canaries, audited.summary.get("target_runs", [])
@@ -125,7 +144,11 @@ def canary_protocol(audited: Audited) -> str:
         f"on, after the {entry['n_natural']:,} natural examples) before the plan was drawn, each a record with its "
         f"own coin per run: the top-level numbers (and any ε verdict) are over the "
         f"{count(len(targets) * entry['n'], 'canary coin')} of the target runs, designated before any training; "
-        "the natural examples are reported beside them, descriptively."
+        + (
+            "the natural examples are reported beside them, descriptively."
+            if natural_coins(audited.experiment.plan)
+            else f"the natural examples have no numbers ({NATURAL_FIXED})."
+        )
     )
     lines = []
     for attack in audited.attacks:
@@ -152,10 +175,14 @@ def _eps_text(value) -> str:
 
 
 def highest_risk(audited: Audited, *, attack: str, top_k: int) -> list[dict]:
-    """The `top_k` pool examples with the highest mean score over the targets where they are members."""
+    """The `top_k` pool examples with the highest mean score over the targets where they are members;
+    under the fixed remainder the canary records only (the natural examples, members of every run,
+    have no coin to be at risk by)."""
     exp = audited.experiment
     scores, membership = exp.scores[attack], exp.membership
     counts = membership.sum(0)
+    if audited.canaries and not natural_coins(exp.plan):
+        counts = np.where(CanaryColumns.from_entry(audited.canaries).scored, counts, 0)
     mean = np.where(counts > 0, (scores * membership).sum(0) / np.maximum(counts, 1), -np.inf)
     percentile = np.zeros(scores.shape)
     for t in range(len(scores)):

@@ -6,6 +6,7 @@ each test gives the values it gave before the registry existed."""
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +29,7 @@ from audit.stats.bounds import (
 from audit.stats.mechanism import SubsampledGaussian
 from audit.stats.epsilon import Guesses
 from audit.stats.guesses import bound_at, bounds_of, verdict_bound
-from shadow_runs.plan import membership_matrix
+from shadow_runs.plan import FIXED_REMAINDER, membership_matrix
 
 N_RUNS, N, Q, TARGETS = 6, 40, 2, np.array([0, 1])
 STEPS, MECHANISM = 30, {"noise_multiplier": 1.0, "sample_rate": 0.5}  # white-box: every row a canary
@@ -127,6 +128,37 @@ def test_no_guess_depends_on_a_target_s_own_coins(name):
     np.testing.assert_array_equal(
         attack_scores(runs, name, TARGETS, variance="fixed"), attack_scores(flipped, name, TARGETS, variance="fixed")
     )
+
+
+@pytest.mark.parametrize("variance", ["fixed", "global", "per-example"])
+@pytest.mark.parametrize("name", attack_names())
+def test_under_the_fixed_remainder_the_canaries_are_scored_and_no_row_turns_nan(name, variance):
+    """`--plan fixed-remainder`: the natural rows are members of every run, so none has an OUT shadow;
+    the canaries (the last 8 rows) keep their coins. Every attack scores them without a warning, NaN
+    only where it leaves a row unscored under independent coins too (pbb's second half); those that
+    calibrate on the reference runs find the planted signal on the canaries."""
+    n_canaries = 8
+    keep = membership_matrix(
+        np.zeros(N),
+        n_runs=N_RUNS,
+        master_seed=0,
+        record_of_row=np.arange(N),
+        plan=FIXED_REMAINDER,
+        n_natural=N - n_canaries,
+    )
+    assert keep[:, : N - n_canaries].all() and np.array_equal(
+        keep[:, -n_canaries:], stored_runs().keep[:, -n_canaries:]
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no mean of an empty side, no division by zero
+        scores = attack_scores(stored_runs(keep=keep), name, TARGETS, variance=variance)
+    independent = attack_scores(stored_runs(), name, TARGETS, variance=variance)
+    np.testing.assert_array_equal(np.isnan(scores), np.isnan(independent))
+    canary, coins = scores[:, -n_canaries:], keep[TARGETS][:, -n_canaries:]
+    scored = ~np.isnan(canary)
+    assert np.isfinite(canary[scored]).all()
+    if get_attack(name).calibrated and scored.any():
+        assert canary[coins & scored].mean() > canary[~coins & scored].mean()
 
 
 @pytest.mark.parametrize("name", [a.name for a in REGISTRY if a.needs is not None])
