@@ -32,8 +32,8 @@ def experiment_record(
     pool_per_class: int | None = None,
 ) -> dict:
     """experiment.json of `victim` on `pool` (identity and provenance); `dataset` is recorded as its
-    name (a .npz file's stem, a table's .json schema file's stem), `-N-per-class` added for `--pool-per-class N` (the name the same
-    pool written by `victims.data.write_class_balanced_subset` to `<dataset>-N-per-class.npz` has,
+    name (a .npz file's stem, a table's .json schema file's stem), `-N-per-class` added for
+    `--pool-per-class N` (the name the same pool written by `victims.data.write_class_balanced_subset` to `<dataset>-N-per-class.npz` has,
     so the two are one store); `plan` the membership plan's name (`shadow_runs.plan.PLANS`);
     `canaries`, the canary entry
     (`CanaryConfig.entry`), is recorded only for an experiment with canaries, and `threat_model`
