@@ -1,6 +1,7 @@
 """The `command` victim (victims/pipelines/command.py, docs/contracts.md "A pipeline as a command"):
 tiny pipelines that these tests write, Python scripts run with this interpreter, on a table (Fair)
-and on images (digits). It is either kind, so it is not in test_victims.py's or
+and on images (digits); and subset_as_command.py, subset's release as a command, run under a virtual
+environment's interpreter to show its audit equal to the in-process path's. It is either kind, so it is not in test_victims.py's or
 test_tabular_victims.py's FAST: the victim contract's checks are run here on one pipeline of each kind."""
 
 import dataclasses
@@ -8,6 +9,7 @@ import json
 import os
 import re
 import signal
+import site
 import subprocess
 import sys
 import textwrap
@@ -23,6 +25,7 @@ from shadow_runs.plan import membership_matrix, run_seed
 from victims import get_victim, load_pool
 from victims.base import RunError, check_pool_kind
 from victims.nets import NetConfig
+from victims.synthetic import DOWNSTREAM_STREAM, train_on_release
 from victims.train import TrainConfig, n_queries
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,11 +56,14 @@ TABLE_FLAGS = ["--victim", "command", "--dataset", "fair", "--classifier-iterati
 QUICK = ["--executor", "inline", "--quiet"]
 
 
-def write_pipeline(directory: Path, script: str, *, kind="table", timeout_s=60, args=None, **more) -> Path:
-    """pipeline.py (`script`) and pipeline.toml running it with this interpreter; `more`: more TOML keys."""
+def write_pipeline(
+    directory: Path, script: str, *, kind="table", timeout_s=60, args=None, python=sys.executable, **more
+) -> Path:
+    """pipeline.py (`script`) and pipeline.toml running it with `python` (this interpreter unless given);
+    `more`: more TOML keys."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "pipeline.py").write_text(textwrap.dedent(script))
-    command = [sys.executable, "pipeline.py", *(args if args is not None else ["{members}", "{seed}", "{out}"])]
+    command = [str(python), "pipeline.py", *(args if args is not None else ["{members}", "{seed}", "{out}"])]
     lines = [f"kind = {kind!r}", f"command = {json.dumps(command)}", f"timeout_s = {timeout_s}"]
     lines += [f"{key} = {json.dumps(value)}" for key, value in more.items()]
     (directory / "pipeline.toml").write_text("\n".join(lines) + "\n")
@@ -311,3 +317,118 @@ def test_an_interrupted_audit_resumes_with_only_the_missing_runs_and_leaves_no_c
     subprocess.run([*command, "--quiet"], check=True, env=env)
     assert len(runs()) == 4 and {p: p.stat().st_mtime_ns for p in kept} == kept
     assert len(list((tmp_path / "p" / "pids").iterdir())) == 2 + 3  # only the 3 missing runs ran again
+
+
+# -- the same audit as the in-process path ----------------------------------------------------------
+#: subset's release as a command, and as an in-process generator (`SubsetGenerator`): its module docstring
+SUBSET_AS_COMMAND = Path(__file__).with_name("subset_as_command.py")
+IPC = 4
+
+
+def separate_environment(directory: Path) -> Path:
+    """A virtual environment of its own, nothing installed in it: a .pth file in its site-packages names
+    this checkout and this interpreter's site-packages, so it imports the suite and its dependencies from
+    here without an install. Its interpreter."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(directory)], check=True)
+    python = directory / "bin" / "python"
+    where = [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
+    purelib = Path(subprocess.run(where, check=True, capture_output=True, text=True).stdout.strip())
+    (purelib / "suite.pth").write_text("\n".join([str(ROOT), *site.getsitepackages()]) + "\n")
+    return python
+
+
+def audited(store: Path) -> dict:
+    """A store's plan, runs (arrays and records) and summary."""
+    runs = sorted((store / "runs").glob("*.npz"))
+    arrays = []
+    for path in runs:
+        with np.load(path) as z:
+            arrays.append({k: z[k] for k in z.files})
+    return {
+        "keep": np.load(store / "keep.npy"),
+        "arrays": arrays,
+        "records": [json.loads(path.with_suffix(".json").read_text()) for path in runs],
+        "summary": json.loads((store / "audit" / "summary.json").read_text()),
+    }
+
+
+def test_an_image_command_in_another_environment_gives_the_in_process_audit_and_subsets_release(
+    pool, tmp_path, monkeypatch, tiny_flags
+):
+    """~20 s on a loaded core (three audits of 4 runs; the command's 4 runs each import the suite anew).
+    Digits audited three ways: the built-in `subset`; `SubsetGenerator`, subset's choice as a generator of
+    your own, in process; and `--victim command` running subset_as_command.py, which makes subset's choice
+    from the members alone, under the interpreter of a virtual environment of its own.
+
+    The command and the in-process generator give the same audit, bit for bit: releases, downstream
+    logits, test accuracy, summary.json's attacks and verdict. Against the built-in `subset` the releases
+    are equal and the release attacks (dcr, dcr_lira) score the same, but the downstream ConvNet is not
+    the same model: `subset` trains it from the run's seed, and a command's release (as a generator's)
+    trains it from the downstream seed, SeedSequence([seed, DOWNSTREAM_STREAM]); each is
+    `train_on_release` of the one release at its own seed, so the model attacks' numbers differ. And
+    `subset` names its release's pool rows (init_idx, the `init` sub-group), which a command, seeing
+    only the members' images, does not."""
+    python = separate_environment(tmp_path / "env")
+    toml = write_pipeline(
+        tmp_path / "p",
+        SUBSET_AS_COMMAND.read_text(),
+        kind="images",
+        args=["--ipc", str(IPC), "--n-classes", str(pool.n_classes)],
+        python=python,
+        source=["pipeline.py"],
+    )
+    monkeypatch.delenv("PYTHONPATH", raising=False)  # the command finds the suite through its .pth alone
+    monkeypatch.syspath_prepend(str(SUBSET_AS_COMMAND.parent))  # the in-process generator's module
+
+    def audit(*victim: str) -> dict:
+        runs = tmp_path / f"runs-{len(list(tmp_path.glob('runs-*')))}"
+        assert lira.main(["--runs-dir", str(runs), "--victim", *victim, "--n-shadow", "4", *tiny_flags]) == 0
+        (store,) = runs.iterdir()
+        return audited(store)
+
+    builtin = audit("subset", "--ipc", str(IPC))
+    in_process = audit("subset_as_command:SubsetGenerator", "--ipc", str(IPC))
+    command = audit("command", "--pipeline", str(toml))
+
+    # the command ran under the other environment's interpreter, on this checkout's code
+    for record in command["records"]:
+        ran = json.loads(record["command"]["stdout"])
+        assert Path(ran["prefix"]) == tmp_path / "env" and ran["prefix"] != sys.prefix
+        assert Path(ran["executable"]).parent == python.parent and Path(ran["victims"]).is_relative_to(ROOT)
+    # the same plan and seeds, and each run's release the same images and labels, bit for bit
+    assert np.array_equal(builtin["keep"], command["keep"]) and np.array_equal(in_process["keep"], command["keep"])
+    assert [r["seed"] for r in builtin["records"]] == [r["seed"] for r in command["records"]]
+    train = TrainConfig(steps=10, net=NetConfig(width=8))  # tiny_flags' --train-* on subset's default training
+    for ours, theirs, made, record in zip(
+        builtin["arrays"], in_process["arrays"], command["arrays"], command["records"]
+    ):
+        for key in ("release_x", "release_y"):
+            assert made[key].dtype == ours[key].dtype and np.array_equal(made[key], ours[key])
+            assert np.array_equal(made[key], theirs[key])
+        # subset names the release's pool rows; the command and the generator release images alone
+        assert np.array_equal(pool.x[ours["init_idx"]], made["release_x"]) and len(ours["init_idx"]) == 10 * IPC
+        assert len(made["init_idx"]) == len(theirs["init_idx"]) == 0
+        # the command's downstream model is the generator's, bit for bit
+        assert np.array_equal(made["logits"], theirs["logits"])
+        # and subset's is the same training on the same release, from the run's seed instead of the downstream one
+        seed = record["seed"]
+        downstream = int(np.random.SeedSequence([seed, DOWNSTREAM_STREAM]).generate_state(1)[0] >> 1)
+        release = (made["release_x"], made["release_y"])
+        assert np.array_equal(train_on_release(pool, *release, config=train, seed=seed).logits, ours["logits"])
+        assert np.array_equal(train_on_release(pool, *release, config=train, seed=downstream).logits, made["logits"])
+        assert not np.array_equal(ours["logits"], made["logits"])  # two models, so the model attacks differ
+    assert [r["test_accuracy"] for r in command["records"]] == [r["test_accuracy"] for r in in_process["records"]]
+    # the same audit as the in-process generator's: every attack's every number, the verdict, the utility
+    mine, generator, subset = (a["summary"] for a in (command, in_process, builtin))
+    assert set(mine["attacks"]) == set(generator["attacks"]) == set(subset["attacks"])
+    for name, attack in mine["attacks"].items():
+        assert (attack["auc"], attack["eps_lower"]) == (
+            generator["attacks"][name]["auc"],
+            generator["attacks"][name]["eps_lower"],
+        )
+    assert mine["attacks"] == generator["attacks"] and mine["verdict"] == generator["verdict"]
+    assert mine["utility"] == generator["utility"]
+    # and subset's release attacks, but for subset's `init` sub-group
+    for name in ("dcr", "dcr_lira"):
+        assert "subgroups" in subset["attacks"][name] and "subgroups" not in mine["attacks"][name]
+        assert {k: v for k, v in subset["attacks"][name].items() if k != "subgroups"} == mine["attacks"][name]
