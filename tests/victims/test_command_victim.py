@@ -1,8 +1,9 @@
 """The `command` victim (victims/pipelines/command.py, docs/contracts.md "A pipeline as a command"):
 tiny pipelines that these tests write, Python scripts run with this interpreter, on a table (Fair)
 and on images (digits); and subset_as_command.py, subset's release as a command, run under a virtual
-environment's interpreter to show its audit equal to the in-process path's. It is either kind, so it is not in test_victims.py's or
-test_tabular_victims.py's FAST: the victim contract's checks are run here on one pipeline of each kind."""
+environment's interpreter to show its audit equal to the in-process path's. It is either kind, so
+it is not in test_victims.py's or test_tabular_victims.py's FAST: the victim contract's checks are
+run here on one pipeline of each kind."""
 
 import dataclasses
 import json
