@@ -179,6 +179,8 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
     )
     attacks = {a: summary["attacks"][a] for a in audited.attacks if a in summary.get("attacks", {})}
     canaries = audited.canaries
+    # "fixed" where the reference runs predicted no bound for any attack: the report says so, as the terminal does
+    chosen_by = (summary.get("verdict") or {}).get("chosen_by")
     if not fair_coins(audited):
         duplicates = (
             canaries
@@ -195,6 +197,7 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
             delta=found["delta"],
             confidence=confidence,
             rule=found["rule"],
+            chosen_by=chosen_by,
         )
     else:
         found = verdict_evidence(audited, delta=claim.delta, confidence=confidence, seed=seed)
@@ -212,6 +215,7 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
             n_canaries=n_canaries,
             per_target=per_target,
             rule=found["rule"],
+            chosen_by=chosen_by,
         )
         claim_json.update(
             {

@@ -433,3 +433,34 @@ def test_an_image_command_in_another_environment_gives_the_in_process_audit_and_
     for name in ("dcr", "dcr_lira"):
         assert "subgroups" in subset["attacks"][name] and "subgroups" not in mine["attacks"][name]
         assert {k: v for k, v in subset["attacks"][name].items() if k != "subgroups"} == mine["attacks"][name]
+
+
+#: releases 40 rows of the members' first row, whoever the members are: nothing any attack can see
+CONSTANT = """
+import csv, sys
+members, out = sys.argv[1:3]
+with open(members) as f:
+    header, first, *_ = list(csv.reader(f))
+with open(out, "w", newline="") as f:
+    csv.writer(f).writerows([header] + [first] * 40)
+"""
+
+
+def test_the_report_says_the_verdict_was_fixed_before_the_audit_as_the_terminal_does(tmp_path):
+    # A release that ignores its members (the members' first row is a natural record, a member of
+    # every run under the fixed remainder): the reference runs predict a bound of 0 for every
+    # attack, so the verdict's attack and count are fixed in advance (summary.json's
+    # verdict.chosen_by "fixed"), and the report's reason must say so, not "chosen on the reference runs"
+    toml = write_pipeline(tmp_path / "constant", CONSTANT, args=["{members}", "{out}"])
+    runs = tmp_path / "runs"
+    flags = ["--pipeline", str(toml), "--epsilon", "1", "--canaries", "4", "--canary-kind", "unseen"]
+    flags += ["--plan", "fixed-remainder", "--n-shadow", "8", "--runs-dir", str(runs)]
+    assert lira.main([*TABLE_FLAGS, *flags, *QUICK]) == 0
+    store = next(runs.iterdir())
+    assert json.loads((store / "audit" / "summary.json").read_text())["verdict"]["chosen_by"] == "fixed"
+    from audit import report
+
+    assert report.main([str(store), "--n-boot", "200"]) == 0
+    verdicts = json.loads((store / "audit" / "report.json").read_text())["experiments"][0]["verdicts"]
+    reason = next(v["reason"] for v in verdicts if v["kind"].startswith("epsilon_"))
+    assert "fixed before the audit" in reason and "chosen on the reference runs" not in reason
