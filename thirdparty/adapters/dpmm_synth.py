@@ -15,7 +15,7 @@ run claims ε in all), and the categories are read from the rows ("PrivacyLeakag
 domain provided ... will be imputed").
 
 The release has MIA_EXPECTED_MEMBERS rows (the public count). The claim written back is the ε and δ
-spent in all, and dpmm's noisy measurements' count and σ (`gen.measures` where the model keeps them).
+spent in all, and dpmm's noisy measurements' count and σ (`gen.generator.measures`).
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ def main() -> None:
         pipeline.fit(handed.members, random_state=handed.seed)
     release = pipeline.generate(n_records=handed.rows, random_state=handed.seed)
     write_release(handed, release)
-    measures = getattr(pipeline.gen, "measures", None) or []
+    # the noisy measurements (query, noisy answer, σ, clique) the model's mechanism keeps after fitting
+    measures = getattr(getattr(pipeline.gen, "generator", None), "measures", None) or []
     sigmas = sorted({float(m[2]) for m in measures if len(m) > 2 and np.isscalar(m[2])}) if measures else []
     write_claim(
         {
