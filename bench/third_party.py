@@ -33,14 +33,12 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
-from tabular import markdown, row_figures  # bench/tabular.py, beside this script
+from tabular import audit, markdown, row_figures  # bench/tabular.py, beside this script
 from victims.tabular.pools import load_fair, member_table, write_schema_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,18 +75,10 @@ def flags_of(config: str, preprocessing: str, epsilon: float | None) -> list[str
     return ["--victim", "command", "--pipeline", str(pipeline), "--epsilon", f"{epsilon:g}", "--delta", "1e-5"]
 
 
-def audit(flags: list[str], *, dataset: Path, args: argparse.Namespace, design: str, runs_dir: Path) -> dict:
-    """summary.json of one audit (in its own store under `runs_dir`), with the store's path and wall seconds."""
-    command = [sys.executable, "-m", "audit.lira", "--dataset", str(dataset), "--n-shadow", str(args.n_shadow)]
-    command += [*flags, "--canaries", str(args.canaries), "--canary-kind", "unseen", "--seed", str(args.seed)]
-    if design == "fixed-remainder":
-        command += ["--plan", "fixed-remainder"]
-    command += ["--runs-dir", str(runs_dir), "--quiet"]
-    start = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
-    path = max(runs_dir.glob("*/audit/summary.json"), key=lambda p: p.stat().st_mtime_ns)
-    return {"summary": json.loads(path.read_text()), "store": path.parents[1], "wall_s": wall}
+def design_flags(args: argparse.Namespace, design: str) -> list[str]:
+    """The canaries and the plan every row is audited with (after its configuration's flags)."""
+    flags = ["--canaries", str(args.canaries), "--canary-kind", "unseen"]
+    return flags + (["--plan", "fixed-remainder"] if design == "fixed-remainder" else [])
 
 
 def rows_asked(args: argparse.Namespace):
@@ -130,10 +120,10 @@ def main() -> None:
             name = f"{config} {preprocessing} ε={epsilon:g} {design}" if epsilon else f"{config} {design}"
             where = runs_dir / name.replace(" ", "_").replace("ε=", "eps")
             where.mkdir(parents=True, exist_ok=True)
-            done = audit(
-                flags_of(config, preprocessing, epsilon), dataset=dataset, args=args, design=design, runs_dir=where
-            )
-            figures = {**row_figures(name, done["summary"], done["store"]), "wall_s": done["wall_s"]}
+            flags = [*flags_of(config, preprocessing, epsilon), *design_flags(args, design)]
+            summary, wall = audit(flags, dataset=str(dataset), n_shadow=args.n_shadow, seed=args.seed, runs_dir=where)
+            store = max(where.glob("*/audit/summary.json"), key=lambda q: q.stat().st_mtime_ns).parents[1]
+            figures = {**row_figures(name, summary, store), "wall_s": wall}
             figures.update(
                 config=config, preprocessing=preprocessing, epsilon=epsilon, design=design, n_shadow=args.n_shadow
             )
