@@ -12,8 +12,8 @@ scores each target run [T, n] from that target's outputs and the reference runs 
 
 `score(runs, targets, shadows, variance)` reads the per-run arrays of an `audit.evaluate.StoredRuns`
 (`keep` [R, n], `confidence` [R, n, Q], `loss` [R, n], `dcr` [R, n] or None, `recon` kind ->
-[R, n] or None, a released table's `release_density` [R, n], `release_counts` [R, n, Q] and
-`release_support` [R, n] or None);
+[R, n] or None, a released table's `release_density` [R, n], `release_counts` [R, n, Q],
+`release_support` [R, n] and `release_pair_support` [R, n] or None);
 `shadows` is None for an attack that calibrates on no reference run.
 """
 
@@ -71,6 +71,7 @@ class Attack:
                 getattr(runs, "release_density", None) is not None
                 and getattr(runs, "release_counts", None) is not None
                 and getattr(runs, "release_support", None) is not None
+                and getattr(runs, "release_pair_support", None) is not None
             )
         return self.needs in (runs.recon or {})
 
@@ -218,6 +219,16 @@ REGISTRY: tuple[Attack, ...] = (
         score=lambda runs, targets, shadows, variance: runs.release_support[targets].astype(np.float64),
         about="domain extension: released records where only the record could have opened the domain (a category "
         "no other pool record holds, a number beyond every other's)",
+    ),
+    Attack(
+        name="pairs",
+        family="release",
+        needs=TABLE,
+        min_runs=1,
+        calibrated=False,
+        score=lambda runs, targets, shadows, variance: runs.release_pair_support[targets].astype(np.float64),
+        about="released records holding a value combination, on a pair of columns, that no other pool record "
+        "holds, summed over the record's such pairs (its own count through the noise of a marginal-based release)",
     ),
     Attack(
         name="ganleak_fbb",

@@ -94,6 +94,8 @@ class StoredRuns:
     release_counts: np.ndarray | None = None
     #: float64 [R, n]: released records only that pool record could have put there (`attacks.tabular.support`)
     release_support: np.ndarray | None = None
+    #: float64 [R, n]: released records on the pairs of columns only that pool record holds (likewise)
+    release_pair_support: np.ndarray | None = None
 
     @classmethod
     def load(
@@ -101,13 +103,13 @@ class StoredRuns:
     ) -> StoredRuns:
         """Read every run of the plan `keep`; `images` [n, c, h, w] (a table's records [n, d]) and
         `labels` [n] are the pool's, `schema` a tabular pool's (`Pool.schema`), None for images. A
-        table's release gives `dcr` on Gower's distance, `release_density`, `release_counts` and `release_support`
-        (`TablePool`); an image release gives `dcr` on the pixels (`attacks.dcr`)."""
+        table's release gives `dcr` on Gower's distance, `release_density`, `release_counts`, `release_support`
+        and `release_pair_support` (`TablePool`); an image release gives `dcr` on the pixels (`attacks.dcr`)."""
         n_runs = len(keep)
         confidence, loss, dcr, init_mask, meta, whitebox = [], [], [], np.zeros(keep.shape, dtype=bool), [], []
         recon = {kind: [] for kind in RECON_KINDS}
         table = None if schema is None else TablePool.of(schema, images, labels)
-        density, counts, support = [], [], []
+        density, counts, support, pairs = [], [], [], []
         for r in range(n_runs):
             arrays, run_meta = store.load_run(r)
             confidence.append(logit_confidence(arrays["logits"], labels))
@@ -118,6 +120,7 @@ class StoredRuns:
                 density.append(found.log_density)
                 counts.append(found.counts)
                 support.append(found.support)
+                pairs.append(found.pair_support)
             elif "release_x" in arrays:
                 dcr.append(dcr_scores(images, labels, arrays["release_x"], arrays["release_y"]))
             for kind in RECON_KINDS:
@@ -139,6 +142,7 @@ class StoredRuns:
             release_density=np.stack(density) if len(density) == n_runs else None,
             release_counts=np.stack(counts) if len(counts) == n_runs else None,
             release_support=np.stack(support) if len(support) == n_runs else None,
+            release_pair_support=np.stack(pairs) if len(pairs) == n_runs else None,
         )
 
     @property

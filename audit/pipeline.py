@@ -30,19 +30,23 @@ def experiment_record(
     canaries: dict | None = None,
     threat_model: str = "black-box",
     pool_per_class: int | None = None,
+    pool_unheld: int | None = None,
 ) -> dict:
     """experiment.json of `victim` on `pool` (identity and provenance); `dataset` is recorded as its
     name (a .npz file's stem, a table's .json schema file's stem), `-N-per-class` added for
     `--pool-per-class N` (the name the same pool written by
     `victims.data.write_class_balanced_subset` to `<dataset>-N-per-class.npz` has, so the two are
-    one store); `plan` the membership plan's name (`shadow_runs.plan.PLANS`); `canaries`, the
-    canary entry (`CanaryConfig.entry`), is recorded only for an experiment with canaries, and
-    `threat_model` only when it is white-box (so black-box stores keep their names). `victim_source`
-    is the hash of the victim's code (`victims.source`): provenance, not identity, but a store refuses runs of
-    other code (`shadow_runs.store.RunStore.open`)."""
+    one store), `-unheld-K` for a table's `--pool-unheld K`; `plan` the membership plan's name
+    (`shadow_runs.plan.PLANS`); `canaries`, the canary entry (`CanaryConfig.entry`), is recorded
+    only for an experiment with canaries, and `threat_model` only when it is white-box (so
+    black-box stores keep their names). `victim_source` is the hash of the victim's code
+    (`victims.source`): provenance, not identity, but a store refuses runs of other code
+    (`shadow_runs.store.RunStore.open`)."""
     label = Path(dataset).stem if dataset.endswith((".npz", ".json")) else dataset
     if pool_per_class:
         label = f"{label}-{pool_per_class}-per-class"
+    if pool_unheld:
+        label = f"{label}-unheld-{pool_unheld}"
     return {
         "victim": victim.name,
         "dataset": label,

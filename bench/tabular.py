@@ -29,6 +29,8 @@ from pathlib import Path
 from audit.reporting.verdict import summary_verdict
 
 DP_BUGS = "victims.dp.bugs"
+#: the worst-case black-box design for a marginal-based release's noise (the `*-unheld` rows)
+UNHELD_DESIGN = ["--pool-unheld", "2", "--canaries", "10", "--canary-kind", "unheld", "--rows", "10000"]
 #: row -> the audit's flags (after --dataset and --n-shadow)
 ROWS = {
     "subset": ["--victim", "tabular-subset"],
@@ -70,6 +72,12 @@ ROWS = {
     "marginals-1-wb": ["--victim", "marginals", "--epsilon", "1", "--threat-model", "white-box"],
     "marginals-4-wb": ["--victim", "marginals", "--epsilon", "4", "--threat-model", "white-box"],
     "noise-bug-1-wb": ["--victim", f"{DP_BUGS}:MarginalsNoiseForTen", "--epsilon", "1", "--threat-model", "white-box"],
+    # black-box from the worst case for the noise (victims/tabular/canaries.py, `unheld`): the pool without each
+    # feature's 2 rarest cells, 10 canaries each the only record of its label in 8 (label, feature) cells, a release
+    # of 10,000 records (the noisy marginals read closely), scored by `pairs`
+    "noise-bug-1-unheld": ["--victim", f"{DP_BUGS}:MarginalsNoiseForTen", "--epsilon", "1", *UNHELD_DESIGN],
+    "marginals-1-unheld": ["--victim", "marginals", "--epsilon", "1", *UNHELD_DESIGN],
+    "marginals-10-unheld": ["--victim", "marginals", "--epsilon", "10", *UNHELD_DESIGN],
 }
 
 

@@ -3,7 +3,7 @@ per run from arrays and the table's public column facts (`TableColumns`), never 
 or the victims (tests/contracts/test_layout.py): the distance to the closest released record on
 Gower's mixed-type distance (`gower`), the release's kernel density for DOMIAS (`domias`), and
 TAPAS-style counting queries (`queries`), and the records only one pool record could have put in the
-release (`support`)."""
+release (`support`: in a category or beyond a bound; `pair_support`: on a pair of columns)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 from attacks.tabular.domias import domias_scores
 from attacks.tabular.gower import BANDWIDTH, TableColumns, gower_distances, nearest_and_density
 from attacks.tabular.queries import match_counts, queries, query_scores
-from attacks.tabular.support import domain_extension
+from attacks.tabular.support import domain_extension, pair_extension
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class ReleaseStatistics:
     log_density: np.ndarray  # float64 [n]: the release's log kernel density (`nearest_and_density`)
     counts: np.ndarray  # int32 [n, Q]: released records matching the record on each query (`match_counts`)
     support: np.ndarray  # float64 [n]: released records where only the record could have opened the domain
+    pair_support: np.ndarray  # float64 [n]: released records on the pairs of columns only the record holds
 
 
 def release_statistics(
@@ -42,6 +43,7 @@ def release_statistics(
         log_density,
         match_counts(pool_codes, release_codes, columns.sizes),
         domain_extension(pool_values, release_values, columns.categorical),
+        pair_extension(pool_codes, release_codes, columns.sizes),
     )
 
 

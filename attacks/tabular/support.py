@@ -11,9 +11,22 @@ value (inclusive of its own). A record with no such part of the domain scores 0,
 record of a release whose domain is public (a correct pipeline puts records there with the same
 probability whether the record is in or out, up to its own count's effect). The canaries of a table
 (`--canary-kind extreme`: a number at a public bound no pool record reaches) are such records.
+
+The same on pairs of columns (`pair_extension`, the attack `pairs`): a record that is the only pool
+record holding its value combination on a pair of columns (on the public discrete domain,
+`Schema.codes`) is the only record whose membership moves that pair's count; its score is how many
+released records hold that combination, summed over every pair it alone holds. A marginal-based
+pipeline (`marginals`: every (label, feature) marginal, noised) releases records there in
+proportion to the noisy count, 1 + noise when the record is in and noise alone when it is out:
+what the score reads is the record's own count through the pipeline's noise, so it tests the noise
+itself (`victims.dp.bugs.MarginalsNoiseForTen`, noise for 10x the claimed epsilon), where `support`
+tests the domain. The canaries that make this the worst case are `--canary-kind unheld`: each the
+only record of its label in a feature cell the pool leaves empty, in every feature column.
 """
 
 from __future__ import annotations
+
+from itertools import combinations
 
 import numpy as np
 
@@ -38,4 +51,21 @@ def domain_extension(pool_values: np.ndarray, release_values: np.ndarray, catego
                 continue  # the extreme is shared: no record opens it alone
             record, others = order[0], top[order[1]]
             score[record] += np.count_nonzero((side * released > others) & (side * released <= top[record]))
+    return score
+
+
+def pair_extension(pool_codes: np.ndarray, release_codes: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """float64 [n]: per pool record (cells [n, D] of the discrete domain, the label last), the released
+    records (cells [k, D]) matching it on a pair of columns, summed over the pairs on which no other
+    pool record matches it (module docstring)."""
+    pool_codes = np.asarray(pool_codes, dtype=np.int64)
+    release_codes = np.asarray(release_codes, dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    score = np.zeros(len(pool_codes))
+    for a, b in combinations(range(len(sizes)), 2):
+        size = int(sizes[a] * sizes[b])
+        cell = pool_codes[:, a] * sizes[b] + pool_codes[:, b]
+        alone = np.bincount(cell, minlength=size)[cell] == 1
+        released = np.bincount(release_codes[:, a] * sizes[b] + release_codes[:, b], minlength=size)
+        score[alone] += released[cell[alone]]
     return score

@@ -70,6 +70,14 @@ def build_parser(
         help="audit on the first N pool images of each class only (the small class-balanced pool of the worst-case "
         "DP-SGD design and of GAN-Leaks; its store is named <dataset>-N-per-class)",
     )
+    p.add_argument(
+        "--pool-unheld",
+        type=int_at_least(1),
+        default=None,
+        metavar="K",
+        help="a table only: audit on the pool records that hold none of each feature's K rarest cells, so those "
+        "cells are empty (the worst-case pool for --canary-kind unheld; its store is named <dataset>-unheld-K)",
+    )
     p.add_argument("--data-root", default=None, help="where torchvision datasets live")
     p.add_argument("--download", action="store_true", help="let torchvision download the dataset")
     p.add_argument(

@@ -37,6 +37,7 @@ from shadow_runs import RunStore, StoreError, membership_matrix
 from shadow_runs.plan import default_targets, public_inclusion_rate, target_runs
 from victims import DataError, load_pool
 from victims.data import class_balanced_subset
+from victims.tabular.pools import unheld_subset
 from shadow_runs.records import CanaryColumns
 from victims.canaries import add_canaries
 from victims.dp.whitebox_canaries import with_white_box
@@ -61,6 +62,8 @@ def main(
         pool = load_pool(args.dataset, data_root=args.data_root, download=args.download)
         if args.pool_per_class:
             pool = class_balanced_subset(pool, args.pool_per_class)
+        if args.pool_unheld:
+            pool = unheld_subset(pool, args.pool_unheld)
         dimension = getattr(victim, "release_dimension", None)
         white_box = args.threat_model == "white-box" and dimension is not None
         config = canary_config(args, release_dimension=dimension(pool) if white_box else None, tabular=pool.tabular)
@@ -83,6 +86,7 @@ def main(
             pool,
             dataset=args.dataset,
             pool_per_class=args.pool_per_class,
+            pool_unheld=args.pool_unheld,
             seed=args.seed,
             inclusion_rate=args.inclusion_rate,
             plan=plan,

@@ -250,3 +250,22 @@ def test_domain_extension_counts_released_records_only_the_record_could_have_put
     tied = pool.copy()
     tied[1, 1] = 9.0
     assert domain_extension(tied, release, categorical)[0] == 2  # its category only
+
+
+def test_pair_extension_counts_released_records_on_the_pairs_only_the_record_holds():
+    from attacks.tabular.support import pair_extension
+
+    # 3 discrete columns (sizes 2, 2, 2), pairs (0,1), (0,2), (1,2); pool records a, b, c, d:
+    pool = np.array([[0, 0, 0], [0, 1, 0], [1, 0, 1], [0, 0, 1]])
+    # alone on (0,1): b (0,1), c (1,0) [a and d share (0,0)]; on (0,2): c (1,1), d (0,1) [a and b share (0,0)];
+    # on (1,2): a (0,0), b (1,0) [c and d share (0,1)]
+    release = np.array([[0, 1, 0], [1, 0, 1], [1, 1, 1], [0, 0, 1]])
+    # released per pair: (0,1): (0,1) 1, (1,0) 1; (0,2): (1,1) 2, (0,1) 1; (1,2): (0,0) 0, (1,0) 1
+    # a: (1,2) (0,0): 0; b: 1 + 1 = 2; c: 1 + 2 = 3; d: 1
+    np.testing.assert_array_equal(pair_extension(pool, release, np.array([2, 2, 2])), [0, 2, 3, 1])
+    stats = release_statistics(
+        pool.astype(float), pool, release.astype(float), release, TableColumns([True] * 3, [1.0] * 3, [2, 2, 2])
+    )
+    np.testing.assert_array_equal(stats.pair_support, [0, 2, 3, 1])
+    attack = get_attack("pairs")
+    assert attack.needs == TABLE and not attack.calibrated and attack.min_runs == 1

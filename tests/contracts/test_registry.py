@@ -67,6 +67,8 @@ def stored_runs(
         release_counts=rng.poisson(2 + 3 * signal[..., None], (N_RUNS, N, 3)).astype(np.int32) if release else None,
         # and released records only a member could have put there
         release_support=rng.poisson(2 * signal, (N_RUNS, N)).astype(np.float64) if release else None,
+        # and released records on pairs of columns only a member holds
+        release_pair_support=rng.poisson(1 + 2 * signal, (N_RUNS, N)).astype(np.float64) if release else None,
     )
 
 
@@ -124,6 +126,7 @@ def test_no_guess_depends_on_a_target_s_own_coins(name):
         release_density=runs.release_density,
         release_counts=runs.release_counts,
         release_support=runs.release_support,
+        release_pair_support=runs.release_pair_support,
     )
     np.testing.assert_array_equal(
         attack_scores(runs, name, TARGETS, variance="fixed"), attack_scores(flipped, name, TARGETS, variance="fixed")

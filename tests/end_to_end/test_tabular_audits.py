@@ -10,7 +10,7 @@ import pytest
 from audit import lira
 
 SMALL = ["--rows", "300", "--classifier-iterations", "10"]
-TABLE_ATTACKS = ("dcr", "dcr_lira", "domias", "queries", "support")
+TABLE_ATTACKS = ("dcr", "dcr_lira", "domias", "queries", "support", "pairs")
 MODEL_ATTACKS = ("loss", "lira_online", "lira_offline", "rmia", "rmia_offline")
 
 
@@ -41,6 +41,33 @@ def test_every_tabular_victim_is_audited_with_every_attack_and_canary_kind(tmp_p
         assert summary["formal_epsilon"] is None
     else:
         assert summary["formal_epsilon"] == pytest.approx(1.0, abs=1e-6) and summary["delta"] == 1e-5
+
+
+def test_unheld_canaries_on_the_unheld_pool_are_audited_with_every_attack(tmp_path):
+    summary = audited(
+        tmp_path, "--victim", "marginals", "--epsilon", "1", *SMALL, "--n-shadow", "4", "--pool-unheld", "1",
+        "--canaries", "5", "--canary-kind", "unheld",
+    )  # fmt: skip
+    assert set(summary["attacks"]) == {*MODEL_ATTACKS, *TABLE_ATTACKS}
+    assert summary["evaluation"]["n_canaries"] == 2 * 5
+    (store,) = [p.name for p in tmp_path.iterdir() if p.is_dir()]
+    assert store.startswith("marginals-fair-unheld-1-")
+    # a canary alone on its 8 (label, feature) pairs: pairs scores every canary, IN or OUT, from those cells
+    assert summary["attacks"]["pairs"]["eps_lower"] is not None
+
+
+def test_more_unheld_canaries_than_the_pool_s_empty_cells_hold_exit_2_with_one_line(tmp_path, capsys):
+    # fair's pool leaves 4 bins of affairs empty (and no cell of another feature): 5 labels x 4 = 20 canaries at most
+    argv = ["--dataset", "fair", "--runs-dir", str(tmp_path / "runs"), "--executor", "inline", "--victim", "marginals"]
+    with pytest.raises(SystemExit) as e:
+        lira.main([*argv, "--n-shadow", "4", "--canaries", "21", "--canary-kind", "unheld"])
+    assert e.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (
+        "python -m audit.lira: error: --canaries 21 unheld canaries need as many that share no empty (label, "
+        "feature) cell; the pool leaves 4 cells of a feature empty (5 labels: at most 20)"
+    )
+    assert not (tmp_path / "runs").exists()
 
 
 def test_marginals_white_box_with_gradient_canaries_tests_the_own_curve(tmp_path):

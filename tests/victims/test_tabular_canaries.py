@@ -140,12 +140,13 @@ def test_an_image_kind_on_a_table_is_refused_naming_the_kind_and_dataset(fair, k
     with pytest.raises(ValueError) as e:
         add_canaries(fair, CanaryConfig(n=4, kind=kind))
     assert str(e.value) == (
-        f"--canary-kind {kind} makes images; --dataset fair is a table (its kinds: unseen, extreme, and gradient "
+        f"--canary-kind {kind} makes images; --dataset fair is a table (its kinds: unseen, extreme, unheld, "
+        "and gradient "
         "under white-box)"
     )
 
 
-@pytest.mark.parametrize("kind", ["unseen", "extreme"])
+@pytest.mark.parametrize("kind", ["unseen", "extreme", "unheld"])
 def test_a_tables_kind_on_images_is_refused_naming_the_kind_and_dataset(kind):
     rng = np.random.default_rng(0)
     images = make_pool(
@@ -211,3 +212,46 @@ def test_extreme_canaries_take_turns_at_the_numeric_columns_bounds():
     assert (cy == 0).all()
     with pytest.raises(ValueError, match="make 2$"):  # one rare label, two numbers taking turns: two records
         extreme_records(schema, x, np.array([0, 1, 1]), 3, np.random.default_rng(0))
+
+
+def test_unheld_canaries_are_each_the_only_record_of_their_label_in_every_empty_feature_cell(fair):
+    from victims.tabular.pools import unheld_subset
+
+    pool = unheld_subset(fair, 2)  # 2 cells of every feature column left empty
+    x, y, _ = canary_arrays(pool, CanaryConfig(n=10, kind="unheld", seed=0))
+    pool.schema.check_rows(x, y, where="canaries")
+    natural, canary = pool.schema.codes(pool.x, pool.y), pool.schema.codes(x, y)
+    d = len(pool.schema.features)
+    # labels take turns (5 labels, 2 turns): canary i has label i mod 5
+    np.testing.assert_array_equal(canary[:, d], np.arange(10) % 5)
+    seen = set()
+    for j in range(d):
+        held = set(natural[:, j].tolist())
+        for i in range(10):
+            assert canary[i, j] not in held  # an empty cell of every feature column
+            assert (canary[i, d], j, canary[i, j]) not in seen  # shared with no other canary
+            seen.add((canary[i, d], j, canary[i, j]))
+    # 5 labels x 2 empty cells a column hold 10; an eleventh would share a cell: refused in one line
+    with pytest.raises(ValueError, match=r"^--canaries 11 unheld canaries .* at most 10\)$"):
+        canary_arrays(pool, CanaryConfig(n=11, kind="unheld", seed=0))
+
+
+def test_an_unheld_canary_takes_its_label_s_commonest_cell_where_a_column_has_no_empty_one():
+    from victims.tabular.canaries import unheld_records
+
+    schema = Schema(
+        columns=(
+            Column("colour", "categorical", categories=("red", "green", "blue")),
+            Column("size", "categorical", categories=("small", "large")),
+            Column("label", "categorical", categories=(0, 1)),
+        ),
+        label="label",
+    )
+    # nobody is blue (colour 2); both sizes are held: label 0's commonest size is large (1), label 1's small (0)
+    x = np.array([[0, 1], [1, 1], [0, 0], [1, 0], [0, 0]], dtype=np.float32)
+    y = np.array([0, 0, 0, 1, 1])
+    cx, cy = unheld_records(schema, x, y, 2, np.random.default_rng(0))
+    np.testing.assert_array_equal(cx, [[2, 1], [2, 0]])
+    np.testing.assert_array_equal(cy, [0, 1])
+    with pytest.raises(ValueError, match="at most 2"):
+        unheld_records(schema, x, y, 3, np.random.default_rng(0))

@@ -175,3 +175,47 @@ def test_the_cli_refuses_a_table_outside_its_schema_with_exit_2_and_writes_nothi
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and line in err and str(schema_file) in err
     assert not runs.exists()
+
+
+def test_the_unheld_pool_leaves_each_feature_s_rarest_cells_empty_and_keeps_the_rest():
+    from victims import load_pool
+    from victims.tabular.pools import unheld_rows, unheld_subset
+
+    fair = load_pool("fair")
+    codes = fair.schema.codes(fair.x, fair.y)
+    cut = unheld_subset(fair, 1)
+    kept = fair.schema.codes(cut.x, cut.y)
+    rarest = [
+        int(np.argmin(np.bincount(codes[:, j], minlength=s))) for j, s in enumerate(fair.schema.domain_sizes[:-1])
+    ]
+    # each feature's rarest cell (the first on a tie) is held by no kept record, and every record holding none is kept
+    holds_none = ~np.column_stack([codes[:, j] == c for j, c in enumerate(rarest)]).any(1)
+    np.testing.assert_array_equal(unheld_rows(fair, 1), np.flatnonzero(holds_none))
+    assert cut.n_pool == holds_none.sum() == len(kept) and cut.name == "fair-unheld-1"
+    assert all((kept[:, j] != c).all() for j, c in enumerate(rarest))
+    assert cut.schema is fair.schema and (cut.x_test == fair.x_test).all() and cut.fingerprint != fair.fingerprint
+
+
+def test_an_unheld_pool_of_images_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys):
+    from audit import lira
+
+    runs = tmp_path / "runs"
+    with pytest.raises(SystemExit) as e:
+        lira.main(
+            [
+                "--victim",
+                "subset",
+                "--dataset",
+                "digits",
+                "--pool-unheld",
+                "1",
+                "--n-shadow",
+                "4",
+                "--runs-dir",
+                str(runs),
+            ]
+        )
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["python -m audit.lira: error: --pool-unheld makes a table's pool; --dataset digits holds images"]
+    assert not runs.exists()

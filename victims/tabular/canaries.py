@@ -21,8 +21,21 @@ in) and read nothing but the public schema and the audit's own pool:
   schema's order), drawn uniformly. Up to M canaries thus each open a part of the domain no other
   record reaches (`attacks.tabular.support`), without sharing it.
 
+* `unheld`: N records each alone in as many measured 2-way cells as the pool allows: in every
+  feature column, a cell (a category, or a numeric bin) that no pool record falls in (the most
+  common cell among the pool's records of the canary's label where the column has none), and
+  labels taking turns, canary j with the (j mod L)-th of the L labels and, in a column of U empty
+  cells, the (⌊j / L⌋ mod U)-th of them. Two canaries thus share no (label, feature) cell the pool
+  leaves empty (N ≤ L·U for the column with the fewest, U ≥ 1): each is the only record of its
+  label in every one of them, so every (label, feature) marginal of a release (the 2-way ones that
+  `marginals`, PrivBayes and MST trees through the label measure) moves by its coin alone there,
+  up to the pipeline's noise. The worst case for a marginal-based pipeline's noise, black-box: the
+  pool is the auditor's, chosen with such cells (`--pool-unheld K`, `victims.tabular.pools.unheld_subset`,
+  drops the records holding each feature's K rarest cells), and the `pairs` attack
+  (`attacks.tabular.support.pair_extension`) scores what the canary alone opens.
+
 Refused (ValueError, one line) where the schema cannot hold N such records: fewer empty cells than
-N, or fewer distinct extreme records.
+N, fewer distinct extreme records, or fewer than N unheld canaries that share no cell.
 """
 
 from __future__ import annotations
@@ -33,9 +46,9 @@ import numpy as np
 
 from victims.tabular.schema import Schema
 
-UNSEEN, EXTREME = "unseen", "extreme"
+UNSEEN, EXTREME, UNHELD = "unseen", "extreme", "unheld"
 #: the canary kinds of a table (`victims.canaries.CANARY_KINDS` holds them beside the image kinds)
-TABULAR_KINDS = (UNSEEN, EXTREME)
+TABULAR_KINDS = (UNSEEN, EXTREME, UNHELD)
 #: candidate cells drawn per batch, and the most batches, while looking for empty cells
 BATCH, MOST_BATCHES = 256, 4000
 
@@ -48,6 +61,8 @@ def tabular_canaries(
         return unseen_records(schema, x, y, n, rng)
     if kind == EXTREME:
         return extreme_records(schema, x, y, n, rng)
+    if kind == UNHELD:
+        return unheld_records(schema, x, y, n, rng)
     raise ValueError(f"--canary-kind {kind!r} is not one of a table's kinds ({', '.join(TABULAR_KINDS)})")
 
 
@@ -59,6 +74,41 @@ def unheld_categories(schema: Schema, x: np.ndarray) -> list[tuple[int, int]]:
             held = np.bincount(x[:, j].astype(np.int64), minlength=column.size)
             found += [(j, int(c)) for c in np.flatnonzero(held == 0)]
     return found
+
+
+def unheld_records(
+    schema: Schema, x: np.ndarray, y: np.ndarray, n: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """n records, each the only one of its label in every feature cell the pool leaves empty (module
+    docstring); `rng` draws the numbers inside their bins."""
+    codes = schema.codes(x, y)
+    sizes, labels = schema.domain_sizes, schema.label_column.size
+    d = len(schema.features)
+    empty = [np.flatnonzero(np.bincount(codes[:, j], minlength=sizes[j]) == 0) for j in range(d)]
+    fewest = min((len(cells) for cells in empty if len(cells)), default=0)
+    if n > labels * fewest:
+        raise ValueError(
+            f"--canaries {n} unheld canaries need as many that share no empty (label, feature) cell; the pool "
+            f"leaves {fewest} cells of a feature empty ({labels} labels: at most {labels * fewest})"
+        )
+    cells = np.zeros((n, d + 1), dtype=np.int64)
+    for i in range(n):
+        label, turn = i % labels, i // labels
+        cells[i, d] = label
+        of_label = codes[codes[:, d] == label]
+        for j in range(d):
+            if len(empty[j]):
+                cells[i, j] = empty[j][turn % len(empty[j])]
+            else:  # no empty cell in this column: the label's most common one
+                held = of_label[:, j] if len(of_label) else codes[:, j]
+                cells[i, j] = int(np.argmax(np.bincount(held, minlength=sizes[j])))
+    if not n:
+        return np.zeros((0, d), dtype=np.float32), np.zeros(0, dtype=np.int64)
+    for _ in range(MOST_BATCHES):  # a number drawn in its bin may round out of it: drawn again
+        x_new, y_new = schema.from_codes(cells, rng)
+        if (schema.codes(x_new, y_new) == cells).all():
+            return x_new.astype(np.float32), y_new.astype(np.int64)
+    raise ValueError(f"--canaries {n}: no number of an unheld canary stayed inside its bin")
 
 
 def unseen_records(

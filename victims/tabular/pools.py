@@ -163,3 +163,34 @@ def member_table(pool: Pool, rows: np.ndarray):
     """The pandas DataFrame of pool rows `rows` (bool mask or indices), in the schema's own values."""
     rows = np.flatnonzero(rows) if np.asarray(rows).dtype == bool else np.asarray(rows)
     return pool.schema.decode(pool.x[rows], pool.y[rows])
+
+
+def unheld_rows(pool: Pool, per_column: int) -> np.ndarray:
+    """int64 indices of the pool rows that hold none of each feature column's `per_column` rarest
+    cells (`Schema.codes`; ties in the schema's order): the rows `unheld_subset` keeps."""
+    codes = pool.schema.codes(pool.x, pool.y)
+    kept = np.ones(len(codes), dtype=bool)
+    for j, size in enumerate(pool.schema.domain_sizes[:-1]):
+        rarest = np.argsort(np.bincount(codes[:, j], minlength=size), kind="stable")[:per_column]
+        kept &= ~np.isin(codes[:, j], rarest)
+    return np.flatnonzero(kept)
+
+
+def unheld_subset(pool: Pool, per_column: int) -> Pool:
+    """The table's worst-case pool for black-box audits of its noise (`--pool-unheld K`): the pool rows
+    holding none of each feature's K rarest cells, so that K cells of every feature column are empty,
+    with the pool's test split, named `<name>-unheld-K`. `--canary-kind unheld` canaries fill those
+    cells, each the only record of its label there (`victims.tabular.canaries`). The schema is
+    unchanged (still public); which rows are dropped depends on the pool's own counts, so the pool is
+    the auditor's choice, as a worst-case pool is (`--pool-per-class` is the images' one)."""
+    if pool.schema is None:
+        raise DataError(f"--pool-unheld makes a table's pool; --dataset {pool.name} holds images")
+    if per_column < 1:
+        raise DataError(f"--pool-unheld must be at least 1, got {per_column}")
+    rows = unheld_rows(pool, per_column)
+    if not len(rows):
+        raise DataError(f"--pool-unheld {per_column}: no record of {pool.name} holds none of the rarest cells")
+    name = f"{pool.name}-unheld-{per_column}"
+    return make_pool(
+        name, pool.x[rows], pool.y[rows], pool.x_test, pool.y_test, pool.classes, flip_ok=False, schema=pool.schema
+    )
