@@ -12,7 +12,15 @@ import numpy as np
 
 from audit.cli.arguments import ArgumentParser, int_at_least, probability
 from audit.stats.bounds import get_bound
-from audit.selftest.sequential import judged_row, looks_schedule, sequential_designs, sequential_row
+from audit.selftest.sequential import (
+    BOTH_TESTS,
+    combined_designs,
+    combined_row,
+    judged_row,
+    looks_schedule,
+    sequential_designs,
+    sequential_row,
+)
 from audit.stats import guesses
 from audit.stats.bounds import BOUNDS
 from audit.stats.guesses import RULES, BoundCache
@@ -128,11 +136,26 @@ class SequentialBlock:
     judged: list  # the rows `verdict` judges beside the fixed designs'
 
 
+def sequential_line(design: Design, label: str, found, looks: int) -> str:
+    """One sequential row: its alarms (detections for a false claim), rate and 95% Clopper-Pearson
+    interval, and for a false claim the median target runs to the first detection."""
+    low, high = found.interval
+    line = (
+        f"  {design.name} ({label}): {found.alarms}/{found.repetitions} "
+        f"{'detections' if design.noise_halved else 'alarms'} = {found.alarms / found.repetitions:.3f} "
+        f"[{low:.3f}, {high:.3f}]"
+    )
+    if design.noise_halved and found.first_alarm_runs:
+        line += f"; target runs to the first: median {np.median(found.first_alarm_runs):g} of {looks}"
+    return line
+
+
 def sequential_block(args: argparse.Namespace, results) -> SequentialBlock:
     """The sequential rows (`audit.selftest.sequential`): a look after each target run, the
     error spent over the looks; per row its alarms (a repetition with some look above the truth),
     rate and 95% Clopper-Pearson interval, and for the false claim its detections and the runs to the
-    first one."""
+    first one. Then the combined rows (`combined_row`): where the runs record a mechanism, both tests
+    a look, each at alpha_k / 2, an alarm a repetition with some look's bound of either test above its truth."""
     schedule = looks_schedule(args.confidence)
     lines = [
         f"sequential looks: after each of {schedule.looks} target runs, look k at confidence 1 - alpha_k, the "
@@ -142,15 +165,20 @@ def sequential_block(args: argparse.Namespace, results) -> SequentialBlock:
     judged = []
     for design, analysis in sequential_designs():
         found = sequential_row(design, schedule, analysis=analysis, repetitions=args.repetitions, seed=args.seed)
-        low, high = found.interval
-        line = (
-            f"  {design.name} ({get_bound(analysis).label}): {found.alarms}/{found.repetitions} "
-            f"{'detections' if design.noise_halved else 'alarms'} = {found.alarms / found.repetitions:.3f} "
-            f"[{low:.3f}, {high:.3f}]"
-        )
-        if design.noise_halved and found.first_alarm_runs:
-            line += f"; target runs to the first: median {np.median(found.first_alarm_runs):g} of {schedule.looks}"
-        lines.append(line)
+        lines.append(sequential_line(design, get_bound(analysis).label, found, schedule.looks))
+        row = judged_row(design, found, confidence=args.confidence)
+        if row is not None:
+            judged.append(row)
+    both = looks_schedule(args.confidence, tests=len(BOTH_TESTS))
+    lines.append(
+        f"sequential looks, both tests where the runs record a mechanism: each look runs the eps verdict and the "
+        f"own curve, each at confidence 1 - alpha_k/{both.tests}, and rejects if either does; "
+        "alarm = some look with either test above its truth"
+    )
+    label = " or ".join(get_bound(analysis).label for analysis in BOTH_TESTS)
+    for design in combined_designs():
+        found = combined_row(design, both, repetitions=args.repetitions, seed=args.seed)
+        lines.append(sequential_line(design, label, found, both.looks))
         row = judged_row(design, found, confidence=args.confidence)
         if row is not None:
             judged.append(row)

@@ -530,8 +530,10 @@ class JudgedRow:
 
     @property
     def label(self) -> str:
-        """e.g. "tuned steinke, randomised response eps0 2"."""
-        return f"{self.rule} {get_bound(self.analysis).label}, {self.design.name} eps0 {self.design.epsilon:g}"
+        """e.g. "tuned steinke, randomised response eps0 2"; a row of two tests a look (analyses joined by
+        "+", `audit.selftest.sequential.combined_row`) e.g. "sequential f-DP or own curve, ..."."""
+        tests = " or ".join(get_bound(analysis).label for analysis in self.analysis.split("+"))
+        return f"{self.rule} {tests}, {self.design.name} eps0 {self.design.epsilon:g}"
 
 
 def judged_rows(results: Iterable[tuple[Design, np.ndarray]], *, confidence: float = CONFIDENCE) -> list[JudgedRow]:

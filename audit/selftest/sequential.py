@@ -12,6 +12,13 @@ A false alarm is a repetition in which some look's bound exceeds the truth (`tru
 claimed mechanism's ε bracketed from below for its own curve): the event the theorem of
 `audit.stats.sequential` bounds by α, whatever the stopping rule. A detection (the σ-halved row,
 whose claim is false) is the same event; the look it happens at is the runs the audit needed.
+
+The combined rows (`combined_row`) check the rule the audits use where the runs record the
+mechanism their accountant composed (`Schedule(..., tests=2)`): each look runs both the ε verdict's
+test and the claimed mechanism's own curve, each at `schedule.confidence_at(k)` = 1 - α_k / 2, on the
+same coins, scores and tie orders, and rejects if either does. A false alarm there is a repetition
+in which some look's bound of either test exceeds that test's own truth: the union, over the two
+tests, of the per-test rows' alarms at the halved shares, which the theorem bounds by α too.
 """
 
 from __future__ import annotations
@@ -48,6 +55,30 @@ class SequentialRow:
     alarms: int
     interval: tuple[float, float]
     first_alarm_runs: tuple[int, ...]
+    alarmed: tuple[int, ...] = ()  # the master seeds of the repetitions with an alarm
+
+
+@dataclass(frozen=True)
+class CombinedRow:
+    """A design with a recorded mechanism under a schedule of two tests a look (`combined_row`):
+    alarms (repetitions in which some look's bound of either test exceeds its truth), their
+    Clopper-Pearson interval, the target runs of each alarmed repetition's first alarm, and which
+    test(s) rejected at that look (the analyses joined by "+" where both did)."""
+
+    design: str
+    analyses: tuple[str, ...]
+    looks: int
+    repetitions: int
+    alarms: int
+    interval: tuple[float, float]
+    first_alarm_runs: tuple[int, ...]
+    alarmed: tuple[int, ...]  # the master seeds of the repetitions with an alarm
+    stopped_by: tuple[str, ...]
+
+    @property
+    def analysis(self) -> str:
+        """The analyses joined by "+" ("fdp+mechanism"), as `judged_row` names the row."""
+        return "+".join(self.analyses)
 
 
 def look_values(
@@ -61,6 +92,15 @@ def look_values(
 
 def _looks(design: Design, schedule: Schedule, master_seed: int, *, analysis: str, cache: BoundCache | None):
     """`look_values`' bounds one look at a time, so a caller may stop at an alarm as an audit would."""
+    for values in _look_bounds(design, schedule, master_seed, analyses=(analysis,), cache=cache):
+        yield values[0]
+
+
+def _look_bounds(
+    design: Design, schedule: Schedule, master_seed: int, *, analyses: tuple[str, ...], cache: BoundCache | None
+):
+    """Per look, the bounds of each of `analyses` (a tuple), all on the same coins, scores and tie
+    orders, each at `schedule.confidence_at(k)`, its count tuned on the look's references."""
     if design.attacks != 1:
         raise ValueError("a sequential repetition takes a design of one attack")
     if schedule.budget > design.n_targets:
@@ -83,19 +123,22 @@ def _looks(design: Design, schedule: Schedule, master_seed: int, *, analysis: st
         seen, seen_keep = reference_scores[:runs], reference_keep[:runs]
         pseudo = RankedGuesses.of(seen[seen_keep], seen[~seen_keep], rng=reference_ties)
         m = int(target_keep[:runs].size)
-        count = tune(pseudo, m=m, analysis=analysis, delta=design.delta, confidence=confidence, cache=cache).guesses
         member, nonmember = scores[:runs][target_keep[:runs]], scores[:runs][~target_keep[:runs]]
         ranked = RankedGuesses.of(member, nonmember, rng=target_ties)
-        value, _, _ = best_count(
-            ranked,
-            (count,),
-            analysis=analysis,
-            delta=design.delta,
-            alpha=1.0 - confidence,
-            cache=cache,
-            mechanism=design.claimed,
-        )
-        yield value
+        values = []
+        for analysis in analyses:
+            count = tune(pseudo, m=m, analysis=analysis, delta=design.delta, confidence=confidence, cache=cache)
+            value, _, _ = best_count(
+                ranked,
+                (count.guesses,),
+                analysis=analysis,
+                delta=design.delta,
+                alpha=1.0 - confidence,
+                cache=cache,
+                mechanism=design.claimed,
+            )
+            values.append(value)
+        yield tuple(values)
 
 
 def sequential_row(design: Design, schedule: Schedule, *, analysis: str, repetitions: int, seed: int) -> SequentialRow:
@@ -103,12 +146,13 @@ def sequential_row(design: Design, schedule: Schedule, *, analysis: str, repetit
     limit = truth(design, analysis)
     if limit is None:
         raise ValueError(f"{analysis} has no truth on {design.name}")
-    cache, first = BoundCache(), []
+    cache, first, alarmed = BoundCache(), [], []
     for r in range(repetitions):
         looks = _looks(design, schedule, seed + r, analysis=analysis, cache=cache)
         alarm = next((k for k, value in enumerate(looks) if value > limit), None)  # an audit stops there
         if alarm is not None:
             first.append(schedule.runs[alarm])
+            alarmed.append(seed + r)
     return SequentialRow(
         design.name,
         analysis,
@@ -117,6 +161,45 @@ def sequential_row(design: Design, schedule: Schedule, *, analysis: str, repetit
         len(first),
         clopper_pearson(len(first), repetitions),
         tuple(first),
+        tuple(alarmed),
+    )
+
+
+#: the two tests of a look where the runs record a mechanism: the ε verdict's (f_{ε,δ}) and the own curve's
+BOTH_TESTS = ("fdp", "mechanism")
+
+
+def combined_row(
+    design: Design, schedule: Schedule, *, repetitions: int, seed: int, analyses: tuple[str, ...] = BOTH_TESTS
+) -> CombinedRow:
+    """Alarms of the rule with several tests a look over `repetitions` (master seeds `seed` + r): look
+    k runs every one of `analyses` at `schedule.confidence_at(k)` (the schedule's `tests` must be
+    their number, so each is at α_k / tests) and rejects if any bound exceeds its own truth (`truth`);
+    a repetition stops at its first rejecting look, as an audit would."""
+    if schedule.tests != len(analyses):
+        raise ValueError(f"the schedule splits each look among {schedule.tests} tests, {len(analyses)} were given")
+    limits = [truth(design, analysis) for analysis in analyses]
+    if any(limit is None for limit in limits):
+        raise ValueError(f"{', '.join(analyses)}: not every test has a truth on {design.name}")
+    cache, first, alarmed, stopped_by = BoundCache(), [], [], []
+    for r in range(repetitions):
+        for k, values in enumerate(_look_bounds(design, schedule, seed + r, analyses=analyses, cache=cache)):
+            rejected = [a for a, value, limit in zip(analyses, values, limits) if value > limit]
+            if rejected:  # an audit stops there
+                first.append(schedule.runs[k])
+                alarmed.append(seed + r)
+                stopped_by.append("+".join(rejected))
+                break
+    return CombinedRow(
+        design.name,
+        tuple(analyses),
+        schedule.looks,
+        repetitions,
+        len(first),
+        clopper_pearson(len(first), repetitions),
+        tuple(first),
+        tuple(alarmed),
+        tuple(stopped_by),
     )
 
 
@@ -145,12 +228,20 @@ def sequential_designs() -> list[tuple[Design, str]]:
     ]
 
 
-def looks_schedule(confidence: float) -> Schedule:
-    """A look after each of the `SEQUENTIAL_LOOKS` target runs, at total `confidence`."""
-    return Schedule(tuple(range(1, SEQUENTIAL_LOOKS + 1)), confidence)
+def combined_designs() -> list[Design]:
+    """The self-test's combined rows (`combined_row`): the sequential rows' designs whose runs record a
+    mechanism (`Design.claimed`, the own curve's), so an audit of them runs both tests a look: the
+    Gaussian mechanism at ε0 = 1, the white-box subsampled Gaussian at the claim 1 and its σ-halved
+    claim of 4 (power). Randomised response records none (no own curve): the ε verdict alone."""
+    return [design for design, _ in sequential_designs() if design.claimed is not None]
 
 
-def judged_row(design: Design, found: SequentialRow, *, confidence: float) -> JudgedRow | None:
+def looks_schedule(confidence: float, *, tests: int = 1) -> Schedule:
+    """A look after each of the `SEQUENTIAL_LOOKS` target runs, at total `confidence`, `tests` tests a look."""
+    return Schedule(tuple(range(1, SEQUENTIAL_LOOKS + 1)), confidence, tests=tests)
+
+
+def judged_row(design: Design, found: SequentialRow | CombinedRow, *, confidence: float) -> JudgedRow | None:
     """The row `audit.selftest.designs.verdict` judges (rule "sequential"): its alarms against
     the allowed 1 - confidence; None for a false claim (`Design.noise_halved`), whose alarms are detections."""
     if design.noise_halved:

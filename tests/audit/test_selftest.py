@@ -429,11 +429,21 @@ def test_cli_prints_a_block_per_design_and_a_line_per_rule_and_analysis():
     sequential = lines[start + 1 : start + 5]
     assert [line.split(" (")[0].strip() for line in sequential[:2]] == ["randomised response", "gaussian mechanism"]
     assert all(": 0/2 alarms" in line for line in sequential[:3]) and ": 2/2 detections" in sequential[3]
+    # then the combined rows (both tests a look, each at alpha_k/2) of the designs that record a mechanism:
+    # two judged, the false claim's detections
+    assert lines[start + 5].startswith("sequential looks, both tests where the runs record a mechanism")
+    combined = lines[start + 6 : start + 9]
+    assert [line.split(" (")[0].strip() for line in combined[:2]] == [
+        "gaussian mechanism",
+        "white-box subsampled gaussian",
+    ]
+    assert all("(f-DP or own curve): 0/2 alarms" in line for line in combined[:2])
+    assert "(f-DP or own curve): 2/2 detections" in combined[2]
     # the closing line, after the timing: 2 repetitions of seeds 0 and 1 raise no alarm on any judged row
-    # (82 rows of the fixed designs, 14 of them the marginal counts', and 3 sequential ones)
+    # (82 rows of the fixed designs, 14 of them the marginal counts', 3 sequential ones and 2 combined ones)
     assert lines[-2].startswith("(") and lines[-2].endswith(" s)")
     assert lines[-1] == (
-        "self-test passed: all 85 judged rows within the allowed 5% (one-sided binomial test, Bonferroni 0.05/85; "
+        "self-test passed: all 87 judged rows within the allowed 5% (one-sided binomial test, Bonferroni 0.05/87; "
         "largest: 0/2 = 0.0%, tuned steinke, randomised response eps0 1)"
     )
 
@@ -619,6 +629,7 @@ def test_cli_exits_1_and_names_the_rows_when_the_self_test_fails(monkeypatch, ca
     leaky = Design("leaky rr", "independent", 0.5, leaky_response, SMALL_LABELS, 2)
     monkeypatch.setattr(selftest_command, "designs", lambda: [leaky])
     monkeypatch.setattr(selftest_command, "sequential_designs", lambda: [])  # the fixed design's rows alone
+    monkeypatch.setattr(selftest_command, "combined_designs", lambda: [])
     assert selftest_command.main(["--repetitions", "2"]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[-2].startswith("(") and lines[-2].endswith(" s)")  # the closing line comes after the timing

@@ -6,9 +6,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from audit.selftest.designs import Design, rr_labels, whitebox_designs
-from audit.selftest.mechanisms import randomised_response
-from audit.selftest.sequential import look_values, sequential_row
+from audit.selftest import sequential as selftest_sequential
+from audit.selftest.designs import Design, clopper_pearson, gaussian_design, rr_labels, whitebox_designs
+from audit.selftest.mechanisms import gaussian_mechanism, randomised_response
+from audit.selftest.sequential import BOTH_TESTS, combined_designs, combined_row, look_values, sequential_row
+from audit.stats.guesses import best_count, tune
 from audit.stats.sequential import (
     BUDGET_SPENT,
     GO_ON,
@@ -103,3 +105,67 @@ def test_a_claim_of_twice_the_real_noise_is_found_within_a_few_looks():
     design = replace(whitebox_designs()[2], n_targets=10)
     found = sequential_row(design, Schedule(tuple(range(1, 11)), 0.95), analysis="mechanism", repetitions=3, seed=0)
     assert found.alarms == 3 and max(found.first_alarm_runs) <= 3
+
+
+def leaky_gaussian(keep: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+    """The Gaussian mechanism at ε0 = 2 whatever ε it is told: its claim of 1 is false."""
+    return gaussian_mechanism(keep, 2.0, rng)
+
+
+@pytest.mark.parametrize("verdict_truth", [0.765, 0.89])
+def test_the_combined_row_alarms_where_either_test_alarms_each_against_its_own_truth(verdict_truth):
+    # a Gaussian mechanism at ε0 = 2 claiming 1 (its own curve: G_μ of ε 1, truth 1.0), 4 looks of 500 canaries,
+    # master seeds 0-11. The ε verdict's truth is set apart (the design's ε) so that the two tests' alarms
+    # differ: measured, at 0.765 the ε verdict alarms on seeds 2, 5, 7, 10 and the own curve on 2, 7, 10 (seed 5
+    # by the ε verdict alone); at 0.89 the ε verdict on seed 2 at run 3 only, the own curve on 2 (at run 2), 7, 10.
+    design = replace(
+        gaussian_design(1.0, 4), epsilon=verdict_truth, mechanism=leaky_gaussian, labels=np.zeros(500, dtype=np.int64)
+    )
+    looks = Schedule((1, 2, 3, 4), 0.95, tests=2)
+    both = combined_row(design, looks, repetitions=12, seed=0)
+    each = {a: sequential_row(design, looks, analysis=a, repetitions=12, seed=0) for a in BOTH_TESTS}
+    first = {a: dict(zip(row.alarmed, row.first_alarm_runs)) for a, row in each.items()}
+    # the union over the same repetitions, and not either test's alarms alone
+    union = sorted(set(first["fdp"]) | set(first["mechanism"]))
+    assert list(both.alarmed) == union and both.alarms == len(union)
+    assert set(first["fdp"]) != set(union) or set(first["mechanism"]) != set(union)
+    assert both.interval == clopper_pearson(len(union), 12) and both.analysis == "fdp+mechanism"
+    for seed, runs, by in zip(both.alarmed, both.first_alarm_runs, both.stopped_by):
+        # the audit stops at the earlier of the two tests' first alarms, and names the test(s) that rejected there
+        at = {a: first[a].get(seed) for a in BOTH_TESTS}
+        assert runs == min(r for r in at.values() if r is not None)
+        assert by == "+".join(a for a in BOTH_TESTS if at[a] == runs)
+
+
+def test_each_test_of_a_combined_look_runs_at_half_the_look_s_share(monkeypatch):
+    # looks after 1, 2 and 4 runs at 95%: α_k = 0.05 x (1/4, 1/4, 2/4) = 0.0125, 0.0125, 0.025, each of the two
+    # tests at half: 0.00625, 0.00625, 0.0125 (Schedule.confidence_at), for the tuning and the bound alike
+    seen = []
+
+    def spy_tune(pseudo, **kwargs):
+        seen.append(("tune", kwargs["analysis"], round(1.0 - kwargs["confidence"], 12)))
+        return tune(pseudo, **kwargs)
+
+    def spy_best_count(ranked, counts, **kwargs):
+        seen.append(("bound", kwargs["analysis"], round(kwargs["alpha"], 12)))
+        return best_count(ranked, counts, **kwargs)
+
+    monkeypatch.setattr(selftest_sequential, "tune", spy_tune)
+    monkeypatch.setattr(selftest_sequential, "best_count", spy_best_count)
+    design = replace(gaussian_design(1.0, 4), labels=np.zeros(100, dtype=np.int64))
+    found = combined_row(design, Schedule((1, 2, 4), 0.95, tests=2), repetitions=1, seed=0)
+    assert found.alarms == 0  # a true claim, 100 canaries a run: no look comes near ε 1
+    assert seen == [
+        (step, analysis, alpha)
+        for alpha in (0.00625, 0.00625, 0.0125)
+        for analysis in BOTH_TESTS
+        for step in ("tune", "bound")
+    ]
+    with pytest.raises(ValueError, match="splits each look among 1 tests, 2 were given"):
+        combined_row(design, Schedule((1, 2, 4), 0.95), repetitions=1, seed=0)
+    # the self-test's combined rows: the sequential designs that record a mechanism (randomised response does not)
+    assert [d.name.split(" (")[0] for d in combined_designs()] == [
+        "gaussian mechanism",
+        "white-box subsampled gaussian",
+        "white-box, sigma halved",
+    ]
