@@ -226,6 +226,8 @@ def _chosen_because(summary: dict) -> str:
             f"the attack and guess count fixed before the audit ({used['k_in'] + used['k_out']} guesses), "
             f"since the reference runs predicted a bound of 0 for each of {count(len(candidates), 'attack')}"
         )
+    if found["rule"] == "tuned" and found.get("chosen_by") == "declared":
+        return "the attack declared before the audit (--verdict-attack), its guess count chosen on the reference runs"
     if found["rule"] == "tuned":
         choice = (summary["attacks"].get(found["attack"]) or {}).get("reference_choice") or {}
         predicted = choice.get(PREDICTED_KEY)

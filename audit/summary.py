@@ -47,6 +47,9 @@ class EvaluationSettings:
     confidence: float
     inclusion_rate: float
     lira_variance_flag: str = "auto"
+    #: `--verdict-attack`: the attack the verdict and the own curve rest on, declared before the audit (None:
+    #: chosen on the reference runs)
+    verdict_attack: str | None = None
 
 
 @dataclass(frozen=True)
@@ -335,8 +338,10 @@ def attacks_summary(
 
 
 #: how a verdict's attack and count were chosen (summary.json `verdict.chosen_by`): tuned on the
-#: reference runs, or fixed in advance because they predicted 0 for every attack (`audit.evaluate.untold`)
+#: reference runs, or fixed in advance because they predicted 0 for every attack (`audit.evaluate.untold`);
+#: "declared" where `--verdict-attack` named the attack before the audit and the references tuned its count
 CHOSEN_BY = {False: "references", True: "fixed"}
+DECLARED = "declared"
 
 
 def verdict_entry(
@@ -357,7 +362,10 @@ def verdict_entry(
     holds the test of its own curve (`audit.stats.guesses.mechanism_verdict`) on the attack the
     reference runs predict strongest for that test (`audit.evaluate.mechanism_attack`, not
     necessarily the ε verdict's), with its own tuned count (or the grid, paid for the same way);
-    else null."""
+    else null. With `settings.verdict_attack` (`--verdict-attack`), both rest on that attack alone,
+    declared before any run: its count is still tuned on the reference runs, or fixed where they
+    predict 0 (`chosen_by` "declared", or "fixed"); no choice reads a target's coin, so the one-run
+    tests hold at their full level as for a choice on the references."""
     groups = {}
     for attack, s in scores.items():
         s, keep = s[:, columns], membership[:, columns]
@@ -366,6 +374,9 @@ def verdict_entry(
         groups[attack] = (s[keep], s[~keep])
     if not groups:
         return None
+    declared = settings.verdict_attack
+    if declared is not None and declared in groups:
+        groups = {declared: groups[declared]}
     tunable = {a: c for a, c in choices.items() if a in groups and c is not None}
     m = int(membership[:, columns].size)
     chosen = verdict_attack(tunable)
@@ -383,7 +394,7 @@ def verdict_entry(
     )
     entry["views"] = tunable[chosen].views if chosen else None
     entry["candidates"] = sorted(tunable) if chosen else sorted(groups)
-    entry["chosen_by"] = CHOSEN_BY[fixed] if chosen else None
+    entry["chosen_by"] = (DECLARED if declared in groups and not fixed else CHOSEN_BY[fixed]) if chosen else None
     own = mechanism_attack(tunable)
     own_guesses = tunable[own].tuned.get(MECHANISM.name) if own else None
     own_fixed = untold(tunable, own, own_curve=True)
@@ -403,7 +414,9 @@ def verdict_entry(
         else None
     )
     if entry["mechanism"] is not None:
-        entry["mechanism"]["chosen_by"] = CHOSEN_BY[own_fixed] if own else None
+        entry["mechanism"]["chosen_by"] = (
+            (DECLARED if declared in groups and not own_fixed else CHOSEN_BY[own_fixed]) if own else None
+        )
     return entry
 
 
@@ -430,4 +443,5 @@ def _settings(variance: str, settings: EvaluationSettings) -> dict:
         "lira_variance_flag": settings.lira_variance_flag,
         "confidence": settings.confidence,
         "master_seed": settings.seed,
+        **({"verdict_attack": settings.verdict_attack} if settings.verdict_attack else {}),
     }

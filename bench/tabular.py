@@ -30,7 +30,10 @@ from audit.reporting.verdict import summary_verdict
 
 DP_BUGS = "victims.dp.bugs"
 #: the worst-case black-box design for a marginal-based release's noise (the `*-unheld` rows)
-UNHELD_DESIGN = ["--pool-unheld", "2", "--canaries", "10", "--canary-kind", "unheld", "--rows", "10000"]
+UNHELD_DESIGN = [
+    *("--pool-unheld", "2", "--canaries", "10", "--canary-kind", "unheld", "--rows", "10000"),
+    *("--verdict-attack", "pairs"),
+]
 #: row -> the audit's flags (after --dataset and --n-shadow)
 ROWS = {
     "subset": ["--victim", "tabular-subset"],
@@ -74,7 +77,8 @@ ROWS = {
     "noise-bug-1-wb": ["--victim", f"{DP_BUGS}:MarginalsNoiseForTen", "--epsilon", "1", "--threat-model", "white-box"],
     # black-box from the worst case for the noise (victims/tabular/canaries.py, `unheld`): the pool without each
     # feature's 2 rarest cells, 10 canaries each the only record of its label in 8 (label, feature) cells, a release
-    # of 10,000 records (the noisy marginals read closely), scored by `pairs`
+    # of 10,000 records (the noisy marginals read closely), and the verdict on `pairs`, the attack the design is made
+    # for, declared before the audit
     "noise-bug-1-unheld": ["--victim", f"{DP_BUGS}:MarginalsNoiseForTen", "--epsilon", "1", *UNHELD_DESIGN],
     "marginals-1-unheld": ["--victim", "marginals", "--epsilon", "1", *UNHELD_DESIGN],
     "marginals-10-unheld": ["--victim", "marginals", "--epsilon", "10", *UNHELD_DESIGN],

@@ -103,6 +103,15 @@ def build_parser(
         help="also run these attacks: a built-in or installed attack's name, or module:function (an attack of "
         "your own; docs/contracts.md, 'Your own attack')",
     )
+    p.add_argument(
+        "--verdict-attack",
+        type=attack_argument,
+        default=None,
+        metavar="ATTACK",
+        help="the attack the verdict and the own curve rest on, declared before the audit (run beside the others; "
+        "its guess count still chosen on the reference runs): the attack a canary design is made for, e.g. pairs "
+        "for --canary-kind unheld; default: the one the reference runs predict strongest",
+    )
     add_run_flags(p)
     add_canary_flags(p)
     add_claim_flags(p)
@@ -224,6 +233,7 @@ def evaluation_settings(args: argparse.Namespace) -> EvaluationSettings:
         confidence=args.confidence,
         inclusion_rate=args.inclusion_rate,
         lira_variance_flag=args.lira_variance,
+        verdict_attack=getattr(args, "verdict_attack", None),
     )
 
 

@@ -55,7 +55,8 @@ def main(
     parser = build_parser(prog, description, victims=victims, argv=argv)
     args = parser.parse_args(argv)
     claim = Claim.given(args.claimed_epsilon, args.claimed_delta)
-    attacks = (*attacks, *dict.fromkeys(a for a in args.attack if a not in attacks))  # --attack: also these
+    also = [*args.attack, *([args.verdict_attack] if args.verdict_attack else [])]
+    attacks = (*attacks, *dict.fromkeys(a for a in also if a not in attacks))  # --attack, --verdict-attack: also these
     try:
         victim = build_victim(args.victim, victim_overrides(args))
         executor = executor_config(args)

@@ -250,11 +250,17 @@ def _canaries(n_canaries: int, per_target: int | None) -> str:
 
 def _paid(rule: str, k: int, confidence: float, chosen_by: str | None = None) -> str:
     """How the verdict's bounds hold at `confidence`, in words (`chosen_by`: summary.json's
-    `verdict.chosen_by`, "fixed" where the reference runs predicted no bound for any attack)."""
+    `verdict.chosen_by`, "fixed" where the reference runs predicted no bound for any attack, "declared"
+    where `--verdict-attack` named the attack)."""
     if rule == "tuned" and chosen_by == "fixed":
         return (
             "the reference runs predicted no bound for any attack, so the attack and its guess count were fixed "
-            f"before the audit (the loss, half of its guesses IN), and its one bound holds at {confidence:.0%}"
+            f"before the audit (half of its guesses IN), and its one bound holds at {confidence:.0%}"
+        )
+    if rule == "tuned" and chosen_by == "declared":
+        return (
+            "the attack was declared before the audit (--verdict-attack) and its guess count chosen on the reference "
+            f"runs before any target was judged, so its one bound holds at {confidence:.0%}"
         )
     if rule == "tuned":
         return (

@@ -50,13 +50,13 @@ def test_reference_choice_records_the_own_curve_prediction_only_where_there_is_o
     assert PREDICTED_MECHANISM_KEY not in choice(1.0, 0.0).to_json()
 
 
-def separated_entry(choices: dict) -> dict:
+def separated_entry(choices: dict, *, declared: str | None = None) -> dict:
     """The verdict entry of one target run of 400 canaries, the first 200 IN, which "loss" separates
     perfectly (IN 1, OUT 0) and "dcr" reversed (IN 0, OUT 1), under `choices`; δ 1e-5, 95%, a
-    claimed mechanism of σ 10, q 1, 4 steps."""
+    claimed mechanism of σ 10, q 1, 4 steps; `declared`: `--verdict-attack`."""
     membership = np.r_[np.ones(200, bool), np.zeros(200, bool)][None]
     scores = {"loss": membership.astype(float), "dcr": (~membership).astype(float)}
-    settings = EvaluationSettings(seed=0, confidence=0.95, inclusion_rate=0.5)
+    settings = EvaluationSettings(seed=0, confidence=0.95, inclusion_rate=0.5, verdict_attack=declared)
     return verdict_entry(
         scores,
         membership,
@@ -107,3 +107,26 @@ def test_a_choice_the_references_could_make_is_theirs():
     assert untold({"loss": choice(1.0, 1.0, 0.0, 1.0)}, "loss", own_curve=True)
     assert not untold({}, None)
     assert fixed_attack({"dcr": None, "loss": None}) == "loss" and fixed_attack({"dcr": None, "rmia": None}) == "dcr"
+
+
+def test_a_declared_attack_is_the_verdict_s_and_the_own_curve_s_whatever_the_references_prefer():
+    # The choices of the first test above: the references prefer dcr for the ε verdict (3.0 > 2.0) and
+    # loss for the own curve. With loss declared (--verdict-attack loss), both rest on loss at the counts
+    # the references tuned for it: 10 IN guesses, all right, for the ε verdict; 100 IN and 100 OUT, all
+    # 200 right, for the own curve; chosen_by "declared".
+    choices = {
+        "loss": choice(2.0, 1.0, 0.9, 1.0, fdp=Guesses(10, 0), own=Guesses(100, 100)),
+        "dcr": choice(3.0, 1.0, 0.1, 1.0, fdp=Guesses(10, 0), own=Guesses(100, 100)),
+    }
+    entry = separated_entry(choices, declared="loss")
+    assert entry["attack"] == "loss" and entry["chosen_by"] == "declared" and entry["candidates"] == ["loss"]
+    assert entry["guesses"] == {"k_in": 10, "k_out": 0, "correct": 10}
+    assert entry["rule"] == "tuned" and entry["per_attack_confidence"] == 0.95
+    own = entry["mechanism"]
+    assert own["attack"] == "loss" and own["chosen_by"] == "declared"
+    assert own["guesses"] == {"k_in": 100, "k_out": 100, "correct": 200}
+    # declared dcr, which the references rate 0: its count is then the fixed one, (36, 35), all wrong
+    untold_choices = {"loss": choice(2.0, 1.0, 0.9, 1.0), "dcr": choice(0.0, 1.0, 0.0, 1.0)}
+    entry = separated_entry(untold_choices, declared="dcr")
+    assert entry["attack"] == "dcr" and entry["chosen_by"] == "fixed" and entry["eps_lower"] == 0.0
+    assert entry["guesses"] == {"k_in": 36, "k_out": 35, "correct": 0}

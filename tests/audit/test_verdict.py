@@ -54,6 +54,10 @@ def test_a_verdict_whose_attack_was_fixed_in_advance_says_so_not_that_the_refere
     assert "the attack and its guess count were fixed before the audit" in fixed.reason
     chosen = epsilon_verdict(found, ceiling=4.0, claim=Claim(1.0), delta=1e-5, confidence=0.95, rule="tuned")
     assert "chosen on the reference runs before any target was judged" in chosen.reason
+    declared = epsilon_verdict(
+        found, ceiling=4.0, claim=Claim(1.0), delta=1e-5, confidence=0.95, rule="tuned", chosen_by="declared"
+    )
+    assert "the attack was declared before the audit (--verdict-attack) and its guess count chosen" in declared.reason
 
 
 def test_a_formal_epsilon_is_stated_to_4_significant_digits():

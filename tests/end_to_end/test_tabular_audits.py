@@ -46,7 +46,7 @@ def test_every_tabular_victim_is_audited_with_every_attack_and_canary_kind(tmp_p
 def test_unheld_canaries_on_the_unheld_pool_are_audited_with_every_attack(tmp_path):
     summary = audited(
         tmp_path, "--victim", "marginals", "--epsilon", "1", *SMALL, "--n-shadow", "4", "--pool-unheld", "1",
-        "--canaries", "5", "--canary-kind", "unheld",
+        "--canaries", "5", "--canary-kind", "unheld", "--verdict-attack", "pairs",
     )  # fmt: skip
     assert set(summary["attacks"]) == {*MODEL_ATTACKS, *TABLE_ATTACKS}
     assert summary["evaluation"]["n_canaries"] == 2 * 5
@@ -54,6 +54,11 @@ def test_unheld_canaries_on_the_unheld_pool_are_audited_with_every_attack(tmp_pa
     assert store.startswith("marginals-fair-unheld-1-")
     # a canary alone on its 8 (label, feature) pairs: pairs scores every canary, IN or OUT, from those cells
     assert summary["attacks"]["pairs"]["eps_lower"] is not None
+    # the verdict and the own curve rest on the attack declared before the audit, whatever the references say
+    assert summary["evaluation"]["verdict_attack"] == "pairs"
+    verdict = summary["verdict"]
+    assert verdict["attack"] == verdict["mechanism"]["attack"] == "pairs"
+    assert verdict["chosen_by"] in ("declared", "fixed")
 
 
 def test_more_unheld_canaries_than_the_pool_s_empty_cells_hold_exit_2_with_one_line(tmp_path, capsys):
