@@ -93,6 +93,16 @@ def build_parser(
         metavar="N",
         help="--until-decided: runs at the first look (default 16, or what the attacks need)",
     )
+    add_attack_flags(p)
+    add_run_flags(p)
+    add_canary_flags(p)
+    add_claim_flags(p)
+    add_victim_flags(p, argv)
+    return p
+
+
+def add_attack_flags(p: ArgumentParser) -> None:
+    """--attack (more attacks) and --verdict-attack (the one the verdict rests on, declared in advance)."""
     p.add_argument(
         "--attack",
         action="extend",
@@ -112,11 +122,6 @@ def build_parser(
         "its guess count still chosen on the reference runs): the attack a canary design is made for, e.g. pairs "
         "for --canary-kind unheld; default: the one the reference runs predict strongest",
     )
-    add_run_flags(p)
-    add_canary_flags(p)
-    add_claim_flags(p)
-    add_victim_flags(p, argv)
-    return p
 
 
 def attack_argument(value: str) -> str:
