@@ -15,8 +15,9 @@ dpsgd enter as per-example gradients of 10 C before clipping) audits; row b also
 mislabeled record canaries scored through their own gradients (`--threats record`). The dpsgd rows
 also run black-box from the worst case (`--threats worst-case`: one blank canary per run, noisy
 gradient descent over every member of a 100-digit pool from a start pretrained on the public split,
-the PRV accountant, `victims/pipelines/dpsgd.py`; `worst-case-8`: the same with 8 marked canaries
-per run), e.g. `python bench/dp_bugs.py --n-shadow 256 --rows dpsgd10 --threats worst-case`.
+the PRV accountant, `victims/pipelines/dpsgd.py`; `worst-case-8`, `worst-case-16`, `worst-case-32`:
+the same with 8, 16 or 32 marked canaries per run), e.g.
+`python bench/dp_bugs.py --n-shadow 256 --rows dpsgd10 --threats worst-case`.
 `--seeds S` audits each row under master seeds 0 .. S-1 (each its own store: the seed draws the
 coins, the run seeds and the canaries, so only distinct seeds are replicates) and ends with a table
 over the seeds: how often the claim was violated and the own curve rejected, and the own curve's ε
@@ -45,7 +46,7 @@ WORST_CASE = [
     *("--sampling", "full-batch", "--start", "pretrained", "--lr", "0.02", "--accountant", "prv"),
     *("--pool-per-class", "10"),
 ]
-WORST_CASE_THREATS = ("worst-case", "worst-case-8")
+WORST_CASE_THREATS = ("worst-case", "worst-case-8", "worst-case-16", "worst-case-32")
 
 # -- the catalogue --------------------------------------------------------------------------------
 DPSGD_SMALL = ["--epochs", "10"]  # 100-140 steps: the catalogue's runs stay under ~5 s each
@@ -88,6 +89,10 @@ THREATS = {  # label -> canary flags
     "worst-case": [*("--canaries", "1", "--canary-kind", "blank"), *WORST_CASE],
     # the same with 8 marked canaries per run (victims/canaries.py): 8 coins a run at 96% of one canary's separation
     "worst-case-8": [*("--canaries", "8", "--canary-kind", "marked"), *WORST_CASE],
+    # 16 and 32 marked canaries per run: more coins a run, each less separated (88% and 72% of one canary's,
+    # bench/canary_separation.py); 32 suit a small leak read early (bench/until_decided.py, bug g)
+    "worst-case-16": [*("--canaries", "16", "--canary-kind", "marked"), *WORST_CASE],
+    "worst-case-32": [*("--canaries", "32", "--canary-kind", "marked"), *WORST_CASE],
 }
 #: the rows whose victim is dpsgd (or a bug of it): the ones the worst-case design applies to
 DPSGD_ROWS = tuple(label for label, row in ROWS.items() if row[3] == "dpsgd")

@@ -3,15 +3,21 @@
 to the budget, against the fixed design that trains the whole budget.
 
     python bench/until_decided.py [--rows a b g dpsgd1] [--seeds 10] [--n-shadow 32] [--first-look 4]
-                                  [--threat white-box|worst-case-8] [--jsonl F]
+                                  [--threat white-box|worst-case|worst-case-8|-16|-32] [--jsonl F]
+                                  [--runs-dir DIR] [--fixed N [N ...]]
 
 Each row is `python -m audit.lira` on a catalogue bug (claiming ε = 1, `--epochs 10` as
 bench/dp_bugs.py audits it) or the correct dpsgd at ε = 1, `--claimed-epsilon 1`, master seeds
 0 .. S-1, each in its own store, under one of bench/dp_bugs.py's designs (`--threat`): white-box,
 1,000 gradient canaries under `--threat-model white-box` (the default); or black-box from the
-worst case with 8 marked canaries per run (`worst-case-8`).
+worst case with 8, 16 or 32 marked canaries per run (`worst-case-8`, `-16`, `-32`).
 Prints per row: how many seeds stopped "violated" (for the correct twin: false alarms), the
 median and spread of the runs used, and the median wall seconds; `--jsonl` keeps every audit.
+`--runs-dir DIR` keeps each row's stores in DIR/<row>_<threat> (default: a temporary folder), so a
+later command resumes them. `--fixed N ...` also audits each seed's store by the fixed design of the
+same canaries at N runs (`--n-shadow N`, no rounds, at the full confidence; the runs the rounds did
+not train are trained then) and prints per N how often its ε verdict was "violated" and its own
+curve rejected the claim: the fixed design the rounds are compared with, on the same runs.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dp_bugs import THREATS
+from dp_bugs import THREATS, WORST_CASE_THREATS
 from victims.dp.bugs import BUGS, path_of
 
 TWINS = {"dpsgd1": "dpsgd"}
@@ -36,32 +42,45 @@ def victim_flags(row: str) -> list[str]:
     return ["--victim", victim, "--epsilon", "1", "--epochs", "10"]
 
 
-def one_audit(row: str, seed: int, n_shadow: int, runs_dir: Path, *, threat: str, first_look: int) -> dict:
+def run_audit(
+    row: str, seed: int, n_shadow: int, runs_dir: Path, *, threat: str, rounds: list[str]
+) -> tuple[dict, float]:
+    """(summary.json, wall seconds) of one `audit.lira` audit of `row` at master seed `seed`."""
     command = [
-        sys.executable,
-        "-m",
-        "audit.lira",
-        *victim_flags(row),
-        *THREATS[threat],
-        "--claimed-epsilon",
-        "1",
-        "--n-shadow",
-        str(n_shadow),
-        "--until-decided",
-        "--first-look",
-        str(first_look),
-        "--seed",
-        str(seed),
-        "--runs-dir",
-        str(runs_dir),
-        "--quiet",
+        *(sys.executable, "-m", "audit.lira", *victim_flags(row), *THREATS[threat]),
+        *("--claimed-epsilon", "1", "--n-shadow", str(n_shadow), *rounds, "--seed", str(seed)),
+        *("--runs-dir", str(runs_dir), "--quiet"),
     ]
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - start
     # a row's seeds are stores side by side (they share dpsgd's pretrained start); this one is the newest
     summary_path = max(runs_dir.glob("*/audit/summary.json"), key=lambda path: path.stat().st_mtime_ns)
-    rounds = json.loads(summary_path.read_text())["sequential"]
+    return json.loads(summary_path.read_text()), wall
+
+
+def fixed_audit(row: str, seed: int, n_shadow: int, runs_dir: Path, *, threat: str) -> dict:
+    """The fixed design at `n_shadow` runs over the same store: its ε verdict and own-curve test."""
+    from audit.reporting.verdict import EPSILON_VIOLATED, summary_verdict
+
+    summary, wall = run_audit(row, seed, n_shadow, runs_dir, threat=threat, rounds=[])
+    verdict = summary_verdict(summary)
+    own = (summary.get("verdict") or {}).get("mechanism")
+    return {
+        "runs": n_shadow,
+        "eps_violated": verdict is not None and verdict.kind == EPSILON_VIOLATED,
+        "own_curve_rejected": None if own is None else bool(own["rejected"]),
+        "wall_s": wall,
+    }
+
+
+def one_audit(
+    row: str, seed: int, n_shadow: int, runs_dir: Path, *, threat: str, first_look: int, fixed: list[int]
+) -> dict:
+    summary, wall = run_audit(
+        row, seed, n_shadow, runs_dir, threat=threat, rounds=["--until-decided", "--first-look", str(first_look)]
+    )
+    rounds = summary["sequential"]
     return {
         "row": row,
         "threat": threat,
@@ -70,6 +89,7 @@ def one_audit(row: str, seed: int, n_shadow: int, runs_dir: Path, *, threat: str
         "stopped_by": rounds.get("stopped_by"),
         "runs_used": rounds["runs_used"],
         "wall_s": wall,
+        "fixed": [fixed_audit(row, seed, n, runs_dir, threat=threat) for n in fixed],
     }
 
 
@@ -79,15 +99,26 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--n-shadow", type=int, default=32)
     p.add_argument("--first-look", type=int, default=4)
-    p.add_argument("--threat", choices=("white-box", "worst-case-8"), default="white-box")
+    p.add_argument("--threat", choices=("white-box", *WORST_CASE_THREATS), default="white-box")
     p.add_argument("--jsonl", type=Path, default=None)
+    p.add_argument("--runs-dir", type=Path, default=None, help="keep the stores here (default: a temporary folder)")
+    p.add_argument("--fixed", type=int, nargs="*", default=[], help="also the fixed design at these run counts")
     args = p.parse_args()
     for row in args.rows:
         found = []
-        with tempfile.TemporaryDirectory() as runs_dir:
+        with tempfile.TemporaryDirectory() as scratch:
+            runs_dir = args.runs_dir / f"{row}_{args.threat}" if args.runs_dir else Path(scratch)
             for seed in range(args.seeds):
                 found.append(
-                    one_audit(row, seed, args.n_shadow, Path(runs_dir), threat=args.threat, first_look=args.first_look)
+                    one_audit(
+                        row,
+                        seed,
+                        args.n_shadow,
+                        runs_dir,
+                        threat=args.threat,
+                        first_look=args.first_look,
+                        fixed=args.fixed,
+                    )
                 )
                 if args.jsonl:
                     with args.jsonl.open("a") as f:
@@ -100,6 +131,16 @@ def main() -> None:
             f"{statistics.median(f['wall_s'] for f in found):.0f} s",
             flush=True,
         )
+        for k, n in enumerate(args.fixed):
+            eps = sum(f["fixed"][k]["eps_violated"] for f in found)
+            own = [
+                f["fixed"][k]["own_curve_rejected"] for f in found if f["fixed"][k]["own_curve_rejected"] is not None
+            ]
+            print(
+                f"{row:7s} fixed design at {n} runs: ε verdict violated in {eps}/{len(found)}, own curve rejected "
+                f"in {sum(own)}/{len(own)}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
