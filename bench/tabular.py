@@ -59,6 +59,16 @@ ROWS = {
         "extreme",
     ],
     "marginals-1-extreme": ["--victim", "marginals", "--epsilon", "1", "--canaries", "1", "--canary-kind", "extreme"],
+    # the same with the verdict on `support`, the attack the extreme canary is made for, declared before the audit
+    # (--verdict-attack): with one canary a run the 16 reference coins often choose another attack
+    "domain-bug-1-extreme-support": [
+        *("--victim", f"{DP_BUGS}:MarginalsDomainFromData", "--epsilon", "1"),
+        *("--canaries", "1", "--canary-kind", "extreme", "--verdict-attack", "support"),
+    ],
+    "marginals-1-extreme-support": [
+        *("--victim", "marginals", "--epsilon", "1"),
+        *("--canaries", "1", "--canary-kind", "extreme", "--verdict-attack", "support"),
+    ],
     # the same with 4 extreme canaries, each at the bound of its own numeric column (for randhie's 4 unreached bounds)
     "domain-bug-1-extreme-4": [
         "--victim",
