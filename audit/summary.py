@@ -344,6 +344,11 @@ CHOSEN_BY = {False: "references", True: "fixed"}
 DECLARED = "declared"
 
 
+class DeclaredAttackError(ValueError):
+    """The attack `--verdict-attack` declared scored no canary of these runs (the CLI exits 2 with it;
+    the runs stay in their store)."""
+
+
 def verdict_entry(
     scores: dict[str, np.ndarray],
     membership: np.ndarray,
@@ -375,7 +380,12 @@ def verdict_entry(
     if not groups:
         return None
     declared = settings.verdict_attack
-    if declared is not None and declared in groups:
+    if declared is not None:
+        if declared not in groups:
+            raise DeclaredAttackError(
+                f"--verdict-attack {declared} scored no canary of these runs (they lack what it reads); the runs "
+                "stay in the store"
+            )
         groups = {declared: groups[declared]}
     tunable = {a: c for a, c in choices.items() if a in groups and c is not None}
     m = int(membership[:, columns].size)
@@ -394,7 +404,7 @@ def verdict_entry(
     )
     entry["views"] = tunable[chosen].views if chosen else None
     entry["candidates"] = sorted(tunable) if chosen else sorted(groups)
-    entry["chosen_by"] = (DECLARED if declared in groups and not fixed else CHOSEN_BY[fixed]) if chosen else None
+    entry["chosen_by"] = (DECLARED if declared and not fixed else CHOSEN_BY[fixed]) if chosen else None
     own = mechanism_attack(tunable)
     own_guesses = tunable[own].tuned.get(MECHANISM.name) if own else None
     own_fixed = untold(tunable, own, own_curve=True)
@@ -415,7 +425,7 @@ def verdict_entry(
     )
     if entry["mechanism"] is not None:
         entry["mechanism"]["chosen_by"] = (
-            (DECLARED if declared in groups and not own_fixed else CHOSEN_BY[own_fixed]) if own else None
+            (DECLARED if declared and not own_fixed else CHOSEN_BY[own_fixed]) if own else None
         )
     return entry
 

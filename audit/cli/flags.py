@@ -7,7 +7,7 @@ import argparse
 
 from attacks import VARIANCES
 from attacks.lira import PER_EXAMPLE_FROM
-from attacks.registry import get_attack
+from attacks.registry import TABLE, WHITEBOX, get_attack
 from audit.cli.arguments import ArgumentParser, add_claim_flags, int_at_least, probability
 from audit.cli.victim_flags import add_victim_flags, victim_argument
 from audit.executor import EXECUTORS, ExecutorConfig
@@ -122,6 +122,19 @@ def add_attack_flags(p: ArgumentParser) -> None:
         "its guess count still chosen on the reference runs): the attack a canary design is made for, e.g. pairs "
         "for --canary-kind unheld; default: the one the reference runs predict strongest",
     )
+
+
+def check_verdict_attack(name: str | None, *, dataset: str, tabular: bool, white_box: bool) -> None:
+    """ValueError (one line) before any run for a declared `--verdict-attack` these runs cannot score:
+    a table's attack on images, a white-box attack black-box (`audit.summary.verdict_entry` refuses
+    any other that scored no canary, after the runs)."""
+    if name is None:
+        return
+    needs = get_attack(name).needs
+    if needs == TABLE and not tabular:
+        raise ValueError(f"--verdict-attack {name} scores a released table; --dataset {dataset} holds images")
+    if needs == WHITEBOX and not white_box:
+        raise ValueError(f"--verdict-attack {name} is a white-box attack: it needs --threat-model white-box")
 
 
 def attack_argument(value: str) -> str:

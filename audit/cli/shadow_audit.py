@@ -19,7 +19,14 @@ import numpy as np
 from attacks.lira import variance_for
 from audit import outputs
 from audit.claim import Claim, verdict_delta
-from audit.cli.flags import build_parser, canary_config, evaluation_settings, executor_config, membership_plan
+from audit.cli.flags import (
+    build_parser,
+    canary_config,
+    check_verdict_attack,
+    evaluation_settings,
+    executor_config,
+    membership_plan,
+)
 from audit.cli.victim_flags import victim_overrides
 from victims.base import check_pool_kind
 from victims.overrides import build_victim
@@ -32,7 +39,7 @@ from audit.rounds import FIRST_LOOK, audit_in_rounds
 from audit.stats.bounds import MECHANISM
 from audit.stats.guesses import applicable
 from audit.stats.sequential import Schedule, schedule
-from audit.summary import AuditSummary, summarise
+from audit.summary import AuditSummary, DeclaredAttackError, summarise
 from shadow_runs import RunStore, StoreError, membership_matrix
 from shadow_runs.plan import default_targets, public_inclusion_rate, target_runs
 from victims import DataError, load_pool
@@ -78,6 +85,9 @@ def main(
         # what the victims calibrate to: the plan's public expected member count over n_pool
         victim_rate = public_inclusion_rate(args.inclusion_rate, plan=plan, n_natural=n_natural, n_pool=pool.n_pool)
         check_pool_kind(victim, pool)
+        check_verdict_attack(
+            args.verdict_attack, dataset=args.dataset, tabular=pool.tabular, white_box=args.threat_model == "white-box"
+        )
         victim.check(pool, inclusion_rate=victim_rate)
         check_enough_runs(args.n_shadow, attacks, threat_model=args.threat_model, tabular=pool.tabular)
         looks = rounds_schedule(args, attacks)
@@ -168,12 +178,17 @@ def main(
     # what each score_at scored, by (runs, confidence): scores.npz is written from the summary's own, not
     # from the fixed design's re-scoring of the same runs that an audit in rounds adds beside its last look
     audited: dict[tuple[int, float], tuple] = {}
-    if looks is None:
-        train_to(args.n_shadow)
-        summary = score_at(args.n_shadow, args.confidence)
-    else:
-        with ray_session(executor):  # one Ray for every look: its workers are kept from look to look
-            summary = audit_in_rounds(looks, train_to, score_at, own_curve_applies=own_curve_applies, quiet=args.quiet)
+    try:
+        if looks is None:
+            train_to(args.n_shadow)
+            summary = score_at(args.n_shadow, args.confidence)
+        else:
+            with ray_session(executor):  # one Ray for every look: its workers are kept from look to look
+                summary = audit_in_rounds(
+                    looks, train_to, score_at, own_curve_applies=own_curve_applies, quiet=args.quiet
+                )
+    except DeclaredAttackError as e:
+        parser.error(str(e))
     runs, scores, targets = audited[summary.data["n_shadow"], summary.data["evaluation"]["confidence"]]
     # scores.npz and the ROC plot take attacks that scored every example the bound is over (a white-box
     # attack scores the canaries only, NaN on the natural examples); one that scored a subset of those

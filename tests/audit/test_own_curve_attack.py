@@ -130,3 +130,13 @@ def test_a_declared_attack_is_the_verdict_s_and_the_own_curve_s_whatever_the_ref
     entry = separated_entry(untold_choices, declared="dcr")
     assert entry["attack"] == "dcr" and entry["chosen_by"] == "fixed" and entry["eps_lower"] == 0.0
     assert entry["guesses"] == {"k_in": 36, "k_out": 35, "correct": 0}
+
+
+def test_a_declared_attack_that_scored_no_canary_is_refused_not_replaced():
+    # "whitebox" was declared but these runs scored only loss and dcr: no silent fallback to the references' choice
+    import pytest
+
+    from audit.summary import DeclaredAttackError
+
+    with pytest.raises(DeclaredAttackError, match="^--verdict-attack whitebox scored no canary of these runs"):
+        separated_entry({"loss": choice(2.0, 1.0), "dcr": choice(3.0, 1.0)}, declared="whitebox")
