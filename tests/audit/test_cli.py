@@ -607,3 +607,32 @@ def test_re_scoring_a_prefix_says_it_replaces_the_summary_of_more_runs(tmp_path,
     assert json.loads((only_experiment(tmp_path) / "audit" / "summary.json").read_text())["n_shadow"] == 4
     assert audit(lira.main, tmp_path, *flags, "--n-shadow", "4") == 0
     assert "held the audit" not in capsys.readouterr().err
+
+
+def test_a_declared_attack_the_runs_cannot_score_exits_2_with_one_line(tmp_path, capsys, tiny_flags):
+    # a table's attack on images is refused before any run; one that needs what the runs did not store
+    # (GAN-Leaks' reconstruction of a subset release) after them, with the runs kept in the store
+    runs = tmp_path / "runs"
+    flags = ["--victim", "subset", "--ipc", "2", "--dataset", "digits", "--n-shadow", "4", "--executor", "inline"]
+    with pytest.raises(SystemExit) as e:
+        lira.main([*flags, *tiny_flags, "--runs-dir", str(runs), "--verdict-attack", "pairs"])
+    assert e.value.code == 2 and not runs.exists()
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (
+        "python -m audit.lira: error: --verdict-attack pairs scores a released table; --dataset digits holds images"
+    )
+    with pytest.raises(SystemExit) as e:
+        lira.main([*flags, *tiny_flags, "--runs-dir", str(runs), "--verdict-attack", "whitebox"])
+    assert e.value.code == 2 and not runs.exists()
+    assert capsys.readouterr().err.strip() == (
+        "python -m audit.lira: error: --verdict-attack whitebox is a white-box attack: it needs "
+        "--threat-model white-box"
+    )
+    with pytest.raises(SystemExit) as e:
+        lira.main([*flags, *tiny_flags, "--runs-dir", str(runs), "--quiet", "--verdict-attack", "ganleak_fbb"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "python -m audit.lira: error: --verdict-attack ganleak_fbb scored no canary of these runs (they lack what it "
+        "reads); the runs stay in the store"
+    )
+    assert len(list(runs.glob("*/runs/*.npz"))) == 4

@@ -106,32 +106,3 @@ def test_the_noise_bug_is_violated_white_box_and_its_domain_twin_opens_the_extre
     scores = np.load(root / "audit" / "scores.npz")
     coins, support = scores["membership"][:, -1], scores["support"][:, -1]
     assert (support[~coins] == 0).all()  # never a record there when the canary is out
-
-
-def test_a_declared_attack_the_runs_cannot_score_exits_2_with_one_line(tmp_path, capsys, tiny_flags):
-    # a table's attack on images is refused before any run; one that needs what the runs did not store
-    # (GAN-Leaks' reconstruction of a subset release) after them, with the runs kept in the store
-    runs = tmp_path / "runs"
-    flags = ["--victim", "subset", "--ipc", "2", "--dataset", "digits", "--n-shadow", "4", "--executor", "inline"]
-    with pytest.raises(SystemExit) as e:
-        lira.main([*flags, *tiny_flags, "--runs-dir", str(runs), "--verdict-attack", "pairs"])
-    assert e.value.code == 2 and not runs.exists()
-    (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line == (
-        "python -m audit.lira: error: --verdict-attack pairs scores a released table; --dataset digits holds images"
-    )
-    with pytest.raises(SystemExit) as e:
-        lira.main([*flags, *tiny_flags, "--runs-dir", str(runs), "--verdict-attack", "whitebox"])
-    assert e.value.code == 2 and not runs.exists()
-    assert capsys.readouterr().err.strip() == (
-        "python -m audit.lira: error: --verdict-attack whitebox is a white-box attack: it needs "
-        "--threat-model white-box"
-    )
-    with pytest.raises(SystemExit) as e:
-        lira.main([*flags, *tiny_flags, "--runs-dir", str(runs), "--quiet", "--verdict-attack", "ganleak_fbb"])
-    assert e.value.code == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "python -m audit.lira: error: --verdict-attack ganleak_fbb scored no canary of these runs (they lack what it "
-        "reads); the runs stay in the store"
-    )
-    assert len(list(runs.glob("*/runs/*.npz"))) == 4
