@@ -87,20 +87,16 @@ def look_values(
     """[look] bounds of `analysis` in one repetition: look k on the first `schedule.runs[k]` target
     runs at `schedule.confidence_at(k)`, its count tuned on as many reference runs (`tune`, the
     verdict's rule). The design has one attack."""
-    return np.array(list(_looks(design, schedule, master_seed, analysis=analysis, cache=cache)))
-
-
-def _looks(design: Design, schedule: Schedule, master_seed: int, *, analysis: str, cache: BoundCache | None):
-    """`look_values`' bounds one look at a time, so a caller may stop at an alarm as an audit would."""
-    for values in _look_bounds(design, schedule, master_seed, analyses=(analysis,), cache=cache):
-        yield values[0]
+    looks = _look_bounds(design, schedule, master_seed, analyses=(analysis,), cache=cache)
+    return np.array([values[0] for values in looks])
 
 
 def _look_bounds(
     design: Design, schedule: Schedule, master_seed: int, *, analyses: tuple[str, ...], cache: BoundCache | None
 ):
     """Per look, the bounds of each of `analyses` (a tuple), all on the same coins, scores and tie
-    orders, each at `schedule.confidence_at(k)`, its count tuned on the look's references."""
+    orders, each at `schedule.confidence_at(k)`, its count tuned on the look's references; one look
+    at a time, so a caller may stop at an alarm as an audit would."""
     if design.attacks != 1:
         raise ValueError("a sequential repetition takes a design of one attack")
     if schedule.budget > design.n_targets:
@@ -146,13 +142,7 @@ def sequential_row(design: Design, schedule: Schedule, *, analysis: str, repetit
     limit = truth(design, analysis)
     if limit is None:
         raise ValueError(f"{analysis} has no truth on {design.name}")
-    cache, first, alarmed = BoundCache(), [], []
-    for r in range(repetitions):
-        looks = _looks(design, schedule, seed + r, analysis=analysis, cache=cache)
-        alarm = next((k for k, value in enumerate(looks) if value > limit), None)  # an audit stops there
-        if alarm is not None:
-            first.append(schedule.runs[alarm])
-            alarmed.append(seed + r)
+    first, alarmed, _ = _first_alarms(design, schedule, (analysis,), (limit,), repetitions=repetitions, seed=seed)
     return SequentialRow(
         design.name,
         analysis,
@@ -163,6 +153,24 @@ def sequential_row(design: Design, schedule: Schedule, *, analysis: str, repetit
         tuple(first),
         tuple(alarmed),
     )
+
+
+def _first_alarms(
+    design: Design, schedule: Schedule, analyses: tuple[str, ...], limits, *, repetitions: int, seed: int
+) -> tuple[list[int], list[int], list[str]]:
+    """Per repetition (master seeds `seed` + r) that alarms: the runs of its first look with a bound of
+    some analysis above its limit (where an audit stops), its master seed, and the analyses that
+    rejected there (joined by "+")."""
+    cache, first, alarmed, stopped_by = BoundCache(), [], [], []
+    for r in range(repetitions):
+        for k, values in enumerate(_look_bounds(design, schedule, seed + r, analyses=analyses, cache=cache)):
+            rejected = [a for a, value, limit in zip(analyses, values, limits) if value > limit]
+            if rejected:  # an audit stops there
+                first.append(schedule.runs[k])
+                alarmed.append(seed + r)
+                stopped_by.append("+".join(rejected))
+                break
+    return first, alarmed, stopped_by
 
 
 #: the two tests of a look where the runs record a mechanism: the ε verdict's (f_{ε,δ}) and the own curve's
@@ -181,15 +189,7 @@ def combined_row(
     limits = [truth(design, analysis) for analysis in analyses]
     if any(limit is None for limit in limits):
         raise ValueError(f"{', '.join(analyses)}: not every test has a truth on {design.name}")
-    cache, first, alarmed, stopped_by = BoundCache(), [], [], []
-    for r in range(repetitions):
-        for k, values in enumerate(_look_bounds(design, schedule, seed + r, analyses=analyses, cache=cache)):
-            rejected = [a for a, value, limit in zip(analyses, values, limits) if value > limit]
-            if rejected:  # an audit stops there
-                first.append(schedule.runs[k])
-                alarmed.append(seed + r)
-                stopped_by.append("+".join(rejected))
-                break
+    first, alarmed, stopped_by = _first_alarms(design, schedule, analyses, limits, repetitions=repetitions, seed=seed)
     return CombinedRow(
         design.name,
         tuple(analyses),

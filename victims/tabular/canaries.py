@@ -92,16 +92,16 @@ def unheld_records(
             f"leaves {fewest} cells of a feature empty ({labels} labels: at most {labels * fewest})"
         )
     cells = np.zeros((n, d + 1), dtype=np.int64)
-    for i in range(n):
-        label, turn = i % labels, i // labels
-        cells[i, d] = label
-        of_label = codes[codes[:, d] == label]
-        for j in range(d):
-            if len(empty[j]):
-                cells[i, j] = empty[j][turn % len(empty[j])]
-            else:  # no empty cell in this column: the label's most common one
-                held = of_label[:, j] if len(of_label) else codes[:, j]
-                cells[i, j] = int(np.argmax(np.bincount(held, minlength=sizes[j])))
+    cells[:, d] = np.arange(n) % labels
+    turn = np.arange(n) // labels
+    for j in range(d):
+        if len(empty[j]):
+            cells[:, j] = empty[j][turn % len(empty[j])]
+            continue
+        for label in range(min(n, labels)):  # no empty cell in this column: the label's most common one
+            held = codes[codes[:, d] == label, j]
+            held = held if len(held) else codes[:, j]
+            cells[cells[:, d] == label, j] = int(np.argmax(np.bincount(held, minlength=sizes[j])))
     if not n:
         return np.zeros((0, d), dtype=np.float32), np.zeros(0, dtype=np.int64)
     for _ in range(MOST_BATCHES):  # a number drawn in its bin may round out of it: drawn again
