@@ -370,7 +370,9 @@ def verdict_entry(
     else null. With `settings.verdict_attack` (`--verdict-attack`), both rest on that attack alone,
     declared before any run: its count is still tuned on the reference runs, or fixed where they
     predict 0 (`chosen_by` "declared", or "fixed"); no choice reads a target's coin, so the one-run
-    tests hold at their full level as for a choice on the references."""
+    tests hold at their full level as for a choice on the references (Steinke, Nasr & Jagielski 2023,
+    Theorem 3.1, for the count bound; Mahloujifar, Melis & Chaudhuri 2024 for the f-DP test): the
+    self-test's tuned rows, one attack with its count tuned on the references, measure this case."""
     groups = {}
     for attack, s in scores.items():
         s, keep = s[:, columns], membership[:, columns]
