@@ -367,12 +367,10 @@ def verdict_entry(
     holds the test of its own curve (`audit.stats.guesses.mechanism_verdict`) on the attack the
     reference runs predict strongest for that test (`audit.evaluate.mechanism_attack`, not
     necessarily the ε verdict's), with its own tuned count (or the grid, paid for the same way);
-    else null. With `settings.verdict_attack` (`--verdict-attack`), both rest on that attack alone,
-    declared before any run: its count is still tuned on the reference runs, or fixed where they
-    predict 0 (`chosen_by` "declared", or "fixed"); no choice reads a target's coin, so the one-run
-    tests hold at their full level as for a choice on the references (Steinke, Nasr & Jagielski 2023,
-    Theorem 3.1, for the count bound; Mahloujifar, Melis & Chaudhuri 2024 for the f-DP test): the
-    self-test's tuned rows, one attack with its count tuned on the references, measure this case."""
+    else null. With `settings.verdict_attack` (`--verdict-attack`) both rest on that attack alone,
+    its count tuned on the references or fixed where they predict 0 (`chosen_by` "declared" or
+    "fixed"): no choice reads a target's coin, so Steinke, Nasr & Jagielski's Theorem 3.1 and the f-DP
+    test hold at full level (the self-test's tuned rows, one attack, measure this case)."""
     groups = {}
     for attack, s in scores.items():
         s, keep = s[:, columns], membership[:, columns]
