@@ -19,6 +19,8 @@ import numpy as np
 from victims.base import Observations, RunError, resolve_device
 from victims.compiled import COMPILE_MODES, compiled_steps, resolve_compile, runs_per_worker
 from victims.data import DataError, Pool
+from victims.precision import PRECISIONS
+from victims.precision import precision as numerics
 
 EXECUTORS = ("ray", "inline")
 
@@ -28,29 +30,45 @@ class ExecutorConfig:
     kind: str = "ray"  # "ray" or "inline" (in this process, for debugging)
     workers: int | None = None  # local Ray: concurrent runs, one CPU each (None: every core)
     address: str | None = None  # an existing Ray cluster ("auto" or host:port); None starts one here
-    gpus_per_run: float = 0.0  # e.g. 0.25 packs four runs per GPU
+    gpus_per_run: float | None = None  # e.g. 0.25 puts four tasks on a GPU; None: `audit.placement`'s rule (0 on a CPU)
     max_retries: int = 3  # re-runs of a task whose worker died
     device: str = "auto"  # where a run trains: "auto", "cpu", "cuda"
-    runs_per_task: int = 1  # K runs per task, trained together where the victim packs (`victims.packed`)
+    runs_per_task: int | None = None  # K runs per task, packed where the victim packs; None: the rule's (1 on a CPU)
     compile: str = "auto"  # --compile: the training steps through torch.compile, per worker (`victims.compiled`)
+    precision: str = "fp32"  # --precision: the training's arithmetic (`victims.precision`)
 
     def __post_init__(self) -> None:
         if self.kind not in EXECUTORS:
             raise ValueError(f"--executor must be one of {EXECUTORS}, got {self.kind!r}")
         if self.workers is not None and self.workers < 1:
             raise ValueError(f"--workers must be >= 1, got {self.workers}")
-        if self.gpus_per_run < 0 or (self.gpus_per_run > 1 and not float(self.gpus_per_run).is_integer()):
-            raise ValueError(f"--gpus-per-run must be a fraction in [0, 1] or a whole number, got {self.gpus_per_run}")
-        if self.runs_per_task < 1:
+        share = self.gpus_per_run
+        if share is not None and (share < 0 or (share > 1 and not float(share).is_integer())):
+            raise ValueError(f"--gpus-per-run must be a fraction in [0, 1] or a whole number, got {share}")
+        if self.runs_per_task is not None and self.runs_per_task < 1:
             raise ValueError(f"--runs-per-task must be >= 1, got {self.runs_per_task}")
         if self.compile not in COMPILE_MODES:
             raise ValueError(f"--compile must be one of {COMPILE_MODES}, got {self.compile!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"--precision must be one of {PRECISIONS}, got {self.precision!r}")
+
+    @property
+    def gpu_share(self) -> float:
+        return self.gpus_per_run or 0.0
+
+    @property
+    def pack_size(self) -> int:
+        return self.runs_per_task or 1
 
 
 class RunFailed(ValueError):
     """Bad input a run (or a pack) met as it ran (`victims.base.RunError`, `DataError`: a command victim's
     command that exits non-zero, a release outside the pool's schema, ...): one line naming the run and its
     seed, then the victim's first line. `audit.pipeline.train_missing_runs` makes it the command's one-line error."""
+
+
+class RayUnavailable(RunFailed):
+    """Ray that cannot start or join its cluster, in one line that suggests `--executor inline`."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,11 +80,17 @@ class RunTask:
 
 
 def run_victims(
-    victim: Any, pool: Pool, tasks: Sequence[RunTask], *, device: str, compiled: bool = False
+    victim: Any,
+    pool: Pool,
+    tasks: Sequence[RunTask],
+    *,
+    device: str,
+    compiled: bool = False,
+    precision: str = "fp32",
 ) -> list[tuple[Observations, dict]]:
     """The runs of `tasks` in this task, each with the metadata stored beside it, on one torch thread;
     with `compiled`, their training steps through torch.compile (`victims.compiled`, recorded as
-    `compiled` in the metadata).
+    `compiled` in the metadata); at `precision` (`victims.precision`, recorded unless fp32).
 
     Several tasks are trained together when the victim packs (`run_packed`, `victims.packed`):
     each keeps its own seed, members and result, and `wall_s` is the pack's time over its runs,
@@ -80,9 +104,9 @@ def run_victims(
     device = resolve_device(device)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    extra = {"compiled": True} if compiled else {}
+    extra = {**({"compiled": True} if compiled else {}), **({"precision": precision} if precision != "fp32" else {})}
     try:
-        with compiled_steps(compiled):
+        with compiled_steps(compiled), numerics(precision):
             return [(obs, {**meta, **extra}) for obs, meta in _run_all(victim, pool, tasks, device=device)]
     finally:
         torch.set_num_threads(threads)
@@ -140,7 +164,8 @@ def execute(
         return
     if len({t.inclusion_rate for t in tasks}) > 1:
         raise ValueError("every task of one execution has the plan's one inclusion rate")
-    packs = [tuple(tasks[i : i + config.runs_per_task]) for i in range(0, len(tasks), config.runs_per_task)]
+    k = config.pack_size
+    packs = [tuple(tasks[i : i + k]) for i in range(0, len(tasks), k)]
     inline = config.kind == "inline"
     compiled = resolve_compile(
         config.compile,
@@ -148,12 +173,13 @@ def execute(
         pixels=int(np.prod(pool.image_shape[1:])),
         inline=inline,
         break_even=getattr(victim, "compile_break_even", None),
-        device="cuda" if config.gpus_per_run > 0 else resolve_device(config.device),
+        device="cuda" if config.gpu_share > 0 else resolve_device(config.device),
     )
     if inline:
         for pack in packs:
             for task, (obs, meta) in zip(
-                pack, run_victims(victim, pool, pack, device=config.device, compiled=compiled)
+                pack,
+                run_victims(victim, pool, pack, device=config.device, compiled=compiled, precision=config.precision),
             ):
                 yield task, obs, meta
         return
@@ -173,16 +199,21 @@ def ray_session(config: ExecutorConfig) -> Iterator[None]:
 
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(
-            # "local": a new Ray here even when another one runs on this machine (address None
-            # would join the cluster a `ray start` last recorded, or RAY_ADDRESS's)
-            address=config.address or "local",
-            num_cpus=(config.workers or os.cpu_count()) if config.address is None else None,
-            include_dashboard=False,
-            logging_level="ERROR",
-            log_to_driver=False,
-            configure_logging=True,
-        )
+        try:
+            ray.init(
+                # "local": a new Ray here even when another one runs on this machine (address None
+                # would join the cluster a `ray start` last recorded, or RAY_ADDRESS's)
+                address=config.address or "local",
+                num_cpus=(config.workers or os.cpu_count()) if config.address is None else None,
+                include_dashboard=False,
+                logging_level="ERROR",
+                log_to_driver=False,
+                configure_logging=True,
+            )
+        except Exception as e:  # noqa: BLE001 - Ray's own failures (a node that timed out, no cluster at the address)
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            where = f"join the Ray cluster at {config.address}" if config.address else "start Ray here"
+            raise RayUnavailable(f"could not {where}: {first}; --executor inline runs without Ray") from None
     try:
         yield
     finally:
@@ -194,10 +225,8 @@ def _execute_ray(packs, *, victim, pool, config: ExecutorConfig, compiled: bool)
     import ray
 
     with ray_session(config):
-        remote = ray.remote(run_victims).options(
-            num_cpus=1, num_gpus=config.gpus_per_run, max_retries=config.max_retries
-        )
-        device = "cuda" if config.gpus_per_run > 0 else config.device
+        remote = ray.remote(run_victims).options(num_cpus=1, num_gpus=config.gpu_share, max_retries=config.max_retries)
+        device = "cuda" if config.gpu_share > 0 else config.device
         victim_ref, pool_ref = ray.put(victim), ray.put(pool)  # shipped once, shared by every task
         slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
         max_pending = 2 * (config.workers or slots)
@@ -205,7 +234,11 @@ def _execute_ray(packs, *, victim, pool, config: ExecutorConfig, compiled: bool)
         while queue or pending:
             while queue and len(pending) < max_pending:
                 pack = queue.pop(0)
-                pending[remote.remote(victim_ref, pool_ref, pack, device=device, compiled=compiled)] = pack
+                pending[
+                    remote.remote(
+                        victim_ref, pool_ref, pack, device=device, compiled=compiled, precision=config.precision
+                    )
+                ] = pack
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
                 pack = pending.pop(ref)

@@ -4,12 +4,14 @@ any training."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from audit.executor import ExecutorConfig, RunFailed, RunTask, execute
+from audit.executor import ExecutorConfig, RunFailed, RunTask, execute, ray_session
+from audit.placement import layout
 from audit.provenance import provenance
 from shadow_runs import RunStore, run_seed
 from shadow_runs.plan import PLAN
@@ -105,17 +107,24 @@ def train_missing_runs(
             print(f"error: {e}", file=sys.stderr)
             raise SystemExit(2) from None
     try:
-        with tqdm(
-            total=len(keep),
-            initial=len(keep) - len(tasks),
-            unit="run",
-            desc=victim.name,
-            disable=quiet,
-            file=sys.stderr,
-        ) as bar:
-            for task, obs, meta in execute(tasks, victim=victim, pool=pool, config=executor):
-                store.write_run(task.run, *obs.to_store(meta))
-                bar.update(1)
+        with ray_session(executor) if tasks else contextlib.nullcontext():  # the layout may ask a cluster
+            try:
+                placed = layout(executor, victim=victim, pixels=int(np.prod(pool.image_shape[1:])), n_runs=len(tasks))
+            except ValueError as e:  # --device cuda with no GPU in sight
+                raise RunFailed(str(e)) from None
+            if placed.line and tasks and not quiet:
+                print(placed.line, file=sys.stderr, flush=True)
+            with tqdm(
+                total=len(keep),
+                initial=len(keep) - len(tasks),
+                unit="run",
+                desc=victim.name,
+                disable=quiet,
+                file=sys.stderr,
+            ) as bar:
+                for task, obs, meta in execute(tasks, victim=victim, pool=pool, config=placed.config):
+                    store.write_run(task.run, *obs.to_store(meta))
+                    bar.update(1)
     except KeyboardInterrupt:
         print(resume_line(store, len(keep)), file=sys.stderr, flush=True)
         raise SystemExit(130) from None

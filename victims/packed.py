@@ -44,6 +44,7 @@ from victims.base import Observations, SeededRuns, seeded_runs
 from victims.compiled import maybe_compiled
 from victims.data import Pool
 from victims.nets import NetConfig, build_net, reinitialise
+from victims.precision import training_autocast
 from victims.train import Batches, TrainConfig, query_views, to_model_space, train
 
 
@@ -132,10 +133,11 @@ def train_packed(
     )
     forward = maybe_compiled(grouped)  # compiled once per process under --compile, as `train`'s step
     for xb, yb in batches:  # [K, B, ...], [K, B]
-        out = forward(xb)  # [K, B, classes]
-        # each model's mean loss over its own batch (all batches have B examples), summed: the
-        # gradient of model k is its own
-        loss = F.cross_entropy(out.flatten(0, 1), yb.flatten(), reduction="sum") / yb.shape[1]
+        with training_autocast(xb.device):  # bf16 under --precision bf16 (victims.precision)
+            out = forward(xb)  # [K, B, classes]
+            # each model's mean loss over its own batch (all batches have B examples), summed: the
+            # gradient of model k is its own
+            loss = F.cross_entropy(out.flatten(0, 1), yb.flatten(), reduction="sum") / yb.shape[1]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

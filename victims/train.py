@@ -16,6 +16,7 @@ from torch import nn
 
 from victims.compiled import maybe_compiled
 from victims.nets import NetConfig, build_net
+from victims.precision import training_autocast
 
 SHIFTS = ((0, 0), (1, 0), (-1, 0), (0, 1), (0, -1))  # (rows, cols) in pixels; (0, 0) first
 
@@ -137,7 +138,8 @@ def train(
     forward = maybe_compiled(model)  # compiled once per process under --compile (victims.compiled)
     for _ in range(config.steps):
         xb, yb = batches.next()
-        loss = F.cross_entropy(forward(xb), yb)
+        with training_autocast(xb.device):  # bf16 under --precision bf16 (victims.precision)
+            loss = F.cross_entropy(forward(xb), yb)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

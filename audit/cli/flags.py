@@ -15,16 +15,11 @@ from audit.summary import EvaluationSettings
 from shadow_runs.plan import DEFAULT_INCLUSION_RATE, FIXED_REMAINDER, PLANS
 from victims import victim_names
 from victims.compiled import COMPILE_MODES
+from victims.precision import PRECISIONS
 from victims.canaries import ALL_KINDS, DEFAULT_COPIES, CanaryConfig
 from victims.tabular.canaries import UNSEEN
 from victims.dp.whitebox_canaries import THREAT_MODELS
 
-#: --runs-per-task's default on a GPU (--gpus-per-run > 0 or --device cuda). On an H100 at 28x28 a
-#: pack of 8 trained 2.86x (real), 1.31x (dm) and 1.48x (psg) the runs per hour of one run at a
-#: time (bench/gpu.py, docs/performance.md "On a GPU"). On a CPU the default is 1:
-#: packing measured 1.03-1.30x for one task alone and 0.88-1.11x end to end on two workers, and a
-#: packed run differs from the same run alone by float reordering (docs/performance.md, "Packed runs").
-GPU_RUNS_PER_TASK = 8
 #: the canaries of a white-box audit given no --canaries/--canary-kind: 4,000 gradient canaries per
 #: run, or as many as the victim's release has coordinates where that is fewer (each gradient canary
 #: needs one of its own: psg 3,088, dpcgan 3,577, datalens 1,024 on digits); record canaries
@@ -257,16 +252,15 @@ def evaluation_settings(args: argparse.Namespace) -> EvaluationSettings:
 
 def executor_config(args: argparse.Namespace) -> ExecutorConfig:
     """Where and how the runs train, from the run flags; ValueError on a bad value."""
-    gpu = args.gpus_per_run > 0 or args.device == "cuda"
-    runs_per_task = args.runs_per_task or (GPU_RUNS_PER_TASK if gpu else 1)
     return ExecutorConfig(
         kind=args.executor,
         workers=args.workers,
         address=args.address,
         gpus_per_run=args.gpus_per_run,
         device=args.device,
-        runs_per_task=runs_per_task,
+        runs_per_task=args.runs_per_task,
         compile=args.compile,
+        precision=args.precision,
     )
 
 
@@ -291,15 +285,28 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workers", type=int_at_least(1), default=None, help="concurrent runs on a local Ray (default: all cores)"
     )
-    p.add_argument("--gpus-per-run", type=float, default=0.0, help="GPU share per task, e.g. 0.25")
+    p.add_argument(
+        "--gpus-per-run",
+        type=float,
+        default=None,
+        help="GPU share per task, e.g. 0.25 (default: 0 on a CPU; with GPUs, 1 for a victim that packs, else the "
+        "GPUs shared by the workers: audit.placement, one line says what it chose)",
+    )
     p.add_argument(
         "--runs-per-task",
         type=int_at_least(1),
         default=None,
         help="runs per task, trained together where the victim packs them (real, subset, dm, dsa, dc, kip, psg); "
-        f"default: 1 on a CPU, {GPU_RUNS_PER_TASK} on a GPU",
+        "default: 1 on a CPU; with GPUs, a quarter of each GPU's runs, as many as half its memory holds",
     )
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument(
+        "--precision",
+        default="fp32",
+        choices=PRECISIONS,
+        help="the training's arithmetic: tf32 (matrix products on a GPU), bf16 (also the training forward passes "
+        "under bfloat16 autocast); clipping, norms and noise of a DP victim stay float32 (victims.precision)",
+    )
     p.add_argument(
         "--compile",
         default="auto",

@@ -32,7 +32,7 @@ from victims.base import check_pool_kind
 from victims.overrides import build_victim
 from attacks.registry import TABLE, get_attack
 from audit.evaluate import StoredRuns, claimed_mechanism, run_delta, score_attacks, top_level_bounded
-from audit.executor import ray_session
+from audit.executor import RayUnavailable, ray_session
 from audit.pipeline import check_canary_coins, experiment_record, train_missing_runs
 from audit.reporting.remarks import remarks
 from audit.rounds import FIRST_LOOK, audit_in_rounds
@@ -187,7 +187,7 @@ def main(
                 summary = audit_in_rounds(
                     looks, train_to, score_at, own_curve_applies=own_curve_applies, quiet=args.quiet
                 )
-    except DeclaredAttackError as e:
+    except (DeclaredAttackError, RayUnavailable) as e:
         parser.error(str(e))
     runs, scores, targets = audited[summary.data["n_shadow"], summary.data["evaluation"]["confidence"]]
     # scores.npz and the ROC plot take attacks that scored every example the bound is over (a white-box

@@ -65,6 +65,7 @@ from torch.func import functional_call, grad, vmap
 
 from victims.base import DEFAULT_INCLUSION_RATE, expected_members
 from victims.compiled import maybe_compiled
+from victims.precision import exact_float32
 from victims.data import Pool
 from victims.dp.whitebox_canaries import CanaryProbe
 
@@ -465,13 +466,16 @@ def clipped_gradient_sum(
     pass.) Forming [256, 128, 128, 3, 3] gradients is memory traffic that the ghost norms of the
     deeper convolutions avoid; at the digits preset's width 16 every variant is within noise.
     """
-    signals = _layer_signals(net, params, x, y)
-    if signals is None:
-        clipped = clip_per_example(per_example_gradients(net, params, x, y), max_norm)
-        return [clipped[name].sum(0) for name in params]
-    # the batch size is Poisson: one compiled graph for every size (dynamic), not one per size
-    sums = maybe_compiled(_clipped_sums, dynamic=True)(signals.inputs, signals.backprops, signals.geometries, max_norm)
-    return [s.reshape(p.shape) for s, p in zip(sums, params.values())]
+    with exact_float32():  # at every --precision (victims.precision)
+        signals = _layer_signals(net, params, x, y)
+        if signals is None:
+            clipped = clip_per_example(per_example_gradients(net, params, x, y), max_norm)
+            return [clipped[name].sum(0) for name in params]
+        # the batch size is Poisson: one compiled graph for every size (dynamic), not one per size
+        sums = maybe_compiled(_clipped_sums, dynamic=True)(
+            signals.inputs, signals.backprops, signals.geometries, max_norm
+        )
+        return [s.reshape(p.shape) for s, p in zip(sums, params.values())]
 
 
 def clip_per_example(grads: dict[str, torch.Tensor], max_norm: float) -> dict[str, torch.Tensor]:
@@ -490,13 +494,16 @@ def gaussian_release(
     probe): with a white-box `probe` (`victims.dp.whitebox_canaries`), its gradient canaries are added to the
     clean sums first and every canary's projection of the noisy sums is recorded after. Without
     one the result is the mechanism's alone, bit for bit."""
-    if probe is not None:
-        sums = probe.contribute(sums)
-    if std > 0:
-        sums = [s + std * torch.randn(s.shape, generator=generator, device=generator.device).to(s.device) for s in sums]
-    if probe is not None:
-        probe.observe(sums)
-    return sums
+    with exact_float32():
+        if probe is not None:
+            sums = probe.contribute(sums)
+        if std > 0:
+            sums = [
+                s + std * torch.randn(s.shape, generator=generator, device=generator.device).to(s.device) for s in sums
+            ]
+        if probe is not None:
+            probe.observe(sums)
+        return sums
 
 
 def gaussian_mean(
@@ -553,6 +560,13 @@ def grouped_clipped_gradient_sums(
     clipping factor are `clipped_gradient_sum`'s (the same `_LayerFactors`, ghost norms where
     cheaper), so each run's sum is the one `clipped_gradient_sum` gives on its weight-1 examples
     alone, up to the order of float additions."""
+    with exact_float32():  # at every --precision (victims.precision)
+        return _grouped_clipped_sums(grouped, x, y, weights, max_norm=max_norm)
+
+
+def _grouped_clipped_sums(
+    grouped: nn.Module, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor, *, max_norm: float
+) -> list[torch.Tensor]:
     from victims.packed import GroupedLinear
 
     k = grouped.k
@@ -604,6 +618,11 @@ def gaussian_release_packed(
     noise is drawn from its own generator in `gaussian_release`'s order (parameter by parameter,
     the same kernel as its `torch.randn`), so each run gets the numbers it gets alone; its probe
     (white-box) contributes and observes as there."""
+    with exact_float32():
+        return _release_packed(sums, std=std, generators=generators, probes=probes)
+
+
+def _release_packed(sums, *, std, generators, probes) -> list[torch.Tensor]:
     if probes is not None and any(p is not None for p in probes):
         contributed = [
             probe.contribute([s[k] for s in sums]) if probe is not None else [s[k] for s in sums]

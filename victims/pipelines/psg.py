@@ -82,6 +82,7 @@ from victims.dp.privacy import (
     require_accountant,
     require_privacy_target,
 )
+from victims.precision import training_autocast
 from victims.synthetic import ReleasesData
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
 from victims.dp.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
@@ -419,8 +420,10 @@ class PSGVictim(ReleasesData):
                         sums, std=sigma * self.max_grad_norm, generators=generators, probes=probes
                     )
                     real = [s / self.batch_size for s in noisy]
-                    out = grouped(pixels)
-                    loss = F.cross_entropy(out.flatten(0, 1), stacked_labels, reduction="none").view(k, -1).mean(1)
+                    with training_autocast(device):  # bf16 under --precision bf16 (victims.precision)
+                        out = grouped(pixels)
+                        loss = F.cross_entropy(out.flatten(0, 1), stacked_labels, reduction="none")
+                    loss = loss.view(k, -1).mean(1)
                     synthetic = torch.autograd.grad(loss.sum(), matched, create_graph=True)
                     # each run's output units as rows of one matrix per layer: the layer-wise
                     # distance is a sum over rows, so the K distances are summed
@@ -439,8 +442,9 @@ class PSGVictim(ReleasesData):
                             [torch.randperm(n_images, generator=g, device=g.device) for g in generators]
                         ).to(device)
                         for chunk in order.split(self.batch_size, dim=1):
-                            out = grouped(images[run_index, chunk])
-                            losses = F.cross_entropy(out.flatten(0, 1), labels[chunk].flatten(), reduction="none")
+                            with training_autocast(device):
+                                out = grouped(images[run_index, chunk])
+                                losses = F.cross_entropy(out.flatten(0, 1), labels[chunk].flatten(), reduction="none")
                             net_optimizer.zero_grad(set_to_none=True)
                             losses.view(k, -1).mean(1).sum().backward()
                             net_optimizer.step()
@@ -518,7 +522,9 @@ class PSGVictim(ReleasesData):
                             self.batch_size
                         ):
                             net_optimizer.zero_grad(set_to_none=True)
-                            F.cross_entropy(net(images[chunk]), labels[chunk]).backward()
+                            with training_autocast(device):
+                                loss = F.cross_entropy(net(images[chunk]), labels[chunk])
+                            loss.backward()
                             net_optimizer.step()
         return synthetic.images().detach(), labels
 
@@ -570,7 +576,8 @@ class SyntheticSet:
             )
             self.optimizer.step()
             return
-        loss = F.cross_entropy(net(self.images()), self.labels)
+        with training_autocast(self.labels.device):  # bf16 under --precision bf16 (victims.precision)
+            loss = F.cross_entropy(net(self.images()), self.labels)
         synthetic_gradient = torch.autograd.grad(loss, list(matched.values()), create_graph=True)
         distance = gradient_distance(synthetic_gradient, real_gradient)
         learnable = [self.pixels] if self.pixels is not None else list(self.generator_net.parameters())

@@ -1,0 +1,148 @@
+"""Where an audit's runs train: the layout the executor flags leave open, filled by one rule.
+
+On a machine (or a Ray cluster, node by node) with GPUs and `--device auto|cuda`:
+- a victim that packs (`run_packed`, `victims.packed`) runs one task per GPU, each a pack of
+  ceil(runs / (GPUs x PACKS_PER_GPU)) runs, capped by what MEMORY_SHARE of the smallest GPU holds at
+  the victim's per-run footprint (MIB_PER_RUN). That is the fastest layout measured on an H200
+  (docs/performance.md, "On a GPU"): the headline audit took 53.7 s with one task holding the GPU and
+  packs of 64, against 79.9 s with one task per core, each with its own CUDA context;
+- a victim that does not pack runs one task per core (or `--workers`), the GPUs shared among them.
+Without a GPU, or with `--device cpu`: one task per core, one run each, as always. A flag given
+(`--gpus-per-run`, `--runs-per-task`, `--workers`) is kept; the rule fills only the others.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, replace
+from typing import Any
+
+from audit.executor import ExecutorConfig
+
+#: packs per GPU the rule aims at: a killed pack costs at most a quarter of a GPU's runs and the
+#: progress bar moves four times; a pack of 64 ran 0.029 s a run (psg, digits, H200) against 0.026 at 256
+PACKS_PER_GPU = 4
+#: the share of a GPU's memory the packs may fill; the rest is CUDA's context, cuDNN's workspaces
+#: and the caching allocator's slack
+MEMORY_SHARE = 0.5
+#: MiB a run adds to a pack, by victim and image pixels (h x w): the peak memory's growth from a pack
+#: of 2 to a pack of 8 over 6 runs (`python bench/footprint.py`, peak resident set on the CPU, an upper
+#: bound of the GPU's: the observations are returned to the host there); between sizes the larger's
+MIB_PER_RUN = {
+    "psg": {64: 57.6, 784: 57.6},
+    "real": {64: 53.7, 784: 53.7},
+}
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    memory_mib: int
+
+
+def local_gpus() -> list[Gpu]:
+    """This machine's GPUs, from nvidia-smi (no CUDA context in the driver), else torch."""
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        out = subprocess.run(
+            [smi, "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        if out.returncode == 0:
+            rows = [line.rsplit(",", 1) for line in out.stdout.strip().splitlines() if "," in line]
+            return [Gpu(name.strip(), int(float(mib))) for name, mib in rows]
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    return [
+        Gpu(props.name, props.total_memory // 2**20)
+        for props in map(torch.cuda.get_device_properties, range(torch.cuda.device_count()))
+    ]
+
+
+def cluster_gpus() -> list[Gpu]:
+    """Every GPU of the Ray cluster this process is connected to: each node with GPUs reports its own
+    (`local_gpus`, run there as a task holding no GPU)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    probe = ray.remote(num_cpus=0)(local_gpus)
+    nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("GPU", 0) > 0]
+    found = ray.get(
+        [
+            probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
+            for n in nodes
+        ]
+    )
+    return [gpu for gpus in found for gpu in gpus]
+
+
+def mib_per_run(victim: Any, pixels: int) -> float:
+    """The victim's footprint per packed run (MIB_PER_RUN); an unmeasured victim: the largest measured."""
+    measured = MIB_PER_RUN.get(getattr(victim, "name", ""))
+    if measured is None:
+        return max(max(sizes.values()) for sizes in MIB_PER_RUN.values())
+    size = min([s for s in sorted(measured) if s >= pixels], default=max(measured))
+    return measured[size]
+
+
+@dataclass(frozen=True)
+class Layout:
+    config: ExecutorConfig  # every field set
+    line: str | None  # what the rule chose, in one line; None where no GPU was in play
+
+
+def place(
+    config: ExecutorConfig, *, gpus: list[Gpu], packs: bool, n_runs: int, mib_per_run: float, cores: int
+) -> Layout:
+    """The rule (module docstring) for `gpus`, a victim that `packs` or not, `n_runs` runs to train."""
+    if config.device == "cpu" or not gpus:
+        if config.device == "cuda" and not gpus:
+            raise ValueError("--device cuda: no GPU is visible here (nvidia-smi and torch see none)")
+        return Layout(
+            replace(config, gpus_per_run=config.gpus_per_run or 0.0, runs_per_task=config.runs_per_task or 1), None
+        )
+    n = len(gpus)
+    if packs:
+        share = config.gpus_per_run or 1.0
+        workers = config.workers or max(1, int(n / share))
+        memory = min(g.memory_mib for g in gpus) * min(share, 1.0) * MEMORY_SHARE
+        fits = max(1, int(memory // mib_per_run))
+        per_pack = config.runs_per_task or max(1, min(fits, math.ceil(n_runs / (workers * PACKS_PER_GPU))))
+    else:
+        workers = config.workers or cores
+        share = config.gpus_per_run or min(1.0, n / workers)
+        per_pack = config.runs_per_task or 1
+    chosen = replace(config, workers=workers, gpus_per_run=share, runs_per_task=per_pack, device="cuda")
+    kind = f"{n} GPU{'s' if n > 1 else ''} ({gpus[0].name}, {gpus[0].memory_mib / 1024:.0f} GiB)"
+    what = "packs of" if packs else "runs of"
+    line = (
+        f"device: {kind}: {workers} task{'s' if workers > 1 else ''} at a time, {share:g} GPU each, "
+        f"{what} {per_pack} per task{'' if packs else ' (the victim does not pack)'}; "
+        "--workers, --gpus-per-run and --runs-per-task override"
+    )
+    return Layout(chosen, line)
+
+
+def layout(config: ExecutorConfig, *, victim: Any, pixels: int, n_runs: int) -> Layout:
+    """`place` for this machine's GPUs, or the cluster's where `config.address` joins one (Ray running)."""
+    if config.device == "cpu":
+        gpus = []
+    elif config.address is not None and config.kind == "ray":
+        gpus = cluster_gpus()
+    else:
+        gpus = local_gpus()
+    return place(
+        config,
+        gpus=gpus,
+        packs=hasattr(victim, "run_packed"),
+        n_runs=n_runs,
+        mib_per_run=mib_per_run(victim, pixels),
+        cores=os.cpu_count() or 1,
+    )

@@ -1,0 +1,73 @@
+"""Arithmetic precision of a run's training (`--precision fp32|tf32|bf16`), scoped like `victims.compiled`.
+
+- fp32 (the default): torch's defaults, bit for bit what a run computed before this flag existed.
+- tf32: matrix products and convolutions on a CUDA device in TensorFloat-32 (10-bit mantissa, float32
+  range); a no-op on a CPU.
+- bf16: tf32, and the training forward passes of the downstream ConvNet and of PSG's matching network
+  under bfloat16 autocast (`training_autocast`), on a CPU too.
+
+What a DP mechanism's guarantee rests on never leaves float32 (`exact_float32`, at every precision):
+per-example gradients, their norms and clipping, and the Gaussian noise (`victims.dp.privacy`). The
+observations (the logits the attacks score) are taken in float32 too. A run records `precision` in its
+metadata unless fp32.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
+import torch
+
+PRECISIONS = ("fp32", "tf32", "bf16")
+
+_PRECISION: contextvars.ContextVar[str] = contextvars.ContextVar("precision", default="fp32")
+
+
+@contextlib.contextmanager
+def precision(mode: str) -> Iterator[None]:
+    """Within the block, runs train at `mode`; TF32 is allowed on CUDA unless fp32 (restored after)."""
+    if mode not in PRECISIONS:
+        raise ValueError(f"--precision must be one of {PRECISIONS}, got {mode!r}")
+    token = _PRECISION.set(mode)
+    try:
+        if mode == "fp32":
+            yield
+        else:
+            with _tf32(True):
+                yield
+    finally:
+        _PRECISION.reset(token)
+
+
+def current() -> str:
+    return _PRECISION.get()
+
+
+def training_autocast(device: torch.device | str) -> contextlib.AbstractContextManager:
+    """bfloat16 autocast on `device` for a training forward pass at bf16; a no-op otherwise."""
+    if current() != "bf16":
+        return contextlib.nullcontext()
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+
+
+@contextlib.contextmanager
+def exact_float32() -> Iterator[None]:
+    """Float32 throughout, whatever the precision outside: no autocast and no TF32 (which torch's
+    defaults allow in CUDA convolutions)."""
+    with contextlib.ExitStack() as stack:
+        for device in ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",):
+            stack.enter_context(torch.autocast(device, enabled=False))
+        stack.enter_context(_tf32(False))
+        yield
+
+
+@contextlib.contextmanager
+def _tf32(allowed: bool) -> Iterator[None]:
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = allowed
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
