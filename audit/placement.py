@@ -28,12 +28,13 @@ PACKS_PER_GPU = 4
 #: the share of a GPU's memory the packs may fill; the rest is CUDA's context, cuDNN's workspaces
 #: and the caching allocator's slack
 MEMORY_SHARE = 0.5
-#: MiB a run adds to a pack, by victim and image pixels (h x w): the peak memory's growth from a pack
-#: of 2 to a pack of 8 over 6 runs (`python bench/footprint.py`, peak resident set on the CPU, an upper
-#: bound of the GPU's: the observations are returned to the host there); between sizes the larger's
+#: MiB a run adds to a pack, by victim and image pixels (h x w). 8x8: an H100's peak memory of packs of
+#: 8 and 64 (psg 461 and 1,167 MiB, real 460 and 1,153: bench/gpu.py, docs/performance.md "A second
+#: H100"), over the 56 runs added. 28x28: the peak resident set's growth from a pack of 2 to one of 8
+#: on the CPU (`python bench/footprint.py`), an upper bound of the GPU's. Between sizes, the larger's.
 MIB_PER_RUN = {
-    "psg": {64: 57.6, 784: 57.6},
-    "real": {64: 53.7, 784: 53.7},
+    "psg": {64: 12.6},
+    "real": {64: 12.4},
 }
 
 
@@ -84,12 +85,20 @@ def cluster_gpus() -> list[Gpu]:
 
 
 def mib_per_run(victim: Any, pixels: int) -> float:
-    """The victim's footprint per packed run (MIB_PER_RUN); an unmeasured victim: the largest measured."""
+    """The victim's footprint per packed run at `pixels` (MIB_PER_RUN: the nearest size measured at or
+    above; above them all, the largest size's scaled by the pixels); an unmeasured victim: the largest."""
     measured = MIB_PER_RUN.get(getattr(victim, "name", ""))
     if measured is None:
-        return max(max(sizes.values()) for sizes in MIB_PER_RUN.values())
-    size = min([s for s in sorted(measured) if s >= pixels], default=max(measured))
-    return measured[size]
+        return max(_footprint(sizes, pixels) for sizes in MIB_PER_RUN.values())
+    return _footprint(measured, pixels)
+
+
+def _footprint(measured: dict[int, float], pixels: int) -> float:
+    above = [size for size in sorted(measured) if size >= pixels]
+    if above:
+        return measured[above[0]]
+    largest = max(measured)
+    return measured[largest] * pixels / largest
 
 
 @dataclass(frozen=True)

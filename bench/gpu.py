@@ -12,6 +12,14 @@ headline's 256 runs end to end with one task holding the GPU and 64 runs per tas
     python bench/gpu.py --dataset digits --victims psg psg:preset=faithful real --runs 2 \
         --packs 8 16 64 --shared 1:64 --share-runs 256 --budget-s 460
 
+Issue 56's figures (the README's headline as typed against the best flags; faithful PSG's runs per
+hour at 8x8 and 28x28, each precision alone), in two calls:
+
+    python bench/gpu.py --dataset digits --victims psg:preset=faithful psg real --runs 1 --packs 64 256 \
+        --precisions fp32 tf32 bf16 --shared auto 1:64 --share-runs 256 --budget-s 330
+    python bench/gpu.py --dataset mnist5k --victims psg:preset=faithful psg real --runs 1 --packs 64 \
+        --precisions fp32 tf32 bf16 --shared --budget-s 330
+
 and whether torch.compile still pays on packs that are batched (compilation and steady time apart):
 
     python bench/gpu.py --dataset digits --victims psg real dm --runs 1 --packs 64 --compiled-packs 64 \
@@ -37,7 +45,8 @@ Two parts, in this order:
 
 1. In one process, as one Ray task runs them (`audit.executor.run_victims`: one torch thread,
    `--compile off`): per victim, one warm-up run (CUDA's and cuDNN's first-call costs), then
-   `--runs` runs one at a time, then one pack of K runs for each K of `--packs` (the victim's
+   `--runs` runs one at a time, then one pack of K runs for each K of `--packs` and of PROBE_PACK, at
+   each of `--precisions` (the victim's
    `run_packed`; a victim without it runs them one after the other). Prints seconds per run and
    runs per hour of one task holding the whole GPU. `--compiled-packs K ...` then times a pack of
    K with `--compile on` twice, the compilation (the first less the second) and the steady seconds
@@ -56,8 +65,8 @@ runs and averaged (`busy_share`; None where nvidia-smi is missing).
 
 Each victim runs at its defaults (dm: `--init real --ipc 10`, as docs/results/mnist5k.md audits
 it); members are rows of `membership_matrix(pool.y, master_seed=0)`. A step whose estimated time
-(from the one-run figure) would pass `--budget-s` since the start is skipped and says so: a lent
-GPU's time is short. `--jsonl` appends one JSON object per measurement.
+(a pack's from the packs measured before it: `pack_seconds`) would pass `--budget-s` since the
+start is skipped and says so: a lent GPU's time is short. `--jsonl` appends one JSON object per measurement.
 """
 
 from __future__ import annotations
@@ -147,10 +156,18 @@ def main() -> None:
         nargs="*",
         default=["4:1", "4:8", "8:1"],
         metavar="P:K",
-        help="audit commands with P tasks sharing the GPU (1/P each), K runs per task",
+        help="audit commands with P tasks sharing the GPU (1/P each), K runs per task; auto: no layout flags, the "
+        "rule's own (audit.placement: the README's command as typed)",
     )
     p.add_argument("--share-runs", type=int, default=32, help="--n-shadow of each shared-GPU audit command")
     p.add_argument("--budget-s", type=float, default=420.0, help="skip a step that would end after this")
+    p.add_argument(
+        "--precisions",
+        nargs="+",
+        default=["fp32"],
+        choices=("fp32", "tf32", "bf16"),
+        help="each pack timed at each of these (victims.precision), in this order",
+    )
     p.add_argument("--jsonl", type=Path, default=None, help="append one JSON object per measurement here")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: the same steps on the cores")
     args = p.parse_args()
@@ -184,7 +201,7 @@ def in_process(args, record, affordable) -> dict[str, dict[int, float]]:
     from victims.overrides import build_victim
 
     pool = load_pool(args.dataset)
-    n_keep = max([args.runs + 1, *args.packs, *args.compiled_packs])
+    n_keep = max([args.runs + 1, PROBE_PACK, *args.packs, *args.compiled_packs])
     keeps = membership_matrix(pool.y, n_runs=n_keep, master_seed=0)
     tasks = [RunTask(run=r, seed=run_seed(master_seed=0, run=r), keep=keeps[r]) for r in range(n_keep)]
     record(
@@ -224,31 +241,19 @@ def in_process(args, record, affordable) -> dict[str, dict[int, float]]:
                 "test_accuracy": round(sum(o.test_accuracy for o in [warm, *done]) / (len(done) + 1), 3),
             }
         )
-        for k in args.packs:
-            if not affordable(closest_pack(one_run[spec], k) * k):
-                record({"part": "packed", "victim": spec, "k": k, "skipped": "budget"})
-                continue
-            if args.device == "cuda":
-                torch.cuda.reset_peak_memory_stats()
-            t = time.perf_counter()
-            with BusyShare() as busy:
-                packed = run_victims(victim, pool, tasks[:k], device=args.device)
-            per = (time.perf_counter() - t) / k
-            one_run[spec][k] = per
-            record(
-                {
-                    "part": "packed",
-                    "victim": spec,
-                    "busy_share": busy.share,
-                    "k": k,
-                    "packs": hasattr(victim, "run_packed"),
-                    "s_per_run": round(per, 3),
-                    "runs_per_hour": round(3600 / per),
-                    "speed_up_over_one": round(per_run / per, 2),
-                    "peak_gpu_mib": round(torch.cuda.max_memory_allocated() / 2**20) if args.device == "cuda" else None,
-                    "test_accuracy": round(sum(o.test_accuracy for o, _ in packed) / k, 3),
-                }
-            )
+        for k in sorted({PROBE_PACK, *args.packs} if args.packs else []):
+            for mode in args.precisions:
+                timed_pack(
+                    victim,
+                    spec,
+                    pool,
+                    tasks[:k],
+                    mode,
+                    args=args,
+                    record=record,
+                    affordable=affordable,
+                    measured=one_run[spec],
+                )
         for k in args.compiled_packs:
             compiled_pack(
                 victim,
@@ -259,15 +264,60 @@ def in_process(args, record, affordable) -> dict[str, dict[int, float]]:
                 record=record,
                 affordable=affordable,
                 one=per_run,
-                eager=closest_pack(one_run[spec], k),
+                eager=pack_seconds(one_run[spec], k),
             )
     return one_run
 
 
-def closest_pack(measured: dict[int, float], k: int) -> float:
-    """Seconds per run at the largest pack measured that is not larger than K (packs only get
-    faster per run as K grows, so this over-estimates a pack of K): what the budget checks use."""
-    return measured[max(size for size in measured if size <= k)]
+def timed_pack(victim, spec: str, pool, tasks, mode: str, *, args, record, affordable, measured: dict) -> None:
+    """One pack of K runs at precision `mode` (`victims.precision`), its seconds per run recorded in
+    `measured` (fp32's only, what later estimates use)."""
+    from audit.executor import run_victims
+
+    k = len(tasks)
+    if not affordable(pack_seconds(measured, k)):
+        record({"part": "packed", "victim": spec, "k": k, "precision": mode, "skipped": "budget"})
+        return
+    if args.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    t = time.perf_counter()
+    with BusyShare() as busy:
+        packed = run_victims(victim, pool, tasks, device=args.device, precision=mode)
+    per = (time.perf_counter() - t) / k
+    if mode == "fp32":
+        measured[k] = per
+    record(
+        {
+            "part": "packed",
+            "victim": spec,
+            "busy_share": busy.share,
+            "k": k,
+            "precision": mode,
+            "packs": hasattr(victim, "run_packed"),
+            "s_per_run": round(per, 3),
+            "runs_per_hour": round(3600 / per),
+            "speed_up_over_one": round(measured[1] / per, 2),
+            "peak_gpu_mib": round(torch.cuda.max_memory_allocated() / 2**20) if args.device == "cuda" else None,
+            "test_accuracy": round(sum(o.test_accuracy for o, _ in packed) / k, 3),
+        }
+    )
+
+
+#: a pack timed before the asked ones, so that each is estimated from a pack (`pack_seconds`)
+PROBE_PACK = 4
+
+
+def pack_seconds(measured: dict[int, float], k: int) -> float:
+    """Seconds a pack of K runs takes, from `measured` seconds per run by pack size (1: one at a time):
+    a line through the pack times of the two largest sizes measured up to K (a pack's fixed cost and
+    each run's share), 1.25 times over; from one size alone, K times its seconds per run. On a GPU
+    a pack of 64 of faithful PSG took 0.31 s a run against 8.2 s one at a time (digits): estimated
+    from the run alone it is 27 times too long."""
+    sizes = sorted(size for size in measured if size <= k)[-2:]
+    if len(sizes) == 1:
+        return measured[sizes[0]] * k
+    (a, b), (ta, tb) = sizes, (measured[size] * size for size in sizes)
+    return 1.25 * (tb + max(0.0, (tb - ta) / (b - a)) * (k - b))
 
 
 def compiled_pack(victim, spec: str, pool, tasks, *, args, record, affordable, one: float, eager: float) -> None:
@@ -277,7 +327,7 @@ def compiled_pack(victim, spec: str, pool, tasks, *, args, record, affordable, o
     from audit.executor import run_victims
 
     k = len(tasks)
-    if not affordable(eager * k * 2 + 120):  # two packs (eager's time or less) and a compilation
+    if not affordable(eager * 2 + 120):  # two packs (`eager`: one pack's estimated seconds) and a compilation
         record({"part": "compiled", "victim": spec, "k": k, "skipped": "budget"})
         return
     seconds = []
@@ -300,16 +350,25 @@ def compiled_pack(victim, spec: str, pool, tasks, *, args, record, affordable, o
     )
 
 
+def layout_flags(device: str, shares: int, k: int, *, bare: bool) -> list[str]:
+    """The executor flags of P tasks sharing the GPU with K runs each; none for the rule's own layout."""
+    if bare:
+        return []
+    gpu = ["--gpus-per-run", str(1 / shares)] if device == "cuda" else []
+    return [*gpu, "--workers", str(shares), "--runs-per-task", str(k), "--device", device]
+
+
 def shared_gpu(args, record, affordable, elapsed, one_run: dict[str, dict[int, float]]) -> None:
     """Part 2: the audit command with P tasks on the GPU."""
     from timing import timed_audit
 
     for combination in args.shared:
-        shares, k = (int(v) for v in combination.split(":"))
+        bare = combination == "auto"  # no layout flags: the rule's choice (audit.placement), as the README types it
+        shares, k = (1, 64) if bare else (int(v) for v in combination.split(":"))
         for name in args.victims:  # a victim's spec, name:field=value,...
             # a worker's first run (imports, CUDA context) costs about 15 s; the runs themselves
             # at best P times faster than at the largest pack measured that is not larger than K
-            estimate = 30 + closest_pack(one_run.get(name, {1: 5.0}), k) * args.share_runs / min(shares, 2)
+            estimate = 30 + pack_seconds(one_run.get(name, {1: 5.0}), k) * args.share_runs / k / min(shares, 2)
             if not affordable(estimate):
                 record({"part": "shared", "victim": name, "tasks_on_gpu": shares, "k": k, "skipped": "budget"})
                 continue
@@ -321,13 +380,7 @@ def shared_gpu(args, record, affordable, elapsed, one_run: dict[str, dict[int, f
                 *field_flags(name),
                 "--n-shadow",
                 str(args.share_runs),
-                *(["--gpus-per-run", str(1 / shares)] if args.device == "cuda" else []),
-                "--workers",
-                str(shares),
-                "--runs-per-task",
-                str(k),
-                "--device",
-                args.device,
+                *layout_flags(args.device, shares, k, bare=bare),
                 "--compile",
                 "off",
             ]
@@ -341,6 +394,7 @@ def shared_gpu(args, record, affordable, elapsed, one_run: dict[str, dict[int, f
                 {
                     "part": "shared",
                     "victim": name,
+                    "layout": combination,
                     "tasks_on_gpu": shares,
                     "k": k,
                     "n_shadow": args.share_runs,

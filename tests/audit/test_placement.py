@@ -68,8 +68,18 @@ def test_layout_reads_the_local_inventory_and_the_victim(monkeypatch):
 
     chosen = placement.layout(ExecutorConfig(), victim=Packs(), pixels=64, n_runs=16)
     assert (chosen.config.runs_per_task, chosen.config.gpus_per_run) == (4, 1.0)  # ceil(16 / 4)
-    # an unmeasured victim is sized by the largest footprint measured
-    assert placement.mib_per_run(object(), 64) == max(max(v.values()) for v in placement.MIB_PER_RUN.values())
+
+
+def test_the_footprint_is_the_measured_one_scaled_above_the_sizes_measured(monkeypatch):
+    monkeypatch.setattr(placement, "MIB_PER_RUN", {"psg": {64: 12.6}, "real": {64: 12.4, 784: 50.0}})
+
+    def victim(name):
+        return type("V", (), {"name": name})()
+
+    assert placement.mib_per_run(victim("real"), 64) == 12.4
+    assert placement.mib_per_run(victim("real"), 100) == 50.0  # the next size measured above
+    assert placement.mib_per_run(victim("psg"), 784) == 12.6 * 784 / 64  # 154.35: scaled by the pixels
+    assert placement.mib_per_run(victim("kip"), 784) == 12.6 * 784 / 64  # unmeasured: the largest of them
 
 
 def test_a_ray_that_cannot_start_is_one_line(monkeypatch):

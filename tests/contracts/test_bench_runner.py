@@ -39,3 +39,17 @@ def test_an_unknown_benchmark_exits_2_with_one_line():
         assert refused.returncode == 2 and refused.stdout == ""
         assert refused.stderr.startswith("python -m bench: error: ") and named in refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+def test_the_gpu_bench_estimates_a_pack_from_a_measured_pack():
+    sys.path.insert(0, str(BENCH))
+    try:
+        from gpu import pack_seconds
+    finally:
+        sys.path.remove(str(BENCH))
+    # one run 8.2 s, a pack of 4 at 2.2 s a run (8.8 s): each run adds (8.8 - 8.2) / 3 = 0.2 s, so a
+    # pack of 64 takes 8.8 + 60 x 0.2 = 20.8 s, 26.0 with the 1.25 margin; from the run alone, 64 x 8.2
+    assert abs(pack_seconds({1: 8.2, 4: 2.2}, 64) - 26.0) < 1e-9
+    assert abs(pack_seconds({1: 8.2}, 64) - 524.8) < 1e-9
+    # packs no faster per run than alone: the line is K times the run, 1.25 over
+    assert abs(pack_seconds({1: 2.0, 4: 2.0}, 8) - 1.25 * 16) < 1e-9
