@@ -1,0 +1,261 @@
+"""A certifier for many runs of one worst-case neighbour pair: scores in, bounds on μ and ε out.
+
+Every run trains on D or on D ∪ {target}, the target's fair coin deciding, and gives one score.
+The reference runs choose, and only choose: the score's direction and a threshold (`choose_threshold`).
+The judged runs, never used for choosing, are thresholded once: TP of their n_in IN scores and FP of
+their n_out OUT scores fall at or above it. Those are two independent binomial counts of the
+threshold test's TPR t and FPR f between M(D) and M(D ∪ {target}), which any mechanism meeting a
+claim keeps below the claim's trade-off curve:
+
+* μ-GDP (Dong, Roth and Su 2019, "Gaussian Differential Privacy"): t <= Φ(Φ⁻¹(f) + μ) for every test;
+* (ε, δ)-DP (the trade-off region of Kairouz, Oh and Viswanath 2015, "The Composition Theorem for
+  Differential Privacy"): t <= min(e^ε f + δ, 1 - e^-ε (1 - δ - f)).
+
+Two bounds are computed from the same counts, each at `confidence` on its own:
+
+* the exact test (`audit.stats.pair_test`): the largest μ, and the largest ε at δ, whose curve the
+  counts reject at level 1 - confidence, by the exact binomial p-value of one statistic (the
+  standardised distance from a pilot curve, itself chosen on the references);
+* the baseline (Nasr, Hayes, Steinke, Balle, Tramèr, Jagielski, Carlini and Terzis 2023, "Tight
+  Auditing of Differentially Private Machine Learning"): a Clopper–Pearson upper bound on the FPR
+  and lower bound on the TPR, each at (1 - confidence)/2 (Bonferroni), plugged into the curve
+  (`point_mu`, `point_epsilon`).
+
+Both are valid for the whole procedure: the choices are functions of the reference runs, which are
+independent of the judged runs, so conditionally on them the judged counts are binomials of a test
+fixed in advance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+from scipy import special, stats
+
+from audit.stats import pair_test
+from audit.stats.epsilon import as_score_array
+
+OBJECTIVES = ("mu", "epsilon")
+#: the least FP count, and least count of IN scores below it, that a threshold may leave in the references
+#: and expect in the judged runs (`choose_threshold`)
+MIN_COUNT = 10.0
+#: the pilot statistic's reach, in standard deviations of the judged point about the reference point
+REACH_SDS = 4.0
+
+
+def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
+    """(lower, upper): one-sided Clopper–Pearson bounds on a binomial rate from k of n, each holding
+    with probability >= 1 - alpha: Beta(alpha; k, n - k + 1) (0 at k = 0) and Beta(1 - alpha; k + 1,
+    n - k) (1 at k = n)."""
+    if not 0 <= k <= n or n < 1:
+        raise ValueError(f"need 0 <= k <= n and n >= 1, got {k}, {n}")
+    lower = 0.0 if k == 0 else float(stats.beta.ppf(alpha, k, n - k + 1))
+    upper = 1.0 if k == n else float(stats.beta.ppf(1.0 - alpha, k + 1, n - k))
+    return lower, upper
+
+
+def point_mu(fpr: float, tpr: float) -> float:
+    """The least μ whose Gaussian curve passes above (fpr, tpr): max(0, Φ⁻¹(tpr) - Φ⁻¹(fpr))."""
+    return max(0.0, float(special.ndtri(tpr) - special.ndtri(fpr)))
+
+
+def point_epsilon(fpr: float, tpr: float, delta: float) -> float:
+    """The least ε whose (ε, δ) region holds (fpr, tpr): max(0, ln((tpr - δ)/fpr), ln((1 - δ - fpr)/(1 - tpr))),
+    inf where no ε does (fpr = 0 < tpr - δ, or tpr = 1 > fpr + δ)."""
+    values = [0.0]
+    if tpr > delta:  # TPR <= e^ε FPR + δ
+        values.append(math.inf if fpr == 0.0 else math.log((tpr - delta) / fpr))
+    if fpr < 1.0 - delta:  # TPR <= 1 - e^-ε (1 - δ - FPR)
+        values.append(math.inf if tpr == 1.0 else math.log((1.0 - delta - fpr) / (1.0 - tpr)))
+    return max(values)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What the reference runs chose: guess IN where sign · score >= threshold."""
+
+    sign: int  # +1: higher scores are IN; -1: lower ones
+    threshold: float
+    fpr: float  # the references' FPR and TPR there
+    tpr: float
+
+
+def _rates(scores: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """The fraction of `scores` at or above each threshold."""
+    ordered = np.sort(scores)
+    return (ordered.size - np.searchsorted(ordered, thresholds, side="left")) / ordered.size
+
+
+def candidate_thresholds(reference_out: np.ndarray) -> np.ndarray:
+    """The reference OUT scores below which a fraction 2^(-j/2) or 1 - 2^(-j/2) (j = 1, 2, ...) of
+    them lie, while that fraction is one score or more: a grid fixed by their number alone, few
+    enough (about 4 log2 n) that the best of them on the references is not mostly luck."""
+    n = reference_out.size
+    ordered = np.sort(reference_out)
+    fractions = 2.0 ** (-np.arange(1, 2 * int(math.log2(n)) + 2) / 2)
+    counts = np.unique(np.round(np.concatenate([fractions, 1 - fractions]) * n).astype(int))
+    counts = counts[(counts >= 1) & (counts <= n - 1)]
+    return np.unique(ordered[n - counts])
+
+
+def _predicted(fpr, tpr, *, sizes: tuple[int, int, int, int], confidence: float, delta: float, objective: str):
+    """What the judged runs are expected to certify where the references see (fpr, tpr), at worst:
+    the plug-in value less Φ⁻¹(confidence) standard errors of the references' and the judged counts
+    together (delta method for μ; for ε the point moved by as many standard errors of each rate).
+    `sizes` = (judged n_in, judged n_out, reference n_in, reference n_out)."""
+    n_in, n_out, ref_in, ref_out = sizes
+    q = float(special.ndtri(confidence))
+    f = np.clip(fpr, 0.5 / ref_out, 1 - 0.5 / ref_out)
+    t = np.clip(tpr, 0.5 / ref_in, 1 - 0.5 / ref_in)
+    var_f, var_t = f * (1 - f) * (1 / n_out + 1 / ref_out), t * (1 - t) * (1 / n_in + 1 / ref_in)
+    if objective == "mu":
+        u, v = special.ndtri(f), special.ndtri(t)
+        return v - u - q * np.sqrt(var_f / stats.norm.pdf(u) ** 2 + var_t / stats.norm.pdf(v) ** 2)
+    f_high, t_low = np.minimum(1.0, f + q * np.sqrt(var_f)), np.maximum(0.0, t - q * np.sqrt(var_t))
+    return np.array([point_epsilon(a, b, delta) for a, b in zip(f_high, t_low)])
+
+
+def choose_threshold(
+    reference_in,
+    reference_out,
+    *,
+    n_in: int,
+    n_out: int,
+    confidence: float = 0.95,
+    delta: float = 0.0,
+    objective: str = "mu",
+    min_count: float = MIN_COUNT,
+) -> Choice:
+    """The direction and threshold, of `candidate_thresholds` on either sign of the scores, whose
+    references predict the largest bound on `objective` at the judged counts n_in and n_out
+    (`_predicted`), among those that leave at least `min_count` OUT scores above and IN scores below
+    them in the references and expect as many in the judged runs (every candidate if none does):
+    in the tails the references' few counts make the prediction mostly luck. Ties go to sign +1 and
+    the lowest threshold."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    ref_in = as_score_array(reference_in, name="reference_in")
+    ref_out = as_score_array(reference_out, name="reference_out")
+    sizes = (n_in, n_out, ref_in.size, ref_out.size)
+    best, best_value = Choice(1, -math.inf, 1.0, 1.0), -math.inf
+    for sign in (1, -1):
+        candidates = candidate_thresholds(sign * ref_out)
+        if candidates.size == 0:
+            continue
+        fpr, tpr = _rates(sign * ref_out, candidates), _rates(sign * ref_in, candidates)
+        smaller_in, smaller_out = min(n_in, ref_in.size), min(n_out, ref_out.size)
+        allowed = (fpr * smaller_out >= min_count) & ((1.0 - tpr) * smaller_in >= min_count)
+        value = _predicted(fpr, tpr, sizes=sizes, confidence=confidence, delta=delta, objective=objective)
+        value = np.where(allowed if allowed.any() else True, value, -np.inf)
+        i = int(np.argmax(value))
+        if value[i] > best_value:
+            best, best_value = Choice(sign, float(candidates[i]), float(fpr[i]), float(tpr[i])), float(value[i])
+    return best
+
+
+@dataclass(frozen=True)
+class ThresholdAudit:
+    """One threshold's counts on the judged runs and what they certify, each bound at `confidence`."""
+
+    sign: int  # +1: higher scores are IN
+    threshold: float  # guess IN where sign · score >= threshold
+    tp: int  # judged IN scores guessed IN, of n_in
+    n_in: int
+    fp: int  # judged OUT scores guessed IN, of n_out
+    n_out: int
+    confidence: float
+    delta: float
+    mu_lower: float  # the exact test's largest rejected μ (0: none)
+    epsilon_lower: float  # the exact test's largest rejected ε at delta (0: none)
+    mu_lower_baseline: float  # Clopper–Pearson at (1 - confidence)/2 each, plugged into G_μ
+    epsilon_lower_baseline: float  # the same, plugged into the (ε, δ) region
+
+    @property
+    def fpr(self) -> float:
+        return self.fp / self.n_out
+
+    @property
+    def tpr(self) -> float:
+        return self.tp / self.n_in
+
+
+def baseline_bounds(*, tp: int, n_in: int, fp: int, n_out: int, delta: float, confidence: float) -> tuple[float, float]:
+    """(μ, ε at δ) of Nasr et al.'s baseline: the curve through the Clopper–Pearson lower bound on the
+    TPR and upper bound on the FPR, each at level (1 - confidence)/2."""
+    split = (1.0 - confidence) / 2.0
+    tpr_low, fpr_high = clopper_pearson(tp, n_in, split)[0], clopper_pearson(fp, n_out, split)[1]
+    return point_mu(fpr_high, tpr_low), point_epsilon(fpr_high, tpr_low, delta)
+
+
+def exact_bound(
+    family, *, tp: int, n_in: int, fp: int, n_out: int, choice: Choice, reach: float, confidence: float
+) -> float:
+    """The exact test's largest rejected parameter of `family` (`audit.stats.pair_test`), its
+    statistic's pilot the family member the references put at the edge of rejection
+    (`pair_test.pilot_parameter`), reaching `reach` standardised units from the references' point."""
+    distance = float(special.ndtri(confidence)) * reach / REACH_SDS
+    pilot = family(
+        pair_test.pilot_parameter(family, tpr=choice.tpr, fpr=choice.fpr, n_in=n_in, n_out=n_out, distance=distance)
+    )
+    centre = (choice.fpr, choice.tpr)
+    statistic = pair_test.Statistic.of(pilot, n_in=n_in, n_out=n_out, centre=centre, reach=reach)
+    return pair_test.largest_rejected(family, tp=tp, fp=fp, statistic=statistic, alpha=1.0 - confidence)
+
+
+def threshold_audit(
+    reference_in,
+    reference_out,
+    judged_in,
+    judged_out,
+    *,
+    delta: float,
+    confidence: float = 0.95,
+    objective: str = "mu",
+    min_count: float = MIN_COUNT,
+) -> ThresholdAudit:
+    """Choose on the references (`choose_threshold`, for `objective`), count on the judged runs, and
+    bound μ and ε at `delta` both ways (module docstring). Every score array must be non-empty and
+    finite (ValueError of one line otherwise)."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if not 0.0 <= delta < 1.0:
+        raise ValueError(f"delta must be in [0, 1), got {delta}")
+    ref_in = as_score_array(reference_in, name="reference_in")
+    ref_out = as_score_array(reference_out, name="reference_out")
+    judged_in = as_score_array(judged_in, name="judged_in")
+    judged_out = as_score_array(judged_out, name="judged_out")
+    n_in, n_out = judged_in.size, judged_out.size
+    choice = choose_threshold(
+        ref_in,
+        ref_out,
+        n_in=n_in,
+        n_out=n_out,
+        confidence=confidence,
+        delta=delta,
+        objective=objective,
+        min_count=min_count,
+    )
+    tp = int(np.sum(choice.sign * judged_in >= choice.threshold))
+    fp = int(np.sum(choice.sign * judged_out >= choice.threshold))
+    reach = REACH_SDS * math.sqrt(1.0 + max(n_in / ref_in.size, n_out / ref_out.size))
+    exact = partial(
+        exact_bound, tp=tp, n_in=n_in, fp=fp, n_out=n_out, choice=choice, reach=reach, confidence=confidence
+    )
+    mu_base, eps_base = baseline_bounds(tp=tp, n_in=n_in, fp=fp, n_out=n_out, delta=delta, confidence=confidence)
+    return ThresholdAudit(
+        sign=choice.sign,
+        threshold=choice.threshold,
+        tp=tp,
+        n_in=n_in,
+        fp=fp,
+        n_out=n_out,
+        confidence=confidence,
+        delta=delta,
+        mu_lower=exact(pair_test.gaussian_curve),
+        epsilon_lower=exact(partial(pair_test.eps_delta_curve, delta=delta)),
+        mu_lower_baseline=mu_base,
+        epsilon_lower_baseline=eps_base,
+    )
