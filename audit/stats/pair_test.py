@@ -269,6 +269,14 @@ def p_value(curve: Curve, *, tp: int, fp: int, statistic: Statistic, tolerance: 
     return supremum(curve, region, tolerance=tolerance)[1]
 
 
+def rejects(curve: Curve, *, tp: int, fp: int, statistic: Statistic, alpha: float) -> bool:
+    """Whether the exact test by `statistic` rejects t <= curve(f) at level `alpha`."""
+    _check_counts(tp=tp, n_in=statistic.n_in, fp=fp, n_out=statistic.n_out)
+    _check_alpha(alpha)
+    region = Region.of(statistic.n_in, statistic.least_tp(statistic.value(tp, fp)))
+    return supremum(curve, region, alpha=alpha)[1] <= alpha
+
+
 def largest_rejected(
     family: Callable[[float], Curve], *, tp: int, fp: int, statistic: Statistic, alpha: float
 ) -> float:

@@ -101,16 +101,26 @@ def candidate_thresholds(reference_out: np.ndarray) -> np.ndarray:
     return np.unique(ordered[n - counts])
 
 
-def _predicted(fpr, tpr, *, sizes: tuple[int, int, int, int], confidence: float, delta: float, objective: str):
-    """What the judged runs are expected to certify where the references see (fpr, tpr), at worst:
-    the plug-in value less Φ⁻¹(confidence) standard errors of the references' and the judged counts
-    together (delta method for μ; for ε the point moved by as many standard errors of each rate).
-    `sizes` = (judged n_in, judged n_out, reference n_in, reference n_out)."""
-    n_in, n_out, ref_in, ref_out = sizes
+def binormal_tpr(fpr: np.ndarray, tpr: np.ndarray, *, equal_variance: bool) -> np.ndarray:
+    """The TPRs smoothed by a binormal fit Φ⁻¹(tpr) = a + b Φ⁻¹(fpr), least squares over the points
+    (rates clipped to [1e-6, 1 - 1e-6]): with `equal_variance` b = 1 and a is the mean of
+    Φ⁻¹(tpr) - Φ⁻¹(fpr), the Gaussian curve G_a, which every Gaussian mechanism follows."""
+    u, v = special.ndtri(np.clip(fpr, 1e-6, 1 - 1e-6)), special.ndtri(np.clip(tpr, 1e-6, 1 - 1e-6))
+    if equal_variance:
+        return special.ndtr(u + np.mean(v - u))
+    if u.size < 2 or np.ptp(u) == 0.0:
+        return np.asarray(tpr, dtype=float)
+    b, a = np.polyfit(u, v, 1)
+    return special.ndtr(a + b * u)
+
+
+def _predicted(fpr, tpr, *, n_in: int, n_out: int, confidence: float, delta: float, objective: str):
+    """What the judged runs are expected to certify at a point (fpr, tpr): the plug-in value less
+    Φ⁻¹(confidence) standard errors of the judged counts (delta method for μ; for ε the point moved
+    by as many standard errors of each rate)."""
     q = float(special.ndtri(confidence))
-    f = np.clip(fpr, 0.5 / ref_out, 1 - 0.5 / ref_out)
-    t = np.clip(tpr, 0.5 / ref_in, 1 - 0.5 / ref_in)
-    var_f, var_t = f * (1 - f) * (1 / n_out + 1 / ref_out), t * (1 - t) * (1 / n_in + 1 / ref_in)
+    f, t = np.clip(fpr, 0.5 / n_out, 1 - 0.5 / n_out), np.clip(tpr, 0.5 / n_in, 1 - 0.5 / n_in)
+    var_f, var_t = f * (1 - f) / n_out, t * (1 - t) / n_in
     if objective == "mu":
         u, v = special.ndtri(f), special.ndtri(t)
         return v - u - q * np.sqrt(var_f / stats.norm.pdf(u) ** 2 + var_t / stats.norm.pdf(v) ** 2)
@@ -131,7 +141,10 @@ def choose_threshold(
 ) -> Choice:
     """The direction and threshold, of `candidate_thresholds` on either sign of the scores, whose
     references predict the largest bound on `objective` at the judged counts n_in and n_out
-    (`_predicted`), among those that leave at least `min_count` OUT scores above and IN scores below
+    (`_predicted`, at the references' FPR and their TPR smoothed by `binormal_tpr`, since the
+    largest raw estimate of some 40 is mostly the luckiest: for μ by the Gaussian curve, so the
+    threshold is where the judged counts will be least noisy on it, for ε by a free slope, since
+    ε lives in the tails), among those that leave at least `min_count` OUT scores above and IN scores below
     them in the references and expect as many in the judged runs (every candidate if none does):
     in the tails the references' few counts make the prediction mostly luck. Ties go to sign +1 and
     the lowest threshold."""
@@ -139,7 +152,6 @@ def choose_threshold(
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     ref_in = as_score_array(reference_in, name="reference_in")
     ref_out = as_score_array(reference_out, name="reference_out")
-    sizes = (n_in, n_out, ref_in.size, ref_out.size)
     best, best_value = Choice(1, -math.inf, 1.0, 1.0), -math.inf
     for sign in (1, -1):
         candidates = candidate_thresholds(sign * ref_out)
@@ -148,8 +160,11 @@ def choose_threshold(
         fpr, tpr = _rates(sign * ref_out, candidates), _rates(sign * ref_in, candidates)
         smaller_in, smaller_out = min(n_in, ref_in.size), min(n_out, ref_out.size)
         allowed = (fpr * smaller_out >= min_count) & ((1.0 - tpr) * smaller_in >= min_count)
-        value = _predicted(fpr, tpr, sizes=sizes, confidence=confidence, delta=delta, objective=objective)
-        value = np.where(allowed if allowed.any() else True, value, -np.inf)
+        allowed = allowed if allowed.any() else np.ones_like(allowed)
+        smooth = np.full(fpr.shape, np.nan)
+        smooth[allowed] = binormal_tpr(fpr[allowed], tpr[allowed], equal_variance=objective == "mu")
+        value = _predicted(fpr, smooth, n_in=n_in, n_out=n_out, confidence=confidence, delta=delta, objective=objective)
+        value = np.where(allowed, value, -np.inf)
         i = int(np.argmax(value))
         if value[i] > best_value:
             best, best_value = Choice(sign, float(candidates[i]), float(fpr[i]), float(tpr[i])), float(value[i])
@@ -168,6 +183,7 @@ class ThresholdAudit:
     n_out: int
     confidence: float
     delta: float
+    objective: str  # what the threshold was chosen for (`OBJECTIVES`)
     mu_lower: float  # the exact test's largest rejected μ (0: none)
     epsilon_lower: float  # the exact test's largest rejected ε at delta (0: none)
     mu_lower_baseline: float  # Clopper–Pearson at (1 - confidence)/2 each, plugged into G_μ
@@ -190,19 +206,19 @@ def baseline_bounds(*, tp: int, n_in: int, fp: int, n_out: int, delta: float, co
     return point_mu(fpr_high, tpr_low), point_epsilon(fpr_high, tpr_low, delta)
 
 
-def exact_bound(
-    family, *, tp: int, n_in: int, fp: int, n_out: int, choice: Choice, reach: float, confidence: float
-) -> float:
-    """The exact test's largest rejected parameter of `family` (`audit.stats.pair_test`), its
-    statistic's pilot the family member the references put at the edge of rejection
-    (`pair_test.pilot_parameter`), reaching `reach` standardised units from the references' point."""
-    distance = float(special.ndtri(confidence)) * reach / REACH_SDS
-    pilot = family(
-        pair_test.pilot_parameter(family, tpr=choice.tpr, fpr=choice.fpr, n_in=n_in, n_out=n_out, distance=distance)
-    )
+def exact_statistic(
+    family, choice: Choice, *, n_in: int, n_out: int, reference_sizes: tuple[int, int], confidence: float
+) -> pair_test.Statistic:
+    """The exact test's statistic for `family` (`audit.stats.pair_test.Statistic`), fixed by the
+    references alone: its pilot the family member whose curve passes Φ⁻¹(confidence) · s
+    standardised units below the references' point (`pair_test.pilot_parameter`), and its reach
+    `REACH_SDS` · s units from that point, where s = √(1 + the larger judged/reference size ratio)
+    is the spread of the judged point about it."""
+    spread = math.sqrt(1.0 + max(n_in / reference_sizes[0], n_out / reference_sizes[1]))
+    distance = float(special.ndtri(confidence)) * spread
+    pilot = pair_test.pilot_parameter(family, tpr=choice.tpr, fpr=choice.fpr, n_in=n_in, n_out=n_out, distance=distance)
     centre = (choice.fpr, choice.tpr)
-    statistic = pair_test.Statistic.of(pilot, n_in=n_in, n_out=n_out, centre=centre, reach=reach)
-    return pair_test.largest_rejected(family, tp=tp, fp=fp, statistic=statistic, alpha=1.0 - confidence)
+    return pair_test.Statistic.of(family(pilot), n_in=n_in, n_out=n_out, centre=centre, reach=REACH_SDS * spread)
 
 
 def threshold_audit(
@@ -240,10 +256,14 @@ def threshold_audit(
     )
     tp = int(np.sum(choice.sign * judged_in >= choice.threshold))
     fp = int(np.sum(choice.sign * judged_out >= choice.threshold))
-    reach = REACH_SDS * math.sqrt(1.0 + max(n_in / ref_in.size, n_out / ref_out.size))
-    exact = partial(
-        exact_bound, tp=tp, n_in=n_in, fp=fp, n_out=n_out, choice=choice, reach=reach, confidence=confidence
-    )
+    sizes = (ref_in.size, ref_out.size)
+
+    def exact(family) -> float:
+        statistic = exact_statistic(
+            family, choice, n_in=n_in, n_out=n_out, reference_sizes=sizes, confidence=confidence
+        )
+        return pair_test.largest_rejected(family, tp=tp, fp=fp, statistic=statistic, alpha=1.0 - confidence)
+
     mu_base, eps_base = baseline_bounds(tp=tp, n_in=n_in, fp=fp, n_out=n_out, delta=delta, confidence=confidence)
     return ThresholdAudit(
         sign=choice.sign,
@@ -254,6 +274,7 @@ def threshold_audit(
         n_out=n_out,
         confidence=confidence,
         delta=delta,
+        objective=objective,
         mu_lower=exact(pair_test.gaussian_curve),
         epsilon_lower=exact(partial(pair_test.eps_delta_curve, delta=delta)),
         mu_lower_baseline=mu_base,
