@@ -89,12 +89,13 @@ def _rates(scores: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
     return (ordered.size - np.searchsorted(ordered, thresholds, side="left")) / ordered.size
 
 
-def candidate_thresholds(reference_out: np.ndarray) -> np.ndarray:
-    """The reference OUT scores below which a fraction 2^(-j/2) or 1 - 2^(-j/2) (j = 1, 2, ...) of
-    them lie, while that fraction is one score or more: a grid fixed by their number alone, few
-    enough (about 4 log2 n) that the best of them on the references is not mostly luck."""
-    n = reference_out.size
-    ordered = np.sort(reference_out)
+def candidate_thresholds(scores: np.ndarray) -> np.ndarray:
+    """The scores (the references', IN and OUT pooled) at or above which a fraction 2^(-j/2) or
+    1 - 2^(-j/2) (j = 1, 2, ...) of them lie, while that fraction is one score or more: a grid fixed
+    by their number alone, few enough (about 4 log2 n) that the best of them on the references is
+    not mostly luck."""
+    n = scores.size
+    ordered = np.sort(scores)
     fractions = 2.0 ** (-np.arange(1, 2 * int(math.log2(n)) + 2) / 2)
     counts = np.unique(np.round(np.concatenate([fractions, 1 - fractions]) * n).astype(int))
     counts = counts[(counts >= 1) & (counts <= n - 1)]
@@ -154,7 +155,7 @@ def choose_threshold(
     ref_out = as_score_array(reference_out, name="reference_out")
     best, best_value = Choice(1, -math.inf, 1.0, 1.0), -math.inf
     for sign in (1, -1):
-        candidates = candidate_thresholds(sign * ref_out)
+        candidates = candidate_thresholds(sign * np.concatenate([ref_in, ref_out]))
         if candidates.size == 0:
             continue
         fpr, tpr = _rates(sign * ref_out, candidates), _rates(sign * ref_in, candidates)

@@ -170,6 +170,15 @@ def test_candidate_thresholds_by_hand():
     assert candidate_thresholds(np.arange(8.0)).tolist() == [1, 2, 3, 4, 5, 6, 7]
 
 
+def test_perfectly_separated_references_put_the_threshold_between_the_sides():
+    # IN scores all 1, OUT all 0: the pooled grid holds 1, where the judged counts are TP = 100 of
+    # 100 and FP = 0 of 100; the baseline's μ there is 2 Φ⁻¹(0.025^(1/100)) > 0, and the exact one more
+    audit = threshold_audit(np.ones(50), np.zeros(50), np.ones(100), np.zeros(100), delta=0.0)
+    assert (audit.sign, audit.threshold, audit.tp, audit.fp) == (1, 1.0, 100, 0)
+    assert audit.mu_lower_baseline == pytest.approx(2 * special.ndtri(0.025**0.01))
+    assert audit.mu_lower > audit.mu_lower_baseline
+
+
 def test_the_direction_is_chosen_on_the_references():
     rng = np.random.default_rng(0)
     ref_in, ref_out = rng.normal(1.0, 1.0, 300), rng.normal(0.0, 1.0, 300)
