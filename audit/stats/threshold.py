@@ -23,7 +23,16 @@ Two bounds are computed from the same counts, each at `confidence` on its own:
 
 Both are valid for the whole procedure: the choices are functions of the reference runs, which are
 independent of the judged runs, so conditionally on them the judged counts are binomials of a test
-fixed in advance.
+fixed in advance. The exact bounds are the bisection's last rejected value, at most 5e-4 below the
+largest the test rejects.
+
+The choice (`choose_threshold`): candidates on a grid of the pooled reference scores' quantiles
+(`candidate_thresholds`), each sign of the score; the references' ROC there smoothed (`binormal_tpr`:
+the Gaussian curve for μ, a free binormal slope for ε), and the candidate kept whose smoothed point
+predicts the largest bound at the judged counts (`_predicted`), among those that leave at least
+`MIN_COUNT` false positives and as many missed IN scores in the references and the judged runs.
+One threshold serves both bounds; `objective` says which it is chosen for (for a Gaussian
+mechanism μ's is central and ε's in a tail: docs/results/threshold.md).
 """
 
 from __future__ import annotations
