@@ -10,16 +10,19 @@ What is checked, and against what:
   every value of the curve sampled finely, the p-value grows with the claim, the bound with TP;
 * the threshold's choice on hand-sized references, refusals;
 * validity and power on exact Gaussian mechanisms (OUT ~ N(0, σ²), IN ~ N(μ, σ²): μ/σ-GDP exactly,
-  Dong, Roth and Su), seeded.
+  Dong, Roth and Su), and validity of the ε test on randomised response with a published coin
+  (exactly f_{ε,δ}), seeded.
 """
 
 import math
 import re
+from functools import partial
 
 import numpy as np
 import pytest
 from scipy import special, stats
 
+from audit.selftest.mechanisms import published_coin_response
 from audit.stats import pair_test
 from audit.stats.pair_test import Region, Statistic, eps_delta_curve, gaussian_curve
 from audit.stats.threshold import (
@@ -234,6 +237,27 @@ def test_false_alarms_at_the_true_mu_are_not_above_five_percent(mu, references, 
     # nearly flat along the curve, close to it: the check is the self-test's, a one-sided exact
     # binomial test of "rate <= 5%" at 5% (measured: 13 and 8 alarms of 200).
     count = alarms(mu, references=references, judged=judged, repetitions=200)
+    assert stats.binomtest(count, 200, ALPHA, alternative="greater").pvalue > 0.05, count
+
+
+def test_false_alarms_of_the_epsilon_test_on_a_mechanism_whose_curve_is_f_eps_delta():
+    # randomised response at ε = 1 that publishes the coin with probability δ = 0.01: its trade-off
+    # curve is f_{ε,δ} itself (audit.selftest.mechanisms.published_coin_response), so the claim
+    # (1, 0.01) is exactly met; the threshold chosen for ε on 500 references, 1,000 judged per side
+    # (measured: 7 alarms of 200)
+    family = partial(eps_delta_curve, delta=0.01)
+    count = 0
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        draw = [
+            published_coin_response(np.full(n, inside), 1.0, rng, delta=0.01)
+            for n, inside in ((500, True), (500, False), (1000, True), (1000, False))
+        ]
+        choice = choose_threshold(draw[0], draw[1], n_in=1000, n_out=1000, delta=0.01, objective="epsilon")
+        tp = int(np.sum(choice.sign * draw[2] >= choice.threshold))
+        fp = int(np.sum(choice.sign * draw[3] >= choice.threshold))
+        statistic = exact_statistic(family, choice, n_in=1000, n_out=1000, reference_sizes=(500, 500), confidence=0.95)
+        count += pair_test.rejects(family(1.0), tp=tp, fp=fp, statistic=statistic, alpha=ALPHA)
     assert stats.binomtest(count, 200, ALPHA, alternative="greater").pvalue > 0.05, count
 
 
