@@ -37,8 +37,10 @@ seed and the pool alone):
   the canary's own direction. A black-box attack's score on them is noise.
 
 Kinds of a table (`victims.tabular.canaries`: records inside the public schema, drawn from the
-same stream): `unseen`, records in cells of the schema's domain that no pool record holds, and
-`extreme`, records with every number at a public bound and rare categories elsewhere. An image kind
+same stream): `unseen`, records in cells of the schema's domain that no pool record holds,
+`extreme`, records with every number at a public bound and rare categories elsewhere, `unheld`, and
+`record`, the one record the auditor names (`record`: 'column=value,...', the worst-case neighbour
+design's target; `resolve_record` fills in a built-in pair's own and spells it in schema order). An image kind
 on a table, or a table's kind on images, is refused with one line naming the kind and the dataset.
 
 Rows: the natural examples keep their rows 0 .. n_natural - 1 (record i is row i); canary j is
@@ -56,7 +58,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from victims.data import Pool, make_pool
-from victims.tabular.canaries import TABULAR_KINDS, tabular_canaries
+from victims.tabular.canaries import RECORD, TABULAR_KINDS, canonical_record, parse_target_record, tabular_canaries
+from victims.tabular.pools import PAIR_TARGETS
 
 #: the kinds of canary images
 CANARY_KINDS = ("mislabeled", "outlier", "duplicate", "gradient", "blank", "marked")
@@ -83,6 +86,7 @@ class CanaryConfig:
     kind: str = "mislabeled"
     copies: int | None = None
     seed: int = 0
+    record: str | None = None  # --canary-kind record: the target, 'column=value,...'
 
     def __post_init__(self) -> None:
         if isinstance(self.n, bool) or not isinstance(self.n, numbers.Integral) or self.n < 0:
@@ -99,6 +103,10 @@ class CanaryConfig:
             raise ValueError(f"--canary-copies {self.copies} applies to --canary-kind duplicate only, not {self.kind}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0:
             raise ValueError(f"canary seed {self.seed!r} must be an integer >= 0")
+        if self.record is not None and self.kind != RECORD:
+            raise ValueError(f"--target-record applies to --canary-kind record only, not {self.kind}")
+        if self.kind == RECORD and self.n != 1:
+            raise ValueError(f"--canary-kind record plants one target record: --canaries must be 1, got {self.n}")
 
     @property
     def rows_per_record(self) -> int:
@@ -110,8 +118,8 @@ class CanaryConfig:
         return self.n * self.rows_per_record
 
     def entry(self, n_natural: int) -> dict:
-        """experiment.json's (and summary.json's evaluation) `canaries` entry."""
-        return {
+        """experiment.json's (and summary.json's evaluation) `canaries` entry (`record` for that kind only)."""
+        found = {
             "n": self.n,
             "kind": self.kind,
             "copies": self.copies,
@@ -119,10 +127,28 @@ class CanaryConfig:
             "first_row": int(n_natural),
             "n_natural": int(n_natural),
         }
+        return {**found, "record": self.record} if self.kind == RECORD else found
 
     @classmethod
     def from_entry(cls, entry: dict) -> CanaryConfig:
-        return cls(n=entry["n"], kind=entry["kind"], copies=entry.get("copies"), seed=entry["seed"])
+        return cls(
+            n=entry["n"], kind=entry["kind"], copies=entry.get("copies"), seed=entry["seed"], record=entry.get("record")
+        )
+
+
+def resolve_record(pool: Pool, config: CanaryConfig | None) -> CanaryConfig | None:
+    """`config` with a record canary's target spelled in schema order (`canonical_record`), a built-in
+    pair's own target where none is named (`PAIR_TARGETS`). ValueError / DataError (one line) for a
+    record canary on images, on an empty pool (no D), without a target, or a target outside the schema."""
+    if config is None or config.kind != RECORD:
+        return config
+    check_kind(pool, config.kind)
+    if pool.n_pool == 0:
+        raise ValueError(f"--canary-kind record: --dataset {pool.name} has no records (D is empty)")
+    text = config.record or PAIR_TARGETS.get(pool.name)
+    if text is None:
+        raise ValueError(f"--canary-kind record needs --target-record 'column=value,...' for --dataset {pool.name}")
+    return dataclasses.replace(config, record=canonical_record(pool.schema, text))
 
 
 def check_fits(pool: Pool, config: CanaryConfig) -> None:
@@ -165,6 +191,9 @@ def canary_arrays(pool: Pool, config: CanaryConfig) -> tuple[np.ndarray, np.ndar
     if pool.tabular and config.kind == "gradient":  # no record: the victim adds cells of their own
         x = np.broadcast_to(pool.x.min(axis=0), (n, pool.x.shape[1])).astype(np.float32)
         return x, rng.integers(0, n_classes, size=n).astype(np.int64), np.full(n, -1, dtype=np.int64)
+    if pool.tabular and config.kind == RECORD:
+        x, y = parse_target_record(pool.schema, resolve_record(pool, config).record)
+        return x, y, np.full(n, -1, dtype=np.int64)
     if pool.tabular:
         x, y = tabular_canaries(pool.schema, pool.x, pool.y, n, config.kind, rng)
         return x, y, np.full(n, -1, dtype=np.int64)

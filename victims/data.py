@@ -11,7 +11,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from victims.tabular.pools import load_fair, load_randhie, load_schema_file
+from victims.tabular.pools import load_fair, load_pair_3bin, load_randhie, load_schema_file
 from victims.pool import DataError, Pool, count_nonfinite, make_pool, to_float, train_test_split
 
 __all__ = ["DataError", "Pool", "make_pool", "load_pool", "dataset_names"]
@@ -198,5 +198,6 @@ _LOADERS = MappingProxyType(
         "cifar10": partial(_load_torchvision, "cifar10", "CIFAR10", True),
         "fair": load_fair,  # tables (victims.tabular.pools)
         "randhie": load_randhie,
+        "pair-3bin": load_pair_3bin,  # the dpmm audit's worst-case neighbour pair (victims.tabular.pools)
     }
 )

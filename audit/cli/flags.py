@@ -178,7 +178,9 @@ def add_canary_flags(p: argparse.ArgumentParser) -> None:
         "worst-case black-box design (dpsgd --sampling full-batch --start pretrained, one per run); marked: blank "
         "pages each with its own disjoint mark, several per run of that design that barely interfere (e.g. 8). "
         "A table's: unseen: records in cells of the schema's domain no pool record holds; extreme: records with "
-        "every number at a public bound and rare categories elsewhere "
+        "every number at a public bound and rare categories elsewhere; unheld: records alone in empty (label, feature) "
+        "cells; record: the one record --target-record names (with --plan fixed-remainder --canaries 1: the "
+        "worst-case neighbour design, D or D plus it) "
         f"(default mislabeled, unseen for a table; with --threat-model white-box {WHITE_BOX_CANARY_KIND})",
     )
     p.add_argument(
@@ -186,6 +188,13 @@ def add_canary_flags(p: argparse.ArgumentParser) -> None:
         type=int_at_least(2),
         default=None,
         help=f"rows per duplicate canary, one coin for all (default {DEFAULT_COPIES}; --canary-kind duplicate only)",
+    )
+    p.add_argument(
+        "--target-record",
+        default=None,
+        metavar="COLUMN=VALUE,...",
+        help="--canary-kind record: the target, every column of the table's schema once, each value inside its "
+        "public domain (default: a built-in pair's own, pair-3bin's a=1,b=1,c=1)",
     )
     p.add_argument(
         "--threat-model",
@@ -223,7 +232,8 @@ def canary_config(
         n = WHITE_BOX_CANARIES if release_dimension is None else min(WHITE_BOX_CANARIES, release_dimension)
     else:
         n = WHITE_BOX_RECORD_CANARIES
-    config = CanaryConfig(n=n, kind=kind, copies=args.canary_copies, seed=args.seed)
+    record = getattr(args, "target_record", None)
+    config = CanaryConfig(n=n, kind=kind, copies=args.canary_copies, seed=args.seed, record=record)
     return config if config.n else None
 
 

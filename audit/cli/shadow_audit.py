@@ -46,7 +46,7 @@ from victims import DataError, load_pool
 from victims.data import class_balanced_subset
 from victims.tabular.pools import unheld_subset
 from shadow_runs.records import CanaryColumns
-from victims.canaries import add_canaries
+from victims.canaries import add_canaries, resolve_record
 from victims.dp.whitebox_canaries import with_white_box
 
 
@@ -75,6 +75,7 @@ def main(
         dimension = getattr(victim, "release_dimension", None)
         white_box = args.threat_model == "white-box" and dimension is not None
         config = canary_config(args, release_dimension=dimension(pool) if white_box else None, tabular=pool.tabular)
+        config = resolve_record(pool, config)  # a record canary's target, spelled in schema order
         n_natural = pool.n_pool
         pool = add_canaries(pool, config)  # before the check and the plan: the canaries are pool rows
         pool = with_white_box(pool, victim, config, threat_model=args.threat_model, n_natural=n_natural)

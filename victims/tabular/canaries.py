@@ -34,6 +34,12 @@ in) and read nothing but the public schema and the audit's own pool:
   drops the records holding each feature's K rarest cells), and the `pairs` attack
   (`attacks.tabular.support.pair_extension`) scores what the canary alone opens.
 
+* `record`: one record the auditor names (`--target-record 'a=1,b=1,c=1'`, every column of the
+  schema once, each value inside its public domain; a built-in pair's own target by default,
+  `victims.tabular.pools.PAIR_TARGETS`). With `--plan fixed-remainder --canaries 1` it is the
+  worst-case neighbour design: every run releases from D (the pool) or D ∪ {target}, by the
+  target's coin. Nothing is drawn.
+
 Refused (ValueError, one line) where the schema cannot hold N such records: fewer empty cells than
 N, fewer distinct extreme records, or fewer than N unheld canaries that share no cell.
 """
@@ -44,11 +50,12 @@ import math
 
 import numpy as np
 
+from victims.pool import DataError
 from victims.tabular.schema import Schema
 
-UNSEEN, EXTREME, UNHELD = "unseen", "extreme", "unheld"
+UNSEEN, EXTREME, UNHELD, RECORD = "unseen", "extreme", "unheld", "record"
 #: the canary kinds of a table (`victims.canaries.CANARY_KINDS` holds them beside the image kinds)
-TABULAR_KINDS = (UNSEEN, EXTREME, UNHELD)
+TABULAR_KINDS = (UNSEEN, EXTREME, UNHELD, RECORD)
 #: candidate cells drawn per batch, and the most batches, while looking for empty cells
 BATCH, MOST_BATCHES = 256, 4000
 
@@ -64,6 +71,38 @@ def tabular_canaries(
     if kind == UNHELD:
         return unheld_records(schema, x, y, n, rng)
     raise ValueError(f"--canary-kind {kind!r} is not one of a table's kinds ({', '.join(TABULAR_KINDS)})")
+
+
+def parse_target_record(schema: Schema, text: str) -> tuple[np.ndarray, np.ndarray]:
+    """(x float32 [1, d], y int64 [1]) of the record `text` names ('column=value,...', every schema
+    column once, in any order); DataError of one line naming the bad entry, column or value."""
+    values: dict[str, str] = {}
+    for entry in text.split(","):
+        name, equals, value = entry.partition("=")
+        name, value = name.strip(), value.strip()
+        if not equals or not name or not value:
+            raise DataError(f"--target-record {text!r}: entry {entry.strip()!r} is not column=value")
+        if name not in schema.names:
+            raise DataError(f"--target-record: column {name!r} is not in the schema ({', '.join(schema.names)})")
+        if name in values:
+            raise DataError(f"--target-record: column {name!r} is named twice")
+        values[name] = value
+    if missing := [n for n in schema.names if n not in values]:
+        raise DataError(
+            f"--target-record names no value for column {missing[0]!r} (the schema's: {', '.join(schema.names)})"
+        )
+    encoded = {
+        c.name: c.encode(np.array([values[c.name]], dtype=object), where="--target-record") for c in schema.columns
+    }
+    x = np.stack([encoded[c.name] for c in schema.features], axis=1).astype(np.float32)
+    return x, encoded[schema.label].astype(np.int64)
+
+
+def canonical_record(schema: Schema, text: str) -> str:
+    """The record `text` names as 'column=value,...' in schema order, each value as the schema spells it."""
+    x, y = parse_target_record(schema, text)
+    row = schema.decode(x, y).iloc[0]
+    return ",".join(f"{name}={row[name]}" for name in schema.names)
 
 
 def unheld_categories(schema: Schema, x: np.ndarray) -> list[tuple[int, int]]:

@@ -19,6 +19,12 @@ none is read from the rows (a value outside them is refused, never clipped).
   of up to 5 records, protected only at the group-privacy ε (k · ε for pure DP, weaker still
   with δ). The audit's coins are per record, so it tests the record-level claim. Split: 4,190
   test rows (stratified, seed 0), a pool of 16,000.
+- `pair-3bin`: the worst-case neighbour pair of the audit in dpmm's repository (Ganev, Annamalai &
+  Kulynych, TPDP 2026): D is ten records [0, 0, 0] over three binary columns a, b, c (the label c,
+  as a table needs one; the domain {0, 1} each, public), and its target (`PAIR_TARGETS`, the default
+  of `--canary-kind record`) is [1, 1, 1]. Every row is D: the test split is the domain's 8 cells,
+  one each, public by construction and never trained on. With `--plan fixed-remainder --canaries 1
+  --canary-kind record` every run releases from D or D ∪ {target} by the target's coin.
 - A schema file (`--dataset my_table.json`): a JSON object with the schema's "label" and
   "columns" (as `Schema.to_json` writes them), "data" (a .csv or .parquet file, relative to the
   schema file) and optionally "test" (another; else 20% of the rows, stratified by the label,
@@ -76,6 +82,12 @@ RANDHIE_SCHEMA = Schema(
 )
 RANDHIE_TEST = 4190
 
+#: the dpmm audit's pair: three binary columns, the last the label (module docstring)
+PAIR_3BIN_SCHEMA = Schema(columns=tuple(_categorical(name, (0, 1)) for name in "abc"), label="c")
+PAIR_3BIN_SIZE = 10
+#: the target record of each built-in pair (`--canary-kind record`'s default `--target-record`)
+PAIR_TARGETS = {"pair-3bin": "a=1,b=1,c=1"}
+
 #: how to get the package the embedded tables are read from (pyproject.toml's extra "tabular")
 TABULAR_INSTALL = 'pip install -e ".[tabular]"'
 
@@ -106,6 +118,16 @@ def load_randhie(*, data_root=None, download=False) -> Pool:
     """The RAND Health Insurance Experiment's person-years, embedded in statsmodels (module docstring)."""
     frame = _statsmodels_table("randhie")
     return _split_pool("randhie", RANDHIE_SCHEMA, frame, test_size=RANDHIE_TEST, where="randhie")
+
+
+def load_pair_3bin(*, data_root=None, download=False) -> Pool:
+    """D of the dpmm audit's pair: ten records [0, 0, 0]; the test split the domain's 8 cells (module docstring)."""
+    x, y = np.zeros((PAIR_3BIN_SIZE, 2), dtype=np.float32), np.zeros(PAIR_3BIN_SIZE, dtype=np.int64)
+    cells = np.array([[(i >> 2) & 1, (i >> 1) & 1, i & 1] for i in range(8)])
+    x_test, y_test = cells[:, :2].astype(np.float32), cells[:, 2].astype(np.int64)
+    return make_pool(
+        "pair-3bin", x, y, x_test, y_test, PAIR_3BIN_SCHEMA.classes, flip_ok=False, schema=PAIR_3BIN_SCHEMA
+    )
 
 
 def read_table(path: str | os.PathLike, *, where: str):
