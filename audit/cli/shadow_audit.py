@@ -18,7 +18,8 @@ import numpy as np
 
 from attacks.lira import variance_for
 from audit import outputs
-from audit.claim import Claim, verdict_delta
+from audit import pair_design
+from audit.claim import Claim, resolve_claim, verdict_delta
 from audit.cli.flags import (
     build_parser,
     canary_config,
@@ -173,7 +174,7 @@ def main(
             choices=choices,
             claim=claim,
         )
-        audited[n_runs, confidence] = (runs, scores, targets)
+        audited[n_runs, confidence] = (runs, scores, targets, choices, variance)
         return summary
 
     # what each score_at scored, by (runs, confidence): scores.npz is written from the summary's own, not
@@ -190,7 +191,11 @@ def main(
                 )
     except (DeclaredAttackError, RayUnavailable) as e:
         parser.error(str(e))
-    runs, scores, targets = audited[summary.data["n_shadow"], summary.data["evaluation"]["confidence"]]
+    runs, scores, targets, choices, variance = audited[
+        summary.data["n_shadow"], summary.data["evaluation"]["confidence"]
+    ]
+    if looks is None and pair_design.applies(plan, experiment.get("canaries")):  # the worst-case neighbour design
+        summary.data["pair_test"] = pair_test(summary.data, runs, scores, choices, targets, variance, canaries, claim)
     # scores.npz and the ROC plot take attacks that scored every example the bound is over (a white-box
     # attack scores the canaries only, NaN on the natural examples); one that scored a subset of those
     # (ganleak_pbb, NaN elsewhere) is reported in summary.json only
@@ -208,9 +213,22 @@ def main(
         canaries=canaries,
     )
     print(quiet_lines(summary, path) if args.quiet else outputs.describe(summary, path))
+    if "pair_test" in summary.data:
+        print(pair_design.pair_line(summary.data["pair_test"]))
     if looks is not None:
         print(rounds_line(summary.data["sequential"]))
     return 0
+
+
+def pair_test(summary: dict, runs, scores, choices, targets, variance, canaries, claim) -> dict:
+    """summary.json's `pair_test` (`audit.pair_design`) of a fixed design's runs: the canary column's
+    scores, at the audit's confidence and the checked claim's δ (else the audit's own)."""
+    column = int(np.flatnonzero(canaries.scored)[0])
+    samples = pair_design.pair_samples(runs, scores, choices, targets, variance=variance, column=column)
+    checked = resolve_claim(summary, claim)
+    delta = checked.delta if checked is not None else (summary["delta"] or 0.0)
+    confidence = summary["evaluation"]["confidence"]
+    return pair_design.pair_entry(samples, confidence=confidence, delta=delta, claim=checked)
 
 
 def quiet_lines(audit_summary: AuditSummary, path) -> str:

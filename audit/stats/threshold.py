@@ -138,7 +138,12 @@ def _predicted(fpr, tpr, *, n_in: int, n_out: int, confidence: float, delta: flo
     return np.array([point_epsilon(a, b, delta) for a, b in zip(f_high, t_low)])
 
 
-def choose_threshold(
+def choose_threshold(reference_in, reference_out, **options) -> Choice:
+    """The threshold `predicted_choice` chooses (its options), without its prediction."""
+    return predicted_choice(reference_in, reference_out, **options)[0]
+
+
+def predicted_choice(
     reference_in,
     reference_out,
     *,
@@ -148,7 +153,7 @@ def choose_threshold(
     delta: float = 0.0,
     objective: str = "mu",
     min_count: float = MIN_COUNT,
-) -> Choice:
+) -> tuple[Choice, float]:
     """The direction and threshold, of `candidate_thresholds` on either sign of the scores, whose
     references predict the largest bound on `objective` at the judged counts n_in and n_out
     (`_predicted`, at the references' FPR and their TPR smoothed by `binormal_tpr`, since the
@@ -157,7 +162,8 @@ def choose_threshold(
     ε lives in the tails), among those that leave at least `min_count` OUT scores above and IN scores below
     them in the references and expect as many in the judged runs (every candidate if none does):
     in the tails the references' few counts make the prediction mostly luck. Ties go to sign +1 and
-    the lowest threshold."""
+    the lowest threshold. Returned with its predicted bound (-inf where no candidate exists), by
+    which `audit.pair_design` ranks attacks."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     ref_in = as_score_array(reference_in, name="reference_in")
@@ -178,7 +184,7 @@ def choose_threshold(
         i = int(np.argmax(value))
         if value[i] > best_value:
             best, best_value = Choice(sign, float(candidates[i]), float(fpr[i]), float(tpr[i])), float(value[i])
-    return best
+    return best, best_value
 
 
 @dataclass(frozen=True)
