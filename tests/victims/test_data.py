@@ -51,7 +51,7 @@ def test_pool_arrays_are_read_only():
 
 
 def test_dataset_names_and_unknown_name():
-    assert dataset_names() == ("digits", "mnist5k", "mnist", "fashion-mnist", "cifar10", "fair", "randhie")
+    assert dataset_names() == ("digits", "mnist5k", "mnist", "fashion-mnist", "cifar10", "fair", "randhie", "pair-3bin")
     with pytest.raises(
         DataError, match=r"unknown dataset 'foo' \(known: digits, mnist5k, mnist, fashion-mnist, cifar10, fair, randhie"
     ):
