@@ -141,7 +141,7 @@ def test_an_image_kind_on_a_table_is_refused_naming_the_kind_and_dataset(fair, k
         add_canaries(fair, CanaryConfig(n=4, kind=kind))
     assert str(e.value) == (
         f"--canary-kind {kind} makes images; --dataset fair is a table (its kinds: unseen, extreme, unheld, "
-        "and gradient "
+        "record, and gradient "
         "under white-box)"
     )
 
