@@ -151,7 +151,7 @@ def pair_line(entry: dict) -> str:
     """The terminal's line on `pair_test`, beside the one-run verdict."""
     if entry["attack"] is None:
         return f"  pair test: n/a ({entry['note']})"
-    eps = "n/a" if entry["epsilon_lower"] is None else f"{entry['epsilon_lower']:.2f}"
+    eps = "inf" if entry["epsilon_lower"] is None else f"{entry['epsilon_lower']:.2f}"
     base_eps = "inf" if entry["epsilon_lower_baseline"] is None else f"{entry['epsilon_lower_baseline']:.2f}"
     line = (
         f"  pair test (a figure beside the verdict; {entry['n_in'] + entry['n_out']} target runs judged, "
