@@ -76,8 +76,8 @@ RANDHIE_SCHEMA = Schema(
 )
 RANDHIE_TEST = 4190
 
-#: how to get the package the embedded tables are read from (pyproject.toml's extra "tabular")
-TABULAR_INSTALL = 'pip install -e ".[tabular]"'
+#: how to get the package the embedded tables are read from (a dependency in pyproject.toml)
+TABULAR_INSTALL = "pip install -e ."
 
 
 def _statsmodels_table(name: str):
