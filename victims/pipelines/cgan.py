@@ -63,7 +63,7 @@ from victims.base import (
 )
 from victims.condensation.condense import Members
 from victims.dp.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
-from victims.data import Pool
+from victims.pool import Pool
 from victims.latent_search import WB_OPTIMIZERS, gradient_reconstruct, nearest_samples, powell_reconstruct
 from victims.nets import ConditionalDiscriminator, ConditionalGenerator
 from victims.dp.privacy import (
