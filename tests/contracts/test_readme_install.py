@@ -50,8 +50,8 @@ def usage_commands(readme: str) -> list[tuple[str, str, str]]:
     for line in block.splitlines():
         words = shlex.split(line, comments=True)
         if words[:2] == ["python", "-m"]:
-            flags = dict(zip(words[3::2], words[4::2])) if "--victim" in words else {}
-            commands.append((words[2], words[words.index("--victim") + 1], flags.get("--dataset", "digits")))
+            dataset = words[words.index("--dataset") + 1] if "--dataset" in words else "digits"
+            commands.append((words[2], words[words.index("--victim") + 1], dataset))
     return commands
 
 
