@@ -18,7 +18,7 @@ import numpy as np
 
 from victims.base import Observations, RunError, resolve_device
 from victims.compiled import COMPILE_MODES, compiled_steps, resolve_compile, runs_per_worker
-from victims.data import DataError, Pool
+from victims.pool import DataError, Pool
 from victims.precision import PRECISIONS
 from victims.precision import precision as numerics
 

@@ -17,7 +17,7 @@ from shadow_runs import RunStore, run_seed
 from shadow_runs.plan import PLAN
 from victims import victim_config
 from shadow_runs.records import CanaryColumns
-from victims.data import Pool
+from victims.pool import Pool
 from victims.source import victim_source
 
 
