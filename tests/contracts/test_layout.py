@@ -171,7 +171,15 @@ def test_no_import_cycle():
 #: whole: no module of a lower layer imports any module of it (the bare package `audit` re-exports)
 AUDIT_LAYERS = (
     # math, the claim checked, reading audits, running victims
-    ("audit.stats", "audit.experiment", "audit.claim", "audit.results", "audit.executor", "audit.provenance"),
+    (
+        "audit.stats",
+        "audit.experiment",
+        "audit.claim",
+        "audit.results",
+        "audit.executor",
+        "audit.placement",
+        "audit.provenance",
+    ),
     ("audit.evaluate", "audit.reporting", "audit.epsilon", "audit.metrics"),
     ("audit.summary", "audit.outputs", "audit.pipeline"),  # what an audit writes
     ("audit.releases", "audit.rounds"),  # a release you made: its files, inputs, target and audit; an audit in rounds
