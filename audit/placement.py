@@ -28,10 +28,10 @@ PACKS_PER_GPU = 4
 #: the share of a GPU's memory the packs may fill; the rest is CUDA's context, cuDNN's workspaces
 #: and the caching allocator's slack
 MEMORY_SHARE = 0.5
-#: MiB a run adds to a pack, by victim and image pixels (h x w). 8x8: an H100's peak memory of packs of
-#: 8 and 64 (psg 461 and 1,167 MiB, real 460 and 1,153: bench/gpu.py, docs/performance.md "A second
-#: H100"), over the 56 runs added. 28x28: the peak resident set's growth from a pack of 2 to one of 8
-#: on the CPU (`python bench/footprint.py`), an upper bound of the GPU's. Between sizes, the larger's.
+#: MiB a run adds to a pack, by victim and image pixels (h x w): an H100's peak memory of packs of 8
+#: and 64 at 8x8 (psg 461 and 1,167 MiB, real 460 and 1,153: bench/gpu.py, docs/performance.md "A
+#: second H100") over the 56 runs added. Larger images are scaled by their pixels until measured
+#: (`python bench/footprint.py --device cuda --datasets mnist5k`).
 MIB_PER_RUN = {
     "psg": {64: 12.6},
     "real": {64: 12.4},
