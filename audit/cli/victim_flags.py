@@ -72,13 +72,16 @@ def victim_argument(allowed: tuple[str, ...] | None = None):
 def add_victim_flags(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> None:
     """One flag per victim field (`victim_classes(argv)`). A field several victims share (same name
     and type) is one flag; where their help texts differ, each victim's text is shown, prefixed
-    with the victims' names."""
+    with the victims' names. With a victim given on `argv`, `--help` lists only that victim's flags
+    (the others are still parsed, and refused by name for it)."""
+    given = given_victim(argv)
     group = parser.add_argument_group("victim flags (each applies to the victims that have it)")
     flags: dict[str, tuple[tuple[str, ...], type, dataclasses.Field]] = {}
     helps: dict[str, dict[str, list[str]]] = {}  # dest -> help text -> victims that use it
     defaults: dict[str, dict[str, list[str]]] = {}  # dest -> default -> victims that have it (None: not shown)
     choices: dict[str, dict] = {}  # dest -> every victim's choices, in order (each victim checks its own)
-    for name, cls in victim_classes(argv).items():
+    classes = victim_classes(argv)
+    for name, cls in classes.items():
         for path, kind, f in config_fields(cls):
             flags.setdefault(_dest(path), (path, kind, f))
             helps.setdefault(_dest(path), {}).setdefault(f.metadata.get("help", ""), []).append(name)
@@ -91,10 +94,13 @@ def add_victim_flags(parser: argparse.ArgumentParser, argv: list[str] | None = N
             if len(texts) == 1
             else "; ".join(f"{', '.join(names)}: {text}" for text, names in texts.items() if text)
         )
+        shown = given not in classes or any(given in names for names in texts.values())
         kwargs = {
             "dest": dest,
             "default": argparse.SUPPRESS,
-            "help": (help_text + _defaults_text(defaults[dest])).replace("%", "%%") or None,
+            "help": (help_text + _defaults_text(defaults[dest])).replace("%", "%%") or None
+            if shown
+            else argparse.SUPPRESS,
         }  # argparse formats help with %
         if kind is bool:
             kwargs["action"] = argparse.BooleanOptionalAction

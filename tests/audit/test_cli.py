@@ -461,6 +461,23 @@ def test_help_names_the_tables_the_victims_that_take_them_and_every_default():
     assert "(default: from --preset)" in helps["--restarts"] and "(default: 4)" not in helps["--restarts"]
 
 
+def test_help_with_a_victim_lists_only_the_flags_it_takes():
+    from audit.cli.flags import build_parser
+
+    def listed(argv):
+        return build_parser("audit.lira", "", argv=argv).format_help()
+
+    # --rows is a table victim's (marginals); command refuses it, so its help does not list it
+    assert "--rows INT" in listed([]) and "--rows INT" in listed(["--victim", "marginals"])
+    command = listed(["--victim", "command"])
+    assert "--rows" not in command and "--pipeline STR" in command and "--ipc" not in command
+    # the flag is still parsed, and refused by name for that victim
+    args = build_parser("audit.lira", "", argv=["--victim", "command"]).parse_args(
+        ["--victim", "command", "--n-shadow", "4", "--rows", "5"]
+    )
+    assert args.victim__rows == 5
+
+
 def test_the_module_entry_point_exits_2_without_a_traceback(tmp_path):
     result = subprocess.run(
         [
