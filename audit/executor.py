@@ -21,6 +21,12 @@ from victims.compiled import COMPILE_MODES, compiled_steps, resolve_compile, run
 from victims.data import DataError, Pool
 
 EXECUTORS = ("ray", "inline")
+#: --runs-per-task's default on a GPU (--gpus-per-run > 0 or --device cuda). On an H100 at 28x28 a
+#: pack of 8 trained 2.86x (real), 1.31x (dm) and 1.48x (psg) the runs per hour of one run at a
+#: time (bench/gpu.py, docs/performance.md "On a GPU"). On a CPU the default is 1:
+#: packing measured 1.03-1.30x for one task alone and 0.88-1.11x end to end on two workers, and a
+#: packed run differs from the same run alone by float reordering (docs/performance.md, "Packed runs").
+GPU_RUNS_PER_TASK = 8
 
 
 @dataclass(frozen=True)
@@ -31,7 +37,8 @@ class ExecutorConfig:
     gpus_per_run: float = 0.0  # e.g. 0.25 packs four runs per GPU
     max_retries: int = 3  # re-runs of a task whose worker died
     device: str = "auto"  # where a run trains: "auto", "cpu", "cuda"
-    runs_per_task: int = 1  # K runs per task, trained together where the victim packs (`victims.packed`)
+    # K runs per task, trained together where the victim packs (`victims.packed`); None: `per_task`'s default
+    runs_per_task: int | None = 1
     compile: str = "auto"  # --compile: the training steps through torch.compile, per worker (`victims.compiled`)
 
     def __post_init__(self) -> None:
@@ -41,10 +48,16 @@ class ExecutorConfig:
             raise ValueError(f"--workers must be >= 1, got {self.workers}")
         if self.gpus_per_run < 0 or (self.gpus_per_run > 1 and not float(self.gpus_per_run).is_integer()):
             raise ValueError(f"--gpus-per-run must be a fraction in [0, 1] or a whole number, got {self.gpus_per_run}")
-        if self.runs_per_task < 1:
+        if self.runs_per_task is not None and self.runs_per_task < 1:
             raise ValueError(f"--runs-per-task must be >= 1, got {self.runs_per_task}")
         if self.compile not in COMPILE_MODES:
             raise ValueError(f"--compile must be one of {COMPILE_MODES}, got {self.compile!r}")
+
+    def per_task(self, victim: Any) -> int:
+        """Runs per task: `runs_per_task` where given, else the victim's own (`runs_per_call`: a batched
+        command's `batch`), else GPU_RUNS_PER_TASK on a GPU and 1 on a CPU."""
+        gpu = self.gpus_per_run > 0 or self.device == "cuda"
+        return self.runs_per_task or getattr(victim, "runs_per_call", None) or (GPU_RUNS_PER_TASK if gpu else 1)
 
 
 class RunFailed(ValueError):
@@ -94,13 +107,14 @@ def _run_all(victim: Any, pool: Pool, tasks: Sequence[RunTask], *, device: str) 
     try:
         return _run_tasks(victim, pool, tasks, device=device)
     except (RunError, DataError) as e:
-        which = ", ".join(f"{t.run} (seed {t.seed})" for t in tasks)
+        named = [tasks[i] for i in e.runs] if getattr(e, "runs", None) else tasks  # a pack's failed runs alone
+        which = ", ".join(f"{t.run} (seed {t.seed})" for t in named)
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise RunFailed(f"run{'s' if len(tasks) > 1 else ''} {which}: {first}") from None
+        raise RunFailed(f"run{'s' if len(named) > 1 else ''} {which}: {first}") from None
 
 
 def _run_tasks(victim: Any, pool: Pool, tasks: Sequence[RunTask], *, device: str) -> list[tuple[Observations, dict]]:
-    if len(tasks) > 1 and hasattr(victim, "run_packed"):
+    if len(tasks) > 1 and victim_packs(victim):
         start = time.perf_counter()
         observations = victim.run_packed(
             pool,
@@ -121,6 +135,12 @@ def _run_tasks(victim: Any, pool: Pool, tasks: Sequence[RunTask], *, device: str
     return done
 
 
+def victim_packs(victim: Any) -> bool:
+    """Whether the victim trains a task's runs together: it offers `run_packed` and does not say `packs =
+    False` (a command whose pipeline declares no `batch`)."""
+    return hasattr(victim, "run_packed") and getattr(victim, "packs", True)
+
+
 def _meta(task: RunTask, wall_s: float, device: str) -> dict:
     return {
         "run": task.run,
@@ -134,13 +154,14 @@ def _meta(task: RunTask, wall_s: float, device: str) -> dict:
 def execute(
     tasks: Sequence[RunTask], *, victim: Any, pool: Pool, config: ExecutorConfig
 ) -> Iterator[tuple[RunTask, Observations, dict]]:
-    """Yield (task, observations, metadata) for every task, in completion order; `config.runs_per_task`
+    """Yield (task, observations, metadata) for every task, in completion order; `config.per_task(victim)`
     consecutive tasks go to one worker together (a pack's runs arrive together)."""
     if not tasks:
         return
     if len({t.inclusion_rate for t in tasks}) > 1:
         raise ValueError("every task of one execution has the plan's one inclusion rate")
-    packs = [tuple(tasks[i : i + config.runs_per_task]) for i in range(0, len(tasks), config.runs_per_task)]
+    k = config.per_task(victim)
+    packs = [tuple(tasks[i : i + k]) for i in range(0, len(tasks), k)]
     inline = config.kind == "inline"
     compiled = resolve_compile(
         config.compile,

@@ -10,7 +10,7 @@ from attacks.lira import PER_EXAMPLE_FROM
 from attacks.registry import TABLE, WHITEBOX, get_attack
 from audit.cli.arguments import ArgumentParser, add_claim_flags, int_at_least, probability
 from audit.cli.victim_flags import add_victim_flags, victim_argument
-from audit.executor import EXECUTORS, ExecutorConfig
+from audit.executor import EXECUTORS, GPU_RUNS_PER_TASK, ExecutorConfig
 from audit.summary import EvaluationSettings
 from shadow_runs.plan import DEFAULT_INCLUSION_RATE, FIXED_REMAINDER, PLANS
 from victims import victim_names
@@ -19,12 +19,6 @@ from victims.canaries import ALL_KINDS, DEFAULT_COPIES, CanaryConfig
 from victims.tabular.canaries import UNSEEN
 from victims.dp.whitebox_canaries import THREAT_MODELS
 
-#: --runs-per-task's default on a GPU (--gpus-per-run > 0 or --device cuda). On an H100 at 28x28 a
-#: pack of 8 trained 2.86x (real), 1.31x (dm) and 1.48x (psg) the runs per hour of one run at a
-#: time (bench/gpu.py, docs/performance.md "On a GPU"). On a CPU the default is 1:
-#: packing measured 1.03-1.30x for one task alone and 0.88-1.11x end to end on two workers, and a
-#: packed run differs from the same run alone by float reordering (docs/performance.md, "Packed runs").
-GPU_RUNS_PER_TASK = 8
 #: the canaries of a white-box audit given no --canaries/--canary-kind: 4,000 gradient canaries per
 #: run, or as many as the victim's release has coordinates where that is fewer (each gradient canary
 #: needs one of its own: psg 3,088, dpcgan 3,577, datalens 1,024 on digits); record canaries
@@ -257,15 +251,13 @@ def evaluation_settings(args: argparse.Namespace) -> EvaluationSettings:
 
 def executor_config(args: argparse.Namespace) -> ExecutorConfig:
     """Where and how the runs train, from the run flags; ValueError on a bad value."""
-    gpu = args.gpus_per_run > 0 or args.device == "cuda"
-    runs_per_task = args.runs_per_task or (GPU_RUNS_PER_TASK if gpu else 1)
     return ExecutorConfig(
         kind=args.executor,
         workers=args.workers,
         address=args.address,
         gpus_per_run=args.gpus_per_run,
         device=args.device,
-        runs_per_task=runs_per_task,
+        runs_per_task=args.runs_per_task,  # None: ExecutorConfig.per_task's default
         compile=args.compile,
     )
 
@@ -296,8 +288,9 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
         "--runs-per-task",
         type=int_at_least(1),
         default=None,
-        help="runs per task, trained together where the victim packs them (real, subset, dm, dsa, dc, kip, psg); "
-        f"default: 1 on a CPU, {GPU_RUNS_PER_TASK} on a GPU",
+        help="runs per task, trained together where the victim packs them (real, subset, dm, dsa, dc, kip, psg; a "
+        f"command whose pipeline declares batch = K, K seeds per call); default: that K, else 1 on a CPU, "
+        f"{GPU_RUNS_PER_TASK} on a GPU",
     )
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument(
