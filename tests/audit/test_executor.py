@@ -15,7 +15,7 @@ import pytest
 from ray import cloudpickle
 
 from shadow_runs import membership_matrix, run_seed
-from audit.executor import ExecutorConfig, RunTask, execute, ray_session
+from audit.executor import GPU_RUNS_PER_TASK, ExecutorConfig, RunTask, execute, ray_session
 from victims import get_victim, load_pool
 from victims.nets import NetConfig
 from victims.train import TrainConfig
@@ -56,6 +56,16 @@ def no_ray(module_ray):
 
     ray.shutdown()
     return ray
+
+
+def test_runs_per_task_default_to_a_batched_commands_batch_else_one_on_a_cpu_and_more_on_a_gpu(tmp_path):
+    (tmp_path / "p.toml").write_text('kind = "table"\ncommand = ["synth"]\nbatch = 4\n')
+    batched, other = get_victim("command")(pipeline=str(tmp_path / "p.toml")), get_victim("real")()
+    assert ExecutorConfig(runs_per_task=None).per_task(batched) == 4
+    assert ExecutorConfig(runs_per_task=None, device="cuda").per_task(batched) == 4
+    assert ExecutorConfig(runs_per_task=2).per_task(batched) == 2  # --runs-per-task where given
+    assert ExecutorConfig(runs_per_task=None).per_task(other) == 1
+    assert ExecutorConfig(runs_per_task=None, gpus_per_run=0.5).per_task(other) == GPU_RUNS_PER_TASK
 
 
 @pytest.mark.usefixtures("no_ray")
