@@ -103,11 +103,12 @@ def run_victims(
 
 def _run_all(victim: Any, pool: Pool, tasks: Sequence[RunTask], *, device: str) -> list[tuple[Observations, dict]]:
     """`_run_tasks`, a run's bad input (`victims.base.RunError`, `DataError`) raised as `RunFailed` naming the
-    run (a pack's: its runs); any other error as it is, with its traceback (a bug)."""
+    run (a pack's: its runs, or those of them the error's `runs` places name: a batched command's failed seed,
+    `victims.command_jobs.SeedFailed`); any other error as it is, with its traceback (a bug)."""
     try:
         return _run_tasks(victim, pool, tasks, device=device)
     except (RunError, DataError) as e:
-        named = [tasks[i] for i in e.runs] if getattr(e, "runs", None) else tasks  # a pack's failed runs alone
+        named = [tasks[i] for i in e.runs] if getattr(e, "runs", None) else tasks
         which = ", ".join(f"{t.run} (seed {t.seed})" for t in named)
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise RunFailed(f"run{'s' if len(named) > 1 else ''} {which}: {first}") from None

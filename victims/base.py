@@ -38,12 +38,7 @@ from victims.train import accuracy, predict_queries, to_model_space
 class RunError(ValueError):
     """Bad input a run meets as it runs (a command victim's command that exits non-zero or runs out of time, a
     release that does not fit the pool): one line naming it. The audit stops with it (exit status 2), keeping the
-    runs stored before (`audit.executor.RunFailed`). `runs`, in a pack (`run_packed`): the places of the
-    runs it is about, where it is about some of them only (a batched command's seed)."""
-
-    def __init__(self, message: str, *, runs: tuple[int, ...] | None = None) -> None:
-        super().__init__(message)
-        self.runs = runs
+    runs stored before (`audit.executor.RunFailed`)."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -7,7 +7,7 @@ A call's temporary directory holds `jobs.json` ({jobs}, MIA_JOBS): a JSON list w
 {kind}) are handed as to an unbatched command. The command writes each job's release to its `out` (its
 claim, optionally, to its `claim`), fitting the jobs in the list's order, and exits 0 within K x timeout_s.
 
-A failure names the seed it is about (`RunError.runs`: its place in the pack): the first job without a
+A failure names the seed it is about (`SeedFailed.runs`: its place in the pack): the first job without a
 release where the command exited non-zero or ran out of time (the seed it was on), the job whose release
 is missing or malformed where it exited 0, and every seed of the call only where it failed after writing
 all K releases.
@@ -37,6 +37,15 @@ from victims.pool import Pool
 Fitted = tuple[np.ndarray, np.ndarray, dict | None]
 
 
+class SeedFailed(RunError):
+    """A RunError about some of a pack's runs only: `runs`, their places in the pack (the executor names
+    those runs alone, `audit.executor.RunFailed`)."""
+
+    def __init__(self, message: str, *, runs: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.runs = runs
+
+
 def run_jobs(
     spec: PipelineFile,
     pool: Pool,
@@ -48,7 +57,7 @@ def run_jobs(
     first: int = 0,
 ) -> tuple[list[Fitted], Ended]:
     """One call of the command on the jobs of `seeds` (members `keeps[j]`), in `directory`: each job's
-    release and claim, and how the call ended. RunError (one line; `runs`: the failed seed's place, `first`
+    release and claim, and how the call ended. SeedFailed (one line; `runs`: the failed seed's place, `first`
     + its job) where a seed failed (module docstring)."""
     jobs = []
     for j, (keep, seed) in enumerate(zip(keeps, seeds)):
@@ -64,18 +73,18 @@ def run_jobs(
     if ended.returncode != 0:
         limit = f"timeout_s x {len(jobs)} seeds"
         if all(written):
-            raise RunError(
+            raise SeedFailed(
                 failure(spec, ended, timeout_s=timeout_s, limit=limit, left=f" after writing all {len(jobs)} releases"),
                 runs=tuple(range(first, first + len(jobs))),
             )
         missing = written.index(False)
         left = f" with {sum(written)} of {len(jobs)} releases written, none for this seed"
-        raise RunError(failure(spec, ended, timeout_s=timeout_s, limit=limit, left=left), runs=(first + missing,))
+        raise SeedFailed(failure(spec, ended, timeout_s=timeout_s, limit=limit, left=left), runs=(first + missing,))
     fitted = []
     for j, job in enumerate(jobs):
         try:
             release = read_release(pool, Path(job["out"]), where=spec.name, asked=f"job {j}'s out in {{jobs}}")
             fitted.append((*release, read_claim(Path(job["claim"]), where=spec.name)))
         except RunError as e:
-            raise RunError(str(e), runs=(first + j,)) from None
+            raise SeedFailed(str(e), runs=(first + j,)) from None
     return fitted, ended

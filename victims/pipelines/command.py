@@ -10,6 +10,10 @@ seed a generator's run uses). The command's claim, if it writes one, replaces `-
 as the run's formal ε and δ; the claim and the ends of the command's stdout and stderr are kept in
 runs/<r>.json's `command`.
 
+A pipeline that declares `batch = K` is handed up to K seeds per call as jobs (`victims.command_jobs`):
+the executor's tasks of runs (`run_packed`, K of them where --runs-per-task is not given) go to one call,
+one import of the library for K releases; each run's downstream model is its own as above.
+
 It is either kind: `tabular` is None on the class, and the TOML's `kind` says which pool it takes.
 """
 
@@ -147,7 +151,7 @@ class CommandVictim:
     ) -> list[Observations]:
         """The runs of `seeds` (members `keeps[k]`): a batched command's in calls of up to `batch` seeds
         (`victims.command_jobs`), an unbatched one's one call per seed; then each run's downstream model.
-        RunError (one line, `runs`: the failed seed's place) where a seed fails."""
+        SeedFailed (one line, `runs`: the failed seed's place) where a seed fails."""
         spec = self.spec
         if spec.batch is None:
             return [self.run(pool, k, s, device=device, inclusion_rate=inclusion_rate) for k, s in zip(keeps, seeds)]
