@@ -1,13 +1,15 @@
 """Cheap runs of a command victim: one call per seed against calls of K seeds (a pipeline's `batch = K`,
 docs/contracts.md "Batched commands"; figures in docs/results/third-party.md, "Batched calls").
 
-    python bench/batched_command.py [--pipeline FILE.toml] [--rows 1000] [--seeds 16] [--batch 8]
-                                    [--workers 2] [--epsilon 1] [--delta 1e-5]
+    python bench/batched_command.py [--pipeline FILE.toml] [--set NAME VALUE ...] [--rows 1000] [--seeds 16]
+                                    [--batch 8] [--workers 2] [--epsilon 1] [--delta 1e-5]
 
 Without `--pipeline` it times tests/victims/marginals_command.py (a tiny synthesizer: pandas and numpy
 its import, a noisy marginal per column its fit) under this interpreter. The table is bench/third_party.py's
-cut of fair (`--rows` records); the members of seed r are run r's of an independent plan, handed as the
-audit hands them (`victims.command_jobs.run_jobs`, the members' CSVs written per call).
+cut of fair (`--rows` records); `--set NAME VALUE` sets the value after --NAME in the pipeline's command
+(`--set n-iters 100`: a cheaper fit than the file's). The members of seed r are run r's of an
+independent plan, handed as the audit hands them (`victims.command_jobs.run_jobs`, the members' CSVs
+written per call).
 
 Prints the seconds of a call of 1 seed and of a call of K seeds, alone (the median of `--repeats`), the
 start-and-import and per-fit seconds they imply (a call of k seeds takes import + k x fit), then
@@ -47,6 +49,16 @@ def tiny_pipeline(directory: Path) -> Path:
     return toml
 
 
+def with_args(command: tuple[str, ...], pairs: list[list[str]]) -> tuple[str, ...]:
+    """`command` with the value after each --NAME of `pairs` set to its VALUE."""
+    command = list(command)
+    for name, value in pairs:
+        if f"--{name}" not in command[:-1]:
+            raise SystemExit(f"batched_command.py: error: --set {name}: the command has no --{name} ({command})")
+        command[command.index(f"--{name}") + 1] = value
+    return tuple(command)
+
+
 def call(spec, pool, keeps, seeds, shared) -> tuple[float, list[np.ndarray]]:
     """One call on `seeds`: its seconds (the command's, from start to exit) and each seed's release."""
     with tempfile.TemporaryDirectory(prefix="bench-batched-") as tmp:
@@ -68,6 +80,7 @@ def fitted_all(spec, pool, keeps, seeds, shared, *, per_call: int, workers: int)
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pipeline", type=Path, default=None, help="a pipeline file (default: marginals_command.py)")
+    p.add_argument("--set", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     p.add_argument("--rows", type=int, default=1000, help="records of the cut of fair")
     p.add_argument("--seeds", type=int, default=16, help="seeds fitted each way")
     p.add_argument("--batch", type=int, default=8, help="K: seeds per batched call")
@@ -78,12 +91,14 @@ def main() -> None:
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         toml = args.pipeline or tiny_pipeline(Path(scratch))
-        spec = dataclasses.replace(load_pipeline(str(toml)), batch=args.batch)
+        spec = load_pipeline(str(toml))
+        spec = dataclasses.replace(spec, batch=args.batch, command=with_args(spec.command, args.set))
         pool = load_pool(str(write_cut(Path(scratch) / "cut", args.rows)))
         keeps = membership_matrix(pool.y, n_runs=args.seeds, master_seed=0)
         seeds = [run_seed(master_seed=0, run=r) for r in range(args.seeds)]
         shared = {"kind": "table", "expected_members": repr(expected_members(pool))}
         shared |= {"epsilon": repr(args.epsilon), "delta": repr(args.delta)}
+        print(" ".join(spec.command))
         print(
             f"pipeline {toml.name}, {pool.n_pool} rows, {args.seeds} seeds, batch {args.batch}, {args.workers} workers"
         )
