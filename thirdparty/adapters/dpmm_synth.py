@@ -7,8 +7,9 @@ Runs inside thirdparty/envs/dpmm (dpmm 0.1.9, its own pins); only its public API
     python dpmm_synth.py --model mst|aim|priv-bayes --preprocessing schema|defaults [--n-iters N] --epsilon E --delta D
 
 Batched (the pipeline's `batch = K`): dpmm is imported once and the call's seeds fitted one after the
-other (jobs.py), each exactly as a call of its own fits it: Python's and numpy's global generators are
-seeded by the seed before each fit, so nothing carries from one seed's fit to the next.
+other (jobs.py), each as a call of its own fits it: a new pipeline object, Python's and numpy's global
+generators seeded by the seed. Its measurements' noise is OpenDP's, drawn from the operating system
+(`dpmm.models.base.utils.gaussian_noise`), so no two fits of one seed are equal, batched or not.
 
 --preprocessing schema: `fit(df, domain=...)` with every categorical column's public categories and
 every numeric column's public bounds, a uniform binner with the schema's bins and no budget spent on
