@@ -314,8 +314,9 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
         "--runs-per-task",
         type=int_at_least(1),
         default=None,
-        help="runs per task, trained together where the victim packs them (real, subset, dm, dsa, dc, kip, psg); "
-        "default: 1 on a CPU; with GPUs, a quarter of each GPU's runs, as many as half its memory holds",
+        help="runs per task, trained together where the victim packs them (real, subset, dm, dsa, dc, kip, psg; a "
+        "command whose pipeline declares batch = K, K seeds per call); default: that K, else 1 on a CPU; with GPUs, "
+        "a quarter of each GPU's runs, as many as half its memory holds",
     )
     p.add_argument(
         "--device",
