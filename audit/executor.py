@@ -18,7 +18,7 @@ import numpy as np
 
 from victims.base import Observations, RunError, resolve_device
 from victims.compiled import COMPILE_MODES, compiled_steps, resolve_compile, runs_per_worker
-from victims.data import DataError, Pool
+from victims.pool import DataError, Pool
 from victims.precision import PRECISIONS
 from victims.precision import precision as numerics
 
@@ -114,17 +114,19 @@ def run_victims(
 
 def _run_all(victim: Any, pool: Pool, tasks: Sequence[RunTask], *, device: str) -> list[tuple[Observations, dict]]:
     """`_run_tasks`, a run's bad input (`victims.base.RunError`, `DataError`) raised as `RunFailed` naming the
-    run (a pack's: its runs); any other error as it is, with its traceback (a bug)."""
+    run (a pack's: its runs, or those of them the error's `runs` places name: a batched command's failed seed,
+    `victims.command_jobs.SeedFailed`); any other error as it is, with its traceback (a bug)."""
     try:
         return _run_tasks(victim, pool, tasks, device=device)
     except (RunError, DataError) as e:
-        which = ", ".join(f"{t.run} (seed {t.seed})" for t in tasks)
+        named = [tasks[i] for i in e.runs] if getattr(e, "runs", None) else tasks
+        which = ", ".join(f"{t.run} (seed {t.seed})" for t in named)
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise RunFailed(f"run{'s' if len(tasks) > 1 else ''} {which}: {first}") from None
+        raise RunFailed(f"run{'s' if len(named) > 1 else ''} {which}: {first}") from None
 
 
 def _run_tasks(victim: Any, pool: Pool, tasks: Sequence[RunTask], *, device: str) -> list[tuple[Observations, dict]]:
-    if len(tasks) > 1 and hasattr(victim, "run_packed"):
+    if len(tasks) > 1 and victim_packs(victim):
         start = time.perf_counter()
         observations = victim.run_packed(
             pool,
@@ -143,6 +145,12 @@ def _run_tasks(victim: Any, pool: Pool, tasks: Sequence[RunTask], *, device: str
         obs = victim.run(pool, task.keep, task.seed, device=device, inclusion_rate=task.inclusion_rate)
         done.append((obs, _meta(task, time.perf_counter() - start, device)))
     return done
+
+
+def victim_packs(victim: Any) -> bool:
+    """Whether the victim trains a task's runs together: it offers `run_packed` and does not say `packs =
+    False` (a command whose pipeline declares no `batch`)."""
+    return hasattr(victim, "run_packed") and getattr(victim, "packs", True)
 
 
 def _meta(task: RunTask, wall_s: float, device: str) -> dict:

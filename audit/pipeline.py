@@ -17,7 +17,7 @@ from shadow_runs import RunStore, run_seed
 from shadow_runs.plan import PLAN
 from victims import victim_config
 from shadow_runs.records import CanaryColumns
-from victims.data import Pool
+from victims.pool import Pool
 from victims.source import victim_source
 
 
@@ -107,11 +107,15 @@ def train_missing_runs(
             print(f"error: {e}", file=sys.stderr)
             raise SystemExit(2) from None
     try:
-        with ray_session(executor) if tasks else contextlib.nullcontext():  # the layout may ask a cluster
+        with contextlib.ExitStack() as session:
+            if tasks and executor.address is not None:  # the layout asks the cluster for its GPUs
+                session.enter_context(ray_session(executor))
             try:
                 placed = layout(executor, victim=victim, pixels=int(np.prod(pool.image_shape[1:])), n_runs=len(tasks))
             except ValueError as e:  # --device cuda with no GPU in sight
                 raise RunFailed(str(e)) from None
+            if tasks:  # a local Ray started for the layout's workers (a no-op where one runs already)
+                session.enter_context(ray_session(placed.config))
             if placed.line and tasks and not quiet:
                 print(placed.line, file=sys.stderr, flush=True)
             with tqdm(

@@ -7,7 +7,8 @@ On a machine (or a Ray cluster, node by node) with GPUs and `--device auto|cuda`
   (docs/performance.md, "On a GPU"): the headline audit took 53.7 s with one task holding the GPU and
   packs of 64, against 79.9 s with one task per core, each with its own CUDA context;
 - a victim that does not pack runs one task per core (or `--workers`), the GPUs shared among them.
-Without a GPU, or with `--device cpu`: one task per core, one run each, as always. A flag given
+Without a GPU, or with `--device cpu`: one task per core, one run each, as always; a batched command
+(a pipeline that declares `batch = K`): K runs a task, wherever it is. A flag given
 (`--gpus-per-run`, `--runs-per-task`, `--workers`) is kept; the rule fills only the others.
 """
 
@@ -20,7 +21,7 @@ import subprocess
 from dataclasses import dataclass, replace
 from typing import Any
 
-from audit.executor import ExecutorConfig
+from audit.executor import ExecutorConfig, victim_packs
 
 #: packs per GPU the rule aims at: a killed pack costs at most a quarter of a GPU's runs and the
 #: progress bar moves four times; a pack of 64 ran 0.029 s a run (psg, digits, H200) against 0.026 at 256
@@ -28,10 +29,10 @@ PACKS_PER_GPU = 4
 #: the share of a GPU's memory the packs may fill; the rest is CUDA's context, cuDNN's workspaces
 #: and the caching allocator's slack
 MEMORY_SHARE = 0.5
-#: MiB a run adds to a pack, by victim and image pixels (h x w). 8x8: an H100's peak memory of packs of
-#: 8 and 64 (psg 461 and 1,167 MiB, real 460 and 1,153: bench/gpu.py, docs/performance.md "A second
-#: H100"), over the 56 runs added. 28x28: the peak resident set's growth from a pack of 2 to one of 8
-#: on the CPU (`python bench/footprint.py`), an upper bound of the GPU's. Between sizes, the larger's.
+#: MiB a run adds to a pack, by victim and image pixels (h x w): an H100's peak memory of packs of 8
+#: and 64 at 8x8 (psg 461 and 1,167 MiB, real 460 and 1,153: bench/gpu.py, docs/performance.md "A
+#: second H100") over the 56 runs added. Larger images are scaled by their pixels until measured
+#: (`python bench/footprint.py --device cuda --datasets mnist5k`).
 MIB_PER_RUN = {
     "psg": {64: 12.6},
     "real": {64: 12.4},
@@ -108,9 +109,21 @@ class Layout:
 
 
 def place(
-    config: ExecutorConfig, *, gpus: list[Gpu], packs: bool, n_runs: int, mib_per_run: float, cores: int
+    config: ExecutorConfig,
+    *,
+    gpus: list[Gpu],
+    packs: bool,
+    n_runs: int,
+    mib_per_run: float,
+    cores: int,
+    calls: int | None = None,
 ) -> Layout:
-    """The rule (module docstring) for `gpus`, a victim that `packs` or not, `n_runs` runs to train."""
+    """The rule (module docstring) for `gpus`, a victim that `packs` or not, `n_runs` runs to train;
+    `calls`: a batched command's seeds per call (`runs_per_call`), its runs per task."""
+    if calls:  # a batched command: its runs train in its own environment, `calls` seeds a call
+        return Layout(
+            replace(config, gpus_per_run=config.gpus_per_run or 0.0, runs_per_task=config.runs_per_task or calls), None
+        )
     if config.device == "cpu" or not gpus:
         if config.device == "cuda" and not gpus:
             raise ValueError("--device cuda: no GPU is visible here (nvidia-smi and torch see none)")
@@ -150,8 +163,9 @@ def layout(config: ExecutorConfig, *, victim: Any, pixels: int, n_runs: int) -> 
     return place(
         config,
         gpus=gpus,
-        packs=hasattr(victim, "run_packed"),
+        packs=victim_packs(victim),
         n_runs=n_runs,
         mib_per_run=mib_per_run(victim, pixels),
         cores=os.cpu_count() or 1,
+        calls=getattr(victim, "runs_per_call", None),
     )

@@ -162,9 +162,20 @@ class Audited:
         return tuple(self.experiment.scores)
 
     @property
+    def table(self) -> bool:
+        """Whether the victim released a table: its runs' utility holds the release's marginal distances."""
+        return "marginal_tv_1way" in (self.summary.get("utility") or {})
+
+    @property
     def size(self) -> int | None:
-        """Released images per class, if the victim releases a set of a fixed size."""
-        return next((self.experiment.config[k] for k in SIZE_KEYS if k in self.experiment.config), None)
+        """Released images per class, or a table's released records, if the victim releases a set of a fixed size."""
+        keys = ("rows",) if self.table else SIZE_KEYS
+        return next((self.experiment.config[k] for k in keys if k in self.experiment.config), None)
+
+    @property
+    def baseline(self) -> str:
+        """The naive baseline's victim, a random real subset of the same size: `tabular-subset` for a table."""
+        return "tabular-subset" if self.table else "subset"
 
     def scores(self, attack: str, group: str = "all") -> tuple[np.ndarray, np.ndarray]:
         """(member scores, non-member scores) of `attack`, pooled over the targets."""

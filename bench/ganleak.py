@@ -32,7 +32,7 @@ from victims import get_victim, load_pool
 from victims.base import seeded
 from victims.condensation.condense import Members
 from victims.data import write_class_balanced_subset
-from victims.latent_search import gradient_reconstruct, nearest_samples, powell_reconstruct
+from victims.pipelines.cgan import fbb_losses, pbb_losses, wb_losses
 
 
 def _value(text: str):
@@ -69,40 +69,20 @@ def speed(runs: int, overrides: dict) -> None:
         gen.eval()
         x, y = torch.tensor(pool.x[:1000]), torch.tensor(pool.y[:1000])
         start = time.perf_counter()
-        _, codes = nearest_samples(
-            gen,
-            x,
-            y,
-            n_classes=pool.n_classes,
-            samples_per_class=victim.fbb_samples,
-            latent_dim=victim.latent_dim,
-            keep=victim.pbb_starts,
-            generator=generator,
-        )
+        _, codes = fbb_losses(victim, gen, x, y, n_classes=pool.n_classes, generator=generator)
         fbb = time.perf_counter() - start
         start = time.perf_counter()
-        gradient_reconstruct(
-            gen,
-            x,
-            y,
-            codes[:, 0],
-            steps=victim.wb_steps,
-            lr=victim.wb_lr,
-            prior_weight=victim.prior_weight,
-            optimizer=victim.wb_optimizer,
-        )
+        wb_losses(victim, gen, x, y, codes)
         wb = time.perf_counter() - start
         few = 20
         start = time.perf_counter()
-        powell_reconstruct(
-            gen, x[:few], y[:few], codes[:few], max_evaluations=victim.pbb_evaluations, prior_weight=victim.prior_weight
-        )
+        pbb_losses(victim, gen, x[:few], y[:few], codes[:few])
         pbb = (time.perf_counter() - start) * 1000 / few
     print(f"GAN training ({victim.steps} steps): {train:.2f} s")
     print(
         f"seconds per 1,000 reconstructions: fbb {fbb:.2f} ({victim.fbb_samples} samples per class), "
         f"wb {wb:.2f} ({victim.wb_steps} {victim.wb_optimizer} steps, batched), "
-        f"pbb {pbb:.1f} ({victim.pbb_starts} Powell searches of {victim.pbb_evaluations} evaluations each; "
+        f"pbb {pbb:.1f} ({codes.shape[1]} Powell searches of {victim.pbb_evaluations} evaluations each; "
         f"from {few} examples)"
     )
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from audit.releases.files import draw_membership, write_pool, write_release
 from victims import get_victim, load_pool
-from victims.data import make_pool
+from victims.pool import make_pool
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,7 +5,8 @@ is registered); the other modules of `victims` are the parts they share."""
 
 from victims import pipelines  # noqa: F401  (imports every pipeline module, which registers its victim)
 from victims.base import Observations, Victim, get_victim, register_victim, victim_config, victim_names
-from victims.data import DataError, Pool, load_pool
+from victims.data import load_pool
+from victims.pool import DataError, Pool
 
 __all__ = [
     "DataError",

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from victims.compiled import maybe_compiled
-from victims.data import Pool
+from victims.pool import Pool
 from victims.train import accuracy, predict_queries, to_model_space
 
 

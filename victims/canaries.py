@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from victims.data import Pool, make_pool
+from victims.pool import Pool, make_pool
 from victims.tabular.canaries import RECORD, TABULAR_KINDS, canonical_record, parse_target_record, tabular_canaries
 from victims.tabular.pools import PAIR_TARGETS
 
@@ -245,7 +245,7 @@ def marked_pages(pool: Pool, n: int, rng: np.random.Generator) -> np.ndarray:
 def add_canaries(pool: Pool, config: CanaryConfig | None) -> Pool:
     """A new Pool: `pool`'s rows, then the canary rows; the test split, the per-channel mean and
     std (the natural pool's) unchanged; the fingerprint recomputed as the loaders compute it
-    (`victims.data.make_pool`). `pool` itself when there are no canaries."""
+    (`victims.pool.make_pool`). `pool` itself when there are no canaries."""
     if config is None:
         return pool
     check_fits(pool, config)

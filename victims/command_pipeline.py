@@ -8,6 +8,7 @@ The TOML file (paths in it are relative to its own directory, where the command 
     kind = "table"                      # or "images": what the pool holds and the release is
     command = ["python", "pipeline.py", "{members}", "{seed}", "{out}"]
     timeout_s = 600                     # per run (default 3600)
+    batch = 8                           # optional: up to 8 seeds per call, handed as jobs ({jobs})
     requirements = "requirements.lock"  # optional: a lock or requirements file, hashed
     source = ["pipeline.py"]            # optional: more files hashed (the pipeline's own code)
 
@@ -37,9 +38,11 @@ from victims.base import RunError
 from victims.pool import DataError, Pool
 
 KINDS = ("table", "images")
-KEYS = ("kind", "command", "timeout_s", "requirements", "source")
+KEYS = ("kind", "command", "timeout_s", "batch", "requirements", "source")
 #: what a command's arguments may name, `{name}`; each is also the environment variable MIA_<NAME>
-PLACEHOLDERS = ("members", "seed", "out", "claim", "epsilon", "delta", "expected_members", "schema", "kind")
+PLACEHOLDERS = ("members", "seed", "out", "claim", "epsilon", "delta", "expected_members", "schema", "kind", "jobs")
+#: what differs from seed to seed: a batched command (`batch`) finds them per job in {jobs} instead
+PER_JOB = ("members", "seed", "out", "claim")
 DEFAULT_TIMEOUT_S = 3600.0
 #: characters of the end of the command's stdout and of its stderr kept with each run (runs/<r>.json's `command`)
 LOG_KEPT = 20_000
@@ -56,9 +59,10 @@ class PipelineFile:
     path: Path  # absolute
     kind: str  # one of KINDS
     command: tuple[str, ...]
-    timeout_s: float
+    timeout_s: float  # per seed: a call of K seeds (batch) has K times as long
     requirements: Path | None
     source: tuple[Path, ...]
+    batch: int | None = None  # seeds per call at most, handed as a jobs file ({jobs}); None: one seed per call
 
     @property
     def name(self) -> str:
@@ -121,6 +125,9 @@ def load_pipeline(path: str) -> PipelineFile:
         or not (timeout > 0 and math.isfinite(timeout))
     ):
         raise ValueError(f"{where}: timeout_s must be a number of seconds > 0, got {timeout!r}")
+    batch = found.get("batch")
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+        raise ValueError(f"{where}: batch must be a whole number of seeds per call >= 1, got {batch!r}")
     root = file.resolve().parent
     requirements = found.get("requirements")
     source = found.get("source", [])
@@ -137,6 +144,7 @@ def load_pipeline(path: str) -> PipelineFile:
         timeout_s=float(timeout),
         requirements=root / requirements if requirements is not None else None,
         source=tuple(root / name for name in source),
+        batch=batch,
     )
     _check_placeholders(spec, where)
     return spec
@@ -152,37 +160,66 @@ def _check_placeholders(spec: PipelineFile, where: str) -> None:
     if unknown := sorted(used - set(PLACEHOLDERS)):
         known = ", ".join(f"{{{p}}}" for p in PLACEHOLDERS)
         raise ValueError(f"{where}: command uses {{{unknown[0]}}}, which is none of {known}")
+    if spec.batch is None and "jobs" in used:
+        raise ValueError(f"{where}: command uses {{jobs}}, which only a batched command gets (batch = K)")
+    if spec.batch is not None and (per_job := [p for p in PER_JOB if p in used]):
+        raise ValueError(
+            f"{where}: command uses {{{per_job[0]}}}, which a batched command (batch = {spec.batch}) finds per job "
+            "in {jobs}"
+        )
 
 
 def hand_over(pool: Pool, keep: np.ndarray, directory: Path, *, kind: str) -> dict[str, str]:
     """Write what a run hands its command into `directory`: the members (a CSV of their rows in the
     pool's schema, or an NPZ of `x`, `y`) and a table's schema; the paths as placeholder values."""
-    values = {"kind": kind, "out": str(directory / ("release.csv" if pool.tabular else "release.npz"))}
+    return {"kind": kind, **job_files(pool, keep, directory), **schema_file(pool, directory)}
+
+
+def job_files(pool: Pool, keep: np.ndarray, directory: Path) -> dict[str, str]:
+    """One seed's members written into `directory`, and where its release and claim go: `members`, `out`, `claim`."""
+    suffix = "csv" if pool.tabular else "npz"
+    values = {"members": str(directory / f"members.{suffix}"), "out": str(directory / f"release.{suffix}")}
     values["claim"] = str(directory / "claim.json")
     if pool.tabular:
-        values["members"] = str(directory / "members.csv")
         pool.schema.decode(pool.x[keep], pool.y[keep]).to_csv(values["members"], index=False)
-        values["schema"] = str(directory / "schema.json")
-        Path(values["schema"]).write_text(json.dumps(pool.schema.to_json(), indent=2) + "\n")
     else:
-        values["members"] = str(directory / "members.npz")
         np.savez(values["members"], x=pool.x[keep], y=pool.y[keep])
     return values
 
 
-@dataclass(frozen=True)
-class Finished:
-    """A command that exited 0: its log's ends and its seconds."""
+def schema_file(pool: Pool, directory: Path) -> dict[str, str]:
+    """A table's public schema written into `directory` as JSON (`schema`); nothing for images."""
+    if not pool.tabular:
+        return {}
+    path = directory / "schema.json"
+    path.write_text(json.dumps(pool.schema.to_json(), indent=2) + "\n")
+    return {"schema": str(path)}
 
+
+@dataclass(frozen=True)
+class Ended:
+    """A command that ended: its exit status (None: killed at its time limit), its log's ends and its seconds."""
+
+    returncode: int | None
     stdout: str
     stderr: str
     seconds: float
 
 
-def run_command(spec: PipelineFile, argv: list[str], values: dict[str, str], *, log_dir: Path) -> Finished:
+def run_command(spec: PipelineFile, argv: list[str], values: dict[str, str], *, log_dir: Path) -> Ended:
+    """`run_process` under the file's time limit; RunError (one line, with the end of its log) for a command
+    that cannot start, exits non-zero or runs out of time."""
+    ended = run_process(spec, argv, values, log_dir=log_dir, timeout_s=spec.timeout_s)
+    if (line := failure(spec, ended, timeout_s=spec.timeout_s)) is not None:
+        raise RunError(line)
+    return ended
+
+
+def run_process(
+    spec: PipelineFile, argv: list[str], values: dict[str, str], *, log_dir: Path, timeout_s: float
+) -> Ended:
     """Run the command in the TOML's directory with MIA_<NAME> set for each value, its own process group
-    killed at the time limit, on an interrupt and after it exits. ValueError (one line, with the end of
-    its log) for a command that cannot start, exits non-zero or runs out of time."""
+    killed at `timeout_s`, on an interrupt and after it exits. RunError (one line) where it cannot start."""
     env = {**os.environ, **{f"MIA_{k.upper()}": v for k, v in values.items()}}
     out_path, err_path = log_dir / "stdout.log", log_dir / "stderr.log"
     start = time.perf_counter()
@@ -200,21 +237,29 @@ def run_command(spec: PipelineFile, argv: list[str], values: dict[str, str], *, 
         except OSError as e:
             raise RunError(f"{spec.name}: cannot start {argv[0]!r} ({e.strerror or e})") from None
         try:
-            returncode = process.wait(timeout=spec.timeout_s)
+            returncode = process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             returncode = None
         finally:  # the time limit, Ctrl-C, or whatever it left running
             _kill_group(process)
     stdout, stderr = (_read_end(p) for p in (out_path, err_path))
-    if returncode is None:
-        raise RunError(
-            f"{spec.name}: the command ran past timeout_s = {spec.timeout_s:g} s and was killed; "
-            f"its log ends: {tail(stdout, stderr)}"
-        )
-    if returncode != 0:
-        how = f"was killed by {signal.Signals(-returncode).name}" if returncode < 0 else f"exited {returncode}"
-        raise RunError(f"{spec.name}: the command {how}; its log ends: {tail(stdout, stderr)}")
-    return Finished(stdout=stdout, stderr=stderr, seconds=round(time.perf_counter() - start, 3))
+    return Ended(returncode, stdout, stderr, seconds=round(time.perf_counter() - start, 3))
+
+
+def failure(
+    spec: PipelineFile, ended: Ended, *, timeout_s: float, limit: str = "timeout_s", left: str = ""
+) -> str | None:
+    """The one line of a command that ran out of time (`limit`: how its `timeout_s` is named) or exited
+    non-zero, `left` (what it left undone) before its log's end; None for one that exited 0."""
+    if ended.returncode is None:
+        how = f"ran past {limit} = {timeout_s:g} s and was killed"
+    elif ended.returncode < 0:
+        how = f"was killed by {signal.Signals(-ended.returncode).name}"
+    elif ended.returncode > 0:
+        how = f"exited {ended.returncode}"
+    else:
+        return None
+    return f"{spec.name}: the command {how}{left}; its log ends: {tail(ended.stdout, ended.stderr)}"
 
 
 def _kill_group(process: subprocess.Popen) -> None:
@@ -240,12 +285,13 @@ def tail(stdout: str, stderr: str) -> str:
     return text if len(text) <= TAIL_CHARS else "..." + text[-TAIL_CHARS:]
 
 
-def read_release(pool: Pool, path: Path, *, where: str) -> tuple[np.ndarray, np.ndarray]:
+def read_release(pool: Pool, path: Path, *, where: str, asked: str = "{out}, MIA_OUT") -> tuple[np.ndarray, np.ndarray]:
     """The release a command wrote: a table's CSV read through the pool's schema, or an NPZ's images
-    checked against the pool's image shape; ValueError (one line naming what is wrong) otherwise."""
+    checked against the pool's image shape; ValueError (one line naming what is wrong, `asked` where it is
+    missing: where the command was told to write it) otherwise."""
     where = f"{where}: the release {path.name}"
     if not path.is_file():
-        raise RunError(f"{where}: the command exited 0 and wrote no release ({{out}}, MIA_OUT)")
+        raise RunError(f"{where}: the command exited 0 and wrote no release ({asked})")
     if pool.tabular:
         import pandas as pd
 

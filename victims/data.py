@@ -14,7 +14,7 @@ import numpy as np
 from victims.tabular.pools import load_fair, load_pair_3bin, load_randhie, load_schema_file
 from victims.pool import DataError, Pool, count_nonfinite, make_pool, to_float, train_test_split
 
-__all__ = ["DataError", "Pool", "make_pool", "load_pool", "dataset_names"]
+__all__ = ["load_pool", "dataset_names"]  # the pool, DataError and make_pool: `victims.pool`
 
 
 def dataset_names() -> tuple[str, ...]:

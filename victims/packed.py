@@ -42,7 +42,7 @@ from torch import nn
 
 from victims.base import Observations, SeededRuns, seeded_runs
 from victims.compiled import maybe_compiled
-from victims.data import Pool
+from victims.pool import Pool
 from victims.nets import NetConfig, build_net, reinitialise
 from victims.precision import training_autocast
 from victims.train import Batches, TrainConfig, query_views, to_model_space, train

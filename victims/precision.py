@@ -1,15 +1,18 @@
 """Arithmetic precision of a run's training (`--precision fp32|tf32|bf16`), scoped like `victims.compiled`.
 
-- fp32 (the default): torch's defaults, bit for bit what a run computed before this flag existed.
-- tf32: matrix products and convolutions on a CUDA device in TensorFloat-32 (10-bit mantissa, float32
-  range); a no-op on a CPU.
+- fp32 (the default): torch's defaults, bit for bit what a run computed before this flag existed (on a
+  CUDA device those already let cuDNN's convolutions use TensorFloat-32, not the matrix products).
+- tf32: the matrix products on a CUDA device in TensorFloat-32 too (10-bit mantissa, float32 range);
+  a no-op on a CPU.
 - bf16: tf32, and the training forward passes of the downstream ConvNet and of PSG's matching network
   under bfloat16 autocast (`training_autocast`), on a CPU too.
 
 What a DP mechanism's guarantee rests on never leaves float32 (`exact_float32`, at every precision):
-per-example gradients, their norms and clipping, and the Gaussian noise (`victims.dp.privacy`). The
-observations (the logits the attacks score) are taken in float32 too. A run records `precision` in its
-metadata unless fp32.
+the per-example gradients' forward and backward pass (no autocast), their norms, clipping and sum
+(float32 matrix products) and the Gaussian noise (`victims.dp.privacy`). The clipping factor is
+computed from the very per-example factors it scales, so each clipped gradient's norm is at most C
+whatever cuDNN's convolutions rounded to. The observations (the logits the attacks score) are float32.
+A run records `precision` in its metadata unless fp32.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ _PRECISION: contextvars.ContextVar[str] = contextvars.ContextVar("precision", de
 
 @contextlib.contextmanager
 def precision(mode: str) -> Iterator[None]:
-    """Within the block, runs train at `mode`; TF32 is allowed on CUDA unless fp32 (restored after)."""
+    """Within the block, runs train at `mode`; TF32 matrix products allowed unless fp32 (restored after)."""
     if mode not in PRECISIONS:
         raise ValueError(f"--precision must be one of {PRECISIONS}, got {mode!r}")
     token = _PRECISION.set(mode)
@@ -54,8 +57,7 @@ def training_autocast(device: torch.device | str) -> contextlib.AbstractContextM
 
 @contextlib.contextmanager
 def exact_float32() -> Iterator[None]:
-    """Float32 throughout, whatever the precision outside: no autocast and no TF32 (which torch's
-    defaults allow in CUDA convolutions)."""
+    """Float32 arithmetic, whatever the precision outside: no autocast, no TF32 matrix products."""
     with contextlib.ExitStack() as stack:
         for device in ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",):
             stack.enter_context(torch.autocast(device, enabled=False))
@@ -65,9 +67,10 @@ def exact_float32() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _tf32(allowed: bool) -> Iterator[None]:
-    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = allowed
+    """TF32 matrix products on CUDA allowed or not (cuDNN's convolutions keep torch's setting)."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = allowed
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+        torch.backends.cuda.matmul.allow_tf32 = before

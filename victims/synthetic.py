@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, observe, seeded
-from victims.data import Pool
+from victims.pool import Pool
 from victims.train import TrainConfig, fit, small_set_training, to_model_space
 
 #: SeedSequence stream of a SyntheticDataVictim run's downstream training (its `generate` has the run's seed)

@@ -12,7 +12,21 @@ import typing
 from audit.claim import DELTA_RULE, EPSILON_RULE, delta_ok, epsilon_ok
 
 
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """argparse's help, each flag's text ending "(default: X)" unless it already names its default
+    or the flag has none (None, or a switch that is off unless given)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, argparse.SUPPRESS) or action.nargs == 0:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 class ArgumentParser(argparse.ArgumentParser):
+    def __init__(self, *args, formatter_class=DefaultsHelpFormatter, **kwargs) -> None:
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
+
     def error(self, message: str) -> typing.NoReturn:
         """One line on stderr, exit status 2 (argparse's default also prints the usage)."""
         self.exit(2, f"{self.prog}: error: {' '.join(str(message).split())}\n")

@@ -31,7 +31,12 @@ def build_parser() -> ArgumentParser:
         "differences with Holm-adjusted p-values.",
     )
     p.add_argument("experiments", nargs="+", metavar="EXP_DIR", help="audited experiment directories")
-    p.add_argument("--baseline", required=True, metavar="EXP_DIR", help="the baseline, e.g. a `subset` experiment")
+    p.add_argument(
+        "--baseline",
+        required=True,
+        metavar="EXP_DIR",
+        help="the baseline, e.g. a `subset` experiment (`tabular-subset` for a table)",
+    )
     p.add_argument(
         "--attack",
         action="extend",

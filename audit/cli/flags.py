@@ -9,7 +9,7 @@ from attacks import VARIANCES
 from attacks.lira import PER_EXAMPLE_FROM
 from attacks.registry import TABLE, WHITEBOX, get_attack
 from audit.cli.arguments import ArgumentParser, add_claim_flags, int_at_least, probability
-from audit.cli.victim_flags import add_victim_flags, victim_argument
+from audit.cli.victim_flags import add_victim_flags, victim_argument, victim_classes
 from audit.executor import EXECUTORS, ExecutorConfig
 from audit.summary import EvaluationSettings
 from shadow_runs.plan import DEFAULT_INCLUSION_RATE, FIXED_REMAINDER, PLANS
@@ -52,18 +52,14 @@ def build_parser(
         help="target runs (the first runs; their coins are the canaries of the epsilon bound), each attacked with "
         "the other, reference runs as shadows (default: R/2)",
     )
-    p.add_argument(
-        "--dataset",
-        default="digits",
-        help="digits (embedded), mnist5k (the mnist extra), mnist, fashion-mnist, cifar10, or a .npz file",
-    )
+    p.add_argument("--dataset", default="digits", help=dataset_help(victim_classes(argv), victims))
     p.add_argument(
         "--pool-per-class",
         type=int_at_least(1),
         default=None,
         metavar="N",
         help="audit on the first N pool images of each class only (the small class-balanced pool of the worst-case "
-        "DP-SGD design and of GAN-Leaks; its store is named <dataset>-N-per-class)",
+        "DP-SGD design and of GAN-Leaks; its store is named <dataset>-N-per-class; default: the whole pool)",
     )
     p.add_argument(
         "--pool-unheld",
@@ -71,9 +67,12 @@ def build_parser(
         default=None,
         metavar="K",
         help="a table only: audit on the pool records that hold none of each feature's K rarest cells, so those "
-        "cells are empty (the worst-case pool for --canary-kind unheld; its store is named <dataset>-unheld-K)",
+        "cells are empty (the worst-case pool for --canary-kind unheld; its store is named <dataset>-unheld-K; "
+        "default: the whole pool)",
     )
-    p.add_argument("--data-root", default=None, help="where torchvision datasets live")
+    p.add_argument(
+        "--data-root", default=None, help="where torchvision datasets live (no default: mnist, fashion-mnist, cifar10)"
+    )
     p.add_argument("--download", action="store_true", help="let torchvision download the dataset")
     p.add_argument(
         "--until-decided",
@@ -96,6 +95,20 @@ def build_parser(
     return p
 
 
+def dataset_help(classes: dict[str, type], allowed: tuple[str, ...] | None) -> str:
+    """--dataset's help: the images, then the tables and the victims (of `allowed`, if given) that
+    release tables, as their classes say (`tabular`: True, or None for either kind)."""
+    takes = {n: getattr(cls, "tabular", False) for n, cls in classes.items() if not allowed or n in allowed}
+    text = "images: digits (embedded), mnist5k (the mnist extra), mnist, fashion-mnist, cifar10, or FILE.npz"
+    tables = [n for n, kind in takes.items() if kind is True]
+    either = [n for n, kind in takes.items() if kind is None]
+    if tables or either:
+        text += f"; tables, for the victims {', '.join(tables)}" if tables else "; tables"
+        text += f" ({', '.join(either)}: either kind, as its configuration says)" if either else ""
+        text += ": fair, randhie (embedded) or SCHEMA.json, a schema file (docs/contracts.md, 'Tables')"
+    return text
+
+
 def add_attack_flags(p: ArgumentParser) -> None:
     """--attack (more attacks) and --verdict-attack (the one the verdict rests on, declared in advance)."""
     p.add_argument(
@@ -106,7 +119,7 @@ def add_attack_flags(p: ArgumentParser) -> None:
         default=[],
         metavar="ATTACK",
         help="also run these attacks: a built-in or installed attack's name, or module:function (an attack of "
-        "your own; docs/contracts.md, 'Your own attack')",
+        "your own; docs/contracts.md, 'Your own attack'; default: none beyond the built-in ones for the victim)",
     )
     p.add_argument(
         "--verdict-attack",
@@ -290,7 +303,12 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
         help="use a store whose runs were made by other victim code (experiment.json's victim_source) on purpose; "
         "without it such a store is refused",
     )
-    p.add_argument("--executor", choices=EXECUTORS, default="ray")
+    p.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default="ray",
+        help="ray: the runs in parallel on Ray (a local one, or --address); inline: one after another in this process",
+    )
     p.add_argument("--address", default=None, help="an existing Ray cluster to join (default: start one here)")
     p.add_argument(
         "--workers", type=int_at_least(1), default=None, help="concurrent runs on a local Ray (default: all cores)"
@@ -306,10 +324,16 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
         "--runs-per-task",
         type=int_at_least(1),
         default=None,
-        help="runs per task, trained together where the victim packs them (real, subset, dm, dsa, dc, kip, psg); "
-        "default: 1 on a CPU; with GPUs, a quarter of each GPU's runs, as many as half its memory holds",
+        help="runs per task, trained together where the victim packs them (real, subset, dm, dsa, dc, kip, psg; a "
+        "command whose pipeline declares batch = K, K seeds per call); default: that K, else 1 on a CPU; with GPUs, "
+        "a quarter of each GPU's runs, as many as half its memory holds",
     )
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument(
+        "--device",
+        default="auto",
+        choices=("auto", "cpu", "cuda"),
+        help="where each run trains; auto: cuda if available",
+    )
     p.add_argument(
         "--precision",
         default="fp32",

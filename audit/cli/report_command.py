@@ -61,7 +61,12 @@ def build_parser() -> ArgumentParser:
         description="Write report.html (self-contained) and report.json for audited experiments.",
     )
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="audited experiment directories (or folders of them)")
-    p.add_argument("--baseline", default=None, metavar="RUN_DIR", help="a `subset` experiment to compare with")
+    p.add_argument(
+        "--baseline",
+        default=None,
+        metavar="RUN_DIR",
+        help="a `subset` experiment (`tabular-subset` for a table) to compare with",
+    )
     p.add_argument(
         "--out",
         type=Path,

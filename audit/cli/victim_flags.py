@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import functools
 import sys
 from typing import Any
 
@@ -71,15 +72,20 @@ def victim_argument(allowed: tuple[str, ...] | None = None):
 def add_victim_flags(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> None:
     """One flag per victim field (`victim_classes(argv)`). A field several victims share (same name
     and type) is one flag; where their help texts differ, each victim's text is shown, prefixed
-    with the victims' names."""
+    with the victims' names. With a victim given on `argv`, `--help` lists only that victim's flags
+    (the others are still parsed, and refused by name for it)."""
+    given = given_victim(argv)
     group = parser.add_argument_group("victim flags (each applies to the victims that have it)")
     flags: dict[str, tuple[tuple[str, ...], type, dataclasses.Field]] = {}
     helps: dict[str, dict[str, list[str]]] = {}  # dest -> help text -> victims that use it
+    defaults: dict[str, dict[str, list[str]]] = {}  # dest -> default -> victims that have it (None: not shown)
     choices: dict[str, dict] = {}  # dest -> every victim's choices, in order (each victim checks its own)
-    for name, cls in victim_classes(argv).items():
+    classes = victim_classes(argv)
+    for name, cls in classes.items():
         for path, kind, f in config_fields(cls):
             flags.setdefault(_dest(path), (path, kind, f))
             helps.setdefault(_dest(path), {}).setdefault(f.metadata.get("help", ""), []).append(name)
+            defaults.setdefault(_dest(path), {}).setdefault(_default(cls, path, f), []).append(name)
             choices.setdefault(_dest(path), {}).update(dict.fromkeys(f.metadata.get("choices", ())))
     for dest, (path, kind, f) in flags.items():
         texts = helps[dest]
@@ -88,10 +94,13 @@ def add_victim_flags(parser: argparse.ArgumentParser, argv: list[str] | None = N
             if len(texts) == 1
             else "; ".join(f"{', '.join(names)}: {text}" for text, names in texts.items() if text)
         )
+        shown = given not in classes or any(given in names for names in texts.values())
         kwargs = {
             "dest": dest,
             "default": argparse.SUPPRESS,
-            "help": help_text.replace("%", "%%") or None,
+            "help": (help_text + _defaults_text(defaults[dest])).replace("%", "%%") or None
+            if shown
+            else argparse.SUPPRESS,
         }  # argparse formats help with %
         if kind is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
@@ -102,6 +111,27 @@ def add_victim_flags(parser: argparse.ArgumentParser, argv: list[str] | None = N
             else:
                 kwargs["metavar"] = kind.__name__.upper()
         group.add_argument(flag_name(path), **kwargs)
+
+
+def _default(cls: type, path: tuple[str, ...], f: dataclasses.Field) -> str | None:
+    """The value of the field at `path` in `cls()`, the victim's defaults; None if it has none, or if
+    the field's own default is None (a value worked out later, as its help says: from --preset, ...)."""
+    if f.default is None:
+        return None
+    try:
+        value = functools.reduce(getattr, path, cls())
+    except Exception:  # a victim class (a module:Class of the user's) that needs arguments: no default shown
+        return None
+    return None if value is None else str(value)
+
+
+def _defaults_text(defaults: dict[str | None, list[str]]) -> str:
+    """' (default: X)' where every victim with a default has X, else ' (defaults: X for a, b; Y for c)'."""
+    shown = {value: names for value, names in defaults.items() if value is not None}
+    if len(shown) == 1 and None not in defaults:
+        return f" (default: {next(iter(shown))})"
+    listed = "; ".join(f"{value} for {', '.join(names)}" for value, names in shown.items())
+    return f" (defaults: {listed})" if shown else ""
 
 
 def victim_overrides(args: argparse.Namespace) -> dict[str, Any]:

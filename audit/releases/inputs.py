@@ -16,7 +16,7 @@ import numpy as np
 
 from audit.stats.epsilon import FAIR_COIN_RATE, bound_applies
 from shadow_runs.plan import membership_row
-from victims.data import DataError, Pool
+from victims.pool import DataError, Pool
 
 #: a float release of a uint8 pool is read on the 0-1 scale; beyond this magnitude it is taken for 0-255
 MOST_UNIT_SCALE = 16.0
@@ -190,7 +190,7 @@ def check_pool_arrays(arrays: dict, pool_path: Path) -> None:
 
 def _read_pool(arrays: dict, pool_path: Path):
     """(pool, member [n], index: the file rows of the audit pool, coins) of POOL.npz's arrays."""
-    from victims.data import make_pool
+    from victims.pool import make_pool
 
     x, y, member, coins = _checked_pool_arrays(arrays, pool_path)
     n_classes = int(y.max()) + 1

@@ -282,25 +282,27 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
 
 
 def _pipeline_verdicts(audited: Audited, eps: Verdict, candidates: Sequence[Audited], *, settings: Settings, seed: int):
-    """(verdicts, comparison) of an audit of shadow runs: the ε verdict, then the comparison with a
-    `subset` experiment of the same size when one is among `candidates`."""
+    """(verdicts, comparison) of an audit of shadow runs: the ε verdict, then the comparison with an
+    experiment of its baseline (`subset`, `tabular-subset`) of the same size when one is among `candidates`."""
     confidence = audited.experiment.confidence
     verdicts: list[Verdict] = [eps]
     comparison = None
-    if audited.victim != "subset":
+    if audited.victim != audited.baseline:
         subset = find_subset(audited, candidates)
         if audited.experiment.n_targets < 2:
             verdicts.append(
                 no_subset_verdict(
                     "one target (a single release): the comparison with a random real subset resamples target runs, so "
-                    "it needs an audit of the pipeline (python -m audit.lira for it and for subset, then audit.report)"
+                    f"it needs an audit of the pipeline (python -m audit.lira for it and for {audited.baseline}, then "
+                    "audit.report)"
                 )
             )
         elif subset is None:
-            size = "no released set of a fixed size" if audited.size is None else f"{audited.size} per class"
+            size = f"{audited.size} {'rows' if audited.table else 'per class'}"
             verdicts.append(
                 no_subset_verdict(
-                    f"no `subset` experiment of the same dataset and size ({size}) was "
+                    f"no `{audited.baseline}` experiment of the same dataset and size "
+                    f"({'no released set of a fixed size' if audited.size is None else size}) was "
                     "given (add one as a RUN_DIR or --baseline)"
                 )
             )

@@ -1,6 +1,6 @@
 """What the report states about one audited experiment: the attacks' joint bounds and ceilings
 behind its ε verdict, the protocol paragraph, the examples at highest risk, utility and
-provenance, and the `subset` experiment it is compared with."""
+provenance, and the `subset` (or `tabular-subset`) experiment it is compared with."""
 
 from __future__ import annotations
 
@@ -246,14 +246,17 @@ def run_provenance(audited: Audited) -> dict:
 
 
 def find_subset(audited: Audited, candidates: Sequence[Audited]) -> Audited | None:
-    """A `subset` experiment of the same dataset and images per class, if one is among `candidates`."""
-    if audited.victim == "subset" or audited.size is None:
+    """An experiment of `audited`'s baseline (`subset`, or `tabular-subset` for a table) of the same
+    dataset and size (images per class, or rows), if one is among `candidates`."""
+    if audited.victim == audited.baseline or audited.size is None:
         return None
     return next(
         (
             c
             for c in candidates
-            if c.victim == "subset" and c.size == audited.size and c.experiment.dataset == audited.experiment.dataset
+            if c.victim == audited.baseline
+            and c.size == audited.size
+            and c.experiment.dataset == audited.experiment.dataset
         ),
         None,
     )

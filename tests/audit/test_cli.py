@@ -435,6 +435,49 @@ def test_help_lists_the_generated_victim_flags(capsys):
     assert "--iterations INT dc, dsa: fresh matching networks (default: from --preset); dm: image updates" in flat
 
 
+def test_help_names_the_tables_the_victims_that_take_them_and_every_default():
+    from audit.cli.flags import build_parser, dataset_help
+    from victims import get_victim, victim_names
+
+    parser = build_parser("audit.lira", "", argv=[])
+    formatter = parser._get_formatter()
+    helps = {a.option_strings[0]: " ".join(formatter._expand_help(a).split()) for a in parser._actions if a.help}
+    # --dataset: the images, the tables, and the victims that take tables as the registry says
+    tables = [name for name in victim_names() if getattr(get_victim(name), "tabular", False) is True]
+    assert "marginals" in tables and "tabular-subset" in tables and "dm" not in tables
+    assert f"tables, for the victims {', '.join(tables)} (command: either kind" in helps["--dataset"]
+    assert "fair, randhie (embedded) or SCHEMA.json" in helps["--dataset"] and "(default: digits)" in helps["--dataset"]
+    table, images = type("Table", (), {"tabular": True}), type("Images", (), {})
+    assert "tables, for the victims mine:Table:" in dataset_help({"mine:Table": table, "dm": images}, None)
+    assert "tables" not in dataset_help({"mine:Table": table, "dm": images}, ("dm",))  # audit.ganleak's victims
+    # every flag that has a default says it: the run flags, and each victim's own
+    required_or_given = {"--victim", "--n-shadow", "--pipeline"}  # --pipeline: command's TOML file, no default
+    for flag, text in helps.items():
+        action = parser._option_string_actions[flag]
+        if action.nargs != 0 and flag not in required_or_given:
+            assert "default" in text, flag
+    assert helps["--executor"].endswith("(default: ray)") and helps["--rows"].endswith("(default: 1000)")
+    assert "(defaults: 1.0 for datalens, dpcgan, dpkernel, dpsgd, marginals, mst; 10.0 for psg)" in helps["--epsilon"]
+    assert "(default: from --preset)" in helps["--restarts"] and "(default: 4)" not in helps["--restarts"]
+
+
+def test_help_with_a_victim_lists_only_the_flags_it_takes():
+    from audit.cli.flags import build_parser
+
+    def listed(argv):
+        return build_parser("audit.lira", "", argv=argv).format_help()
+
+    # --rows is a table victim's (marginals); command refuses it, so its help does not list it
+    assert "--rows INT" in listed([]) and "--rows INT" in listed(["--victim", "marginals"])
+    command = listed(["--victim", "command"])
+    assert "--rows" not in command and "--pipeline STR" in command and "--ipc" not in command
+    # the flag is still parsed, and refused by name for that victim
+    args = build_parser("audit.lira", "", argv=["--victim", "command"]).parse_args(
+        ["--victim", "command", "--n-shadow", "4", "--rows", "5"]
+    )
+    assert args.victim__rows == 5
+
+
 def test_the_module_entry_point_exits_2_without_a_traceback(tmp_path):
     result = subprocess.run(
         [

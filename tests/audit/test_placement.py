@@ -116,3 +116,19 @@ def test_the_audit_ends_in_one_line_and_exit_2_when_ray_cannot_start(monkeypatch
         "could not start Ray here: The current node timed out during startup.; --executor inline runs without Ray; "
         "0 of 4 runs are stored in " + str(next(tmp_path.iterdir())) + " and kept"
     ), lines
+
+
+def test_a_batched_command_gets_its_declared_batch_per_task_wherever_it_runs(tmp_path):
+    from victims import get_victim
+
+    (tmp_path / "p.toml").write_text('kind = "table"\ncommand = ["synth"]\nbatch = 4\n')
+    batched = get_victim("command")(pipeline=str(tmp_path / "p.toml"))
+    for config, gpus in ((ExecutorConfig(), []), (ExecutorConfig(device="cuda"), [H200])):
+        chosen = placement.place(
+            config, gpus=gpus, packs=True, n_runs=64, mib_per_run=1, cores=16, calls=batched.runs_per_call
+        )
+        assert (chosen.config.runs_per_task, chosen.config.gpus_per_run, chosen.line) == (4, 0.0, None)
+    given = ExecutorConfig(runs_per_task=2)  # --runs-per-task where given
+    assert (
+        placement.place(given, gpus=[], packs=True, n_runs=8, mib_per_run=1, cores=2, calls=4).config.runs_per_task == 2
+    )

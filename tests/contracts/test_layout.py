@@ -120,6 +120,34 @@ def test_the_victims_layers_catch_a_shared_part_importing_a_concept_or_a_pipelin
     assert layer_of("victims.pipelines.dm", VICTIM_LAYERS) == 2
 
 
+def defined_names(path: Path) -> set[str]:
+    """The names a module's top level defines itself: its functions, classes and assigned names."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name))
+    return names
+
+
+def test_a_name_of_victims_is_imported_from_the_module_that_defines_it():
+    """`Pool` from `victims.pool`, not through `victims.data`, which imports it: a module of `victims`
+    passes on no name it imports (its package's __init__ may)."""
+    known = module_names()
+    for name, path in known.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            source = getattr(node, "module", None) or ""
+            if not isinstance(node, ast.ImportFrom) or not source.startswith("victims.") or source not in known:
+                continue
+            if known[source].name == "__init__.py":
+                continue
+            own = defined_names(known[source])
+            taken = sorted(a.name for a in node.names if a.name not in own and f"{source}.{a.name}" not in known)
+            assert not taken, f"{name} imports {taken} from {source}, which imports them from elsewhere"
+
+
 def test_no_import_cycle():
     graph = import_graph()
     state: dict[str, str] = {}
@@ -143,7 +171,15 @@ def test_no_import_cycle():
 #: whole: no module of a lower layer imports any module of it (the bare package `audit` re-exports)
 AUDIT_LAYERS = (
     # math, the claim checked, reading audits, running victims
-    ("audit.stats", "audit.experiment", "audit.claim", "audit.results", "audit.executor", "audit.provenance"),
+    (
+        "audit.stats",
+        "audit.experiment",
+        "audit.claim",
+        "audit.results",
+        "audit.executor",
+        "audit.placement",
+        "audit.provenance",
+    ),
     ("audit.evaluate", "audit.reporting", "audit.epsilon", "audit.metrics"),
     ("audit.summary", "audit.outputs", "audit.pipeline"),  # what an audit writes
     ("audit.releases", "audit.rounds"),  # a release you made: its files, inputs, target and audit; an audit in rounds

@@ -13,13 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from victims.command_pipeline import hand_over, load_pipeline
+from victims.command_pipeline import hand_over, job_files, load_pipeline, schema_file
 from victims.tabular.pools import load_fair, load_schema_file
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "thirdparty" / "adapters"))
 sys.path.insert(0, str(ROOT / "bench"))
 handover = pytest.importorskip("handover")
+jobs = pytest.importorskip("jobs")
 
 
 def test_every_pipeline_file_loads_and_passes_the_claim():
@@ -31,8 +32,10 @@ def test_every_pipeline_file_loads_and_passes_the_claim():
         assert spec.kind == "table" and spec.requirements.name.endswith(".lock")
         assert {"epsilon", "delta"} <= spec.placeholders()  # so the suite refuses an audit without --epsilon
         assert Path(os.path.normpath(spec.executable())).parents[2] == ROOT / "thirdparty" / "envs"
-        # the environment's identity covers the lock and the adapter's two files
-        assert len(spec.environment()["files"]) == 4
+        # the environment's identity covers the lock and the adapter's two files (dpmm's: three, jobs.py too)
+        dpmm = path.name.startswith("dpmm-")
+        assert len(spec.environment()["files"]) == (5 if dpmm else 4)
+        assert spec.batch == (8 if dpmm else None)  # dpmm's adapter fits a call's seeds after one import
 
 
 def test_the_hand_over_round_trips_a_members_table(tmp_path, monkeypatch):
@@ -52,6 +55,31 @@ def test_the_hand_over_round_trips_a_members_table(tmp_path, monkeypatch):
     assert np.array_equal(y, pool.y[keep]) and np.allclose(x, pool.x[keep])
     handover.write_claim({"epsilon": 1.0, "delta": 1e-5})
     assert json.loads(Path(values["claim"]).read_text()) == {"epsilon": 1.0, "delta": 1e-5}
+
+
+def test_each_job_hands_the_adapter_its_seed_and_members_as_a_call_of_its_own(tmp_path, monkeypatch):
+    pool = load_fair()
+    keeps = np.zeros((2, pool.n_pool), dtype=bool)
+    keeps[0, :300], keeps[1, 300:500] = True, True
+    listed = []
+    for j, keep in enumerate(keeps):
+        (tmp_path / f"job-{j}").mkdir()
+        listed.append({"seed": 11 + j, **job_files(pool, keep, tmp_path / f"job-{j}")})
+    (tmp_path / "jobs.json").write_text(json.dumps(listed))
+    for name, value in {**schema_file(pool, tmp_path), "jobs": str(tmp_path / "jobs.json")}.items():
+        monkeypatch.setenv(f"MIA_{name.upper()}", value)
+    monkeypatch.setenv("MIA_EXPECTED_MEMBERS", "2500.0")
+    for j, seed in enumerate(jobs.each_job()):
+        handed = handover.read_handed(argparse.Namespace(epsilon=1.0, delta=1e-5))
+        assert seed == str(11 + j) and handed.seed == 11 + j and len(handed.members) == keeps[j].sum()
+        handover.write_release(handed, handed.members)
+        handover.write_claim({"job": j})
+    for j, job in enumerate(listed):
+        x, y = pool.schema.encode(__import__("pandas").read_csv(job["out"]), where="release")
+        assert np.array_equal(y, pool.y[keeps[j]]) and json.loads(Path(job["claim"]).read_text()) == {"job": j}
+    monkeypatch.delenv("MIA_JOBS")
+    monkeypatch.setenv("MIA_SEED", "5")
+    assert list(jobs.each_job()) == ["5"]  # unbatched: once, as handed
 
 
 def test_the_cut_holds_none_of_the_four_unheld_categories(tmp_path):

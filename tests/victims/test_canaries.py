@@ -13,7 +13,7 @@ from shadow_runs.plan import membership_matrix, membership_row
 from shadow_runs.records import CanaryColumns, canary_rows, first_rows, record_of_row
 from shadow_runs.store import RunStore, experiment_id
 from victims.canaries import CANARY_KINDS, CanaryConfig, add_canaries, canary_arrays, mark_size
-from victims.data import make_pool
+from victims.pool import make_pool
 
 TINY = ["--train-steps", "10", "--train-net-width", "8", "--executor", "inline", "--quiet"]
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torchvision.datasets
 
-from victims.data import DataError, Pool, dataset_names, load_pool
+from victims.data import dataset_names, load_pool
+from victims.pool import DataError, Pool
 
 # --- digits --------------------------------------------------------------------------------------
 
@@ -407,7 +408,8 @@ def test_pool_rejects_bad_labels_and_shapes():
 
 
 def test_the_class_balanced_subset_takes_the_first_rows_of_each_class_and_keeps_the_test_split():
-    from victims.data import DataError, class_balanced_subset, make_pool
+    from victims.data import class_balanced_subset
+    from victims.pool import DataError, make_pool
 
     # 3 classes in pool order 0 1 0 2 1 0 2: two per class are rows (0, 2), (1, 4), (3, 6)
     y = np.array([0, 1, 0, 2, 1, 0, 2])

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from victims.base import victim_config
-from victims.data import make_pool
+from victims.pool import make_pool
 from victims.pipelines.dpsgd import DPSGDVictim, pretrained_start
 from victims.nets import NetConfig, build_net
 from victims.dp.privacy import noise_multiplier_for

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from victims.canaries import CanaryConfig, add_canaries, canary_arrays
-from victims.data import make_pool
+from victims.pool import make_pool
 from victims.tabular.canaries import extreme_records, rare_categories, unseen_records
 from victims.tabular.schema import Column, Schema
 

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from audit import lira
-from victims.data import DataError, load_pool
+from victims.data import load_pool
+from victims.pool import DataError
 from victims.tabular.pools import FAIR_SCHEMA, member_table, write_schema_file
 from victims.tabular.schema import Column, Schema
 

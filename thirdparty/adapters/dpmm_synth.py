@@ -6,6 +6,11 @@ Runs inside thirdparty/envs/dpmm (dpmm 0.1.9, its own pins); only its public API
 
     python dpmm_synth.py --model mst|aim|priv-bayes --preprocessing schema|defaults [--n-iters N] --epsilon E --delta D
 
+Batched (the pipeline's `batch = K`): dpmm is imported once and the call's seeds fitted one after the
+other (jobs.py), each as a call of its own fits it: a new pipeline object, Python's and numpy's global
+generators seeded by the seed. Its measurements' noise is OpenDP's, drawn from the operating system
+(`dpmm.models.base.utils.gaussian_noise`), so no two fits of one seed are equal, batched or not.
+
 --preprocessing schema: `fit(df, domain=...)` with every categorical column's public categories and
 every numeric column's public bounds, a uniform binner with the schema's bins and no budget spent on
 preprocessing (`proc_epsilon=None`): nothing about the domain is read from the members.
@@ -21,9 +26,11 @@ spent in all, and dpmm's noisy measurements' count and σ (`gen.generator.measur
 from __future__ import annotations
 
 import argparse
+import random
 
 import numpy as np
 from handover import Handed, add_claim_flags, read_handed, write_claim, write_release
+from jobs import each_job
 
 PROC_EPSILON = 0.1  # dpmm's default preprocessing budget (MMPipeline's proc_epsilon)
 
@@ -44,10 +51,17 @@ def main() -> None:
     )
     add_claim_flags(parser)
     args = parser.parse_args()
-    handed = read_handed(args)
     from dpmm.pipelines import AIMPipeline, MSTPipeline, PrivBayesPipeline
 
     pipeline_class = {"mst": MSTPipeline, "aim": AIMPipeline, "priv-bayes": PrivBayesPipeline}[args.model]
+    for _ in each_job():
+        fit(args, pipeline_class, read_handed(args))
+
+
+def fit(args: argparse.Namespace, pipeline_class, handed: Handed) -> None:
+    """One seed's release and claim, written where the run (or the job) asks."""
+    random.seed(handed.seed)
+    np.random.seed(handed.seed % 2**32)
     gen_kwargs = {} if args.n_iters is None else {"n_iters": args.n_iters}
     if args.preprocessing == "schema":
         bins = max([int(c.get("bins") or 10) for c in handed.numeric] + [2])

@@ -38,7 +38,7 @@ from victims.base import (
     seeded,
     seeded_runs,
 )
-from victims.data import Pool
+from victims.pool import Pool
 from victims.packed import fit_runs, observe_packed
 from victims.presets import require_filled
 from victims.synthetic import ReleasesData

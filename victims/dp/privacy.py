@@ -66,7 +66,7 @@ from torch.func import functional_call, grad, vmap
 from victims.base import DEFAULT_INCLUSION_RATE, expected_members
 from victims.compiled import maybe_compiled
 from victims.precision import exact_float32
-from victims.data import Pool
+from victims.pool import Pool
 from victims.dp.whitebox_canaries import CanaryProbe
 
 ACCOUNTANTS = ("rdp", "prv")

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from victims.data import Pool
+from victims.pool import Pool
 
 THREAT_MODELS = ("black-box", "white-box")
 GRADIENT = "gradient"  # the canary kind that exists only under the white-box threat model

@@ -63,7 +63,7 @@ from victims.base import (
 )
 from victims.condensation.condense import Members
 from victims.dp.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields
-from victims.data import Pool
+from victims.pool import Pool
 from victims.latent_search import WB_OPTIMIZERS, gradient_reconstruct, nearest_samples, powell_reconstruct
 from victims.nets import ConditionalDiscriminator, ConditionalGenerator
 from victims.dp.privacy import (
@@ -361,22 +361,39 @@ def reconstruct(
     is NaN beyond its first `pbb_examples` examples."""
     x = torch.tensor(pool.x, device=device)
     y = torch.tensor(pool.y, device=device)
-    fbb, codes = nearest_samples(
+    fbb, codes = fbb_losses(victim, gen, x, y, n_classes=pool.n_classes, generator=generator)
+    k = min(victim.pbb_examples, pool.n_pool)
+    pbb = np.full(pool.n_pool, np.nan, dtype=np.float32)
+    pbb[:k] = pbb_losses(victim, gen, x[:k], y[:k], codes[:k]).numpy()
+    wb = wb_losses(victim, gen, x, y, codes)
+    return {"fbb": fbb.cpu().numpy(), "pbb": pbb, "wb": wb.detach().cpu().numpy()}
+
+
+def fbb_losses(victim, gen: nn.Module, x, y, *, n_classes: int, generator: torch.Generator):
+    """(fbb loss [n], codes [n, k, latent_dim]): each image's nearest of `victim.fbb_samples` samples
+    of its class, and the codes of its k = min(pbb_starts, fbb_samples) nearest, where pbb and wb start."""
+    return nearest_samples(
         gen,
         x,
         y,
-        n_classes=pool.n_classes,
+        n_classes=n_classes,
         samples_per_class=victim.fbb_samples,
         latent_dim=victim.latent_dim,
         keep=min(victim.pbb_starts, victim.fbb_samples),
         generator=generator,
     )
-    k = min(victim.pbb_examples, pool.n_pool)
-    pbb = np.full(pool.n_pool, np.nan, dtype=np.float32)
-    pbb[:k] = powell_reconstruct(
-        gen, x[:k], y[:k], codes[:k], max_evaluations=victim.pbb_evaluations, prior_weight=victim.prior_weight
-    ).numpy()
-    wb = gradient_reconstruct(
+
+
+def pbb_losses(victim, gen: nn.Module, x, y, codes) -> torch.Tensor:
+    """pbb loss [n]: Powell searches from each image's `codes`, with `victim`'s settings."""
+    return powell_reconstruct(
+        gen, x, y, codes, max_evaluations=victim.pbb_evaluations, prior_weight=victim.prior_weight
+    )
+
+
+def wb_losses(victim, gen: nn.Module, x, y, codes) -> torch.Tensor:
+    """wb loss [n]: gradient descent on the latent code from each image's nearest code, with `victim`'s settings."""
+    return gradient_reconstruct(
         gen,
         x,
         y,
@@ -386,7 +403,6 @@ def reconstruct(
         prior_weight=victim.prior_weight,
         optimizer=victim.wb_optimizer,
     )
-    return {"fbb": fbb.cpu().numpy(), "pbb": pbb, "wb": wb.detach().cpu().numpy()}
 
 
 def noisy_pair_gradient(

@@ -10,6 +10,10 @@ seed a generator's run uses). The command's claim, if it writes one, replaces `-
 as the run's formal ε and δ; the claim and the ends of the command's stdout and stderr are kept in
 runs/<r>.json's `command`.
 
+A pipeline that declares `batch = K` is handed up to K seeds per call as jobs (`victims.command_jobs`):
+the executor's tasks of runs (`run_packed`, K of them where --runs-per-task is not given) go to one call,
+one import of the library for K releases; each run's downstream model is its own as above.
+
 It is either kind: `tabular` is None on the class, and the TOML's `kind` says which pool it takes.
 """
 
@@ -25,7 +29,16 @@ from typing import ClassVar
 import numpy as np
 
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, expected_members, register_victim, require_at_least
-from victims.command_pipeline import PipelineFile, hand_over, load_pipeline, read_claim, read_release, run_command
+from victims.command_jobs import Fitted, run_jobs
+from victims.command_pipeline import (
+    Ended,
+    PipelineFile,
+    hand_over,
+    load_pipeline,
+    read_claim,
+    read_release,
+    run_command,
+)
 from victims.pool import Pool
 from victims.synthetic import DOWNSTREAM_STREAM, train_on_release
 from victims.tabular.release import Released, observe_release
@@ -90,6 +103,16 @@ class CommandVictim:
         if "schema" in used and not pool.tabular:
             raise ValueError(f"--pipeline {self.pipeline}: its command passes {{schema}}, which only a table has")
 
+    @property
+    def packs(self) -> bool:
+        """Whether the executor hands `run_packed` a task's runs: only a batched command's (`batch`)."""
+        return self._spec is not None and self._spec.batch is not None
+
+    @property
+    def runs_per_call(self) -> int | None:
+        """A batched command's `batch`: the runs per task where --runs-per-task is not given."""
+        return self._spec.batch if self._spec is not None else None
+
     def run(
         self,
         pool: Pool,
@@ -102,24 +125,75 @@ class CommandVictim:
         """The command on the members `keep`, then the downstream model on its release (module docstring).
         ValueError (one line) where the command fails, runs out of time or releases what the pool cannot hold."""
         spec = self.spec
+        if spec.batch is not None:  # a batched command is always handed jobs, one here
+            return self.run_packed(pool, np.asarray(keep)[None], [seed], device=device, inclusion_rate=inclusion_rate)[
+                0
+            ]
         keep = np.asarray(keep, dtype=bool)
         with tempfile.TemporaryDirectory(prefix="mia-command-") as tmp:
             directory = Path(tmp)
             values = hand_over(pool, keep, directory, kind=spec.kind)
             values["seed"] = str(seed)
-            values["expected_members"] = repr(expected_members(pool, inclusion_rate))
-            values.update({k: repr(getattr(self, k)) for k in ("epsilon", "delta") if getattr(self, k) is not None})
-            finished = run_command(spec, spec.argv(values), values, log_dir=directory)
+            values.update(self._shared(pool, inclusion_rate))
+            ended = run_command(spec, spec.argv(values), values, log_dir=directory)
             x, y = read_release(pool, Path(values["out"]), where=spec.name)
             claim = read_claim(Path(values["claim"]), where=spec.name)
+        return self._observe(pool, (x, y, claim), ended, seed, device=device)
+
+    def run_packed(
+        self,
+        pool: Pool,
+        keeps: np.ndarray,
+        seeds: list[int],
+        *,
+        device: str = "cpu",
+        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    ) -> list[Observations]:
+        """The runs of `seeds` (members `keeps[k]`): a batched command's in calls of up to `batch` seeds
+        (`victims.command_jobs`), an unbatched one's one call per seed; then each run's downstream model.
+        SeedFailed (one line, `runs`: the failed seed's place) where a seed fails."""
+        spec = self.spec
+        if spec.batch is None:
+            return [self.run(pool, k, s, device=device, inclusion_rate=inclusion_rate) for k, s in zip(keeps, seeds)]
+        observed = []
+        for first in range(0, len(seeds), spec.batch):
+            call = [int(s) for s in seeds[first : first + spec.batch]]
+            with tempfile.TemporaryDirectory(prefix="mia-command-") as tmp:
+                shared = {"kind": spec.kind, **self._shared(pool, inclusion_rate)}
+                fitted, ended = run_jobs(
+                    spec, pool, keeps[first : first + len(call)], call, shared, directory=Path(tmp), first=first
+                )
+            for seed, release in zip(call, fitted):
+                observed.append(self._observe(pool, release, ended, seed, device=device, seeds_in_call=call))
+        return observed
+
+    def _shared(self, pool: Pool, inclusion_rate: float) -> dict[str, str]:
+        """What every seed's call is handed alike: the expected member count, --epsilon and --delta where given."""
+        values = {"expected_members": repr(expected_members(pool, inclusion_rate))}
+        values.update({k: repr(getattr(self, k)) for k in ("epsilon", "delta") if getattr(self, k) is not None})
+        return values
+
+    def _observe(
+        self,
+        pool: Pool,
+        fitted: Fitted,
+        ended: Ended,
+        seed: int,
+        *,
+        device: str,
+        seeds_in_call: list[int] | None = None,
+    ) -> Observations:
+        """The downstream model on a release (x, y, claim), with its call's record (`seeds_in_call`, batched)."""
+        x, y, claim = fitted
         extra = self._claimed(claim)
         extra["record"] = {
             "command": {
-                "argv": list(spec.command),
-                "seconds": finished.seconds,
-                "stdout": finished.stdout,
-                "stderr": finished.stderr,
+                "argv": list(self.spec.command),
+                "seconds": ended.seconds,
+                "stdout": ended.stdout,
+                "stderr": ended.stderr,
                 **({"claim": claim} if claim is not None else {}),
+                **({"seeds_in_call": seeds_in_call} if seeds_in_call is not None else {}),
             }
         }
         if pool.tabular:

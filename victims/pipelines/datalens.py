@@ -98,7 +98,7 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from victims.base import DEFAULT_INCLUSION_RATE, expected_members, register_victim, require_at_least, seeded
 from victims.pipelines.cgan import CGANVictim, observe_generator
-from victims.data import Pool
+from victims.pool import Pool
 from victims.nets import ConditionalDiscriminator
 from victims.dp.privacy import accounted_fields, gaussian_release, noise_multiplier_for, require_privacy_target
 from victims.dp.whitebox_canaries import CanaryProbe, open_probe, training_keep, whitebox_fields

@@ -26,7 +26,7 @@ from torch import nn
 from victims.condensation.augment import augment, augment_runs, draw_seed, strategy
 from victims.base import SeededRuns, register_victim, require_at_least, require_momentum, require_positive
 from victims.condensation.condense import CondensationVictim, Members, image_sgd
-from victims.data import Pool
+from victims.pool import Pool
 from victims.nets import NetConfig, build_net
 from victims.packed import GroupedNets, draw_nets
 from victims.presets import filled_from_preset

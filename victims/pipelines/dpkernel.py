@@ -96,7 +96,7 @@ from victims.base import (
     seeded,
 )
 from victims.pipelines.cgan import GanLeaksSearch, observe_generator
-from victims.data import Pool
+from victims.pool import Pool
 from victims.nets import ConditionalGenerator
 from victims.dp.privacy import (
     gaussian_release,

@@ -54,7 +54,7 @@ import torch.nn.functional as F
 from shadow_runs.atomic_files import atomic_write, write_json
 from victims.condensation.augment import draw_seed
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, expected_members, observe, register_victim, seeded
-from victims.data import Pool
+from victims.pool import Pool
 from victims.nets import NetConfig, build_net, without_inplace
 from victims.dp.privacy import (
     accountant_field,

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from victims.condensation.augment import augment, augment_runs, draw_seed, strategy
 from victims.base import SeededRuns, register_victim, require_at_least, require_momentum, require_positive
 from victims.condensation.condense import CondensationVictim, Members, image_sgd
-from victims.data import Pool
+from victims.pool import Pool
 from victims.condensation.matching import gradient_distance
 from victims.nets import NetConfig, build_net
 from victims.packed import GroupedNets, draw_nets

@@ -30,7 +30,7 @@ from victims.condensation.augment import augment, augment_runs, draw_seed, strat
 from victims.base import SeededRuns, register_victim, require_at_least
 from victims.compiled import compiling, maybe_compiled
 from victims.condensation.condense import CondensationVictim, Members
-from victims.data import Pool
+from victims.pool import Pool
 from victims.presets import filled_from_preset
 
 #: the KIP default FC kernel: W_std = sqrt(2), b_std = 0.1 (neural_tangents' NTK parameterisation)

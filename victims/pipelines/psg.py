@@ -62,7 +62,7 @@ from victims.base import (
     seeded_runs,
 )
 from victims.compiled import compiling, maybe_compiled
-from victims.data import Pool
+from victims.pool import Pool
 from victims.condensation.matching import gradient_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net
 from victims.packed import GroupedNets, draw_nets, fit_runs, observe_packed

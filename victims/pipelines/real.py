@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, observe, register_victim, seeded
-from victims.data import Pool
+from victims.pool import Pool
 from victims.packed import fit_packed, observe_packed
 from victims.train import TrainConfig, fit, to_model_space
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, observe, register_victim, require_at_least, seeded
 from victims.condensation.condense import check_ipc, require_members_per_class
-from victims.data import Pool
+from victims.pool import Pool
 from victims.packed import observe_packed
 from victims.pipelines.real import fit_on_pool, fit_packed_on_pool
 from victims.synthetic import ReleasesData

@@ -1,7 +1,7 @@
 """Tabular pools: the two real tables statsmodels ships (`fair`, `randhie`), and a table of your own
 described by its schema file.
 
-Each loads into a `victims.data.Pool` whose `schema` is set (`victims.tabular.schema`): x float32
+Each loads into a `victims.pool.Pool` whose `schema` is set (`victims.tabular.schema`): x float32
 [n, d] of the feature columns, y the label's category index, and a held-out test split that no run
 ever trains on. The schemas below are public by construction: the categories are the surveys'
 answer codes and the plans of the experiment, the bounds are round numbers that a codebook states;
@@ -88,8 +88,8 @@ PAIR_3BIN_SIZE = 10
 #: the target record of each built-in pair (`--canary-kind record`'s default `--target-record`)
 PAIR_TARGETS = {"pair-3bin": "a=1,b=1,c=1"}
 
-#: how to get the package the embedded tables are read from (pyproject.toml's extra "tabular")
-TABULAR_INSTALL = 'pip install -e ".[tabular]"'
+#: how to get the package the embedded tables are read from (a dependency in pyproject.toml)
+TABULAR_INSTALL = "pip install -e ."
 
 
 def _statsmodels_table(name: str):

@@ -7,7 +7,7 @@ categorical column is the label a downstream classifier predicts. Nothing in it 
 private rows: a pipeline that reads a domain from its data (`victims.dp.bugs.DomainFromData`) leaks
 through it, and a record outside the schema is refused when the table is loaded, never clipped.
 
-A table is held as the pool holds images (`victims.data.Pool`): `x` float32 [n, d] of the d
+A table is held as the pool holds images (`victims.pool.Pool`): `x` float32 [n, d] of the d
 feature columns in schema order (a categorical value as its category's index, a number as it is)
 and `y` int64 [n], the label's category index. `codes` maps a table to the discrete domain
 (`domain_sizes`, the label last) on which the marginal mechanisms count, `from_codes` back.
