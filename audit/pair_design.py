@@ -24,9 +24,9 @@ import math
 import numpy as np
 
 from audit.evaluate import StoredRuns, pseudo_target_scores
-from audit.selftest.mechanisms import gaussian_mu
 from audit.stats.threshold import ThresholdAudit, predicted_choice, threshold_audit
 from shadow_runs.plan import FIXED_REMAINDER
+from victims.dp.privacy import MOST_GDP_EPSILON, gdp_mu_for
 from victims.tabular.canaries import RECORD
 
 #: the objective the threshold is chosen for (μ's threshold is central: docs/results/threshold.md)
@@ -131,14 +131,17 @@ def _claim_keys(audit: ThresholdAudit, claim) -> dict:
     """The claim and what it allows: its ε at its δ, and `mu_gaussian` (`THEOREMS`)."""
     if claim is None or claim.epsilon is None:
         return {"claim": None}
-    mu_gaussian = gaussian_mu(claim.epsilon, claim.delta) if claim.delta > 0 else 0.0
+    if claim.delta <= 0:
+        mu_gaussian = 0.0
+    else:  # opacus's GDP duality (`gdp_mu_for`); past its range (ε > 100) none is given
+        mu_gaussian = gdp_mu_for(claim.epsilon, claim.delta) if claim.epsilon <= MOST_GDP_EPSILON else None
     return {
         "claim": {
             "epsilon": claim.epsilon,
             "delta": claim.delta,
             "epsilon_exceeded": bool(audit.epsilon_lower > claim.epsilon),
             "mu_gaussian": mu_gaussian,
-            "mu_gaussian_exceeded": bool(audit.mu_lower > mu_gaussian),
+            "mu_gaussian_exceeded": mu_gaussian is not None and bool(audit.mu_lower > mu_gaussian),
         }
     }
 
@@ -163,8 +166,7 @@ def pair_line(entry: dict) -> str:
     claim = entry.get("claim")
     if claim:
         said = "exceeds" if claim["epsilon_exceeded"] else "does not exceed"
-        line += (
-            f"; {said} the claimed eps {claim['epsilon']:.3g} at delta {claim['delta']:.3g}; a Gaussian "
-            f"mechanism meeting the claim exactly has mu {claim['mu_gaussian']:.3f}"
-        )
+        line += f"; {said} the claimed eps {claim['epsilon']:.3g} at delta {claim['delta']:.3g}"
+        if claim["mu_gaussian"] is not None:
+            line += f"; a Gaussian mechanism meeting the claim exactly has mu {claim['mu_gaussian']:.3f}"
     return line
