@@ -120,16 +120,11 @@ def place(
 ) -> Layout:
     """The rule (module docstring) for `gpus`, a victim that `packs` or not, `n_runs` runs to train;
     `calls`: a batched command's seeds per call (`runs_per_call`), its runs per task."""
-    if calls:  # a batched command: its runs train in its own environment, `calls` seeds a call
-        return Layout(
-            replace(config, gpus_per_run=config.gpus_per_run or 0.0, runs_per_task=config.runs_per_task or calls), None
-        )
-    if config.device == "cpu" or not gpus:
-        if config.device == "cuda" and not gpus:
+    if calls or config.device == "cpu" or not gpus:  # a batched command trains in its own environment
+        if config.device == "cuda" and not gpus and not calls:
             raise ValueError("--device cuda: no GPU is visible here (nvidia-smi and torch see none)")
-        return Layout(
-            replace(config, gpus_per_run=config.gpus_per_run or 0.0, runs_per_task=config.runs_per_task or 1), None
-        )
+        per_task = config.runs_per_task or calls or 1
+        return Layout(replace(config, gpus_per_run=config.gpus_per_run or 0.0, runs_per_task=per_task), None)
     n = len(gpus)
     if packs:
         share = config.gpus_per_run or 1.0
