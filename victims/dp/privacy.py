@@ -1,51 +1,10 @@
-"""The differential-privacy machinery every DP victim shares (`dpsgd`, `psg`, `dpcgan`, `dpkernel`,
-`datalens`, `marginals`), each piece with the result it relies on.
+"""The differential-privacy machinery every DP victim shares, each piece with the result it rests on.
 
-Accounting (opacus's accountants, never by hand): `noise_multiplier_for` (the sigma with which
-`steps` Poisson-subsampled Gaussian steps at a sample rate spend a target (epsilon, delta):
-opacus's `get_noise_multiplier`, a search to tolerance 0.01) and `epsilon_spent` (the epsilon
-at delta after such steps), under one of `ACCOUNTANTS`: `rdp`, the Renyi-DP accountant (the RDP
-of the sampled Gaussian mechanism, Mironov, Talwar and Zhang 2019; composition by adding RDP,
-Mironov 2017; conversion to (epsilon, delta) over opacus's default orders), or `prv`, the
-privacy-random-variable accountant (Gopi, Lee and Wutschitz 2021; numerical composition, the
-tighter of the two). At sample rate 1 the RDP is that of the plain Gaussian mechanism,
-alpha / (2 sigma^2) (`datalens`). opacus's "optimal order is the largest alpha" warning is
-silenced here (the bound it comes with is still a valid upper bound). opacus is imported where
-it is used: it takes ~1.7 s to import, which every Ray worker of a non-DP victim would otherwise
-pay.
-
-Gaussian DP without subsampling (`marginals`): `gdp_epsilon` (the exact epsilon at delta of mu-GDP,
-opacus's `eps_from_mu`) and `gdp_mu_for` (the mu that is exactly (epsilon, delta)-DP, the same
-duality solved for mu, Dong, Roth and Su 2022, Corollary 2.13); `composed_gaussian_noise` is the
-sigma with which k Gaussian mechanisms of sensitivity 1 compose to it, sqrt(k) / mu (their Theorem
-2.7 and Corollary 3.3). No RDP bound in between: the calibration is exact.
-
-Sampling: the accountants' subsampled mechanism is Poisson sampling at a fixed, public rate,
-whose neighbouring relation is add/remove of one record. `poisson_rate` is that rate, B / N, for
-N = q * n_pool the plan's expected member count (`victims.base.expected_members`; never a run's
-actual count, which is data); `poisson_sample` draws one such batch from a torch generator
-(`psg`, `dpcgan`, `dpkernel`), `poisson_batches` draws `steps` of them with opacus's
-`UniformWithReplacementSampler` (`dpsgd`).
-
-Sensitivity: clipping every record's contribution to L2 norm C bounds the change of a SUM under
-add/remove of one record by C. `clip_per_example` clips per-example gradients;
-`per_example_gradients` forms them by torch.func (vmap over grad); `clipped_gradient_sum` gets
-the clipped sum of the per-example cross-entropy gradients of linear and convolutional weights
-without forming them (layer inputs and output gradients, ghost norms; Li et al. 2022, Bu et al.
-2022), falling back to the torch.func path for other parameters.
-
-The Gaussian mechanism: `gaussian_release` adds N(0, std^2) to clean sums, the one place every DP
-victim's noise is drawn (`dpsgd`'s is opacus's, wrapped in the same white-box probe), and reports
-to a white-box probe when there is one (`victims.dp.whitebox_canaries`). `gaussian_mean` adds N(0, sigma^2 C^2)
-to the clipped sum (the Gaussian
-mechanism at L2 sensitivity C, RDP alpha / (2 sigma^2) at every order alpha; Mironov 2017) and
-divides by the public expected batch size B (post-processing), so that Poisson sampling at rate
-B / N and the accountant above cover it (`dpsgd` gets the same mechanism from opacus's
-`DPOptimizer`).
-
-Checks: `require_privacy_target` (the one check of a DP victim's `epsilon` and `delta` fields),
-`require_accountant` and `accountant_field` (its `accountant` field).
-"""
+Accounting is opacus's: the Renyi-DP accountant (`rdp`: the sampled Gaussian mechanism, Mironov,
+Talwar and Zhang 2019; composition, Mironov 2017) or the PRV accountant (`prv`: Gopi, Lee and
+Wutschitz 2021). Without subsampling, calibration is exact mu-GDP (Dong, Roth and Su 2022, Theorem 2.7,
+Corollaries 2.13 and 3.3). Sampling is Poisson at a fixed public rate (add/remove of one record);
+clipping to L2 norm C bounds a sum's sensitivity by C; the Gaussian mechanism adds N(0, sigma^2 C^2)."""
 
 from __future__ import annotations
 
@@ -75,9 +34,7 @@ ACCOUNTANTS = ("rdp", "prv")
 # -- accounting (opacus) ------------------------------------------------------------------------
 @contextlib.contextmanager
 def _quiet_orders():
-    """opacus warns "optimal order is the largest alpha" when few steps put the optimum at the
-    edge of its default orders; the bound it returns is still valid (an upper bound on epsilon),
-    so every victim hears it as noise."""
+    """Silence opacus's "optimal order is the largest alpha" warning; the bound it returns is still valid."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*[Oo]ptimal order.*", category=UserWarning)
         yield
@@ -101,10 +58,7 @@ def noise_multiplier_for(
     *, epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str = "rdp"
 ) -> float:
     """The noise multiplier sigma with which `steps` Poisson-subsampled Gaussian steps at
-    `sample_rate` spend (epsilon, delta) under `accountant` (opacus's search, tolerance 0.01).
-
-    Memoised: opacus's search takes 1-3 s, and a Ray worker meets the same few member counts
-    (hence sample rates) run after run."""
+    `sample_rate` spend (epsilon, delta) under `accountant` (opacus's search, tolerance 0.01). Memoised."""
     from opacus.accountants.utils import get_noise_multiplier
 
     _check(epsilon=epsilon, delta=delta, sample_rate=sample_rate, steps=steps, accountant=accountant)
@@ -131,17 +85,15 @@ def epsilon_spent(
 
 def gaussian_steps(*, noise_multiplier: float, sample_rate: float, steps: int) -> dict:
     """`Observations.mechanism`: `steps` Poisson-subsampled Gaussian steps at (sigma, rate), the
-    mechanism an accountant composes, whose own trade-off curve the audit tests
-    (`audit.stats.mechanism`)."""
+    mechanism the accountant composes (`audit.stats.mechanism` tests its trade-off curve)."""
     return {"noise_multiplier": float(noise_multiplier), "sample_rate": float(sample_rate), "steps": int(steps)}
 
 
 def accounted_fields(
     *, noise_multiplier: float, sample_rate: float, steps: int, delta: float, accountant: str = "rdp"
 ) -> dict:
-    """The Observations' privacy fields of a victim whose accountant composes `steps` subsampled
-    Gaussian steps at (sigma, rate): the accountant's `formal_epsilon` at `delta`, and the
-    `mechanism` it composed (`gaussian_steps`)."""
+    """The Observations' privacy fields for `steps` subsampled Gaussian steps at (sigma, rate):
+    `formal_epsilon` at `delta` and the composed `mechanism`."""
     spent = epsilon_spent(
         noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps, delta=delta, accountant=accountant
     )
@@ -158,9 +110,7 @@ MOST_GDP_EPSILON = 100.0
 
 
 def gdp_epsilon(mu: float, delta: float) -> float:
-    """The epsilon at `delta` of mu-GDP, exactly: the root of delta(epsilon) = Phi(-epsilon/mu + mu/2)
-    - e^epsilon Phi(-epsilon/mu - mu/2) (Dong, Roth and Su 2022, Corollary 2.13), by opacus's
-    `eps_from_mu` (brentq)."""
+    """The epsilon at `delta` of mu-GDP, exactly (Dong, Roth and Su 2022, Corollary 2.13; opacus's `eps_from_mu`)."""
     from opacus.accountants.analysis.gdp import eps_from_mu
 
     if not (mu > 0 and math.isfinite(mu)):
@@ -172,9 +122,8 @@ def gdp_epsilon(mu: float, delta: float) -> float:
 
 @functools.lru_cache(maxsize=64)
 def gdp_mu_for(epsilon: float, delta: float) -> float:
-    """The mu whose mu-GDP is exactly (epsilon, delta)-DP: the root in mu of opacus's
-    `delta_eps_mu`(epsilon, mu) = delta, the same duality as `gdp_epsilon` read the other way
-    (delta(epsilon) rises with mu; brentq to 1e-15). 0.26806 for (1, 1e-5)."""
+    """The mu whose mu-GDP is exactly (epsilon, delta)-DP: `gdp_epsilon`'s duality solved for mu
+    (brentq to 1e-15). 0.26806 for (1, 1e-5)."""
     from opacus.accountants.analysis.gdp import delta_eps_mu
     from scipy import optimize
 
@@ -193,10 +142,9 @@ def gdp_mu_for(epsilon: float, delta: float) -> float:
 
 
 def composed_gaussian_noise(*, epsilon: float, delta: float, compositions: int) -> float:
-    """The noise sigma with which `compositions` Gaussian mechanisms of L2 sensitivity 1, each adding
-    N(0, sigma^2), compose to exactly (epsilon, delta)-DP: each is (1 / sigma)-GDP (the Gaussian
-    mechanism, Dong, Roth and Su 2022, Theorem 2.7), k of them compose to (sqrt(k) / sigma)-GDP
-    (their Corollary 3.3), so sigma = sqrt(k) / mu for mu = `gdp_mu_for`(epsilon, delta)."""
+    """The sigma with which `compositions` Gaussian mechanisms of L2 sensitivity 1 compose to exactly
+    (epsilon, delta)-DP: sqrt(k) / mu for mu = `gdp_mu_for`(epsilon, delta) (each is (1 / sigma)-GDP,
+    Dong, Roth and Su 2022, Theorem 2.7; k compose to (sqrt(k) / sigma)-GDP, their Corollary 3.3)."""
     if int(compositions) != compositions or compositions < 1:
         raise ValueError(f"compositions must be an integer >= 1, got {compositions}")
     return math.sqrt(compositions) / gdp_mu_for(epsilon, delta)
@@ -204,8 +152,7 @@ def composed_gaussian_noise(*, epsilon: float, delta: float, compositions: int) 
 
 # -- a DP victim's fields -------------------------------------------------------------------------
 def require_privacy_target(config: Any) -> None:
-    """ValueError naming the bad value unless `config.epsilon` is a finite number > 0 and
-    `config.delta` lies in (0, 1): the target every DP victim calibrates its noise to."""
+    """ValueError naming the bad value unless `config.epsilon` is finite and > 0 and `config.delta` is in (0, 1)."""
     if not (config.epsilon > 0 and math.isfinite(config.epsilon)):
         raise ValueError(f"--epsilon must be a positive number, got {config.epsilon}")
     if not 0 < config.delta < 1:
@@ -225,8 +172,8 @@ def require_accountant(config: Any) -> None:
 
 # -- Poisson sampling -----------------------------------------------------------------------------
 def poisson_rate(batch_size: int, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> float:
-    """B / (q * n_pool): the Poisson sampling rate of a DP victim with expected batch size B, from
-    the public expected member count; ValueError when B exceeds that count."""
+    """B / (q * n_pool): the Poisson rate for expected batch size B over the public expected member
+    count (`victims.base.expected_members`); ValueError when B exceeds that count."""
     members = expected_members(pool, inclusion_rate)
     if batch_size > members:
         raise ValueError(
@@ -242,8 +189,8 @@ def poisson_sample(n: int, rate: float, *, generator: torch.Generator) -> torch.
 
 
 def poisson_batches(n: int, sample_rate: float, steps: int, *, generator: torch.Generator) -> Iterator[torch.Tensor]:
-    """`steps` Poisson batches of indices into n examples, each example in each batch independently
-    with probability `sample_rate` (opacus's UniformWithReplacementSampler; n = 0 gives empty batches)."""
+    """`steps` Poisson batches of indices into n examples at `sample_rate` (opacus's
+    UniformWithReplacementSampler; n = 0 gives empty batches)."""
     from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 
     if n == 0:
@@ -260,9 +207,8 @@ def poisson_batches(n: int, sample_rate: float, steps: int, *, generator: torch.
 def per_example_gradients(
     net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor
 ) -> dict[str, torch.Tensor]:
-    """Gradients of each example's cross-entropy w.r.t. `params`: [batch, *shape] per parameter,
-    by torch.func (vmap over grad), never a loop over examples. The reference that
-    `clipped_gradient_sum` is tested against, and its fallback for layers it does not cover."""
+    """Each example's cross-entropy gradient w.r.t. `params`, [batch, *shape] per parameter, by
+    torch.func (vmap over grad). `clipped_gradient_sum`'s reference and fallback."""
     frozen = {name: p.detach() for name, p in net.named_parameters() if name not in params}
     frozen.update(dict(net.named_buffers()))
 
@@ -276,9 +222,8 @@ def per_example_gradients(
 
 @dataclass
 class _LayerFactors:
-    """What the per-example weight gradients of one linear or convolutional layer are made of:
-    example i's gradient is backprops[i]^T @ activations[i], a sum over the T positions the
-    weight is applied at (T = 1 for a linear layer on vectors, H'W' for a convolution)."""
+    """One linear or convolutional layer's per-example weight gradients in factored form: example i's
+    is backprops[i]^T @ activations[i], summed over its T positions."""
 
     activations: torch.Tensor  # [n, T, p]: the layer's input (its patches for a convolution)
     backprops: torch.Tensor  # [n, T, o]: d(summed loss)/d(layer output)
@@ -325,8 +270,7 @@ def conv_geometry(conv: nn.Conv2d) -> Geometry:
 
 def _patches(x: torch.Tensor, geometry: Geometry) -> torch.Tensor:
     """[n, c, H, W] -> [n, H'W', c kh kw]: the input patch under each output position of a
-    convolution of that geometry, in the weight's (c, kh, kw) order. Views and one copy (F.unfold
-    loops over the batch on the CPU)."""
+    convolution of that geometry, in the weight's (c, kh, kw) order."""
     (kh, kw), (dh, dw), (ph, pw), (sh, sw) = geometry
     x = F.pad(x, (pw, pw, ph, ph))
     windows = x.unfold(2, dh * (kh - 1) + 1, sh).unfold(3, dw * (kw - 1) + 1, sw)[..., ::dh, ::dw]
@@ -347,8 +291,7 @@ def _factors(inputs: torch.Tensor, backprops: torch.Tensor, geometry: Geometry) 
 
 @dataclass
 class _LayerSignals:
-    """What one forward and backward pass leave for the clipped sum, one entry per matched layer,
-    in the order of `params`."""
+    """Each matched layer's input, output gradient and geometry, in the order of `params`."""
 
     inputs: list[torch.Tensor]
     backprops: list[torch.Tensor]
@@ -358,10 +301,9 @@ class _LayerSignals:
 def _layer_signals(
     net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor
 ) -> _LayerSignals | None:
-    """One forward pass (forward hooks on the layers owning `params`, removed before it returns)
-    and one backward pass to the layers' outputs: their inputs and output gradients. Only data
-    gradients are computed; no parameter's `.grad` is touched. None where some parameter is not
-    the weight of an `nn.Linear` or an ungrouped, zero-padded `nn.Conv2d` called once."""
+    """One forward and one backward pass: the inputs and output gradients of the layers owning `params`
+    (no parameter's `.grad` touched). None unless every parameter is the weight of an `nn.Linear` or
+    an ungrouped, zero-padded `nn.Conv2d` called once."""
     owners: dict[int, list] = {}
     for module in net.modules():
         for kind, p in module.named_parameters(recurse=False, remove_duplicate=False):
@@ -422,9 +364,7 @@ def _layer_factors(
 
 def _clipping(factors: list[_LayerFactors], max_norm: float) -> tuple[list[torch.Tensor | None], torch.Tensor]:
     """(each layer's formed per-example gradients, or None where its ghost norm is cheaper; every
-    example's clipping factor min(1, max_norm / ||its gradient over all layers||), as
-    `clip_per_example`). A layer whose norms form the gradients sums them too: [n] x [n, o p], not
-    a second product."""
+    example's clipping factor min(1, max_norm / ||its gradient over all layers||))."""
     formed = [f.per_example() if f.forms_gradients else None for f in factors]
     squares = sum(f.squared_norms() if g is None else g.pow(2).sum((1, 2)) for f, g in zip(factors, formed))
     return formed, (max_norm / (squares.sqrt() + 1e-12)).clamp(max=1.0)
@@ -433,9 +373,8 @@ def _clipping(factors: list[_LayerFactors], max_norm: float) -> tuple[list[torch
 def _clipped_sums(
     inputs: list[torch.Tensor], backprops: list[torch.Tensor], geometries: list[Geometry], max_norm: float
 ) -> list[torch.Tensor]:
-    """sum_i clip(gradient of example i, max_norm) per layer, [o, p] each, from the layers' signals:
-    tensors in, tensors out, so that `--compile` can fuse it (the patches' copy, the norms and the
-    products are about half of a noisy batch's time on the digits ConvNet)."""
+    """sum_i clip(gradient of example i, max_norm) per layer, [o, p] each: tensors in and out, so
+    `--compile` can fuse it."""
     factors = [_factors(a, g, geometry) for a, g, geometry in zip(inputs, backprops, geometries)]
     formed, scale = _clipping(factors, max_norm)
     return [
@@ -447,25 +386,11 @@ def _clipped_sums(
 def clipped_gradient_sum(
     net: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, *, max_norm: float
 ) -> list[torch.Tensor]:
-    """sum_i clip(gradient of example i's cross-entropy w.r.t. `params`, `max_norm`), one tensor
-    per parameter: the same numbers as `clip_per_example(per_example_gradients(...))` summed over
-    the batch, from each layer's inputs and output gradients (`_layer_factors`), with ghost norms
-    wherever they are cheaper than forming the gradients. Falls back to that torch.func path for
-    parameters `_layer_factors` does not cover.
-
-    Why: median seconds per noisy batch of PSG (per-example gradients + clipping + sum + noise) on
-    one thread, digits, a batch of 256, every variant alternating in one process beside other jobs
-    (`python bench/profiling.py modes`, 9 and 40 repeats):
-
-        ConvNet                      vmap(grad)  opacus hooks  functorch  ew     ghost  this
-        width 128, depth 3 (PSG ref)   1.000       0.895       1.208    0.586  0.497  0.115
-        width 16, depth 2 (digits)     0.015       0.012       0.017    0.011  0.015  0.014
-
-    (opacus 1.6: GradSampleModule with hooks and with force_functorch, expanded weights, ghost
-    clipping, which forms the convolutions' per-example gradients and takes a second backward
-    pass.) Forming [256, 128, 128, 3, 3] gradients is memory traffic that the ghost norms of the
-    deeper convolutions avoid; at the digits preset's width 16 every variant is within noise.
-    """
+    """sum_i clip(gradient of example i's cross-entropy w.r.t. `params`, `max_norm`), one tensor per
+    parameter: the numbers of `clip_per_example(per_example_gradients(...))` summed, from each layer's
+    inputs and output gradients with ghost norms where cheaper (Li et al. 2022, Bu et al. 2022).
+    Falls back to the torch.func path for parameters `_layer_signals` does not cover. Timings:
+    docs/performance.md."""
     with exact_float32():  # at every --precision (victims.precision)
         signals = _layer_signals(net, params, x, y)
         if signals is None:
@@ -489,11 +414,9 @@ def clip_per_example(grads: dict[str, torch.Tensor], max_norm: float) -> dict[st
 def gaussian_release(
     sums: list[torch.Tensor], *, std: float, generator: torch.Generator, probe: CanaryProbe | None = None
 ) -> list[torch.Tensor]:
-    """The Gaussian mechanism on clean sums: each + N(0, std^2) in every coordinate (no draw at
-    std 0). Every DP victim's noise goes through here (`dpsgd`'s through opacus, with the same
-    probe): with a white-box `probe` (`victims.dp.whitebox_canaries`), its gradient canaries are added to the
-    clean sums first and every canary's projection of the noisy sums is recorded after. Without
-    one the result is the mechanism's alone, bit for bit."""
+    """The Gaussian mechanism on clean sums: each + N(0, std^2) per coordinate (no draw at std 0); every
+    DP victim's noise goes through here. A white-box `probe` (`victims.dp.whitebox_canaries`) adds its
+    canaries first and records their projections after; without one the result is bit for bit the same."""
     with exact_float32():
         if probe is not None:
             sums = probe.contribute(sums)
@@ -517,11 +440,10 @@ def gaussian_mean(
     clipped_sum: list[torch.Tensor] | None = None,
     probe: CanaryProbe | None = None,
 ) -> list[torch.Tensor]:
-    """(sum of the per-example gradients, each clipped to norm C, + N(0, sigma^2 C^2)) / B, one
-    tensor per parameter of `params`. The sum is that of `per_example` ([batch, *shape] per
-    parameter, clipped here) or, given instead, `clipped_sum` (one tensor per parameter, already
-    clipped and summed: `clipped_gradient_sum`); both None (an empty Poisson batch) gives pure noise.
-    `probe`: white-box canaries (`gaussian_release`)."""
+    """(sum of per-example gradients clipped to norm C, + N(0, sigma^2 C^2)) / B, one tensor per
+    parameter: the Gaussian mechanism at L2 sensitivity C (Mironov 2017), divided by the public expected
+    batch size B. The sum is that of `per_example` (clipped here) or the given `clipped_sum`; both None
+    (an empty Poisson batch) gives pure noise."""
     if per_example is not None and clipped_sum is not None:
         raise ValueError("give per-example gradients or their clipped sum, not both")
     if per_example is not None:
@@ -535,9 +457,7 @@ def gaussian_mean(
 
 # -- the same mechanism for K packed runs (`victims.packed.GroupedNets`) ---------------------------
 def _run_major(t: torch.Tensor, k: int) -> torch.Tensor:
-    """A grouped layer's input or output gradient as K*B examples of one run's layer, run-major:
-    a grouped convolution's [B, K*C, H, W] -> [K*B, C, H, W]; a `GroupedLinear`'s [K, B, C] is
-    run-major already -> [K*B, C]."""
+    """A grouped layer's input or output gradient as K*B run-major examples of one run's layer."""
     if t.dim() == 3:
         return t.reshape(-1, t.shape[-1])
     b = t.shape[0]
@@ -547,19 +467,11 @@ def _run_major(t: torch.Tensor, k: int) -> torch.Tensor:
 def grouped_clipped_gradient_sums(
     grouped: nn.Module, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor, *, max_norm: float
 ) -> list[torch.Tensor]:
-    """For K runs packed as one `victims.packed.GroupedNets`: run k's sum over its examples i of
-    weights[k, i] * clip(gradient of its cross-entropy w.r.t. run k's matched weights, max_norm),
-    one [K, *run shape] tensor per matched weight (`GroupedNets.matched_weights`), from one forward
-    and one backward pass of all K runs.
-
-    x [K, B, C, H, W] and y [K, B] hold each run's candidates (padded to one B); weights [K, B] in
-    {0, 1} say which are in its batch. A weight-0 example is exactly absent: the loss is
-    sum_{k,i} weights[k, i] * CE, so its output gradient, hence its per-example gradient, is exactly
-    0 and adds nothing to the sum, whatever its clipping factor. Example (k, i)'s per-example gradient
-    is run k's own (a grouped layer applies run k's weights to run k's block only), its norm and
-    clipping factor are `clipped_gradient_sum`'s (the same `_LayerFactors`, ghost norms where
-    cheaper), so each run's sum is the one `clipped_gradient_sum` gives on its weight-1 examples
-    alone, up to the order of float additions."""
+    """`clipped_gradient_sum` for K runs packed as one `victims.packed.GroupedNets`: run k's sum of
+    weights[k, i] * clip(gradient of example i), one [K, *run shape] tensor per matched weight, from
+    one forward and one backward pass. x [K, B, ...], y and weights [K, B] (weights in {0, 1}). A
+    weight-0 example is exactly absent (zero output gradient), so each run's sum is the one
+    `clipped_gradient_sum` gives on its weight-1 examples alone, up to float addition order."""
     with exact_float32():  # at every --precision (victims.precision)
         return _grouped_clipped_sums(grouped, x, y, weights, max_norm=max_norm)
 
@@ -614,10 +526,8 @@ def gaussian_release_packed(
     generators: list[torch.Generator],
     probes: list[CanaryProbe | None] | None = None,
 ) -> list[torch.Tensor]:
-    """`gaussian_release` of K runs at once: sums[i][k] is run k's clean sum of parameter i. Run k's
-    noise is drawn from its own generator in `gaussian_release`'s order (parameter by parameter,
-    the same kernel as its `torch.randn`), so each run gets the numbers it gets alone; its probe
-    (white-box) contributes and observes as there."""
+    """`gaussian_release` of K runs at once (sums[i][k] is run k's sum of parameter i): run k's noise is
+    drawn from its own generator in the same order, so each run gets the numbers it gets alone."""
     with exact_float32():
         return _release_packed(sums, std=std, generators=generators, probes=probes)
 

@@ -1,89 +1,23 @@
 """`datalens`: DataLens (Wang et al., CCS 2021): teacher discriminators on disjoint partitions of
 the members, a student generator, and noisy aggregation of compressed teacher gradients.
 
-Partition. Every pool row belongs to one teacher, `teacher_of(n_pool, teachers, seed)`: a
-permutation of the pool rows drawn from the run seed alone (never from the membership), row i
-going to teacher perm[i] mod N. Teacher i trains on the members among its rows. The owner of a
-record is thus a function of the record (its pool index) and the public seed: adding or removing
-one record changes the data of exactly one teacher and leaves every other partition as it was,
-which is what the sensitivity below relies on. (A duplicate canary is K rows, hence possibly K
-teachers: group privacy, as `victims.canaries` already says of it.) `check` refuses a
-configuration whose expected members per teacher, q n_pool / N (the public count, never the
-run's), fall below `MIN_MEMBERS_PER_TEACHER`; a teacher that nonetheless has no member in a run
-does not train and votes the zero vector (within the same sensitivity bound).
+Partition: pool row i belongs to teacher perm[i] mod N, perm drawn from the run seed alone, so
+adding or removing one record changes exactly one teacher's data (a duplicate canary's K rows:
+group privacy). A teacher with no member votes the zero vector, within the same bound.
 
-One student step (`steps` of them):
-1. the student generator draws `batch_size` fakes of uniformly random classes;
-2. each teacher takes `teacher_steps` Adam steps on the non-saturating critic loss, on
-   `teacher_batch` of its own members (drawn with replacement) against those fakes;
-3. each teacher computes g(i), the gradient of the generator loss sum_b softplus(-D_i(x_b, y_b))
-   with respect to the fake images (pixel scale), a vector of d = batch_size * c * h * w;
-4. g(i) is compressed (`--compression`, below), the compressed vectors are summed, Gaussian noise
-   N(0, (sigma * Delta)^2) is added to every coordinate of the sum (of the sketch, for fetchsgd),
-   and the voting threshold keeps coordinate j as +1 where the noisy vote is >= beta N, -1 where
-   it is <= -beta N, and 0 otherwise (paper Algorithm 6, Phase III; a zero vote at beta = 0 meets
-   both conditions and stays 0);
-5. the student steps (Adam, lr `lr`) on the surrogate loss <G(z), direction> / batch_size, i.e.
-   its parameters move along -J^T direction.
-The teachers' randomness (batch indices, stochastic rounding) and the noise are drawn in
-data-independent shapes from the run's generator, so a teacher's data never shifts anybody else's
-random numbers.
+Privacy (formal, data-independent): each step releases only the noisy vote sum, the Gaussian
+mechanism with std sigma * Delta at L2 sensitivity Delta (RDP alpha / (2 sigma^2), Mironov 2017);
+`steps` steps compose without subsampling, converted by opacus (`victims.dp.privacy`, rate 1).
+Delta per `--compression`, m = max(1, floor(k d)): topagg 2 sqrt(m) (m signs, all may flip);
+d2pfed 2 sqrt(d') (every entry in [-1, 1], d' = d padded to a power of two); fetchsgd
+2 sqrt(m) sqrt(rows ceil(d / w)) (the sketch's operator norm). Threshold, un-rotation, unsketch,
+top-k and the student's update are post-processing. The paper's data-dependent analysis is not computed.
 
-Compressions (top count m = max(1, floor(k d)), k = `--vote-fraction`):
-* `topagg` (TopkStoSignGrad, Algorithm 2 of the paper as in its public code): keep the m
-  coordinates of largest |g_j|; clip every coordinate to [-c, c] (c = `--clip`) and normalise by
-  the clipped vector's infinity norm, g^ = clip(g) / ||clip(g)||_inf in [-1, 1]; each kept
-  coordinate becomes +1 with probability (1 + g^_j) / 2 and -1 otherwise (expectation g^_j), the
-  others 0. L2 sensitivity: a vote has at most m entries in {-1, +1}; a record changes one
-  teacher's vote from v to v', ||v - v'||^2 <= 4 m (same support, every sign flipped), so
-  Delta = 2 sqrt(m) (the zero vote of an emptied teacher is within sqrt(m)).
-* `d2pfed` (StoKlevelGrad + Algorithm 6): clip every coordinate to [-c, c], pad to d' = the next
-  power of two, rotate by the randomised Hadamard transform R = H D / sqrt(d') (D random signs,
-  fresh each step, public), normalise by the infinity norm to [-1, 1], and quantise every
-  coordinate stochastically and without bias to the `--levels` L levels -1 + 2r / (L - 1),
-  r = 0 .. L - 1. Dense: `--vote-fraction` does not apply. Each entry lies in [-1, 1], so
-  Delta = 2 sqrt(d'). After the threshold the direction is rotated back (R^T) and cut to d.
-* `fetchsgd` (Algorithm 7): TopkStoSignGrad votes as topagg, summed in a Count Sketch of
-  `--sketch-rows` r rows and w = ceil(`--sketch-width` * d) columns (the sketch is linear: the
-  sketch of the sum is the sum of the sketches). Row r hashes coordinate j to bucket
-  pi_r(j) mod w (pi_r a random permutation, so every bucket holds at most ceil(d / w)
-  coordinates) with a random sign; the noise is added to the r * w buckets; the unsketch (median
-  over rows of the signed buckets), its top m coordinates and the threshold follow as
-  post-processing. Sensitivity: the sketch is a linear map A whose row block r has operator norm
-  sqrt(max bucket load) <= sqrt(ceil(d / w)), so ||A (v - v')|| <= sqrt(r ceil(d / w)) 2 sqrt(m):
-  Delta = 2 sqrt(m) sqrt(r ceil(d / w)).
-
-Privacy (formal, data-independent). Only the noisy statistic of step 4 leaves the teachers, and
-each teacher's state is a function of its own partition, the public randomness and the earlier
-noisy outputs; under add/remove of one record one summand moves by at most Delta, so each step is
-the Gaussian mechanism with noise std sigma * Delta: RDP alpha / (2 sigma^2) at every order alpha.
-The `steps` steps compose (no subsampling, no amplification) to steps * alpha / (2 sigma^2),
-converted to (epsilon, delta) by opacus's `get_privacy_spent` over its default orders (through
-`victims.dp.privacy` with sample rate 1, where opacus's RDP is exactly alpha / (2 sigma^2));
-`--epsilon` picks sigma by opacus's bisection (`get_noise_multiplier`, tolerance 0.01). The
-threshold, un-rotation, unsketch, top-k and the student's update are post-processing. sigma and
-the recorded `formal_epsilon` depend on (epsilon, delta, steps) only, never on the member count.
-The paper's data-dependent analysis is not computed. `--no-noise` is the non-private version
-(no noise, formal_epsilon None).
-
-Departures from the appendix fragment (and the paper's public code):
-* k is a fraction of d (the paper counts coordinates). The sensitivity is derived per variant as
-  above; the public code's topagg accounting uses the same 2 sqrt(k).
-* d2pfed: the fragment's output codes b[r] (and the public code's -L/2 + r) are an affine
-  relabelling of the levels that is not centred at 0, so that a zero gradient would vote for a
-  direction; we return the level value m[r] itself, on a grid over [-1, 1] (where the normalised
-  coordinate lies; the fragment writes the grid over [-c, c]). The rotation is the randomised
-  Hadamard transform (the public code leaves its random rotation out as too slow), inverted
-  after the threshold so that the direction is in pixel coordinates.
-* fetchsgd: the fragment adds the noise after top-k(unSketch(S)), whose support is chosen from the
-  noiseless sum; no Gaussian-mechanism bound covers that, so the noise goes on the sketch buckets
-  instead (with the sketch's sensitivity above). The fragment's Algorithm 7 has no threshold
-  phase; we apply Phase III to the top-m unsketched coordinates (beta is among its inputs).
-
-Observations as `dpcgan`: the release is the student generator; the downstream ConvNet trains on
-`ipc` generated images per class (`release_x`/`release_y`), and the GAN-Leaks reconstruction
-losses (`recon_loss` fbb, pbb, wb) are computed with `cgan`'s helpers.
-"""
+Departures from the paper's appendix and public code: k is a fraction of d; d2pfed returns the
+level value itself on a grid over [-1, 1] (the paper's codes are not centred at 0) and rotates by
+the randomised Hadamard transform, undone after the threshold; fetchsgd adds the noise to the
+sketch buckets, not after top-k of the noiseless unsketch (which no Gaussian-mechanism bound
+covers), then applies the Phase III threshold. Observations as `dpcgan` (`cgan`'s helpers)."""
 
 from __future__ import annotations
 
@@ -111,8 +45,8 @@ _PARTITION_STREAM = 11  # SeedSequence stream of the partition under the run see
 
 
 def teacher_of(n_pool: int, teachers: int, seed: int) -> np.ndarray:
-    """int64 [n_pool]: the teacher owning each pool row, perm[i] mod `teachers` for a permutation
-    drawn from `seed` alone: a function of the row and the public seed, never of the membership."""
+    """int64 [n_pool]: each pool row's teacher, perm[i] mod `teachers` for a permutation drawn from
+    `seed` alone, never from the membership."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, _PARTITION_STREAM]))
     return (rng.permutation(n_pool) % teachers).astype(np.int64)
 
@@ -138,8 +72,8 @@ def normalised(g: torch.Tensor, clip: float) -> torch.Tensor:
 
 
 def topk_stochastic_sign(g: torch.Tensor, *, top_k: float, clip: float, generator: torch.Generator) -> torch.Tensor:
-    """TopkStoSignGrad of every row of g [N, d]: the top m = `top_count` coordinates by |g_j| become
-    +1 with probability (1 + g^_j) / 2 and -1 otherwise, g^ = `normalised(g, clip)`; the rest 0."""
+    """TopkStoSignGrad of every row of g [N, d]: the top m = `top_count` coordinates by |g_j| become +1
+    with probability (1 + g^_j) / 2 and -1 otherwise, g^ = `normalised(g, clip)`; the rest 0."""
     m = top_count(top_k, g.shape[-1])
     u = _uniform(g.shape, generator, g.device)  # drawn for every coordinate: a data-independent shape
     signs = torch.where(u < (1 + normalised(g, clip)) / 2, 1.0, -1.0).to(g.dtype)
@@ -152,8 +86,7 @@ def next_power_of_two(d: int) -> int:
 
 
 def hadamard(x: torch.Tensor) -> torch.Tensor:
-    """The orthonormal Walsh-Hadamard transform H / sqrt(n) of the last dimension (n a power of two);
-    it is its own inverse."""
+    """The orthonormal Walsh-Hadamard transform of the last dimension (a power of two); its own inverse."""
     n = x.shape[-1]
     if n & (n - 1):
         raise ValueError(f"hadamard needs a power-of-two length, got {n}")
@@ -176,9 +109,7 @@ def unrotate(v: torch.Tensor, signs: torch.Tensor, d: int) -> torch.Tensor:
 
 
 def k_level_quantise(x: torch.Tensor, *, levels: int, generator: torch.Generator) -> torch.Tensor:
-    """Unbiased stochastic rounding of x in [-1, 1] to the `levels` L levels -1 + 2r / (L - 1): a
-    value between levels m[r] <= x <= m[r + 1] becomes m[r + 1] with probability
-    (x - m[r]) / (m[r + 1] - m[r]) and m[r] otherwise, so E = x."""
+    """Unbiased stochastic rounding of x in [-1, 1] to the `levels` levels -1 + 2r / (L - 1) (E = x)."""
     pos = (x.clamp(-1, 1) + 1) / 2 * (levels - 1)
     lower = pos.floor().clamp(max=levels - 2)
     up = (_uniform(x.shape, generator, x.device) < pos - lower).to(x.dtype)
@@ -188,8 +119,8 @@ def k_level_quantise(x: torch.Tensor, *, levels: int, generator: torch.Generator
 def sto_k_level(
     g: torch.Tensor, *, clip: float, levels: int, signs: torch.Tensor, generator: torch.Generator
 ) -> torch.Tensor:
-    """StoKlevelGrad of every row of g [N, d] (Algorithm 5): clip to [-c, c], rotate, normalise by
-    the infinity norm, quantise to `levels` levels; [N, d'] in the rotated coordinates."""
+    """StoKlevelGrad of every row of g [N, d] (Algorithm 5): clip, rotate, normalise by the infinity
+    norm, quantise; [N, d'] in the rotated coordinates."""
     return k_level_quantise(
         normalised(rotate(g.clamp(-clip, clip), signs), math.inf), levels=levels, generator=generator
     )
@@ -203,9 +134,8 @@ def vote_threshold(noisy: torch.Tensor, beta: float, teachers: int) -> torch.Ten
 
 
 class CountSketch:
-    """A Count Sketch of `rows` x `columns` buckets for vectors of length d: row r sends coordinate
-    j to bucket perm_r[j] mod columns with sign s_r[j] (both drawn once from `generator`), so no
-    bucket holds more than ceil(d / columns) coordinates."""
+    """A Count Sketch of `rows` x `columns` buckets: row r sends coordinate j to bucket perm_r[j] mod
+    columns with a random sign, so no bucket holds more than ceil(d / columns) coordinates."""
 
     def __init__(self, d: int, *, rows: int, columns: int, generator: torch.Generator, device) -> None:
         self.d, self.rows, self.columns = d, rows, columns
@@ -261,9 +191,8 @@ class Aggregation:
     def noisy(
         self, votes: torch.Tensor, *, noise_std: float, generator: torch.Generator, probe: CanaryProbe | None = None
     ) -> torch.Tensor:
-        """The Gaussian mechanism: the sum of the votes [N, D] (its sketch for fetchsgd) plus
-        N(0, noise_std^2) in every coordinate (`victims.dp.privacy.gaussian_release`, with the white-box
-        `probe` if any)."""
+        """The Gaussian mechanism: the sum of the votes [N, D] (its sketch for fetchsgd) + N(0, noise_std^2)
+        per coordinate (`victims.dp.privacy.gaussian_release`, with the white-box `probe` if any)."""
         total = votes.sum(0)
         if self.compression == "fetchsgd":
             total = self.sketch.sketch(total)
@@ -305,8 +234,7 @@ class Aggregation:
 
 
 class Teachers:
-    """N conditional discriminators trained side by side (torch.func: stacked parameters, vmap),
-    teacher i on its own partition of the members only."""
+    """N conditional discriminators trained side by side (stacked parameters, vmap), each on its own partition."""
 
     def __init__(
         self, nets: list[nn.Module], parts: list[torch.Tensor], labels: list[torch.Tensor], *, lr: float
@@ -328,8 +256,8 @@ class Teachers:
     def train_step(
         self, fake: torch.Tensor, fake_labels: torch.Tensor, *, batch: int, generator: torch.Generator
     ) -> None:
-        """One Adam step of every teacher: `batch` of its members (with replacement) against the
-        fakes (model space); a teacher without members does not move."""
+        """One Adam step of every teacher on `batch` of its members (with replacement) against the fakes;
+        a teacher without members does not move."""
         n = len(self.sizes)
         u = _uniform((n, batch), generator, fake.device)
         idx = torch.minimum((u * self.sizes[:, None]).long(), (self.sizes[:, None] - 1).clamp(min=0))
@@ -356,7 +284,7 @@ class Teachers:
 @dataclass(frozen=True)
 class DataLensVictim(CGANVictim):
     """DataLens: teacher discriminators on disjoint partitions of the members, a student generator
-    trained on their compressed gradient votes aggregated with Gaussian noise (TopAgg)."""
+    trained on their noisy aggregated gradient votes."""
 
     steps: int = field(default=300, metadata={"help": "student generator steps, one noisy aggregation each"})
     batch_size: int = field(default=16, metadata={"help": "fakes per student step (d = batch x pixels)"})
@@ -441,8 +369,8 @@ class DataLensVictim(CGANVictim):
         )
 
     def noise_multiplier(self) -> float:
-        """sigma: the noise std is sigma * Delta; `steps` Gaussian steps (RDP alpha / (2 sigma^2)
-        each, no subsampling) spend the target (epsilon, delta) (opacus's search); 0 with --no-noise."""
+        """sigma (noise std sigma * Delta) with which `steps` Gaussian steps, no subsampling, spend the
+        target (epsilon, delta); 0 with --no-noise."""
         if not self.noise:
             return 0.0
         return noise_multiplier_for(epsilon=self.epsilon, delta=self.delta, sample_rate=1.0, steps=self.steps)
