@@ -1,21 +1,10 @@
 """`kip`: Kernel Inducing Points (Nguyen, Chen and Lee, ICLR 2021), as audited in "Privacy for
 Free? Dataset Condensation" (Dong et al., eq. (3) and App. E.1).
 
-The synthetic images (the *support* X_s, with their fixed class labels) learn by kernel ridge
-regression onto the members: each iteration draws a random batch of members (the *target*
-X_t, y_t), predicts it from the support with the infinite-width NTK of a fully-connected ReLU
-network, y_hat = K_ts (K_ss + reg * tr(K_ss)/k * I)^-1 y_s, and takes one Adam step of the
-support images on 0.5 * mean (y_hat - y_t)^2. The kernel and the solve run in float64 (the
-reference enables JAX's x64 "for numerical stability"). With `--zca` the kernel sees inputs
-whitened by a ZCA transform fitted on the members; the released images stay in model space.
-
-Packed runs (`--runs-per-task K`): `KIPVictim.condense_packed` advances the K runs'
-condensations as one computation, per iteration one batched kernel, ridge and solve (`ntk` and
-`kip_loss` take a leading run dim) and one Adam step for all K, each run drawing its target batch
-(and `--dsa` seed) from its own generator exactly as alone; under `--compile` the runs condense in
-turn. Operators per run (`python bench/ops.py --victim kip --packs 1 8`, digits defaults): 72,135
-alone, 10,011 per run in a pack of 8 (0.139; 63,241 when the pack condensed its runs in turn).
-"""
+The support images (fixed class labels) learn by kernel ridge regression onto random batches of
+members with the infinite-width FC-ReLU NTK, one Adam step per batch; kernel and solve in float64.
+`--zca` whitens the kernel's inputs with a ZCA fitted on the members. `--runs-per-task K` condenses
+K runs as one computation (`KIPVictim.condense_packed`)."""
 
 from __future__ import annotations
 
@@ -44,14 +33,9 @@ SIN_FLOOR = math.sqrt(1.0 - (1.0 - COS_EPS) ** 2)
 
 
 class _ArcCosine(torch.autograd.Function):
-    """c -> (J1, J0) with J1 = (sin theta + (pi - theta) c) / (2 pi) and J0 = (pi - theta) / (2 pi),
-    theta = arccos c: the normalised ReLU expectations E[relu(u) relu(v)] and E[relu'(u) relu'(v)]
-    of unit-variance Gaussians with correlation c.
-
-    Exact forward values (c clamped to [-1, 1] against round-off); backward by dJ1/dc = J0 (finite
-    everywhere) and dJ0/dc = 1 / (2 pi sin theta) with sin theta floored at SIN_FLOOR, so gradients
-    stay finite where arccos' and sqrt's own derivatives are infinite. One fused op instead of a
-    dozen small autograd ones: this is most of the time of a KIP step."""
+    """c -> (J1, J0) = ((sin theta + (pi - theta) c) / (2 pi), (pi - theta) / (2 pi)), theta = arccos c:
+    the normalised ReLU expectations of unit-variance Gaussians with correlation c. Exact forward
+    values; backward finite everywhere (sin theta floored at SIN_FLOOR)."""
 
     @staticmethod
     def forward(ctx, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -70,12 +54,10 @@ class _ArcCosine(torch.autograd.Function):
 
 
 def ntk(x1: torch.Tensor, x2: torch.Tensor, *, depth: int, w_var: float = W_VAR, b_var: float = B_VAR) -> torch.Tensor:
-    """The closed-form NTK [..., n1, n2] of an infinitely wide ReLU network with `depth` hidden
-    layers on the feature vectors x1 [..., n1, d] and x2 [..., n2, d] (images flattened by the
-    caller; any leading batch dims, shared or broadcast, give one kernel matrix per batch entry,
-    as K runs of a pack do): neural_tangents'
+    """The closed-form NTK [..., n1, n2] of an infinitely wide ReLU network with `depth` hidden layers
+    on x1 [..., n1, d] and x2 [..., n2, d] (leading dims broadcast): neural_tangents'
     `stax.serial(*[Dense(W_std, b_std), Relu()] * depth, Dense(W_std, b_std))` in the NTK
-    parameterisation, with w_var = W_std^2 and b_var = b_std^2, by the arc-cosine recursion:
+    parameterisation, w_var = W_std^2, b_var = b_std^2, by the arc-cosine recursion:
 
         Sigma^0 = w_var x.x'/d + b_var,  Theta^0 = Sigma^0;  per hidden layer, with
         cos theta = Sigma(x, x') / sqrt(Sigma(x, x) Sigma(x', x')),
@@ -83,7 +65,7 @@ def ntk(x1: torch.Tensor, x2: torch.Tensor, *, depth: int, w_var: float = W_VAR,
         Sigma_dot  = (pi - theta) / (2 pi),
         Sigma^{l+1} = w_var Sigma_relu + b_var,  Theta^{l+1} = w_var Theta^l Sigma_dot + Sigma^{l+1}.
 
-    Differentiable in both arguments, with finite gradients at theta = 0 (see `_ArcCosine`)."""
+    Differentiable in both arguments, with finite gradients at theta = 0 (`_ArcCosine`)."""
     a, b = x1, x2
     d = a.shape[-1]
     cross = w_var * (a @ b.mT) / d + b_var  # a batched matmul (bmm) with leading dims
@@ -101,18 +83,14 @@ def ntk(x1: torch.Tensor, x2: torch.Tensor, *, depth: int, w_var: float = W_VAR,
 
 
 def centered_one_hot(labels: torch.Tensor, n_classes: int) -> torch.Tensor:
-    """One-hot rows minus 1/C (float64), as KIP's `one_hot(..., center=True)`: the regression
-    has no intercept, so centred targets (zero mean over the classes) spare the kernel predictor
-    the constant 1/C it would otherwise have to fit from the bias part of the kernel; argmax is
-    unchanged."""
+    """One-hot rows minus 1/C (float64), as KIP's `one_hot(..., center=True)`; argmax unchanged."""
     return torch.nn.functional.one_hot(labels, n_classes).double() - 1.0 / n_classes
 
 
 @dataclass(frozen=True, eq=False)
 class Whitening:
-    """ZCA: x -> (x - mean) W with W = U diag((s + reg)^-1/2) U^T from the eigen-decomposition
-    (s, U) of the covariance of the fitting images, reg = zca_reg * mean eigenvalue (KIP's
-    `reg_amount = zca_reg * trace(cov) / d`)."""
+    """ZCA: x -> (x - mean) W, W = U diag((s + reg)^-1/2) U^T from the fitting images' covariance,
+    reg = zca_reg * mean eigenvalue (KIP's `reg_amount`)."""
 
     mean: torch.Tensor  # [d] float64
     matrix: torch.Tensor  # [d, d] float64, symmetric
@@ -133,8 +111,7 @@ class Whitening:
 
     @classmethod
     def stack(cls, whitenings: list[Whitening]) -> Whitening:
-        """K runs' whitenings as one, mean [K, d] and matrix [K, d, d], that whitens run k's
-        images [K, n, ...] with run k's own transform (one batched matmul)."""
+        """K runs' whitenings as one (mean [K, d], matrix [K, d, d]), each run whitened with its own."""
         return cls(mean=torch.stack([w.mean for w in whitenings]), matrix=torch.stack([w.matrix for w in whitenings]))
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -153,20 +130,10 @@ def kip_loss(
     reg: float,
     mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """KIP's eq. (3) with its trace-scaled ridge: 0.5 * mean over entries of
-    (K_ts (K_ss + reg tr(K_ss)/k I)^-1 y_s - y_t)^2. Inputs are flattened (whitened if so
-    configured) images, support [..., k, d] and target [..., n, d], and float regression targets
-    support_y [k, C] or [..., k, C] and target_y [..., n, C]; computed in float64. Leading batch
-    dims (K runs of a pack) give one loss per batch entry, each with its own kernel, its own
-    trace in the ridge and its own solve: a [...]-shaped tensor (a scalar for one run).
-
-    `mask` [..., n] (True for a row of the run's own target batch) is for K target batches padded
-    to one size n: a padded row's squared error is multiplied by 0 and the sum is divided by the
-    run's own count of rows, so each run's loss is the mean over its own entries, exactly the
-    loss of its unpadded batch. Nothing else is touched: row i of K_ts, and so of the prediction,
-    depends only on target row i and the support, so a padded row changes no other row, and its
-    zero weight makes its contribution to the value and to every gradient exactly 0 (its error
-    is finite: padded rows are real images)."""
+    """KIP's eq. (3): 0.5 * mean of (K_ts (K_ss + reg tr(K_ss)/k I)^-1 y_s - y_t)^2 in float64, for
+    flattened support [..., k, d] and target [..., n, d]; leading dims (K runs) give one loss each.
+    `mask` [..., n] drops padded target rows: each run's loss is exactly that of its unpadded batch
+    (row i of the prediction depends only on target row i and the support)."""
     s = support.double()
     n = target.shape[-2]
     kernel = ntk(torch.cat([target.double(), s], dim=-2), s, depth=depth)  # one pass: [K_ts; K_ss]
@@ -189,35 +156,12 @@ def kip_loss(
 @filled_from_preset
 @dataclass(frozen=True)
 class KIPVictim(CondensationVictim):
-    """Kernel inducing points with the FC-ReLU NTK; the downstream ConvNet trains on the
-    learned images.
+    """Kernel inducing points with the FC-ReLU NTK; the downstream ConvNet trains on the learned images.
 
-    Departures from the seeds: the labels stay fixed (KIP can learn them too; the release keeps
-    its class labels, as every condensation victim here does), and differentiable siamese
-    augmentation of the support and the target batch is off by default (`--dsa` turns it on, as
-    the Privacy-for-Free paper ran KIP; on digits it cost accuracy: ipc 10 random init 93.8%
-    with it against 96.1% without, 2 seeds).
-    With `--zca` the whitening is centred on the members' mean pixel (KIP's code leaves the
-    centring to its per-image standardisation).
+    Departures from the seeds: labels stay fixed; siamese augmentation is off unless `--dsa`; `--zca`
+    centres on the members' mean pixel. Tuning figures: docs/results/condensation.md."""
 
-    Defaults sized for digits on one CPU thread: depth 3, Adam lr 0.1, 200 iterations, target
-    batch 128, reg 1e-6. Downstream test accuracy, measured with `KIPVictim(...).run(pool, keep,
-    seed)` on run 0 of a 2-run plan (297 test images), mean over 4 seeds: ipc 10 real 96.6%,
-    random 94.9%; ipc 1 real 87.7%, random 87.5% (`subset` on the same members: 93.4% and
-    67.8%). Sweeps at ipc 10, random init (2-3 seeds): depth 1 / 2 / 3 -> 91.9 / 93.9 / 95.1%;
-    lr 0.01 / 0.03 / 0.1 / 0.3 at depth 1 -> 71.2 / 83.2 / 91.9 / 86.9%, and 0.05-0.2 at depth 3
-    all ~95%; 400 iterations 96.2% for +1.3 s a run; batch 128 matched 256; reg 1e-3 matched
-    1e-6; `--zca` with zca_reg 0.1 -> 91.0% (1.0 -> 95.1%, as without whitening). zca_reg keeps
-    KIP's 0.1 so that `--zca` means what it meant in the paper. Condensation takes ~0.9 s of a
-    run (4.5 ms an iteration) on a loaded 2-core machine; bench/condense.py times whole runs. A
-    pack of K runs condenses them as one computation (`condense_packed`: one batched kernel step
-    for all K per iteration instead of one per run), each run's release equal to its own alone up
-    to the order of the batched float sums (bit for bit on one CPU thread).
-    """
-
-    #: `--compile auto`'s break-even runs per worker (victims.compiled): the kernel step compiled
-    #: saves 0.31 s a run on digits against 32 s of cold compilation, 17.6 s a run on mnist5k
-    #: against 41 s (`python bench/compile.py --victims kip --dataset digits|mnist5k`)
+    #: `--compile auto`'s break-even runs per worker by image size (docs/performance.md)
     compile_break_even: ClassVar[dict[int, int]] = {64: 105, 784: 3}
 
     iterations: int | None = field(
@@ -250,12 +194,9 @@ class KIPVictim(CondensationVictim):
 
     @classmethod
     def preset_values(cls, values: Mapping[str, Any]) -> dict:
-        """digits: 200 Adam steps at learning rate 0.1 on target batches of 128, depth-3 NTK (sized
-        for one CPU thread; the sweeps above). paper: the KIP reference colab (google-research
-        kip/KIP.ipynb), the FC kernel of depth 1, Adam learning rate 0.04, target batches of 5,000
-        (on digits, every member at every step), 1,000 steps ("~1000 or more steps for full
-        convergence"; scale them with --iterations). Its reg 1e-6, W_std sqrt(2) and b_std 0.1
-        are this victim's fixed values at either preset."""
+        """digits: 200 Adam steps, lr 0.1, target batches of 128, depth-3 NTK (one CPU thread). paper: the
+        KIP reference colab (google-research kip/KIP.ipynb): depth 1, lr 0.04, target batches of 5,000,
+        1,000 steps. Both keep reg 1e-6, W_std sqrt(2), b_std 0.1."""
         if values["preset"] == "paper":
             return {"iterations": 1000, "lr": 0.04, "batch_size": 5000, "depth": 1}
         return {"iterations": 200, "lr": 0.1, "batch_size": 128, "depth": 3}
@@ -300,27 +241,11 @@ class KIPVictim(CondensationVictim):
     def condense_packed(
         self, images: torch.Tensor, labels: torch.Tensor, members: list[Members], *, pool: Pool, runs: SeededRuns
     ) -> torch.Tensor:
-        """`condense` of K runs as one computation: the K support sets one leaf [K, S, C, H, W]
-        under one Adam (elementwise, so each run's update is its own), each iteration one batched
-        kernel, ridge and solve for all K (`kip_loss` with a leading run dim) whose K losses are
-        summed, so that each run's images get their own loss's gradient.
-
-        Each run draws from its own generator exactly what `condense` draws alone, in its order:
-        per iteration its target batch (`torch.randperm` of its member count, cut to batch_size)
-        and, with `--dsa`, its siamese seed. KIP draws no network, so the runs' global-RNG streams
-        are not touched (nor are they alone). The K target batches are gathered by one index from
-        the members padded to [K, max members, ...]; where a run has fewer than batch_size members
-        its batch is shorter, the batches are padded to the longest and a mask drops the padded
-        rows from the loss (`kip_loss`: each run's loss is still the mean over its own batch).
-        `--zca` whitens each run with its own fit (the fits run per run, once), applied batched;
-        `--dsa` augments the K supports and the K targets in one `augment_runs` call (run k's
-        support and target with run k's seed, each from its first row, as the two `augment` calls
-        alone; a padded row is augmented too, and masked). Under `--compile` (the compiled kernel
-        step is one run's) the runs are condensed in turn, as by default.
-
-        The batched matmuls sum in another order than one run's, so the release equals the
-        unpacked run's only within float tolerance (tests/victims/test_kip.py,
-        tests/contracts/test_victims.py)."""
+        """`condense` of K runs as one computation: the K support sets one leaf [K, S, C, H, W] under one
+        Adam, one batched kernel, ridge and solve per iteration (`kip_loss` with a run dim), the K losses
+        summed. Each run draws from its own generator what `condense` draws alone (target batch, `--dsa`
+        seed); shorter batches are padded and masked. Under `--compile` the runs condense in turn. The
+        release equals the unpacked run's within float tolerance (tests/victims/test_kip.py)."""
         if compiling():
             return super().condense_packed(images, labels, members, pool=pool, runs=runs)
         n_runs, device = len(members), images.device

@@ -1,41 +1,14 @@
 """`psg`: private set generation (Chen, Kerkouche and Fritz, NeurIPS 2022; PSG paper Algorithm 1).
 
-A synthetic set of `spc` images per class, initialised from Gaussian noise with balanced labels,
-learns by matching the gradients of a classifier on it to DP-sanitised gradients of the members.
-For each of R restarts of the classifier: T outer iterations, each of K batches (a Poisson sample
-of the members at rate B/N -> per-example gradients, each clipped to norm C -> summed with
-N(0, sigma^2 C^2) noise -> divided by B -> one step of the synthetic set on the layer-wise cosine
-distance of `victims.condensation.matching`), then J steps of the classifier on the synthetic set. Only the
-R*T*K noisy gradients touch the members, so the release is (epsilon, delta)-DP by the subsampled
-Gaussian mechanism composed over R*T*K steps; sigma comes from opacus's accountant.
-
-N is the plan's expected member count q * n_pool (`victims.base.expected_members`), not the
-run's actual count (Binomial(n_pool, q) under the plan of independent coins): the rate B/N, sigma
-and the recorded epsilon are public, the same for every run, as the add/remove accounting
-requires; each member enters each batch with probability B/N whatever the run's count.
-
-`--prior` is the generator-prior variant (supplement Algorithm 2): the images are the outputs of
-a small conditional generator on fixed latent codes, and its parameters are optimised instead.
-
-Per-example gradients: the mechanism needs only the sum of the clipped per-example gradients,
-which `victims.dp.privacy.clipped_gradient_sum` computes from each layer's inputs and output
-gradients (one forward, one backward pass) with ghost norms, forming per-example gradients only
-where that is cheaper (the first convolution). It equals the torch.func vmap(grad) path
-(`victims.dp.privacy.per_example_gradients`, kept as its reference and fallback) to float rounding
-and is 8-9 times faster at the reference's width-128 ConvNet (bench/profiling.py modes). The
-Poisson sampling, the Gaussian mechanism and the accountant are `victims.dp.privacy`'s, shared with
-the other DP victims.
-
-Packed runs (`--runs-per-task K`): `generate_packed` advances the K runs' generations as one
-computation (one grouped ConvNet per restart, one masked noisy batch and one synthetic-set step for
-all K per step), each run drawing from its own generator what it draws alone; white-box runs pack
-too. Measured operators per run: docs/performance.md, "Operators per run".
+A synthetic set of `spc` images per class learns by matching a classifier's gradients on it to
+DP-sanitised gradients of the members: Poisson batches at rate B/N, per-example gradients clipped
+to C, summed with N(0, sigma^2 C^2) noise, divided by B (`victims.dp.privacy`). Only these R*T*K
+noisy gradients touch the members, so the release is (epsilon, delta)-DP by the subsampled Gaussian
+mechanism composed over R*T*K steps (opacus's accountant). N = q * n_pool is public, never the
+run's count. `--prior` optimises a generator on fixed latent codes instead (supplement Algorithm 2).
 
 Departure from the reference code: only the matched parameters (weights of two or more
-dimensions) get per-example gradients, and the clipping norm is taken over them. The distance
-ignores biases and normalisation scales, so the reference clipped and noised gradients it never
-used; leaving them out releases less and spends the clipping budget on what is matched.
-"""
+dimensions) are clipped and noised; the distance ignores the rest, so this releases less."""
 
 from __future__ import annotations
 
@@ -112,12 +85,8 @@ def paper_values(*, epsilon: float, spc: int) -> dict:
 
 
 def digits_values(*, epsilon: float, spc: int) -> dict:
-    """Defaults sized for the embedded digits dataset on two CPU cores: 32 noisy steps, so that
-    `python -m audit.lira --victim psg --n-shadow 256` stays within 10 minutes (bench/psg.py).
-    Measured at spc 10 and epsilon 10 with the width-16 matching ConvNet: lr_images 10 gave 72%
-    test accuracy against 62% at 30 and 49% at 1 (2 seeds each); batch 256 beat 128 (62%) and
-    64 (41-49%); width 16 beat 32 and 64. Five restarts instead of four gave 69.5% against 65.8%
-    (8 runs each) for 29% more time per run."""
+    """Defaults sized for digits on two CPU cores: 32 noisy steps, so `--n-shadow 256` fits in 10
+    minutes (bench/psg.py). Tuning figures: docs/results/psg.md."""
     return dict(
         restarts=4,
         outer=4,
@@ -133,12 +102,8 @@ def digits_values(*, epsilon: float, spc: int) -> dict:
 
 
 def faithful_values(*, epsilon: float, spc: int) -> dict:
-    """The digits preset run until more noisy steps stop helping: R = 64 restarts (512 noisy
-    steps). Downstream test accuracy at spc 10, epsilon 10, against R (T = 4, K = 2, J = 5; 3 runs
-    each, `python bench/psg.py steps`): R 4 (the digits preset) 0.676, 8 0.712, 16 0.751,
-    32 0.758, 64 0.801, 128 0.793; without noise 0.751, 0.852, 0.863, 0.881, 0.900, 0.899. At
-    epsilon 1 more steps do not help (0.25 at R 4, 0.38 at 8, 0.29-0.32 from 16 to 64): the noise
-    per step grows with them."""
+    """The digits preset run until more noisy steps stop helping: R = 64 restarts, 512 noisy steps
+    (docs/results/psg.md)."""
     return {**digits_values(epsilon=epsilon, spc=spc), "restarts": 64}
 
 
@@ -150,14 +115,10 @@ def _from_preset(help_text: str) -> dict:
 @filled_from_preset
 @dataclass(frozen=True)
 class PSGVictim(ReleasesData):
-    """A synthetic set learned by matching DP-sanitised gradients; the downstream ConvNet is
-    trained on it. Fields left at None take the value of `preset` as it is constructed
-    (`preset_values`, `victims.presets`)."""
+    """A synthetic set learned by matching DP-sanitised gradients; the downstream ConvNet trains on it.
+    Fields left at None take `preset`'s values (`victims.presets`)."""
 
-    #: `--compile auto`'s break-even runs per worker (victims.compiled): the clipped sum and the
-    #: synthetic-set step compiled (with the downstream step) save 0.29 s a run at the digits
-    #: preset on digits against 51 s of cold compilation, 8.6 s a run on mnist5k against 76 s
-    #: (`python bench/compile.py --victims psg --dataset digits|mnist5k`)
+    #: `--compile auto`'s break-even runs per worker by image size (docs/performance.md)
     compile_break_even: ClassVar[dict[int, int]] = {64: 176, 784: 9}
 
     epsilon: float = field(default=10.0, metadata={"help": "target epsilon (DP victims)"})
@@ -224,9 +185,8 @@ class PSGVictim(ReleasesData):
             ConditionalGenerator(latent_dim=1, n_classes=pool.n_classes, image_shape=pool.image_shape, width=1)
 
     def privacy(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> tuple[float, float, float]:
-        """(noise multiplier sigma, Poisson rate B/N, the accountant's epsilon after R*T*K steps)
-        for N = q * n_pool, the plan's expected member count (public: never the run's actual
-        count); sigma is opacus's, calibrated to spend the target epsilon."""
+        """(noise multiplier sigma, Poisson rate B/N, the accountant's epsilon after R*T*K steps) for the
+        public N = q * n_pool; sigma is opacus's, calibrated to the target epsilon."""
         sample_rate = poisson_rate(self.batch_size, pool, inclusion_rate)
         sigma = noise_multiplier_for(
             epsilon=self.epsilon,
@@ -288,12 +248,9 @@ class PSGVictim(ReleasesData):
         device: str = "cpu",
         inclusion_rate: float = DEFAULT_INCLUSION_RATE,
     ) -> list[Observations]:
-        """`run` of each (keep, seed), the K runs advancing together: their releases by
-        `generate_packed` (each release in turn by `generate` for the generator prior, and under
-        `--compile`, whose compiled synthetic-set step is one run's), then their
-        downstream ConvNets trained and observed together (`victims.packed`). Each run draws what it
-        draws alone, in the same order, so a packed run equals the same run unpacked up to the
-        order of float sums (tests/contracts/test_victims.py)."""
+        """`run` of each (keep, seed), the K runs advancing together (`generate_packed`; in turn for the
+        generator prior and under `--compile`). Each run draws what it draws alone, so it equals the
+        unpacked run up to the order of float sums (tests/contracts/test_victims.py)."""
         if len(keeps) != len(seeds):
             raise ValueError(f"one seed per run: {len(keeps)} runs, {len(seeds)} seeds")
         sigma, sample_rate, spent = self.privacy(pool, inclusion_rate)
@@ -345,29 +302,14 @@ class PSGVictim(ReleasesData):
         runs: SeededRuns,
         probes: list[CanaryProbe | None],
     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """`generate` (Algorithm 1) for K runs as one computation: the K matching ConvNets of a
-        restart as one `GroupedNets`, the K synthetic sets as one tensor [K, S, C, H, W], every
-        noisy batch of the K runs one forward and backward pass (`grouped_clipped_gradient_sums`),
-        every synthetic-set step and inner epoch one step for all K.
+        """`generate` (Algorithm 1) for K runs as one computation: one `GroupedNets` per restart, the
+        synthetic sets as one [K, S, C, H, W] tensor, one forward and backward pass per noisy batch.
+        Each run draws from its own generator what `generate` draws, in its order. Poisson batches become
+        weights: a weight-0 candidate adds exactly nothing to the clipped sum, so run k's noisy sum is
+        the Gaussian mechanism on its own Poisson batch (clip C, N(0, sigma^2 C^2), divide by B).
 
-        Each run draws from its own generator exactly what `generate` draws, in its order: its
-        initial images, per noisy step its Poisson draw over its members (`torch.rand` of its member
-        count, as `poisson_sample`) and its noise parameter by parameter (`gaussian_release_packed`),
-        per inner epoch its permutation; each restart's ConvNet from its own global-RNG stream.
-        Variable batch sizes become a mask, not an index per run: the members of run k sampled at
-        this step come first in its row of [K, B] candidates (B the largest batch of the step), with
-        weight 1; the rest weight 0. A weight-0 candidate contributes exactly nothing to the clipped
-        sum (`grouped_clipped_gradient_sums`), so run k's noisy sum is the Gaussian mechanism on its
-        Poisson batch: the same clipping to C, the same N(0, sigma^2 C^2) per run, the same division
-        by B. The synthetic step and the inner epochs act per run: each run's loss is a mean over its
-        own images, the K losses (and the K gradient distances) are summed, and a grouped layer's
-        block k sees only run k, so each run's gradient is its own; SGD is elementwise.
-
-        Long because it is Algorithm 1's one numerical loop (restarts, outer steps, noisy batches,
-        inner epochs) whose steps share the pack's state: the padded members and their draw rows,
-        the grouped net and its matched weights, the synthetic pixels and both optimisers; the order
-        of each run's draws (Poisson, noise, permutations), which the equality with the runs alone
-        rests on, is easiest to check in one place."""
+        Long because it is Algorithm 1's one numerical loop whose steps share the pack's state; the order
+        of each run's draws, which the equality with the runs alone rests on, is easiest to check in one place."""
         k = len(members)
         device = members[0][0].device
         labels = torch.arange(pool.n_classes, device=device).repeat_interleave(self.spc)
@@ -470,7 +412,7 @@ class PSGVictim(ReleasesData):
         self, pool: Pool, images: torch.Tensor, labels: torch.Tensor, *, formal_epsilon: float, mechanism: dict
     ) -> dict:
         """The Observations fields beside the downstream model's: the release (pixel scale), the
-        accountant's ε and δ and the mechanism it composed."""
+        accountant's epsilon and delta and the mechanism it composed."""
         return {
             "formal_epsilon": formal_epsilon,
             "mechanism": mechanism,
@@ -490,9 +432,8 @@ class PSGVictim(ReleasesData):
         generator: torch.Generator,
         probe: CanaryProbe | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Algorithm 1 (or 2 with `prior`) on the members (x, y) in model space -> the synthetic set.
-        Every noisy step samples each member with probability `sample_rate` (the public B / (q n_pool))
-        and divides its noisy sum by `batch_size` B."""
+        """Algorithm 1 (or 2 with `prior`) on the members (x, y) in model space -> the synthetic set; each
+        noisy step samples at the public `sample_rate` and divides by `batch_size` B."""
         device = x.device
         labels = torch.arange(pool.n_classes, device=device).repeat_interleave(self.spc)
         synthetic = SyntheticSet.create(self, pool=pool, labels=labels, generator=generator)
@@ -594,10 +535,8 @@ def pixel_gradient(
     labels: torch.Tensor,
     real_gradient: list[torch.Tensor],
 ) -> torch.Tensor:
-    """d/d pixels of the gradient distance `SyntheticSet.step` descends, by torch.func (grad of a
-    grad) rather than autograd's create_graph, which torch.compile cannot trace: the compiled
-    step (`--compile on`) is this function, compiled once per worker for every restart's new
-    ConvNet. Eagerly it is slower than the autograd step, so the eager step stays that."""
+    """d/d pixels of the gradient distance `SyntheticSet.step` descends, by torch.func (grad of a grad)
+    so that torch.compile can trace it (`--compile on`); the eager step stays autograd's."""
     frozen = {name: p.detach() for name, p in net.named_parameters() if name not in matched}
     frozen.update(dict(net.named_buffers()))
     weights = {name: p.detach() for name, p in matched.items()}
@@ -624,9 +563,8 @@ def noisy_mean_gradient(
     generator: torch.Generator,
     probe: CanaryProbe | None = None,
 ) -> list[torch.Tensor]:
-    """PSG's noisy real gradient, the Gaussian mechanism on a Poisson batch: (sum of clipped
-    per-example gradients + N(0, sigma^2 C^2)) / B, one tensor per parameter of `params`, from
-    `victims.dp.privacy`'s `clipped_gradient_sum` and `gaussian_mean`. An empty batch gives pure noise."""
+    """PSG's noisy real gradient, the Gaussian mechanism on a Poisson batch: (sum of clipped per-example
+    gradients + N(0, sigma^2 C^2)) / B per parameter; an empty batch gives pure noise."""
     sums = clipped_gradient_sum(net, params, x, y, max_norm=max_grad_norm) if len(x) else None
     return gaussian_mean(
         None,
