@@ -2,81 +2,23 @@
 (DP-kernel; Jiang, Sun and Yu, "Functional Renyi Differential Privacy for Generative Modeling",
 NeurIPS 2023, Section 4.3).
 
-The generator G(z, y) (`victims.nets.ConditionalGenerator`) minimises the squared MMD between its
-samples and the members under the product kernel k*((x, y), (x', y')) = k(x, x') * [y = y']: a
-Gaussian kernel k(x, x') = exp(-|x - x'|^2 / (2 h^2)) on the flattened pixel-scale image (h =
-`kernel_bandwidth`: `--bandwidth`, by default 2 sqrt(d / 64) for d values per image) times the
-delta kernel on labels, i.e. the paper's order-1 polynomial kernel y^T y' on one-hot labels. Each
-of `steps` iterations
+Each of `steps` iterations draws a Poisson batch at the public rate B / N, releases the batch's
+class-conditional embedding sum_{i in S} phi*(x_i, y_i) + sigma Delta xi, divided by B, and takes
+one Adam step of the generator on its squared distance to the generated embedding (the paper's
+Eq. (7) up to a constant). phi* is D random Fourier features of a Gaussian kernel (Rahimi and
+Recht) times a one-hot label block (as DP-MERF), drawn once per run from public randomness.
 
-1. draws a Poisson batch S of the members, each independently with probability B / N (B =
-   `batch_size`, N = q * n_pool the plan's public expected member count,
-   `victims.base.expected_members`; never the run's actual count);
-2. releases the batch's kernel mean embedding, as a sum, with Gaussian noise:
-   mu~ = (sum_{i in S} phi*(x_i, y_i) + sigma * Delta * xi) / B, xi ~ N(0, I), sigma from opacus's
-   accountant (`victims.dp.privacy.noise_multiplier_for`) so that the `steps` releases at rate B/N
-   spend the target (epsilon, delta);
-3. takes one Adam step of the generator on |mu~ - mu_G|^2, mu_G the embedding of
-   `fake_per_class` fresh samples of every class (balanced labels) divided by their number, i.e.
-   the paper's private objective Eq. (7) up to a constant: -2 <mu~, mu_G> + |mu_G|^2, where
-   <mu~, mu_G> = (1/M) sum_j f~(w_j) is the noisy function evaluated at the generated points.
+Privacy: |phi*(x, y)|_2 = 1 for every record, so the sum's add/remove sensitivity in the RKHS
+H_D is exactly Delta = 1. Releasing f_S + sigma Delta G is the Gaussian mechanism in an RKHS,
+with the RDP of the vector Gaussian mechanism (the paper's Corollary 2, Propositions 1 and 4);
+its Section 3.6 reduces the Poisson-subsampled release to Mironov et al.'s, so opacus's RDP
+accountant applies; Theorem 5 composes, Proposition 3 converts to (epsilon, delta), and the
+generator is post-processing (Theorem 3). `--no-noise` records no epsilon.
 
-The generator only ever sees the released mu~ (post-processing, the paper's Theorem 3), so the
-generator, its samples and all that is derived from them are (epsilon, delta)-DP; the recorded
-`formal_epsilon` is the accountant's for the `steps` releases, public (the same for every run of
-the plan). `--no-noise` is the non-private version (sigma = 0, the same Poisson batches): no
-epsilon is recorded.
-
-The RKHS release, computably: random Fourier features. phi(x) = [cos(W^T x), sin(W^T x)] /
-sqrt(D), with D = `features` frequencies (columns of W) drawn from N(0, I / h^2) once per run
-(public randomness, independent of the data), approximates k (phi(x)^T phi(x') ->
-k(x, x') as D grows; Rahimi and Recht). phi*(x, y) = phi(x) (x) e_y: one block of 2D
-coordinates per class, so the released object is the noisy mean feature vector of every class,
-a [n_classes, 2D] matrix (as in DP-MERF; Harder et al. 2021). k^(u, v) = phi*(u)^T phi*(v) is the
-reproducing kernel of the finite-dimensional RKHS H_D = {<a, phi*(.)>}, in which
-|<a, phi*(.)>|_{H_D} <= |a|_2, and the released function f~ = <sum + sigma Delta xi, phi*(.)>
-is exactly f_S + sigma * Delta * G with G = <xi, phi*(.)> the zero-mean Gaussian process of
-covariance k^. That is the paper's Corollary 2 (Gaussian mechanism for f-RDP in an RKHS; the
-RKHS case of its Proposition 4): releasing f_S + sigma Delta G is (alpha, alpha / (2 sigma^2))-RDP
-whenever |f_S - f_S'|_H <= Delta, the same RDP as the vector Gaussian mechanism (its
-Proposition 1) with the sensitivity measured in the RKHS norm. Its Section 3.6 reduces the
-Poisson-subsampled functional mechanism to the vector subsampled Gaussian mechanism of Mironov
-et al. (so opacus's RDP accountant applies), Theorem 5 composes the `steps` releases
-sequentially, and Proposition 3 converts to (epsilon, delta)-DP.
-
-Sensitivity (add/remove one record, on the SUM): |phi*(x, y)|_2^2 = |phi(x)|^2 * |e_y|^2 =
-(1/D) sum_k (cos^2 + sin^2) * 1 = 1 for every record, so the sum moves by exactly 1 in H_D:
-Delta = 1 (no clipping needed). The paper's Delta^2 = 2 / N^2 is the same bound for the mean
-under replacement (k(x, x) = 1 for one Gaussian; a sum of L bandwidths, as in its code, has
-k(x, x) = L).
-
-Departures from the paper:
-- The RKHS is truncated to D random Fourier features rather than noised in full (the paper's
-  "batch method", Eq. (8), evaluates f_S + sigma Delta G at the batch's real and generated points
-  with G drawn from N(0, sigma^2 Delta^2 K) on their Gram matrix). The paper argues against
-  truncation (any finite-dimensional RKHS is not characteristic); it is kept here because it
-  makes the generator's update an exact post-processing of the release: in the batch method the
-  generator's gradient involves grad f_S at the generated points, which is not among the
-  released values (a public implementation draws the GP noise with `.sample()`, outside the
-  autograd graph, so its generator's gradient is that of the noiseless loss up to a scalar
-  factor), and it evaluates the released function at the private points themselves.
-- The embedding is a SUM with add/remove sensitivity 1, divided by the public expected batch
-  size B, instead of a mean over the batch with the replacement sensitivity.
-- One Gaussian bandwidth, not a sum over a list of bandwidths; Adam, not RMSprop; the squared
-  embedding distance, not the square of the MMD estimate (the public implementation squares it).
-- The generator's labels are balanced (the paper's conditional variant assumes uniform labels
-  too, its stated limitation); the members' class proportions enter only through mu~.
-
-Observations as `dpcgan` (`victims.pipelines.cgan`): the downstream ConvNet is trained on `ipc` generated
-images per class (`release_x`/`release_y`, pixel scale), and every pool example is reconstructed
-with the generator for the GAN-Leaks attacks (`recon_loss` fbb, pbb, wb; the attacker's work,
-never fed back into the release).
-
-Cost with the defaults, full digits pool (~750 members), one torch thread on a 2-core machine
-shared with other jobs: 9.4-15.3 s of CPU time per run (3 runs; generator training 4.2-5.3 s,
-GAN-Leaks reconstruction 4.1-6.5 s); test accuracy 0.301 at epsilon 1, 0.840 at epsilon 10,
-0.893 without noise (docs/results/generators.md).
-"""
+Departures from the paper: the RKHS is truncated to D features (so the generator's update is an
+exact post-processing of the release, which the paper's batch method is not); a sum with
+add/remove sensitivity 1 divided by the public B, not a mean; one bandwidth; Adam; the squared
+embedding distance; balanced generator labels. Observations as `dpcgan`."""
 
 from __future__ import annotations
 
@@ -116,9 +58,8 @@ SENSITIVITY = 1.0
 
 
 class RandomFourierFeatures(nn.Module):
-    """phi(x) = [cos(x W), sin(x W)] / sqrt(D) for flattened x [n, d]: W [d, D] ~ N(0, 1 / h^2), so
-    phi(x)^T phi(x') is an unbiased D-frequency estimate of exp(-|x - x'|^2 / (2 h^2)) and
-    |phi(x)|_2 = 1 for every x."""
+    """phi(x) = [cos(x W), sin(x W)] / sqrt(D) for flattened x [n, d], W ~ N(0, 1 / h^2): an unbiased
+    estimate of exp(-|x - x'|^2 / (2 h^2)), with |phi(x)|_2 = 1 for every x."""
 
     def __init__(self, in_features: int, frequencies: int, bandwidth: float, *, generator: torch.Generator) -> None:
         super().__init__()
@@ -146,10 +87,9 @@ def noisy_embedding_sum(
     generator: torch.Generator,
     probe: CanaryProbe | None = None,
 ) -> torch.Tensor:
-    """The Gaussian mechanism on the class-conditional kernel mean embedding: the per-class sum of
-    `features` [n, f] (each row of norm <= `sensitivity`) + N(0, sigma^2 Delta^2) on every one of
-    the n_classes * f coordinates, classes without a record included. An empty batch gives pure
-    noise."""
+    """The Gaussian mechanism on the class-conditional embedding: the per-class sum of `features` [n, f]
+    (rows of norm <= `sensitivity`) + N(0, sigma^2 Delta^2) on all n_classes * f coordinates. An
+    empty batch gives pure noise."""
     total = class_embedding_sum(features, labels, n_classes=n_classes)
     return gaussian_release([total], std=noise_multiplier * sensitivity, generator=generator, probe=probe)[0]
 
@@ -231,18 +171,14 @@ class DPKernelVictim(GanLeaksSearch):
         )
 
     def kernel_bandwidth(self, pool: Pool) -> float:
-        """`bandwidth`, or by default h = 2 sqrt(d / 64) for d values per image. The squared distance
-        between two images grows with d, so h grows with sqrt(d) to keep the kernel's typical value:
-        h = 2 was chosen on 8x8 digits, and at 28x28 (mnist5k, epsilon 10, one run each) h = 2 left
-        the generator at chance (test accuracy 0.127), h = 4 at 0.050, while h = 7 (this rule)
-        reached 0.791, 10 0.795 and 14 0.765. Data-independent, so it spends no privacy."""
+        """`bandwidth`, or by default h = 2 sqrt(d / 64) for d values per image (docs/results/mnist5k.md).
+        Data-independent, so it spends no privacy."""
         if self.bandwidth is not None:
             return self.bandwidth
         return 2.0 * math.sqrt(int(np.prod(pool.image_shape)) / 64)
 
     def calibration(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> tuple[float, float]:
-        """(noise multiplier sigma, Poisson rate B/N) for N = q * n_pool, the plan's expected member
-        count (public, never the run's actual count); sigma = 0 with `--no-noise`."""
+        """(noise multiplier sigma, Poisson rate B/N) for the public N = q * n_pool; sigma = 0 with `--no-noise`."""
         rate = poisson_rate(self.batch_size, pool, inclusion_rate)
         if not self.noise:
             return 0.0, rate
@@ -306,8 +242,8 @@ class DPKernelVictim(GanLeaksSearch):
         generator: torch.Generator,
         probe: CanaryProbe | None = None,
     ) -> torch.Tensor:
-        """What the generator's embedding is pulled towards in one step: the release, the noisy
-        mean embedding of the Poisson batch's `features` [b, f] and `labels` [b]."""
+        """The release the generator's embedding is pulled towards in one step: the noisy mean embedding
+        of the Poisson batch's `features` [b, f] and `labels` [b]."""
         return noisy_mean_embedding(
             features,
             labels,

@@ -1,55 +1,17 @@
-"""`marginals`: the suite's own exact DP baseline for tables. The Gaussian mechanism on a public set
-of marginals over the schema's public domain, and `rows` records sampled from the noisy marginals.
+"""`marginals`: the suite's own exact DP baseline for tables: the Gaussian mechanism on public
+1-way and (label, feature) marginals over the schema's public domain, and `rows` records sampled
+from the noisy marginals.
 
-Measured (`measured_marginals`): the 1-way marginal of every column (the features, then the label)
-and, with `--two-way label` (the default), the 2-way (label, feature) marginal of every feature.
-Every marginal is counted over the cells of the public schema (`Schema.codes`, `domain_sizes`):
-nothing of the domain is read from the rows (`victims.dp.bugs.MarginalsDomainFromData` is the twin
-that does, and leaks through it).
+Privacy (exact): under add/remove of one record each marginal changes in one cell by 1, so each
+noisy marginal is (1 / sigma)-GDP (Dong, Roth and Su 2022, Theorem 2.7) and the k marginals compose
+to exactly (sqrt(k) / sigma)-GDP (their Corollary 3.3), recorded as k non-subsampled Gaussian
+steps. sigma is calibrated by that curve's exact duality (their Corollary 2.13,
+`victims.dp.privacy.composed_gaussian_noise`); sampling is post-processing.
 
-Privacy (exact). Under adding or removing one record each measured marginal changes in exactly one
-cell, by 1: an L2 sensitivity of 1 per marginal. Adding N(0, sigma^2) to every count of every
-marginal (fresh noise each) makes each marginal the Gaussian mechanism of sensitivity 1, which is
-(1 / sigma)-GDP (Dong, Roth and Su, "Gaussian Differential Privacy", 2022, Theorem 2.7); the k
-measured marginals compose to exactly (sqrt(k) / sigma)-GDP (their Corollary 3.3), the same curve
-as k non-subsampled Gaussian steps at noise multiplier sigma, which is what a run records as its
-mechanism ({"noise_multiplier": sigma, "sample_rate": 1.0, "steps": k}, whose own curve
-`audit.stats.mechanism` tests exactly, G_{sqrt(k)/sigma}). sigma is calibrated to the claimed
-(`--epsilon`, `--delta`) by that curve's exact (epsilon, delta) duality (their Corollary 2.13;
-`victims.dp.privacy.composed_gaussian_noise`), not by an RDP bound; the recorded formal epsilon is
-the curve's epsilon at delta (`gdp_epsilon`), the claim up to the root finder's 1e-12. Everything
-after the noisy counts is post-processing. sigma depends on (epsilon, delta, k) alone.
-
-Sampling (post-processing, `sample_codes`): every noisy table is turned into probabilities by
-clipping negative counts at 0 and renormalising (a row whose counts are all <= 0 becomes uniform
-over its cells); each record's label is drawn from the label's noisy 1-way marginal, then each
-feature from its noisy (label, feature) row given that label (from its 1-way marginal where no
-2-way marginal is measured, `--two-way none`); `Schema.from_codes` turns the cells into values (a
-number uniform in its bin).
-
-White-box (`--threat-model white-box`, record canaries: rows of the table with their own coins).
-The white-box auditor sees every noisy count and knows every record but the canaries' coins. For
-canary j and measured marginal m it observes o_{m,j} = (noisy count of the canary's cell) - (the
-members other than the canary in that cell): exactly N(b_j, sigma^2), b_j the canary's coin, over
-the sensitivity 1, i.e. the convention of `attacks.whitebox` at sample rate 1 with k steps
-(`whitebox` [k, canaries], `whitebox_mechanism` {sigma, 1.0}). Requirement: the canaries lie in
-distinct cells of every measured marginal (`check_canary_cells`, a ValueError naming the two that
-share one): a cell shared by two canaries holds both coins, which no white-box auditor can subtract,
-and their observations are no longer independent given the coins. With the label's 1-way marginal
-measured, that allows at most as many canaries as the smallest column has cells (4 on fair).
-
-White-box with gradient canaries (`--canary-kind gradient`, the white-box default): the histogram's
-Dirac canaries. A gradient canary holds no record (its row is not counted); instead every measured
-marginal gets one cell of its own per canary, counted 1 when the canary's coin is IN and 0 when
-OUT, and noised in the same call and with the same sigma as the schema's cells (`noisy_marginals`,
-`canary_in`). Adding or removing the canary changes exactly that one count in each of the k
-marginals: the same sensitivity-1 Gaussian mechanism per marginal, so the guarantee and the
-recorded mechanism are unchanged, and o_{m,j} is the noisy count of canary j's own cell, N(b_j,
-sigma^2) independently for every canary, with no limit on how many (each has cells of its own).
-The canaries' cells are the auditor's probe, not released records: the release is sampled from the
-schema's cells alone. This tests the noise a run adds (a `MarginalsNoiseForTen` shows in them)
-where record canaries also test how records reach the counts (`MarginalsDomainFromData`).
-"""
+White-box: record canaries must lie in distinct cells of every measured marginal
+(`check_canary_cells`); each observation is N(b_j, sigma^2). Gradient canaries get one cell of
+their own per marginal, counted 1 when IN and noised alike: the same sensitivity-1 mechanism, no
+limit on their number, never sampled into the release."""
 
 from __future__ import annotations
 
@@ -107,11 +69,9 @@ def noisy_marginals(
     support: tuple[np.ndarray, ...] | None = None,
     canary_in: np.ndarray | None = None,
 ) -> tuple[list[np.ndarray], np.ndarray | None]:
-    """(each marginal's counts + N(0, sigma^2) in every cell: the Gaussian mechanism; with gradient
-    canaries (`canary_in`, bool [N]: their coins) float64 [k, N], every marginal's N cells of the
-    canaries' own, counted 1 for an IN canary and noised alike, after the schema's cells). Cells
-    outside `support` (bool [size] per column; all of them when None) are NaN: they do not exist,
-    and are never released nor sampled. The noise is drawn for every cell whatever the support."""
+    """(each marginal's counts + N(0, sigma^2) in every cell; with gradient canaries (`canary_in`, bool
+    [N]) float64 [k, N], their own cells, counted 1 when IN and noised alike). Cells outside `support`
+    are NaN, never released nor sampled; the noise is drawn for every cell whatever the support."""
     out, own = [], []
     for columns in marginals:
         counts = cell_counts(codes, sizes, columns)
@@ -144,9 +104,8 @@ def draw_rows(p: np.ndarray, given: np.ndarray, rng: np.random.Generator) -> np.
 def sample_codes(
     noisy: list[np.ndarray], marginals: tuple[tuple[int, ...], ...], rows: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """int64 [rows, d + 1] cells of `rows` records: the label (the last column) from its noisy 1-way
-    marginal, then each feature from its noisy (label, feature) row given the label, or from its own
-    1-way marginal where no such 2-way marginal is measured (module docstring)."""
+    """int64 [rows, d + 1] cells of `rows` records: the label from its noisy 1-way marginal, then each
+    feature from its noisy (label, feature) row, or its 1-way marginal where none is measured."""
     tables = dict(zip(marginals, noisy))
     label = max(c for columns in marginals for c in columns)
     codes = np.zeros((rows, label + 1), dtype=np.int64)
@@ -163,8 +122,7 @@ def check_canary_cells(
     canary_codes: np.ndarray, rows: np.ndarray, marginals: tuple[tuple[int, ...], ...], names: tuple[str, ...]
 ) -> None:
     """ValueError (one line) naming two white-box canaries (pool rows) that share a cell of a measured
-    marginal (`names`: the columns of `Schema.codes`, the label last): their observations would each
-    hold the other's coin (module docstring)."""
+    marginal: each observation would hold the other's coin."""
     for columns in marginals:
         seen: dict[tuple, int] = {}
         for row, codes in zip(rows, canary_codes):
@@ -185,9 +143,8 @@ def whitebox_observations(
     canary_codes: np.ndarray,
     canary_in: np.ndarray,
 ) -> np.ndarray:
-    """float32 [k, canaries]: o_{m,j}, marginal m's noisy count in canary j's cell less the members
-    other than canary j in it (`codes` holds every member, the canaries that are in among them; a
-    cell that does not exist reads 0). N(b_j, sigma^2) for the correct mechanism."""
+    """float32 [k, canaries]: marginal m's noisy count in canary j's cell less the other members in it
+    (a cell that does not exist reads 0). N(b_j, sigma^2) for the correct mechanism."""
     out = np.zeros((len(marginals), len(canary_codes)), dtype=np.float64)
     for m, columns in enumerate(marginals):
         cells = tuple(canary_codes[:, c] for c in columns)
@@ -200,7 +157,7 @@ def whitebox_observations(
 @dataclass(frozen=True)
 class MarginalsVictim(TableRelease):
     """The Gaussian mechanism on public 1-way and (label, feature) marginals, calibrated exactly to
-    (epsilon, delta) by Gaussian DP, and `rows` records sampled from them (module docstring)."""
+    (epsilon, delta) by Gaussian DP, and `rows` records sampled from them."""
 
     #: under white-box, record canaries (rows of the table) are observed through their cells' noisy counts
     white_box_record_canaries: ClassVar[bool] = True
@@ -237,13 +194,11 @@ class MarginalsVictim(TableRelease):
         return self.claimed_noise(pool)
 
     def domain(self, pool: Pool, members: np.ndarray):
-        """(schema, support): the public schema, every cell of it (`MarginalsDomainFromData` reads them from
-        the `members`' rows)."""
+        """(schema, support): the public schema and every cell of it."""
         return pool.schema, tuple(np.ones(size, dtype=bool) for size in pool.schema.domain_sizes)
 
     def release_dimension(self, pool: Pool) -> int:
-        """How many gradient canaries a run can observe: each gets cells of its own, so up to
-        `MOST_CELL_CANARIES` (module docstring)."""
+        """How many gradient canaries a run can observe: up to `MOST_CELL_CANARIES`."""
         return MOST_CELL_CANARIES
 
     def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
