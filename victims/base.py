@@ -1,18 +1,10 @@
 """The victim protocol, what a victim run returns, and the victim registry.
 
-A victim is a frozen dataclass whose fields are its configuration (the CLI builds `--flags` from
-them) with a `run(pool, keep, seed, *, device, inclusion_rate)` method: train the pipeline on the
-members `pool.x[keep]`, train the downstream model on the release, and observe that model on the
-whole pool.
-
-`keep` is one row of the membership plan (`shadow_runs.plan`): every example is a member with
-probability `inclusion_rate` (q) independently of the others, so a run's member count is
-Binomial(n_pool, q) and its class counts vary from run to run. A DP victim's accounting certifies
-adding or removing one record under Poisson sampling at a fixed rate; anything it calibrates (the
-sampling rate B / N, the number of steps, the noise multiplier, the divisor of the noisy sum) must
-therefore come from the public expected member count q * n_pool (`expected_members`), never from
-the run's actual count, which depends on the data.
-"""
+A victim is a frozen dataclass of its configuration with a `run(pool, keep, seed, *, device,
+inclusion_rate)` method. `keep` is one row of the membership plan (`shadow_runs.plan`), each
+example a member with probability q independently: a DP victim's accounting covers add/remove of
+one record under Poisson sampling at a fixed rate, so whatever it calibrates must come from the
+public q * n_pool (`expected_members`), never the run's actual count."""
 
 from __future__ import annotations
 
@@ -36,9 +28,8 @@ from victims.train import accuracy, predict_queries, to_model_space
 
 
 class RunError(ValueError):
-    """Bad input a run meets as it runs (a command victim's command that exits non-zero or runs out of time, a
-    release that does not fit the pool): one line naming it. The audit stops with it (exit status 2), keeping the
-    runs stored before (`audit.executor.RunFailed`)."""
+    """Bad input a run meets as it runs (a command that fails or times out, a release that does not fit
+    the pool): one line naming it. The audit stops with exit status 2, keeping the runs stored before."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,12 +98,9 @@ class Observations:
                 raise ValueError(f"whitebox must be [steps, canaries], got shape {self.whitebox.shape}")
 
     def to_store(self, meta: Mapping[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict]:
-        """What the run store keeps of this run (`shadow_runs.store.RunStore.write_run(run, arrays,
-        meta)`): the arrays of its .npz (`logits`, `init_idx`, `recon_loss_<kind>` float32 for each
-        reconstruction kind, `release_x` and `release_y` where the victim releases a set), and the
-        metadata of its .json: `meta` (the executor's: run, seed, wall time, ...) followed by
-        `formal_epsilon`, `delta` and `test_accuracy` (and `whitebox_mechanism`, `mechanism`, `utility` where set),
-        then the keys of `record`."""
+        """What the run store keeps of this run (`shadow_runs.store.RunStore.write_run`): the arrays of its
+        .npz and the metadata of its .json, `meta` followed by the privacy and utility fields set, then
+        the keys of `record` (docs/contracts.md, "The run store")."""
         arrays = {"logits": self.logits, "init_idx": self.init_idx}
         for kind, loss in (self.recon_loss or {}).items():
             arrays[f"recon_loss_{kind}"] = np.asarray(loss, dtype=np.float32)
@@ -174,13 +162,8 @@ class Victim(Protocol):
         device: str = "cpu",
         inclusion_rate: float = DEFAULT_INCLUSION_RATE,
     ) -> Observations:
-        """One run on the members `keep` (bool [n_pool]) with `seed`.
-
-        `inclusion_rate` is the plan's public coin probability q (every example is a member with
-        probability q, independently). DP victims calibrate their sampling rate, steps, noise
-        multiplier and recorded epsilon to `expected_members(pool, inclusion_rate)` = q * n_pool,
-        so that these are the same for every run of the plan, whatever its actual member count;
-        other victims may ignore it."""
+        """One run on the members `keep` (bool [n_pool]) with `seed`. `inclusion_rate` is the plan's public
+        q; DP victims calibrate to `expected_members(pool, inclusion_rate)`, other victims may ignore it."""
 
     def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
         """Raise ValueError naming the bad value if this configuration cannot run on `pool` under
@@ -249,9 +232,8 @@ def generator_victim_names() -> tuple[str, ...]:
 
 
 def get_victim(name: str) -> type:
-    """The victim class for `name`: a built-in victim, an installed plugin (entry point of
-    PLUGIN_GROUP), or a `module:Class` path to import. Raises ValueError (one line naming the
-    value) for an unknown name, a path that does not import, or a class that breaks the protocol."""
+    """The victim class for `name`: built-in, an installed plugin (PLUGIN_GROUP), or a `module:Class`
+    path. ValueError (one line) for an unknown name, a path that does not import, or a broken class."""
     if name in _VICTIMS:
         return _VICTIMS[name]
     plugins = _plugins()
@@ -326,9 +308,8 @@ def check_victim_class(cls: Any, *, label: str) -> type:
 
 
 def victim_config(victim: Any) -> dict:
-    """The victim's configuration as plain JSON-able data. A field marked `omit_at_default` in its
-    metadata is left out while it holds its default (a field added after stores were made, such
-    as the condensation victims' `preset`, keeps their configuration and so their identity)."""
+    """The victim's configuration as plain JSON-able data; a field marked `omit_at_default` is left out
+    at its default, so adding one keeps old stores' identity."""
     config = dataclasses.asdict(victim)
     for f in dataclasses.fields(victim):
         if f.metadata.get("omit_at_default") and getattr(victim, f.name) == f.default:
@@ -369,12 +350,9 @@ def resolve_device(device: str) -> str:
 
 @contextlib.contextmanager
 def seeded(seed: int, device: str = "cpu") -> Iterator[torch.Generator]:
-    """Fix torch's global RNG to `seed` (parameter init) without leaking that state to the caller,
-    and yield a generator on `device` for everything else (batches, augmentation, noise).
-
-    On a GPU, cuDNN is held to deterministic algorithms for the duration (and restored after), so
-    the same seed gives the same convolutions; atomics-based backward passes (grid_sample's, in
-    the siamese augmentation) stay nondeterministic there (bench/gpu_condense_check.py)."""
+    """Fix torch's global RNG to `seed` (parameter init) without leaking it to the caller, and yield a
+    generator on `device` for everything else. On a GPU, cuDNN is held deterministic for the block
+    (grid_sample's backward stays nondeterministic)."""
     with _forked_rng(device):
         torch.manual_seed(seed)
         yield torch.Generator(device=device).manual_seed(seed + 1)
@@ -417,10 +395,9 @@ class SeededRuns:
 
 @contextlib.contextmanager
 def seeded_runs(seeds: list[int], device: str = "cpu") -> Iterator[SeededRuns]:
-    """`seeded` for K runs that advance together (a pack, `victims.packed`): each run's generator
-    and global-RNG stream are the ones `seeded(seed)` gives that run alone, the caller's global
-    state is restored after, and cuDNN is held deterministic as there. Parameter init on the CPU
-    (as `build_net` draws it); a CUDA global RNG is forked but not seeded per run."""
+    """`seeded` for K runs that advance together (`victims.packed`): each run's generator and global-RNG
+    stream are those `seeded(seed)` gives it alone; the caller's state is restored after. Parameter
+    init on the CPU; a CUDA global RNG is forked but not seeded per run."""
     with _forked_rng(device):
         yield SeededRuns(list(seeds), device)
 

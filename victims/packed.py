@@ -1,35 +1,11 @@
 """Packed runs: K downstream classifiers of K shadow runs trained at once as one network of grouped
-layers (`GroupedNets`: K-group convolutions, batched linear layers), every step one forward and
-backward pass, so that one task can keep an accelerator busy with many small models. Grouped
-layers beat the same stack under torch.func `stack_module_state` + `vmap` on a CPU by 1.2-1.3x per
-step (`python bench/packing.py --layouts`).
+layers (`GroupedNets`), every step one forward and backward pass, to keep an accelerator busy.
 
-Each run keeps its own seed, training set and result: model k is initialised exactly as the
-unpacked run initialises it, draws its minibatches and augmentations from its own generator in
-the same order (`victims.train.Batches`; `packed_batches` gathers the K runs' batches of a step
-with one index), and SGD with momentum and weight decay acts elementwise, so the grouped update
-(one foreach update over all parameters) is each model's own update. What differs is the order of
-floating-point sums inside the grouped convolutions, so a packed run equals the same run unpacked
-within float tolerance, not bit for bit (tests/contracts/test_victims.py); over hundreds of steps
-SGD amplifies that difference as it amplifies any other reordering (another thread count,
-another GPU kernel). Runs whose minibatches differ in size (a training set smaller than the batch
-size) cannot share one stacked step and are trained one by one.
-
-A victim packs by offering `run_packed(pool, keeps, seeds, *, device, inclusion_rate)`, one
-`Observations` per run; the executor calls it with `--runs-per-task` runs at a time. `real` and
-`subset` pack whole runs; the condensation victims (`dm`, `dsa`, `dc`, `kip`) condense the K
-releases by `CondensationVictim.condense_packed` (in turn unless the family overrides it) and
-pack the downstream training on them; `psg` makes the K releases together too
-(`PSGVictim.generate_packed`, on `GroupedNets` with the `matched_weights` of gradient matching)
-and trains them with `train_packed`. All of them observe the K trained models together
-(`observe_packed`: one grouped forward pass per query view and chunk of the pool).
-
-What a pack saves is operators dispatched per run (`python bench/ops.py`, docs/performance.md):
-every per-step operator of the training (forward, backward, optimiser step, the gather of the
-batches) and of the observation is dispatched once for all K runs; what stays per run is its
-own randomness (initial weights, one permutation per epoch), its training set and copying its
-weights back out.
-"""
+Each run keeps its own seed, training set and result: model k is initialised as the unpacked run
+initialises it, draws its batches from its own generator in the same order, and SGD acts
+elementwise. A packed run equals the same run unpacked within float tolerance, not bit for bit
+(tests/contracts/test_victims.py). A victim packs by offering `run_packed(pool, keeps, seeds, *,
+device, inclusion_rate)`, one `Observations` per run (docs/contracts.md, docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -74,9 +50,8 @@ def fit_runs(
     flip_ok: bool,
     device: str,
 ) -> list[nn.Module]:
-    """`fit` of run k on sets[k] where run k's RNG state stands in `runs` (after its release, where
-    `fit` draws the downstream net in the unpacked run): each net drawn from its own global-RNG
-    stream, then the K trained together (`train_packed`) with their own generators."""
+    """`fit` of run k on sets[k], run k's RNG state standing in `runs`: each net drawn from its own
+    global-RNG stream, then the K trained together (`train_packed`) with their own generators."""
     image_shape = tuple(sets[0][0].shape[1:])
     models = [net.to(device) for net in draw_nets(runs, config.net, image_shape=image_shape, n_classes=n_classes)]
     return train_packed(models, sets, runs.generators, config=config, flip_ok=flip_ok)
@@ -90,10 +65,8 @@ def draw_nets(
     n_classes: int,
     nets: list[nn.Module] | None = None,
 ) -> list[nn.Module]:
-    """Each run's fresh network, from its own global-RNG stream (`runs.global_rng(k)`), as
-    `build_net` draws it alone: built (on the CPU) when `nets` is None, else redrawn in place
-    (`victims.nets.reinitialise`, the same weights bit for bit), so that a grouped network over
-    them is built once and only refreshed (`GroupedNets.load_from`)."""
+    """Each run's fresh network from its own global-RNG stream, as `build_net` draws it alone: built
+    when `nets` is None, else redrawn in place (the same weights bit for bit)."""
     fresh = nets is None
     nets = [] if fresh else nets
     for k in range(len(runs.generators)):
@@ -152,15 +125,10 @@ def packed_batches(
     config: TrainConfig,
     flip_ok: bool,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """The `config.steps` minibatches of K runs stacked, ([K, B, ...], [K, B]): run k's are exactly
-    those `Batches(x_k, y_k, generator=g_k).next()` gives step after step (all sets give batches of
-    one size B). Without augmentation a run's batches are its epoch permutations cut into
-    `n_k // B` batches each, one `randperm(n_k)` drawn from its generator per epoch begun, in
-    `Batches`' order; so they are drawn up front (ceil(steps / (n_k // B)) permutations, the
-    number `Batches` draws in `steps` steps), turned into rows of the K sets concatenated, and each
-    step gathers all K batches with one `index_select` (the same images, bit for bit). With
-    augmentation `Batches` draws the augmentation between the permutations from the same
-    generator, so each run's batches come from its own `Batches` and are stacked."""
+    """The `config.steps` minibatches of K runs stacked, ([K, B, ...], [K, B]): run k's are exactly those
+    `Batches(x_k, y_k, generator=g_k).next()` gives step after step (all sets give batches of one size
+    B). Without augmentation the epoch permutations are drawn up front and each step gathers all K
+    batches with one `index_select`; with it, each run's batches come from its own `Batches`."""
     if config.augment:
         runs = [Batches(x, y, config=config, flip_ok=flip_ok, generator=g) for (x, y), g in zip(sets, generators)]
         for _ in range(config.steps):
@@ -197,14 +165,9 @@ OBSERVE_PIXELS = 2048 * 32 * 32
 def observe_packed(
     models: Sequence[nn.Module], pool: Pool, *, device: str, extras: Sequence[dict] | None = None
 ) -> list[Observations]:
-    """`victims.base.observe` of each of K models of one architecture (`GroupedNets`), with
-    `extras[k]` as model k's further Observations fields. The pool and test images go into model
-    space and their query views are made once, and each view of a chunk goes through all K models
-    in one grouped forward pass (model k sees the very images `observe` gives it alone; chunks of
-    `OBSERVE_PIXELS // (K * height * width)` images), so model k's logits are its `observe` logits
-    up to the order of the float sums in the grouped layers (`GroupedNets`), and its test accuracy
-    counts the same argmaxes wherever those sums do not tip a near-tie. Its grouped pass is compiled
-    under `--compile`, as `observe`'s is."""
+    """`victims.base.observe` of K models of one architecture (`GroupedNets`), `extras[k]` being model k's
+    further Observations fields: each chunk's query views go through all K models in one grouped pass,
+    so model k's logits are its `observe` logits up to the order of float sums."""
     extras = list(extras) if extras is not None else [{} for _ in models]
     if len(extras) != len(models):
         raise ValueError(f"one extras per model: {len(models)} models, {len(extras)} extras")
@@ -234,8 +197,7 @@ def observe_packed(
 
 
 class GroupedLinear(nn.Module):
-    """K linear layers as one: weight [K, out, in], bias [K, out]; [K, B, in] -> [K, B, out] (one
-    `baddbmm`: model k's rows times its own weight plus its own bias)."""
+    """K linear layers as one: weight [K, out, in], bias [K, out]; [K, B, in] -> [K, B, out]."""
 
     def __init__(self, layers: Sequence[nn.Linear]) -> None:
         super().__init__()
@@ -291,13 +253,10 @@ def _grouped_norm(norms: Sequence[nn.GroupNorm]) -> nn.GroupNorm:
 
 
 class GroupedNets(nn.Module):
-    """K `victims.nets` classifiers of one architecture (ConvNet or MLP) as one network: each
-    convolution becomes a grouped convolution with K groups (K x the channels), each GroupNorm one
-    GroupNorm over the K channel blocks, each linear layer a batched product over K. Model k's
-    arithmetic is its own (the same weights see the same inputs), laid out for one kernel per
-    layer instead of K; faster on a CPU than the same stack under torch.func `vmap`
-    (`python bench/packing.py --layouts`). Input [K, B, C, H, W] (model k's batch in slot k),
-    output [K, B, classes]. `unpack_into` copies the weights back into the K models."""
+    """K `victims.nets` classifiers of one architecture (ConvNet or MLP) as one network: grouped
+    convolutions with K groups, one GroupNorm over the K channel blocks, batched linear layers. Model
+    k's arithmetic is its own. Input [K, B, C, H, W], output [K, B, classes]; `unpack_into` copies the
+    weights back into the K models."""
 
     def __init__(self, models: Sequence[nn.Module]) -> None:
         super().__init__()
@@ -322,9 +281,7 @@ class GroupedNets(nn.Module):
         return self.classifier(self.embed(x))
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
-        """[K, B, C, H, W] -> [K, B, embed_dim]: each model's `embed` of its batch (its features,
-        without the classifier). Every layer but the linear ones acts per image (the GroupNorm's
-        groups are one model's channels of one image), so an image's embedding is its own."""
+        """[K, B, C, H, W] -> [K, B, embed_dim]: each model's `embed` of its batch; an image's embedding is its own."""
         b = x.shape[1]
         h = x.transpose(0, 1).flatten(1, 2)  # [B, K*C, H, W]: model k's channels in block k
         for layer in self.features:
@@ -367,16 +324,16 @@ class GroupedNets(nn.Module):
         torch._foreach_copy_(targets, sources)
 
     def matched_layers(self) -> list[nn.Module]:
-        """The grouped convolutions and linear layers in model order: those whose weights have
-        two or more dimensions in each run, the parameters gradient matching uses (`victims.condensation.matching`)."""
+        """The grouped convolutions and linear layers in model order: those whose weights gradient matching
+        uses (`victims.condensation.matching`)."""
         return [layer for layer in self.features if isinstance(layer, (nn.Conv2d, GroupedLinear))] + [self.classifier]
 
     def matched_weights(self) -> list[nn.Parameter]:
         return [layer.weight for layer in self.matched_layers()]
 
     def run_shape(self, weight: torch.Tensor) -> tuple[int, ...]:
-        """One run's shape of a grouped weight: a convolution's [K*out, in, kh, kw] holds K blocks
-        of [out, in, kh, kw] (run k's is block k), a `GroupedLinear`'s [K, out, in] K of [out, in]."""
+        """One run's shape of a grouped weight: [out, in, kh, kw] of a convolution's [K*out, in, kh, kw],
+        [out, in] of a `GroupedLinear`'s [K, out, in]."""
         if weight.dim() == 4:
             return (weight.shape[0] // self.k, *weight.shape[1:])
         return tuple(weight.shape[1:])

@@ -1,17 +1,9 @@
 """`dm`: dataset condensation by distribution matching (Zhao & Bilen, WACV 2023).
 
-Every iteration draws a fresh randomly initialised ConvNet (its weights are never trained) and,
-for every class, moves the mean embedding of the synthetic images towards the mean embedding of
-a random batch of that class's members, both after the same differentiable siamese augmentation
-(`victims.condensation.augment`): loss = sum_c || mean psi(A_w(real_c)) - mean psi(A_w(syn_c)) ||^2, one SGD
-step of the images per iteration. All classes go through the network in one batch; one
-augmentation seed per iteration serves every class (the reference draws one per class).
-
-Packed runs (`--runs-per-task K`): `DMVictim.condense_packed` advances the K runs' condensations
-as one computation (one grouped embedding net, one batch of real and one of synthetic images, one
-image step per iteration for all K), each run drawing from its own generator and global-RNG
-stream what it draws alone.
-"""
+Every iteration draws a fresh untrained ConvNet and, for every class, moves the mean embedding of
+the synthetic images towards that of a random batch of the class's members, both after the same
+siamese augmentation; one SGD step of the images per iteration. One augmentation seed per
+iteration serves every class (the reference draws one per class)."""
 
 from __future__ import annotations
 
@@ -31,25 +23,19 @@ from victims.nets import NetConfig, build_net
 from victims.packed import GroupedNets, draw_nets
 from victims.presets import filled_from_preset
 
-#: real images embedded at a time: the same embeddings as one pass over all of them, but
-#: activations that stay in cache (at 28x28, width 128, one pass over 640 images moves 335 MB
-#: per layer, and ReLU, pooling and norm became a third of DM's time)
+#: real images embedded at a time: the same embeddings as one pass, with activations that stay in cache
 REAL_CHUNK = 64
 
 
-#: the packed path's bound on one grouped pass over real images (`DMVictim.condense_packed`): the
-#: first layer's activations of one unpacked chunk where REAL_CHUNK was measured (28x28, width 128),
-#: in elements; at digits' 8x8 and width 32 a pack of 8 runs embeds its 2,560 real images in one pass
+#: the packed path's bound on one grouped pass over real images (`DMVictim.condense_packed`), in
+#: first-layer activations: one unpacked chunk's at 28x28, width 128
 REAL_ACTIVATIONS = REAL_CHUNK * 128 * 28 * 28
 
 
 def class_means(embeddings: torch.Tensor, labels: torch.Tensor, n_classes: int) -> torch.Tensor:
-    """[n, d] embeddings with labels [n] -> [n_classes, d] mean embedding of each class (zero for
-    an absent class); or K runs' at once, [K, n, d] with labels [K, n] -> [K, n_classes, d], run k's
-    means over its own rows, where a label of `n_classes` marks padding, counted in no class.
-
-    One index_add over (run, class) bins: each bin sums its rows in row order whatever the other
-    runs hold, so on a CPU run k's means are those of its rows alone, bit for bit."""
+    """[n, d] embeddings with labels [n] -> [n_classes, d] class means (zero for an absent class); or K
+    runs' at once, [K, n, d] -> [K, n_classes, d], a label of `n_classes` marking padding. On a CPU
+    run k's means are those of its rows alone, bit for bit."""
     d = embeddings.shape[-1]
     if labels.dim() == 1:
         runs, per_run, flat, bins = 1, n_classes, embeddings, labels
@@ -64,12 +50,9 @@ def class_means(embeddings: torch.Tensor, labels: torch.Tensor, n_classes: int) 
 
 @torch.no_grad()
 def share_parameters(grouped: GroupedNets, nets: list[nn.Module]) -> Callable[[], None]:
-    """Lay the K `nets`' parameters out as `grouped`'s, so that redrawing them in place
-    (`reinitialise`) is all a fresh grouped net takes: every parameter of run k becomes a view of
-    block k of one flat buffer in `grouped`'s parameter order (a grouped parameter is its K runs'
-    concatenated, `GroupedNets`). On the nets' device the grouped parameters are views of that
-    same buffer; on another device of a buffer there, which the returned load refreshes with one
-    copy (on the nets' device it does nothing). The values are unchanged."""
+    """Lay the K `nets`' parameters out as `grouped`'s: run k's become views of block k of one flat
+    buffer, so redrawing them in place refreshes the grouped net (on another device, through the
+    returned load). The values are unchanged."""
     grouped_params = list(grouped.parameters())
     per_run = list(zip(*(net.parameters() for net in nets)))  # the K runs' tensors of each grouped one
     if len(per_run) != len(grouped_params):
@@ -116,10 +99,9 @@ class DMVictim(CondensationVictim):
 
     @classmethod
     def preset_values(cls, values: Mapping[str, Any]) -> dict:
-        """digits: 100 iterations at image learning rate 10, 32 real images per class (sized for one
-        CPU thread; bench/condense.py). paper: the DatasetCondensation reference's main_DM.py,
-        20,000 iterations at image learning rate 1, 256 real images per class (its ConvNet is
-        width 128: add --net-width 128; scale the iterations with --iterations)."""
+        """digits: 100 iterations at image learning rate 10, 32 real images per class (one CPU thread).
+        paper: the DatasetCondensation reference's main_DM.py: 20,000 iterations at image learning rate 1,
+        256 real images per class (its ConvNet is width 128: add --net-width 128)."""
         if values["preset"] == "paper":
             return {"iterations": 20000, "lr_images": 1.0, "batch_real": 256}
         return {"iterations": 100, "lr_images": 10.0, "batch_real": 32}
@@ -155,48 +137,17 @@ class DMVictim(CondensationVictim):
     def condense_packed(
         self, images: torch.Tensor, labels: torch.Tensor, members: list[Members], *, pool: Pool, runs: SeededRuns
     ) -> torch.Tensor:
-        """`condense` of K runs as one computation: the K embedding nets of an iteration as one
-        `GroupedNets` (built once; the K nets' parameters are views of its weights,
-        `share_parameters`, so redrawing them refreshes it), the K synthetic sets as one leaf
-        [K, S, C, H, W] under one SGD with momentum (elementwise, so each run's update is its own),
-        the loss the sum of the K runs' losses (block k of a grouped layer sees only run k, and
-        each run's class means are its own bins of one `class_means`, so each run's gradient is
-        its own).
+        """`condense` of K runs as one computation: the K embedding nets as one `GroupedNets` (the nets'
+        parameters views of its weights, `share_parameters`), the K synthetic sets one leaf [K, S, C, H, W]
+        under one SGD, the loss the sum of the K runs' losses, so each run's gradient is its own.
 
-        Each iteration every run draws what `condense` draws alone, in its order: its net's
-        parameters from its own global-RNG stream (`reinitialise` after the first `build_net`, the
-        same weights bit for bit), its real batch from its generator (per class one randperm, as
-        `Members.class_batches`; the K batches are then gathered with one index), with dsa its
-        seed (`draw_seed`). `augment_runs` gives each run's real and synthetic segments what
-        `augment` gives them alone with that seed, both sides in one call (one call per distinct
-        operation instead of two): the real rows then ride in the graph, so the augmentation's
-        backward also runs over them (a few dozen operators saved per iteration for arithmetic
-        that is negligible on small images, and a K x 2,560-image backward of the augmentation
-        at the paper preset, small beside the embedding's forward pass over them).
+        Each iteration every run draws what `condense` draws alone, in its order (its net, its real batch,
+        its dsa seed); `augment_runs` gives each run what `augment` gives it. Short real batches are padded
+        with zero images after augmentation, counted in no class. The result equals each run alone within
+        float tolerance (tests/victims/test_condense.py), which DM's image updates can amplify.
 
-        A run with fewer than `batch_real` members of a class (possible with `--init random`, or a
-        large `batch_real`) has a smaller real batch than the others: the batches are padded to
-        the largest with zero images, after augmentation (so each run's augmentation is its
-        own), labelled so that `class_means` counts them in no class; instance norm keeps an
-        image's embedding its own, so padding changes no run's means. Padding rather than running
-        such a pack in turn: it costs one zero image and one index per iteration, and a pack of
-        many runs would otherwise fall back whenever any one of them is short. Real images are
-        embedded in chunks of at most REAL_ACTIVATIONS first-layer activations per grouped pass
-        (as REAL_CHUNK bounds a run's alone).
-
-        The result equals each run alone within float tolerance, not bit for bit: the grouped
-        convolutions sum in another order than one net's, ~2e-6 after 3 iterations at the
-        contract's configuration (tests/victims/test_condense.py). DM's image updates can amplify
-        such differences as they amplify any other: at the digits preset's 100 iterations and image
-        learning rate 10 (with ipc 2, batch_real 8, width 8) one of three runs alone ends 2.4 apart
-        (images of scale ~9) from itself with its initial images moved by 1e-6 (0.01 apart after
-        30 iterations), and its packed release differs from its release alone by as much; the
-        other two stay within 4e-6.
-
-        Long because its docstring states the packing's contract (40 lines), and the code is one
-        layout of the K real batches (indices computed once) and one loop whose steps share it and
-        the grouped net: the layout could be a helper of its own, at the cost of a record of nine
-        tensors passed back, but the function would stay above 80 lines with this docstring."""
+        Long because the code is one layout of the K real batches and one loop whose steps share it and
+        the grouped net; splitting the layout out would pass back a record of nine tensors."""
         k, n_classes, device = len(members), pool.n_classes, images.device
         synthetic_shape = images.shape[1:]  # [S, C, H, W]
         images, optimizer = image_sgd(images, lr=self.lr_images, momentum=self.momentum)
