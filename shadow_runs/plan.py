@@ -1,50 +1,14 @@
 """Who is IN each run, which runs are targets, and each run's seed: all from (master seed, run).
 
-Two plans (`--plan`; `PLANS` maps the flag's values to the names experiment.json records):
+Plans (docs/contracts.md, "Membership plan"): `independent-coins-v1`, every record an independent
+Bernoulli(q) coin per run, so IN versus OUT is add/remove of one record, the relation the DP
+accountants certify; and `fixed-remainder-v1`, every natural record a member of every run and the
+canaries keeping the same coins (Annamalai, Ganev and De Cristofaro, USENIX Security 2024). Either
+way the one-run theorem behind the verdict holds (Steinke, Nasr and Jagielski 2023). The plan for R
+runs is a prefix of the plan for more; a duplicate canary's rows share one coin.
 
-- `independent-coins-v1` (the default, `PLAN`): every cell keep[r, i] is an independent
-  Bernoulli(q) coin (q = 1/2 by default), drawn from (master seed, run r) only.
-- `fixed-remainder-v1` (with canaries only): every natural record is a member of every run, and
-  only the canary records keep their coins, the very draws of the independent plan (a run's
-  stream is drawn whole, then the natural columns set True), so the canaries' coins are the same
-  under both plans for one seed. IN versus OUT for a canary x is then exactly the pair of
-  neighbouring data sets D and D + {x}, D the fixed natural pool: the design of Annamalai, Ganev
-  and De Cristofaro (USENIX Security 2024), which shows leaks through the exact row count (a
-  library that uses len(data) without noise) that independent coins hide in the count's own
-  randomness. The one-run theorem behind the verdict is unchanged (Steinke, Nasr and Jagielski
-  2023: any m records with independent coins, the rest of the data may be anything, here fixed).
-  The natural records have no OUT coins, so they cannot be evaluated (`NATURAL_FIXED`), and a
-  run's expected member count is n_natural + q * n_canary_rows (`public_inclusion_rate`).
-
-Which to use: independent coins audit the release's privacy against a random population (the
-member count as random as the records are); the fixed remainder isolates one record's effect on one
-fixed data set and exposes what the exact count gives away.
-
-Either way the plan for R runs is the first R rows of the plan for any R' > R: asking for more
-runs adds rows, it never redraws old ones.
-
-Coins are drawn per record, then expanded to the pool's rows: a record is one example, except a
-duplicate canary (`victims.canaries`), whose K identical rows are one record and share one coin in
-every run (`shadow_runs.records.record_of_row` gives the record of every row). Records are
-numbered natural examples first (record i is row i), canaries after, and a
-run's coins are the first n_records draws of its stream, so the natural examples' coins are the
-same with and without canaries; without canaries (`record_of_row` None) every row is its own
-record and the plan is exactly the plan of earlier versions (stores made by them stay valid).
-
-Why independent coins: with them, "example i IN run r" versus "OUT" differs by adding or removing
-the one record i, everything else about the run's member set being independent of that coin. That
-is the neighbouring relation the DP accountants certify (add/remove, Poisson sampling). An earlier
-plan put exactly half of every class in each run, in complementary pairs: there IN versus OUT
-replaced one record by another, a comparison a mechanism may leak up to 2 epsilon about, and a
-tight add/remove mechanism was declared in violation of its true epsilon almost every time
-(`python -m audit.selftest` and tests/audit/test_selftest.py keep that reproduction).
-
-Targets and references: the first `n_targets` runs are the target runs, whose coins are the
-audit's canaries; the remaining runs are reference runs, whose coins are public and which alone
-serve as shadows. A target is never another target's shadow, so the rule that turns a target's
-observations into guesses never looks at any coin it is judged on (the condition of the one-run
-theorem behind `audit.stats.epsilon`).
-"""
+The first `n_targets` runs are targets, whose coins are the audit's canaries; the rest are
+references, the only shadows, so no guess looks at a coin it is judged on."""
 
 from __future__ import annotations
 
@@ -75,13 +39,9 @@ def natural_coins(plan: str) -> bool:
 
 def public_inclusion_rate(inclusion_rate: float, *, plan: str, n_natural: int, n_pool: int) -> float:
     """The rate a victim is handed as its `inclusion_rate`: the public expected member count over
-    n_pool, so that `victims.base.expected_members` (rate * n_pool) is that count and no victim
-    needs to know the plan. Independent coins: q itself. Fixed remainder: (n_natural + q * (n_pool -
-    n_natural)) / n_pool, every natural row a member and each canary row one with probability q
-    (times n_pool, the count itself, or for a few pool sizes one unit in its last place off: no
-    float rate gives 115 of 150 rows exactly). `victims.base.expected_class_members` (rate times a
-    class's size) is then exact only for a class whose share of the canary rows is its share of the
-    pool: class c truly expects its natural rows plus q times its canary rows."""
+    n_pool. Independent coins: q. Fixed remainder: (n_natural + q * (n_pool - n_natural)) / n_pool
+    (times n_pool, the count to within one unit in the last place). `expected_class_members` is then
+    exact only for a class whose share of the canary rows is its share of the pool."""
     q = check_inclusion_rate(inclusion_rate)
     if natural_coins(plan):
         return q
@@ -112,14 +72,10 @@ def membership_matrix(
     plan: str = PLAN,
     n_natural: int | None = None,
 ) -> np.ndarray:
-    """bool [n_runs, n_pool]: keep[r, i] is True when example (row) i is a member of run r.
-
-    `labels` only fixes the pool size: the coins ignore the classes (a run's class counts vary).
-    `record_of_row` (int [n_pool], records numbered 0 .. n_records - 1, each with a row) ties the
-    rows of one record to one coin per run; None: every row is its own record. Under the fixed
-    remainder (`plan`), the first `n_natural` records (the natural ones) are members of every run
-    and the others, at least one, keep the coins they have under independent coins.
-    """
+    """bool [n_runs, n_pool]: keep[r, i] is True when row i is a member of run r. `labels` only fixes the
+    pool size. `record_of_row` (int [n_pool]) ties one record's rows to one coin per run (None: every
+    row its own record). Under the fixed remainder the first `n_natural` records are members of every
+    run and the others keep their independent coins."""
     if n_runs < 1:
         raise ValueError(f"n_runs must be >= 1, got {n_runs}")
     n_pool = len(labels)
@@ -157,11 +113,8 @@ def run_seed(*, master_seed: int, run: int) -> int:
 
 
 def default_targets(n_runs: int) -> int:
-    """R/2 (at least 1): half the runs are targets, the rest references. More targets put more coins
-    under test, and the attacks barely weaken with fewer references (docs/results/reference-runs.md,
-    "How many targets"): on 256 runs of `real` the verdict's bound rose from 4.35 (16 targets) to
-    5.87 (64) and 6.22 (128) while LiRA online's AUC moved from 0.656 to 0.653; the ceiling at
-    δ = 1e-5 from 8.99 to 11.07, above PSG's ε = 10."""
+    """R/2 (at least 1): half the runs are targets, the rest references (docs/results/reference-runs.md,
+    "How many targets")."""
     return max(1, n_runs // 2)
 
 
@@ -176,12 +129,8 @@ def target_runs(n_runs: int, n_targets: int) -> np.ndarray:
 
 
 def shadow_mask(n_runs: int, targets) -> np.ndarray:
-    """bool [T, R]: each target's shadows are the reference runs, i.e. every run that is not a target.
-
-    With independent coins, the number of IN and OUT shadows of an example does not depend on
-    its membership in the target, so no run needs to be left out for that reason; leaving out
-    every target keeps the guesses a function of public coins and the targets' outputs only.
-    """
+    """bool [T, R]: each target's shadows are the reference runs (every run that is not a target), so
+    the guesses are a function of public coins and the targets' outputs only."""
     targets = np.asarray(targets, dtype=np.int64)
     if targets.size and (targets.min() < 0 or targets.max() >= n_runs):
         raise ValueError(f"targets must lie in [0, {n_runs}), got {targets.tolist()}")

@@ -1,53 +1,13 @@
 """Canaries: records added to the pool before the plan is drawn, made to be easy to detect.
 
-`--canaries N --canary-kind KIND` appends N records after the natural pool rows. Each canary is a
-record with its own independent inclusion coin in every run, like every natural example
-(`shadow_runs.plan`), and the audit scores them as their own group: they are the audit's guesses
-for the one-run ε bound (Steinke, Nasr & Jagielski 2023: any m records with independent fair
-coins; the rest of the data may be anything), designated before any training. The natural
-examples are reported beside them.
-
-Kinds (all drawn from the master seed's own SeedSequence stream, so the canaries depend on the
-seed and the pool alone):
-
-* `mislabeled`: N distinct pool images drawn at random, each with a label drawn uniformly among
-  the C - 1 labels it does not have;
-* `outlier`: N images of i.i.d. uniform noise in the pool's pixel range (per channel, min..max of
-  the pool's x), each with a label uniform over the C classes;
-* `duplicate`: N distinct pool images with their true labels, each repeated `copies` times (K >= 2)
-  as K identical rows that form ONE record: the K rows share one coin in every run. One coin then
-  moves K rows, so an (ε, δ)-DP guarantee per record does not bound them (group privacy gives Kε):
-  the audit reports their leakage but no ε bound for them.
-* `blank`: N blank pages, every pixel at the pool's minimum (per channel), canary j labelled class
-  j mod C: a record far from every natural image, whose loss under a network fitted to the data
-  stays high, so its clipped gradient keeps its full norm C in every step. The crafted canary of
-  the worst-case black-box design (`victims.pipelines.dpsgd`: `--sampling full-batch --start pretrained`,
-  one canary per run, Annamalai & De Cristofaro 2024); several blank canaries share one image and
-  differ in the label only, so their effects overlap (10 per run: the loss's separation 1.34 in
-  noise units where one canary has 2.02, docs/results/tightness.md);
-* `marked`: N blank pages, each with its own mark (`mark_size` pixels at the pool's maximum,
-  disjoint from every other canary's, drawn from the seed), canary j labelled j mod C: several
-  crafted canaries per run that barely interfere (8 per run keep 96% of one canary's separation,
-  16 keep 88%, 64 half), so one run gives several coins;
-* `gradient` (white-box audits only, `victims.dp.whitebox_canaries`; on a table too, where
-  `marginals` gives each a cell of its own in every marginal, its row the pool's smallest value of
-  every column): N rows that hold no image (zeros, label
-  drawn uniformly): the victim does not train on them; instead, in every step where the canary's
-  coin is IN and it is Poisson-sampled, its Gaussian mechanism adds a vector of norm exactly Δ in
-  the canary's own direction. A black-box attack's score on them is noise.
-
-Kinds of a table (`victims.tabular.canaries`: records inside the public schema, drawn from the
-same stream): `unseen`, records in cells of the schema's domain that no pool record holds,
-`extreme`, records with every number at a public bound and rare categories elsewhere, `unheld`, and
-`record`, the one record the auditor names (`record`: 'column=value,...', the worst-case neighbour
-design's target; `resolve_record` fills in a built-in pair's own and spells it in schema order). An image kind
-on a table, or a table's kind on images, is refused with one line naming the kind and the dataset.
-
-Rows: the natural examples keep their rows 0 .. n_natural - 1 (record i is row i); canary j is
-record n_natural + j, on row n_natural + j, or for duplicates on the K rows
-n_natural + j K .. n_natural + j K + K - 1 (`shadow_runs.records`: the record of each row, and
-which columns of an audit are canaries).
-"""
+Each canary has its own independent inclusion coin in every run, so the canaries are the audit's
+guesses for the one-run epsilon bound (Steinke, Nasr & Jagielski 2023), designated before any
+training. All are drawn from the master seed's own stream, so they depend on the seed and the pool
+alone. Kinds (docs/contracts.md, "Canaries"): `mislabeled`, `outlier`, `duplicate` (K rows, one
+record: group privacy gives K epsilon, so no epsilon bound for them), `blank` and `marked` (the
+crafted canaries of the worst-case black-box design), `gradient` (white-box only: no image, a
+vector of norm Delta in the mechanism), and a table's (`victims.tabular.canaries`).
+Natural records keep rows 0 .. n_natural - 1; canaries follow (`shadow_runs.records`)."""
 
 from __future__ import annotations
 
@@ -137,9 +97,9 @@ class CanaryConfig:
 
 
 def resolve_record(pool: Pool, config: CanaryConfig | None) -> CanaryConfig | None:
-    """`config` with a record canary's target spelled in schema order (`canonical_record`), a built-in
-    pair's own target where none is named (`PAIR_TARGETS`). ValueError / DataError (one line) for a
-    record canary on images, on an empty pool (no D), without a target, or a target outside the schema."""
+    """`config` with a record canary's target spelled in schema order, a built-in pair's own where none
+    is named. ValueError / DataError (one line) for a record canary on images, an empty pool, no
+    target, or a target outside the schema."""
     if config is None or config.kind != RECORD:
         return config
     check_kind(pool, config.kind)
@@ -221,16 +181,14 @@ def canary_arrays(pool: Pool, config: CanaryConfig) -> tuple[np.ndarray, np.ndar
 
 
 def mark_size(n: int, pixels: int) -> int:
-    """Pixels in each of n marks on an image of `pixels` pixels: as many as n disjoint marks allow,
-    at most `MARK_SHARE` of the image, at least one (8x8 digits: 8 pixels up to n = 8, 4 at n = 16,
-    2 at n = 32, 1 at n = 64)."""
+    """Pixels in each of n disjoint marks on an image of `pixels` pixels: at most `MARK_SHARE` of the
+    image, at least one."""
     return max(1, min(pixels // n, int(pixels * MARK_SHARE)))
 
 
 def marked_pages(pool: Pool, n: int, rng: np.random.Generator) -> np.ndarray:
-    """n blank pages (the pool's per-channel minimum), page j with its own mark: `mark_size` pixels,
-    disjoint from every other page's, at the pool's per-channel maximum in every channel; the
-    pixels are consecutive runs of one permutation of the image's pixels drawn from `rng`."""
+    """n blank pages (the pool's per-channel minimum), page j with its own disjoint mark of `mark_size`
+    pixels at the per-channel maximum, drawn from `rng`."""
     channels, height, width = pool.image_shape
     low = pool.x.min(axis=(0, 2, 3)).astype(np.float32)
     high = pool.x.max(axis=(0, 2, 3)).astype(np.float32)
@@ -243,9 +201,8 @@ def marked_pages(pool: Pool, n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def add_canaries(pool: Pool, config: CanaryConfig | None) -> Pool:
-    """A new Pool: `pool`'s rows, then the canary rows; the test split, the per-channel mean and
-    std (the natural pool's) unchanged; the fingerprint recomputed as the loaders compute it
-    (`victims.pool.make_pool`). `pool` itself when there are no canaries."""
+    """A new Pool: `pool`'s rows, then the canary rows, with the natural pool's test split and
+    normalisation and a recomputed fingerprint; `pool` itself when there are no canaries."""
     if config is None:
         return pool
     check_fits(pool, config)

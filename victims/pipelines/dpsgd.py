@@ -1,38 +1,16 @@
 """`dpsgd`: the ConvNet trained on the members with opacus DP-SGD at a target (epsilon, delta).
 
-Built from opacus's parts rather than `PrivacyEngine.make_private`, whose sample rate (1 / number
-of batches) and divisor (dataset size x rate) would come from the run's actual member count,
-which is data under the membership plan. Here everything the accountant sees is public: with
-N = q * n_pool the plan's expected member count (`victims.base.expected_members`),
+Built from opacus's parts rather than `PrivacyEngine.make_private`, whose sample rate and divisor
+would come from the run's actual member count. Here all the accountant sees is public, from
+N = q * n_pool: Poisson batches at rate B / N, round(N / B) steps per epoch, per-example gradients
+clipped to C, summed, + N(0, sigma^2 C^2), divided by B (opacus's `DPOptimizer`); sigma from the
+accountant, and the recorded epsilon that of opacus's accountant for the steps taken.
 
-- Poisson batches: each member independently with probability B / N at every step
-  (`victims.dp.privacy.poisson_batches`: opacus's `UniformWithReplacementSampler`, the batch sampler
-  of its `DPDataLoader`, with an explicit step count: `DPDataLoader`'s length is int(N / B),
-  rounded down);
-- round(N / B) steps per epoch (at least one), `epochs` epochs;
-- per-example gradients from opacus's `GradSampleModule`, clipped to C, summed, plus
-  N(0, sigma^2 C^2) noise, divided by B by opacus's `DPOptimizer(expected_batch_size=B)`;
-- sigma from the accountant (`victims.dp.privacy.noise_multiplier_for`) so that these steps spend
-  the target epsilon; the recorded epsilon is that of opacus's accountant attached to the
-  optimizer's step hook, i.e. for the steps actually taken.
-
-So two runs of the same plan share their sample rate, steps, sigma and epsilon whatever their
-member counts (tests/contracts/test_victims.py). Empty Poisson batches happen and are stepped on (pure noise).
-
-Two options make the worst-case black-box design of Annamalai & De Cristofaro (NeurIPS 2024,
-"Nearly tight black-box auditing of differentially private machine learning"): an audit that sees
-only the final model gets closest to the accountant when nothing but the canary moves the model.
-
-- `--sampling full-batch`: noisy gradient descent, every member in every step (q = 1, `epochs`
-  steps), the noisy sum divided by N. The mechanism is then T compositions of the Gaussian
-  mechanism, G_{sqrt(T)/sigma}, whose curve the audit tests exactly (`audit.stats.mechanism`).
-- `--start pretrained`: every run starts from ONE network, fitted without privacy on the pool's
-  held-out test split (`Pool.x_test`: disjoint from the pool, so from every member and canary)
-  with a fixed seed (`pretrained_start`). DP-SGD's analysis holds for any start that does not
-  depend on the members, so the start may be chosen by the auditor; a fitted one leaves the
-  natural members' gradients small, so the canary's clipped gradient dominates each step. The run's
-  `test_accuracy` is then measured on the data the start was fitted to (not a held-out figure).
-"""
+Worst-case black-box design (Annamalai & De Cristofaro, NeurIPS 2024): `--sampling full-batch`
+(every member in every step, the sum divided by N: T compositions of the Gaussian mechanism,
+G_{sqrt(T)/sigma}, tested exactly by `audit.stats.mechanism`) and `--start pretrained` (every run
+from ONE network fitted without privacy on the pool's disjoint test split; DP-SGD's analysis holds
+for any start independent of the members). `test_accuracy` is then on the data the start saw."""
 
 from __future__ import annotations
 
@@ -97,8 +75,8 @@ class DPSGDPrivacy:
         return rate, self.steps if self.accounted_steps is None else self.accounted_steps
 
     def mechanism(self) -> dict:
-        """What the accountant composes (`victims.base.Observations.mechanism`): its steps at
-        (sigma, rate), the same figures its step hook is given: the claim a run's ε rests on."""
+        """What the accountant composes (`Observations.mechanism`): its steps at (sigma, rate), the claim
+        a run's epsilon rests on."""
         rate, steps = self.accounted()
         return gaussian_steps(noise_multiplier=self.noise_multiplier, sample_rate=rate, steps=steps)
 
@@ -165,10 +143,8 @@ class DPSGDVictim:
             poisson_rate(self.batch_size, pool, inclusion_rate)
 
     def prepare(self, pool: Pool, directory: Path, *, quiet: bool = False) -> DPSGDVictim:
-        """The victim whose runs the executor trains, prepared once per store in the process that
-        sends the runs out (`audit.pipeline.train_missing_runs`): with `--start pretrained`, a copy
-        carrying the start, fitted once into the store's `directory` / START_CACHE or read back from
-        it (`cached_start`), so no worker fits it again; itself otherwise."""
+        """The victim the executor trains, prepared once per store: with `--start pretrained`, a copy
+        carrying the start (`cached_start`), so no worker fits it again; itself otherwise."""
         if self.start != "pretrained":
             return self
         state = cached_start(self.net, pool, self.pretrain_steps, Path(directory) / START_CACHE, progress=not quiet)
@@ -184,8 +160,8 @@ class DPSGDVictim:
         return {name: value.clone() for name, value in carried.items()}
 
     def privacy(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> DPSGDPrivacy:
-        """Sample rate B/N, steps and sigma for N = q * n_pool, the plan's expected member count
-        (full-batch: rate 1, `epochs` steps, the sum divided by N)."""
+        """Sample rate B/N, steps and sigma for the public N = q * n_pool (full-batch: rate 1, `epochs`
+        steps, the sum divided by N)."""
         members = expected_members(pool, inclusion_rate)
         if self.sampling == "full-batch":
             sample_rate, steps, divisor = 1.0, self.epochs, members
@@ -199,8 +175,7 @@ class DPSGDVictim:
         return DPSGDPrivacy(sample_rate=sample_rate, steps=steps, noise_multiplier=sigma, batch_divisor=divisor)
 
     def release_dimension(self, pool: Pool) -> int:
-        """Coordinates of each noisy gradient sum (the ConvNet's parameters): what white-box gradient
-        canaries are placed in (`victims.dp.whitebox_canaries`)."""
+        """Coordinates of each noisy gradient sum (the ConvNet's parameters), for white-box gradient canaries."""
         net = build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes)
         return sum(p.numel() for p in net.parameters())
 
@@ -282,10 +257,9 @@ class DPSGDVictim:
         return poisson_batches(n, plan.sample_rate, plan.steps, generator=generator)
 
     def optimizer(self, model, plan: DPSGDPrivacy, *, generator: torch.Generator, probe: CanaryProbe | None):
-        """opacus's DPOptimizer over `model`'s parameters: clip to C, sum, add N(0, sigma^2 C^2),
-        divide by B (N for full-batch). With a white-box `probe`, its noise step is wrapped in the probe's two calls
-        (`victims.dp.privacy.gaussian_release` does the same for the other DP victims), and gradient
-        canaries join the per-example gradients before clipping (`CanaryProbe.per_example_rows`)."""
+        """opacus's DPOptimizer over `model`'s parameters: clip to C, sum, add N(0, sigma^2 C^2), divide by
+        B (N for full-batch). A white-box `probe` wraps its noise step as `gaussian_release` does, and
+        gradient canaries join the per-example gradients before clipping."""
         from opacus.optimizers import DPOptimizer
 
         optimizer = DPOptimizer(
@@ -361,15 +335,10 @@ def public_split_fingerprint(pool: Pool) -> str:
 def cached_start(
     net_config: NetConfig, pool: Pool, steps: int, directory: Path, *, progress: bool = False
 ) -> dict[str, torch.Tensor]:
-    """`pretrained_start`, fitted once and read back after: `directory` (a store's `START_CACHE`)
-    keeps `pretrained_start-<key>.pt`, the key a hash of everything the start depends on (the
-    network, the public split and the normalisation, the steps, seed and learning rate; not the
-    members, the canaries or the master seed), beside a .json recording the file's sha256. Where the
-    store has none, a sibling store's (a store in the same runs directory, with the same key and a
-    file that matches its sha256, e.g. another seed's replicate) is copied in, so a design is fitted
-    once per runs directory; else it is fitted here. A file of the store's own whose sha256 is not
-    the one recorded is refused (ValueError naming it): the runs of a store must all start from the
-    start it was fitted with. `progress`: a bar while it fits."""
+    """`pretrained_start`, fitted once per runs directory: `directory` keeps `pretrained_start-<key>.pt`,
+    the key a hash of all the start depends on (never the members, canaries or master seed), beside
+    its sha256; a matching sibling store's file is copied in. A file of the store's own whose sha256
+    is not the recorded one is refused (ValueError naming it). `progress`: a bar while it fits."""
     identity = json.dumps(
         [
             dataclasses.asdict(net_config),
@@ -419,17 +388,14 @@ def _checked_start(path: Path, record: Path) -> bytes | None:
 
 
 def pretrained_start(net_config: NetConfig, pool: Pool, steps: int) -> dict[str, torch.Tensor]:
-    """The state of the pretrained start: `net_config`'s network seeded with PRETRAIN_SEED and
-    fitted by `steps` full-batch Adam steps (lr PRETRAIN_LR, cross-entropy) to the pool's test split
-    only, on the CPU, so the same for every run, worker and device. Fitted once per process and
-    pool, and copied for each run."""
+    """The pretrained start's state: `net_config`'s network seeded with PRETRAIN_SEED, fitted by `steps`
+    full-batch Adam steps to the pool's test split only, on the CPU. Once per process and pool."""
     return {name: value.clone() for name, value in _fitted_start(net_config, pool, steps).items()}
 
 
 def _canary_gradients(net: torch.nn.Module, pool: Pool, device: str):
     """For record canaries under white-box: a callable giving each canary's cross-entropy gradient
-    [n, dim] at the net's current parameters, through a copy of the net made before opacus hooks
-    it (torch.func cannot run through opacus's hooks). None otherwise."""
+    [n, dim] at the net's current parameters (through a copy made before opacus hooks it); else None."""
     spec = pool.white_box
     if spec is None or spec.gradient:
         return None
