@@ -1,44 +1,15 @@
 """`cgan` and `dpcgan`: a conditional DCGAN-style GAN trained on the members, and its DP variant.
 
-The release is the generator. The downstream ConvNet is trained on `ipc` generated images per
-class (stored as the run's `release_x`/`release_y`, pixel scale), so the loss, LiRA and DCR
-attacks apply to it as to every other victim. Because the GAN-Leaks attacks need the generator
-itself, and models are not kept, the run also reconstructs every pool example with it (the
-searches of `victims.latent_search`; `attacks.ganleak` scores the losses) and stores one
-reconstruction loss per attack: `fbb` (nearest of `fbb_samples` generated samples of the class),
-`pbb` (scipy's Powell over the latent code; only the first `pbb_examples` pool examples, NaN for
-the others) and `wb` (Adam on the latent code).
-Reconstruction is the attacker's work: it never feeds back into the release or the model.
+The release is the generator: the downstream ConvNet trains on `ipc` generated images per class,
+and every pool example is reconstructed with the generator for the GAN-Leaks attacks (`fbb`,
+`pbb`, `wb`: `victims.latent_search`, scored by `attacks.ganleak`), the attacker's work, never fed
+back. Training: `steps` alternating non-saturating updates, Adam (beta1 0.5) for both nets.
 
-GAN training: `steps` alternating updates with the non-saturating loss, Adam at `lr` with
-beta1 = 0.5 for both nets; the critic sees real member batches of `batch_size` (drawn with
-replacement) and as many fakes with the same labels; the generator steps on fakes of random
-classes. `dpcgan` trains the critic by DP-SGD instead (DP-CGAN, Torkzadehmahani et al., 2019):
-Poisson batches of the members at rate B/N, each real example paired with one fake of its class,
-the pair's gradient (torch.func per-sample gradients) clipped to `max_grad_norm`, summed, with
-N(0, sigma^2 C^2) noise, divided by B; sigma comes from opacus's accountant so that the `steps`
-noisy updates spend the target epsilon. The generator only ever sees the critic, so the
-released generator, its samples and everything derived from them are (epsilon, delta)-DP.
-N is the plan's expected member count q * n_pool (`victims.base.expected_members`), never the
-run's actual count: each member enters each batch with probability B/N, and the rate, sigma and
-the recorded epsilon are public, the same for every run of the plan, as the add/remove
-accounting requires.
-
-Cost with the defaults, full digits pool (1,500 images, ~750 members), one torch thread on a
-2-core machine shared with other jobs (`python bench/ganleak.py speed`): 11.8 s per run (sd 1.8,
-3 runs), of which GAN training 5.7 s; per 1,000 reconstructions fbb 0.18 s, wb 1.2 s (batched),
-pbb 77 s (scipy's Powell, one example at a time: 2 searches x 60 generator calls), hence
-pbb's default of 30 examples (~2.3 s).
-
-A small member set: GAN-Leaks needs a generator that memorises its training images, which the
-digits GAN does for 50 members (a 100-image pool) far better than for the ~750 of the full pool
-(see the README). Audit a small pool instead (`--dataset` with a .npz of a class-balanced
-subset of the pool, as `victims.data.write_class_balanced_subset` writes), so that every member
-is in the training set: training on a per-run random subset of the members would make "member" a
-mixture of used and unused images, and the per-example IN fits of LiRA and the calibration would
-blur (16 runs with 10 of ~75 members per class used: ganleak_lira AUC 0.50 pooled, 0.52 on the
-used members).
-"""
+`dpcgan` trains the critic by DP-SGD (DP-CGAN, Torkzadehmahani et al., 2019): Poisson batches at
+the public rate B/N (N = q * n_pool), each real example paired with one fake of its class, the
+pair's gradient clipped to C, summed, + N(0, sigma^2 C^2), divided by B; sigma from opacus's
+accountant. The generator only sees the critic, so it and all derived from it are (epsilon,
+delta)-DP by post-processing. GAN-Leaks needs a small member set (docs/results/generators.md)."""
 
 from __future__ import annotations
 
@@ -82,10 +53,8 @@ from victims.synthetic import ReleasesData
 
 @dataclass(frozen=True)
 class GanLeaksSearch(ReleasesData):
-    """The settings of the GAN-Leaks reconstructions every generator victim's run stores
-    (`reconstruct`; the attacker's work, never fed back into the release). A generator victim
-    inherits them, so they are the same flags for every generator, and its runs store the losses
-    (`stores_recon_loss`: `audit.ganleak` audits it)."""
+    """The settings of the GAN-Leaks reconstructions every generator victim's run stores (`reconstruct`),
+    the same flags for every generator; its runs store the losses (`stores_recon_loss`)."""
 
     stores_recon_loss: ClassVar[bool] = True
 
@@ -194,9 +163,8 @@ class CGANVictim(GanLeaksSearch):
         inclusion_rate: float = DEFAULT_INCLUSION_RATE,
         probe: CanaryProbe | None = None,
     ) -> dict:
-        """Train both nets on (x, y) in model space; returns the Observations' privacy fields
-        (`dpcgan`: calibrated to the plan's expected member count, `inclusion_rate` * n_pool;
-        with a white-box `probe`, its observations too)."""
+        """Train both nets on (x, y) in model space; returns the Observations' privacy fields (with a
+        white-box `probe`, its observations too)."""
         opt_gen = torch.optim.Adam(gen.parameters(), lr=self.lr, betas=(0.5, 0.999))
         opt_critic = torch.optim.Adam(critic.parameters(), lr=self.lr, betas=(0.5, 0.999))
         private = self.private_critic_step(x, y, pool=pool, inclusion_rate=inclusion_rate, probe=probe)
@@ -267,9 +235,8 @@ class DPCGANVictim(CGANVictim):
         poisson_rate(self.batch_size, pool, inclusion_rate)
 
     def noise(self, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> tuple[float, float]:
-        """(noise multiplier sigma, Poisson rate B/N) for N = q * n_pool, the plan's expected member
-        count (public: never the run's actual count): sigma is opacus's, calibrated so that `steps`
-        noisy critic updates at rate B/N spend the target epsilon."""
+        """(noise multiplier sigma, Poisson rate B/N) for the public N = q * n_pool: sigma is opacus's, so
+        that `steps` noisy critic updates spend the target epsilon."""
         rate = poisson_rate(self.batch_size, pool, inclusion_rate)
         sigma = noise_multiplier_for(
             epsilon=self.epsilon, delta=self.delta, sample_rate=rate, steps=self.steps, accountant=self.accountant
@@ -327,11 +294,9 @@ class DPCGANVictim(CGANVictim):
 def observe_generator(
     victim, gen: nn.Module, pool: Pool, *, generator: torch.Generator, device: str, **privacy
 ) -> Observations:
-    """What a run of a generator victim (`cgan`, `dpcgan`, `dpkernel`, `datalens`) leaves, from its
-    trained generator `gen`: `victim.ipc` generated images per class as the release, the downstream
-    ConvNet trained on them and observed on the pool, and the GAN-Leaks reconstruction losses of
-    every pool example (`reconstruct`); `privacy` (formal_epsilon, delta) is passed on.
-    `victim` is the configuration: ipc, train, latent_dim and the reconstruction fields of `cgan`."""
+    """What a generator victim's run leaves from its trained `gen`: `victim.ipc` generated images per
+    class as the release, the downstream ConvNet trained on them and observed, and every pool
+    example's GAN-Leaks losses (`reconstruct`); `privacy` is passed on."""
     gen.eval()
     labels = torch.arange(pool.n_classes, device=device).repeat_interleave(victim.ipc)
     with torch.no_grad():
@@ -355,10 +320,8 @@ def observe_generator(
 def reconstruct(
     victim, gen: nn.Module, pool: Pool, *, generator: torch.Generator, device: str
 ) -> dict[str, np.ndarray]:
-    """The three GAN-Leaks reconstruction losses of every pool example under `gen` (pixel scale),
-    float32 [n_pool] each, with the search settings of `victim` (fbb_samples, latent_dim,
-    pbb_starts, pbb_examples, pbb_evaluations, prior_weight, wb_steps, wb_lr, wb_optimizer); `pbb`
-    is NaN beyond its first `pbb_examples` examples."""
+    """The three GAN-Leaks reconstruction losses of every pool example under `gen` (pixel scale), float32
+    [n_pool] each, with `victim`'s search settings; `pbb` is NaN beyond its first `pbb_examples`."""
     x = torch.tensor(pool.x, device=device)
     y = torch.tensor(pool.y, device=device)
     fbb, codes = fbb_losses(victim, gen, x, y, n_classes=pool.n_classes, generator=generator)
@@ -417,11 +380,10 @@ def noisy_pair_gradient(
     generator: torch.Generator,
     probe: CanaryProbe | None = None,
 ) -> list[torch.Tensor]:
-    """The Gaussian mechanism on a Poisson batch of real examples, each paired with one fake of
-    its class: (sum over pairs of the critic-loss gradient softplus(-D(real)) + softplus(D(fake)),
-    each pair's clipped to norm C, + N(0, sigma^2 C^2)) / B, one tensor per critic parameter.
-    A real example enters exactly one pair, so the sum moves by at most C when it is added or
-    removed. An empty batch gives pure noise."""
+    """The Gaussian mechanism on a Poisson batch of real examples, each paired with one fake of its class:
+    (sum of each pair's critic-loss gradient clipped to C, + N(0, sigma^2 C^2)) / B per critic
+    parameter. A real example enters one pair, so the sum moves by at most C under add/remove. An
+    empty batch gives pure noise."""
     params = dict(critic.named_parameters())
     if len(real):
         weights = {name: p.detach() for name, p in params.items()}

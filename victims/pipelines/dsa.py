@@ -1,20 +1,10 @@
 """`dsa` and `dc`: dataset condensation by gradient matching (Zhao, Mopuri & Bilen, ICLR 2021),
 with (`dsa`, Zhao & Bilen, ICML 2021) or without (`dc`) differentiable siamese augmentation.
 
-Every iteration draws a fresh ConvNet; for each of `outer` loops, the images of every class take
-one SGD step on the layer-wise cosine distance (`victims.condensation.matching`, shared with PSG) between the
-network's gradient on the synthetic images of the class and its gradient on a random batch of
-that class's members, both after the same augmentation; then (except after the last loop) the
-network takes `inner` SGD steps on the synthetic set. The reference's loop counts by images per
-class are (outer, inner) = (1, 1) at 1, (10, 50) at 10 and (50, 10) at 50; the defaults here are
-sized for digits on one CPU thread (bench/condense.py).
-
-Packed runs (`--runs-per-task K`): `DSAVictim.condense_packed` condenses the K runs' sets as one
-computation (grouped matching networks, one image step and one inner step for all K), each run
-drawing from its own generator what it draws alone. Operators per run on digits at the digits preset
-(`python bench/ops.py --victim dsa --packs 1 8`): 138,656 alone, 9,818 in a pack of 8 (0.071; 0.937
-when the pack condensed its runs in turn).
-"""
+Every iteration draws a fresh ConvNet; in each of `outer` loops every class's images take one SGD
+step on the layer-wise cosine distance (`victims.condensation.matching`) between the network's
+gradients on them and on a batch of the class's members, both augmented alike; then the network
+takes `inner` SGD steps on the synthetic set. Defaults sized for digits on one CPU thread."""
 
 from __future__ import annotations
 
@@ -69,11 +59,10 @@ class DSAVictim(CondensationVictim):
 
     @classmethod
     def preset_values(cls, values: Mapping[str, Any]) -> dict:
-        """digits: 6 networks x 4 image updates, 3 network steps between, image learning rate 1,
-        32 real images per class (sized for one CPU thread; bench/condense.py). paper: the
-        DatasetCondensation reference's main.py, 1,000 networks, (outer, inner) loops by images
-        per class (`REFERENCE_LOOPS`), image learning rate 0.1, 256 real images per class (its
-        ConvNet is width 128: add --net-width 128; scale the networks with --iterations)."""
+        """digits: 6 networks x 4 image updates, 3 network steps between, image learning rate 1, 32 real
+        images per class. paper: the DatasetCondensation reference's main.py: 1,000 networks, loops by
+        images per class (`REFERENCE_LOOPS`), image learning rate 0.1, 256 real images per class (width
+        128: add --net-width 128)."""
         if values["preset"] == "paper" and values["ipc"] >= 1:  # ipc < 1: __post_init__ names it
             outer, inner = REFERENCE_LOOPS[max(k for k in REFERENCE_LOOPS if k <= values["ipc"])]
             return {"iterations": 1000, "outer": outer, "inner": inner, "lr_images": 0.1, "batch_real": 256}
@@ -129,44 +118,17 @@ class DSAVictim(CondensationVictim):
     def condense_packed(
         self, images: torch.Tensor, labels: torch.Tensor, members: list[Members], *, pool: Pool, runs: SeededRuns
     ) -> torch.Tensor:
-        """`condense` of K runs as one computation: each iteration's K matching ConvNets as one
-        `GroupedNets`, the K synthetic sets as the one leaf [K, S, C, H, W] of one SGD (elementwise,
-        so each run's step is its own), every image update and inner step one computation for all K.
+        """`condense` of K runs as one computation: each iteration's K ConvNets as one `GroupedNets`, the K
+        synthetic sets one leaf [K, S, C, H, W] of one SGD, every image update and inner step one
+        computation for all K. Each run draws from its own generator and global-RNG stream what `condense`
+        draws, in its order. Short real batches are padded and weighted 1/n_k (0 on padding), so each
+        run's loss is its own mean; synthetic gradients of all classes come from a second `GroupedNets`
+        of K * n_classes copies. A set with unequal classes, or a run missing a class, is condensed run by
+        run. The release equals the unpacked one up to float order (tests/victims/test_dsa_packed.py).
 
-        Each run draws from its own generator exactly what `condense` draws, in its order: per class
-        its siamese seed (with `dsa`) and then its real batch (`Members.batch`'s randperm), per inner
-        step its seed; each iteration's ConvNet from its own global-RNG stream (`reinitialise` draws
-        what `build_net` draws). The augmentations of all K runs are one `augment_runs` call: each
-        run's real batch and synthetic images of a class get what `augment` gives them alone.
-
-        Real gradients: one grouped forward and backward pass per class for the K runs, [K, B, ...].
-        A run with fewer than `batch_real` members of a class takes all of them, so the K batches of
-        a class can differ in size; they are padded to the largest (zero images) and the per-example
-        losses weighted 1/n_k (0 on padding), so run k's loss is still the mean over its own n_k
-        real images and its gradient its own (the padding contributes exactly zero). Padding rather
-        than a fallback to the runs in turn: at the paper preset's 256 real images per class every
-        class of a small dataset is short in every run, and the pack would never advance together.
-        Synthetic gradients: all classes of all K runs in one pass, on a second `GroupedNets` of
-        K * n_classes copies of the K nets (group k * n_classes + c is run k's net, fed run k's images
-        of class c), so one `autograd.grad(..., create_graph=True)` gives every class's gradient of
-        every run apart; its weights are copied from the K nets before every image update. The real
-        side stays per class: its batches are far larger than the synthetic set, and all classes at
-        once would hold n_classes times the activations. The layer-wise distance is summed over
-        classes and runs by reshaping each layer into rows of output units, as `generate_packed` of
-        `victims.pipelines.psg` does.
-
-        A set whose classes hold different numbers of synthetic images, or a run with no member of a
-        class (whose gradient alone is NaN), is condensed run by run instead, exactly as alone.
-
-        So a packed run draws what it draws alone, and its release equals the unpacked one up to the
-        order of float sums (grouped convolutions, the weighted mean), which gradient matching
-        carries through every image step (tests/victims/test_dsa_packed.py measures it).
-
-        Long because it is one numerical loop (iterations, outer steps, inner steps) whose parts share
-        the pack's state: the two grouped nets and their matched weights, the row counts, the real
-        batches, the seeds drawn per class and run, the image and net optimisers; split into
-        functions, each part would take a dozen of them, and the order of the draws, which the
-        equality with the runs alone rests on, would be spread over several functions."""
+        Long because it is one numerical loop whose parts share the pack's state (two grouped nets, row
+        counts, real batches, seeds, both optimisers); the order of the draws, which the equality with
+        the runs alone rests on, is easiest to check in one place."""
         k, n_classes = len(members), pool.n_classes
         per_class = torch.bincount(labels, minlength=n_classes).tolist()
         counts = [[min(self.batch_real, len(m.by_class[c])) for m in members] for c in range(n_classes)]
@@ -265,11 +227,9 @@ class DCVictim(DSAVictim):
 
 
 class _RealBatches:
-    """The real batches of every class of K runs (`DSAVictim.condense_packed`), gathered from the
-    runs' members together: `counts[c][k]` images of class c for run k (`Members.batch`'s size),
-    class-major then run in `gather`'s flat result, and by class as [K, B_c, ...] (padded to the
-    largest of the class's K batches, with per-example `weights` 1/n_k and 0 on padding; None where
-    the K batches of the class are of one size)."""
+    """The real batches of every class of K runs, gathered together: `counts[c][k]` images of class c
+    for run k, class-major in `gather`'s result, and per class as [K, B_c, ...] padded, with
+    `weights` 1/n_k and 0 on padding (None where the class's batches are of one size)."""
 
     def __init__(self, members: list[Members], counts: list[list[int]], *, device: torch.device) -> None:
         self.k, self.counts = len(members), counts
@@ -314,7 +274,6 @@ class _RealBatches:
 
 @torch.no_grad()
 def _copy_per_class(grouped: GroupedNets, by_class: GroupedNets, n_classes: int) -> None:
-    """Every group k * n_classes + c of `by_class` set to net k of `grouped` (their parameters are
-    listed in the same order, each a run-major stack of blocks)."""
+    """Every group k * n_classes + c of `by_class` set to net k of `grouped`."""
     for source, target in zip(grouped.parameters(), by_class.parameters()):
         target.view(grouped.k, n_classes, -1).copy_(source.view(grouped.k, 1, -1))

@@ -1,55 +1,16 @@
-"""`mst`: MST (McKenna, Miklau and Sheldon 2021, "Winning the NIST contest: a scalable and general
-approach to differentially private synthetic data"), with its selection and its Gaussian
-measurements written here and its estimation by private-pgm's engine (mbi 2.0, on JAX).
+"""`mst`: MST (McKenna, Miklau and Sheldon 2021, "Winning the NIST contest"), its selection and
+Gaussian measurements written here, its estimation by private-pgm's engine (mbi 2.0, on JAX).
 
-On the schema's discrete domain (`Schema.codes`: k columns, the features then the label):
-
-1. **Budget.** The claimed (ε, δ) becomes a zCDP budget ρ by the standard conversion of Bun and
-   Steinke 2016 (Prop. 1.3: ρ-zCDP implies (ρ + 2√(ρ ln 1/δ), δ)-DP), inverted:
-   ρ = (√(ln 1/δ + ε) - √(ln 1/δ))² (`zcdp_rho`). The recorded `formal_epsilon` is that
-   conversion of the ρ the three steps below spend (`zcdp_epsilon`): ε again, up to rounding.
-2. **One-way marginals** (ρ/3): every column's count vector plus N(0, σ₁²) per cell. Under adding or
-   removing one record a count vector changes in one cell by 1 (L2 sensitivity 1), so one
-   measurement is 1/(2σ₁²)-zCDP and the k of them spend ρ/3 at σ₁ = √(3k / (2ρ)).
-3. **Selection** (ρ/3): a maximum spanning tree over the columns, grown one edge at a time among
-   the pairs that join two components (Kruskal's order), each edge drawn by the exponential
-   mechanism with quality the L1 distance between the pair's true member counts and the counts the
-   one-way measurements alone imply (the product of the noisy marginals, each projected onto the
-   simplex at the noisy total: the model mbi would fit to them). The quality moves by at most 1
-   when a record comes or goes (one cell of the true counts; the estimate is post-processing), so
-   each draw at ε_EM is ε_EM-bounded-range, hence ε_EM²/8-zCDP (Cesar and Rogers 2021), and the
-   k - 1 draws spend ρ/3 at ε_EM = √(8ρ / (3(k - 1))). private-pgm draws them by permute-and-flip;
-   here by the exponential mechanism (Gumbel-max), for which the bounded-range bound is proven.
-4. **Two-way marginals** (ρ/3): the chosen pairs' count tables plus N(0, σ₂²), σ₂ = √(3(k - 1) / (2ρ)).
-5. **Estimation and sampling** (post-processing): mbi's MirrorDescent fits a graphical model to all
-   the measurements; `known_total` is None, so mbi estimates the total from the noisy measurements
-   themselves. The run's true member count is never passed: under add/remove the exact row count
-   is itself a leak (it tells whether one record is in). `rows` records are drawn from the model
-   (randomised rounding, numpy's global generator seeded by the run and put back) and each cell is
-   mapped to a value (`Schema.from_codes`: a number uniform in its bin).
-
-Nothing here needs a member count, so nothing calibrates to `expected_members`. Left out of
-private-pgm's MST: the domain compression (merging values whose noisy count is below 3σ₁), which
-the small public domains of the embedded tables do not need.
-
-`selection`: "private" (the default) is MST as above. Its release is not a composition of
-Gaussians (the exponential-mechanism draws are part of it), so it records no `mechanism` and the
-audit does not test its own curve. "public" fixes the tree in advance from the schema alone (the
-label joined to every feature) and spends ρ equally on the 2k - 1 measurements (k one-way, k - 1
-two-way), σ = √((2k - 1) / (2ρ)) each: the whole release is then 2k - 1 Gaussian measurements of
-sensitivity 1, exactly the Gaussian mechanism G_μ with μ = √(2k - 1)/σ, recorded as
-`mechanism` {noise_multiplier σ, sample_rate 1.0, steps 2k - 1} (`audit.stats.mechanism`).
-
-mbi and JAX are imported inside the run (importing the victims must not import JAX), with JAX's
-persistent compilation cache off (mbi's advice). JAX compiles the estimation and mbi's sampler once
-per distinct set of cliques in each process: a Ray worker pays it on its first run, and the private
-selection again on every run whose tree that worker has not met. Measured on fair (2 cores shared
-with other work, `audit.lira --dataset fair --n-shadow 16 --epsilon 1`, runs' wall_s including the
-downstream classifier): `--selection public` 21-23 s for each worker's first run, then 1.2-1.8 s
-(audit 57 s); `--selection private` 8-29 s per run, mean 17 s (audit 170 s), almost all of it
-compilation (one release timed alone: estimation 7.8 s and sampling 2.4 s on a new tree, 0.02 s
-each once compiled).
-"""
+On the schema's discrete domain (k columns): the claimed (epsilon, delta) becomes a zCDP budget rho
+(Bun and Steinke 2016, Prop. 1.3, inverted), split in thirds: one-way marginals + N(0, sigma_1^2)
+(L2 sensitivity 1 each, 1/(2 sigma^2)-zCDP); a maximum spanning tree whose k - 1 edges are drawn
+by the exponential mechanism with a sensitivity-1 quality, each epsilon_EM-bounded-range, hence
+epsilon_EM^2/8-zCDP (Cesar and Rogers 2021); the tree's two-way marginals + N(0, sigma_2^2).
+Estimation (mbi's MirrorDescent, no known total: the exact row count would leak) and sampling are
+post-processing. Nothing calibrates to a member count. Left out of private-pgm's MST: domain
+compression. `selection` "public" fixes the tree from the schema and spends rho on 2k - 1
+Gaussian measurements, exactly G_mu with mu = sqrt(2k - 1)/sigma, recorded as its `mechanism`;
+"private" records none. mbi and JAX are imported inside the run."""
 
 from __future__ import annotations
 
@@ -97,7 +58,7 @@ class Budget:
 
 
 def mst_budget(rho: float, columns: int, selection: str) -> Budget:
-    """The split of ρ over `columns` one-way and `columns` - 1 two-way measurements (module docstring)."""
+    """The split of rho over `columns` one-way and `columns` - 1 two-way measurements."""
     k = columns
     if selection == "public":
         sigma = math.sqrt((2 * k - 1) / (2.0 * rho))
@@ -118,9 +79,8 @@ def project_to_simplex(v: np.ndarray, total: float) -> np.ndarray:
 
 
 def independent_estimate(one_way: list[np.ndarray], sigma: float) -> list[np.ndarray]:
-    """Each column's marginal under the model fit to the one-way measurements alone: the noisy
-    total (inverse-variance weighted over the columns, as mbi estimates it) and every noisy
-    marginal projected onto the simplex at that total."""
+    """Each column's marginal under the model fit to the one-way measurements alone: every noisy marginal
+    projected onto the simplex at the noisy total (inverse-variance weighted, as mbi estimates it)."""
     weights = np.array([1.0 / (sigma**2 * len(y)) for y in one_way])
     total = max(1.0, float(np.average([y.sum() for y in one_way], weights=weights)))
     return [project_to_simplex(y, total) for y in one_way]
@@ -179,7 +139,7 @@ def seeded_numpy(seed: int):
 @register_victim("mst")
 @dataclass(frozen=True)
 class MST(TableRelease):
-    """MST at (ε, δ): Gaussian one-way and spanning-tree two-way marginals, mbi's model sampled (module docstring)."""
+    """MST at (epsilon, delta): Gaussian one-way and spanning-tree two-way marginals, mbi's model sampled."""
 
     epsilon: float = field(default=1.0, metadata={"help": "target epsilon (DP victims)"})
     delta: float = field(default=1e-5, metadata={"help": "target delta (DP victims)"})
