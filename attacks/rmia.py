@@ -1,45 +1,18 @@
 """RMIA (Zarifzadeh, Liu, Shokri and Shokri, "Low-Cost High-Power Membership Inference Attacks",
 ICML 2024): a pairwise likelihood-ratio test of an example against a population.
 
-RMIA compares how much the target model prefers x over a reference prediction with how much it
-prefers the population examples z over theirs. With p_t(x) the target's true-label softmax
-probability of x (p = expit(phi), phi the logit-scaled confidence of `attacks.lira.
-logit_confidence`) and Pr(x) the reference probability of x, per target t and query view v:
+With p_t(x) the target's true-label probability (expit of `attacks.lira.logit_confidence`) and
+Pr(x) the reference probability, per target t and query view v:
 
-    r_t(x)          = p_t(x) / Pr(x)                                   (likelihood ratio of x)
+    r_t(x)          = p_t(x) / Pr(x)
     score_t,v(x)    = |{z in Z : r_t(x) > gamma * r_t(z)}| / |Z|      (strict, gamma >= 1)
     score_t(x)      = mean over views v of score_t,v(x)
 
-so an example scores high when the target model raises its probability above the reference
-runs' by more than it does for most of the population. With gamma >= 1 the comparison of x with
-itself never counts. The count is taken over the sorted ratios with `np.searchsorted`
-(O(n log n) per target and view, not O(n^2)).
-
-Reference probability Pr(x), over the target's shadows (its reference runs, `shadows` [T, R]):
-
-* online (`rmia_online`): Pr(x) = mean of p(x) over all the target's shadow runs, IN and OUT
-  alike (with independent fair coins that mean estimates (P_in(x) + P_out(x)) / 2, the paper's
-  online Pr(x));
-* offline (`rmia_offline`): Pr(x) = ((1 + a) * P_out(x) + (1 - a)) / 2, P_out(x) the mean of
-  p(x) over the shadow runs in which x is OUT, by the paper's linear approximation
-  P_in(x) ~ a * P_out(x) + (1 - a). An example with no OUT shadow takes the mean of P_out over
-  the examples that have one (same target, same view).
-
-Design notes.
-
-* The population Z is the whole pool, all n examples, for every target. The paper draws Z from
-  population data known to be non-members of the target; here that would mean choosing Z by the
-  target's coins. Taking the whole pool keeps every score a function of the target's outputs and
-  the reference runs only (public coins), never of a coin the target is judged on, which is what
-  keeps the one-run ε bound of `audit.stats.epsilon` valid. Members in Z cost power (a member is also
-  ranked against other members), never validity.
-* `a` (offline) is a parameter; when None, `fit_offline_a` fits it per target on the target's
-  reference runs: a = (1 - mean p over IN observations) / (1 - mean p over OUT observations),
-  pooled over all examples and views of those runs (the mean of P_in = a P_out + 1 - a over the
-  pool), clipped to [0, 1]. The paper tunes a on reference models too; this uses the reference
-  runs' IN observations of the pool (their coins are public), never a target's coins. Offline
-  therefore uses the IN shadows only through this one number per target.
-"""
+Pr(x) comes from the target's reference runs only: the mean of p(x) over all of them (online), or
+((1 + a) P_out(x) + (1 - a)) / 2 (offline, the paper's linear approximation). The population Z is
+the whole pool for every target (the paper's Z is known non-members, which would mean choosing Z
+by the target's coins): so every score is a function of the target's outputs and public coins,
+as the one-run epsilon bound of `audit.stats.epsilon` requires. Members in Z cost power, not validity."""
 
 from __future__ import annotations
 
@@ -52,10 +25,8 @@ _MIN_PR = np.finfo(np.float64).tiny  # keeps Pr(x) = 0 (probabilities that under
 
 
 def _check_inputs(stats: np.ndarray, keep: np.ndarray, shadows: np.ndarray, targets=None) -> np.ndarray | None:
-    """The shapes every shadow-calibrated attack checks (`attacks.lira.check_shadow_inputs`: stats
-    [R, n, Q], keep [R, n], shadows [T, R] with a shadow per target), plus, given targets, one row
-    of `shadows` per target and no target among any target's shadows.
-    Returns the targets as an int array."""
+    """The shapes of `attacks.lira.check_shadow_inputs`, plus, given targets, one row of `shadows` per
+    target and no target among any target's shadows. Returns the targets as an int array."""
     check_shadow_inputs(stats, keep, shadows)
     if targets is None:
         return None
@@ -97,9 +68,8 @@ def _relative_scores(p_target: np.ndarray, pr: np.ndarray, gamma: float) -> np.n
 
 def rmia_online(stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.ndarray, gamma: float = 1.0) -> np.ndarray:
     """Online RMIA scores [T, n] in [0, 1]: Pr(x) = mean of p(x) over all the target's shadow runs.
-
-    stats [R, n, Q] (`logit_confidence`), keep bool [R, n] (used only to check shapes: online
-    RMIA needs no coin at all), `shadows` bool [T, R] each target's reference runs."""
+    stats [R, n, Q] (`logit_confidence`), keep bool [R, n] (shapes only: online RMIA needs no coin),
+    `shadows` bool [T, R]."""
     targets = _check_inputs(stats, keep, shadows, targets)
     gamma = _check_gamma(gamma)
     p = expit(stats)
@@ -108,10 +78,9 @@ def rmia_online(stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.nda
 
 
 def fit_offline_a(stats: np.ndarray, keep: np.ndarray, shadows: np.ndarray) -> np.ndarray:
-    """a [T] of offline RMIA, per target from its shadow runs only:
-    (1 - mean p over IN observations) / (1 - mean p over OUT observations), pooled over all
-    examples and views, clipped to [0, 1]. ValueError if a target's shadows hold no IN (or no
-    OUT) observation."""
+    """a [T] of offline RMIA, per target from its shadow runs only: (1 - mean p over IN observations) /
+    (1 - mean p over OUT observations), pooled over examples and views, clipped to [0, 1]. ValueError
+    if a target's shadows hold no IN (or no OUT) observation."""
     _check_inputs(stats, keep, shadows)
     q = stats.shape[2]
     miss = expit(-stats)  # 1 - p, without the cancellation of 1 - expit(phi) for confident models
@@ -136,9 +105,9 @@ def fit_offline_a(stats: np.ndarray, keep: np.ndarray, shadows: np.ndarray) -> n
 def rmia_offline(
     stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.ndarray, gamma: float = 1.0, a=None
 ) -> np.ndarray:
-    """Offline RMIA scores [T, n] in [0, 1]: Pr(x) = ((1 + a) P_out(x) + (1 - a)) / 2, P_out(x)
-    the mean of p(x) over the target's OUT shadows (the mean over the examples that have one where
-    x has none). `a` is a number in [0, 1] or one per target; None fits it with `fit_offline_a`."""
+    """Offline RMIA scores [T, n] in [0, 1]: Pr(x) = ((1 + a) P_out(x) + (1 - a)) / 2, P_out(x) the mean
+    of p(x) over the target's OUT shadows (over the examples that have one where x has none). `a` in
+    [0, 1], one per target, or None: `fit_offline_a`."""
     targets = _check_inputs(stats, keep, shadows, targets)
     gamma = _check_gamma(gamma)
     if a is None:

@@ -1,23 +1,11 @@
 """What the dataset-condensation victims (`dm`, `dsa`, `dc`, `kip`) share.
 
-A condensation victim learns `ipc` synthetic images per class from the members, starting either
-from real member images (`--init real`, the setting of the original DC/DM/KIP code; the chosen
-images are recorded as `init_idx`, so they are audited as their own sub-group) or from Gaussian
-noise (`--init random`). The release is the synthetic set (stored with the run); the downstream
-ConvNet is trained on it with the shared trainer and observed on the whole pool, exactly as the
-`subset` baseline of the same size is.
-
-Each family only supplies `condense(images, labels, members)`: the optimisation of the images.
-
-Members per class: under the plan of independent coins (`shadow_runs.plan`) a run has
-Binomial(class size, q) members of each class, not a fixed half. `check_ipc` refuses an `ipc`
-that a run could plausibly not supply (more than 4 standard deviations below the expected
-count of the smallest class); a run that nonetheless has fewer than `ipc` members of a class
-raises a ValueError naming the class and the counts when it needs `ipc` real images of it
-(`--init real`, and `subset`) rather than release a smaller or unbalanced set. With
-`--init random` no member image is copied into the release and the per-class batches simply
-take all the members a class has, so such a run goes ahead.
-"""
+A condensation victim learns `ipc` synthetic images per class from the members, starting from
+real member images (`--init real`, recorded as `init_idx` and audited as their own sub-group) or
+Gaussian noise (`--init random`), and its downstream ConvNet is trained and observed as `subset`'s
+is. Each family supplies `condense`. A run's class counts are Binomial under the plan:
+`check_ipc` refuses an `ipc` a run could plausibly not supply, and a run short of it all the same
+raises where it needs `ipc` real images of a class."""
 
 from __future__ import annotations
 
@@ -54,9 +42,8 @@ IPC_MARGIN_SD = 4.0
 
 
 def assured_members_per_class(pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> tuple[int, int]:
-    """(count, class): the fewest members a run can count on in any class, floor(q n_c - 4 sd_c)
-    with sd_c = sqrt(n_c q (1 - q)) the Binomial standard deviation, minimised over the classes c
-    (0 when the smallest class is too small to count on any), and the class that sets it."""
+    """(count, class): the fewest members a run can count on in any class, floor(q n_c - 4 sd_c) with
+    sd_c the Binomial standard deviation (0 when too small to count on any), and its class."""
     sizes = np.bincount(pool.y, minlength=pool.n_classes)
     expected = expected_class_members(pool, inclusion_rate)
     assured = np.floor(expected - IPC_MARGIN_SD * np.sqrt(sizes * inclusion_rate * (1 - inclusion_rate)))
@@ -65,11 +52,8 @@ def assured_members_per_class(pool: Pool, inclusion_rate: float = DEFAULT_INCLUS
 
 
 def check_ipc(ipc: int, pool: Pool, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
-    """Refuse more images per class than a run can count on having members of each class. A
-    run's count of class c is Binomial(n_c, q) under the plan of independent coins, so nothing
-    is guaranteed: `ipc` must not exceed the expected count q n_c less 4 standard deviations, in
-    every class (`assured_members_per_class`); a run short of it all the same raises (see
-    `require_members_per_class`)."""
+    """Refuse more images per class than a run can count on having members of each class
+    (`assured_members_per_class`); a run short of it all the same raises (`require_members_per_class`)."""
     assured, c = assured_members_per_class(pool, inclusion_rate)
     if ipc > assured:
         size = int(np.sum(pool.y == c))
@@ -126,9 +110,8 @@ def initial_set(
     pool: Pool, keep: np.ndarray, members: Members, *, ipc: int, init: str, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
     """(images [k, c, h, w] in model space, labels [k], init_idx): `ipc` images per class in class
-    order, either distinct random members of the class (their pool indices are `init_idx`) or
-    standard Gaussian noise in model space (`init_idx` empty). `init="real"` raises ValueError
-    (`require_members_per_class`) when the run has fewer than `ipc` members of a class."""
+    order, distinct random members (their pool indices `init_idx`) or standard Gaussian noise
+    (`init_idx` empty). `init="real"` raises ValueError when a class has fewer than `ipc` members."""
     device = members.x.device
     labels = torch.arange(pool.n_classes, device=device).repeat_interleave(ipc)
     if init == "random":
@@ -146,8 +129,7 @@ def initial_set(
 
 
 def image_sgd(images: torch.Tensor, *, lr: float, momentum: float) -> tuple[torch.Tensor, torch.optim.SGD]:
-    """The synthetic images as a fresh leaf to optimise, and SGD with momentum on them: the image
-    optimiser of DM and DC/DSA (as in the DatasetCondensation reference code)."""
+    """The synthetic images as a fresh leaf, and SGD with momentum on them (DM's and DC/DSA's optimiser)."""
     images = images.clone().requires_grad_(True)
     return images, torch.optim.SGD([images], lr=lr, momentum=momentum)
 
@@ -181,9 +163,8 @@ class CondensationVictim(ReleasesData):
 
     @classmethod
     def preset_values(cls, values: Mapping[str, Any]) -> dict:
-        """The values `values["preset"]` gives the fields left at None, filled as the victim is
-        constructed (`victims.presets.filled_from_preset`, which each subclass with such fields
-        carries); {} for a preset or ipc that `__post_init__` refuses."""
+        """The values `values["preset"]` gives the fields left at None (`victims.presets.filled_from_preset`);
+        {} for a preset or ipc that `__post_init__` refuses."""
         return {}
 
     def __post_init__(self) -> None:
@@ -226,11 +207,9 @@ class CondensationVictim(ReleasesData):
         device: str = "cpu",
         inclusion_rate: float = DEFAULT_INCLUSION_RATE,
     ) -> list[Observations]:
-        """`run` of each (keep, seed), the K runs advancing together: each run's initial set drawn
-        from its own generator, the K sets condensed by `condense_packed`, each downstream ConvNet
-        drawn right after (where `fit` draws it alone), then the K trained together and observed
-        together (`victims.packed`). With `--init real`, a class with fewer than `ipc` members in
-        any run raises ValueError."""
+        """`run` of each (keep, seed), the K runs advancing together: each run's initial set from its own
+        generator, the sets condensed by `condense_packed`, the downstream ConvNets trained and observed
+        together (`victims.packed`). With `--init real`, a short class in any run raises ValueError."""
         if len(keeps) != len(seeds):
             raise ValueError(f"one seed per run: {len(keeps)} runs, {len(seeds)} seeds")
         members = [Members.of(pool, keep, device=device) for keep in keeps]
@@ -256,10 +235,9 @@ class CondensationVictim(ReleasesData):
     def condense_packed(
         self, images: torch.Tensor, labels: torch.Tensor, members: list[Members], *, pool: Pool, runs: SeededRuns
     ) -> torch.Tensor:
-        """`condense` of K runs: initial images [K, k, c, h, w] (shared `labels` [k]), each run's
-        `members`, its generator and global-RNG stream in `runs` -> the K learned sets. By default
-        each run in turn, exactly as alone; a family that can advance its K runs as one computation
-        overrides this (and says how each run still draws what it draws alone)."""
+        """`condense` of K runs: initial images [K, k, c, h, w] (shared `labels`), each run's `members`,
+        generator and global-RNG stream in `runs` -> the K learned sets. By default each run in turn,
+        exactly as alone; a family may override it to advance the K runs as one computation."""
         learned = []
         for k, (start, m) in enumerate(zip(images.unbind(0), members)):
             with runs.global_rng(k):
@@ -291,7 +269,6 @@ class CondensationVictim(ReleasesData):
     def condense(
         self, images: torch.Tensor, labels: torch.Tensor, members: Members, *, pool: Pool, generator: torch.Generator
     ) -> torch.Tensor:
-        """The learned synthetic images (model space) from the initial `images` with `labels`.
-        Parameters of freshly drawn networks come from torch's global RNG (fixed by the caller);
-        everything else from `generator`."""
+        """The learned synthetic images (model space) from the initial `images` with `labels`; fresh
+        networks from torch's global RNG, everything else from `generator`."""
         raise NotImplementedError

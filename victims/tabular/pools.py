@@ -1,35 +1,19 @@
-"""Tabular pools: the two real tables statsmodels ships (`fair`, `randhie`), and a table of your own
-described by its schema file.
+"""Tabular pools: the two real tables statsmodels ships (`fair`, `randhie`), the worst-case pair
+`pair-3bin`, and a table of your own described by its schema file.
 
-Each loads into a `victims.pool.Pool` whose `schema` is set (`victims.tabular.schema`): x float32
-[n, d] of the feature columns, y the label's category index, and a held-out test split that no run
-ever trains on. The schemas below are public by construction: the categories are the surveys'
-answer codes and the plans of the experiment, the bounds are round numbers that a codebook states;
-none is read from the rows (a value outside them is refused, never clipped).
+Each loads into a `victims.pool.Pool` with its `schema` set and a held-out test split no run
+trains on. The schemas are public by construction (answer codes, experiment plans, round bounds),
+never read from the rows; a value outside them is refused, never clipped.
 
-- `fair`: Fair's 1974 survey of married women (Redbook magazine; Fair 1978, "A theory of
-  extramarital affairs"), 6,366 respondents, one row each, 9 columns; the label is the
-  marriage rating (1-5), and `affairs` (time spent in affairs, a continuous measure) is the
-  sensitive column. A record is a person, so adding or removing a record is adding or removing a
-  person. Split: 1,366 test rows (stratified by the label, seed 0), a pool of 5,000.
-- `randhie`: the RAND Health Insurance Experiment (Manning et al. 1987), 20,190 rows, 10
-  columns; the label is "good health" (`hlthg`). **A record is a person-year**: a participant
-  was followed for 3 or 5 years and appears once per year (statsmodels ships no person id), so a
-  claim over add/remove of a record bounds one person-year; a person's whole history is a group
-  of up to 5 records, protected only at the group-privacy ε (k · ε for pure DP, weaker still
-  with δ). The audit's coins are per record, so it tests the record-level claim. Split: 4,190
-  test rows (stratified, seed 0), a pool of 16,000.
-- `pair-3bin`: the worst-case neighbour pair of the audit in dpmm's repository (Ganev, Annamalai &
-  Kulynych, TPDP 2026): D is ten records [0, 0, 0] over three binary columns a, b, c (the label c,
-  as a table needs one; the domain {0, 1} each, public), and its target (`PAIR_TARGETS`, the default
-  of `--canary-kind record`) is [1, 1, 1]. Every row is D: the test split is the domain's 8 cells,
-  one each, public by construction and never trained on. With `--plan fixed-remainder --canaries 1
-  --canary-kind record` every run releases from D or D ∪ {target} by the target's coin.
-- A schema file (`--dataset my_table.json`): a JSON object with the schema's "label" and
-  "columns" (as `Schema.to_json` writes them), "data" (a .csv or .parquet file, relative to the
-  schema file) and optionally "test" (another; else 20% of the rows, stratified by the label,
-  seed 0, are held out).
-"""
+- `fair`: Fair's 1974 survey of married women, 6,366 people, label the marriage rating; a record
+  is a person. Pool 5,000, test 1,366 (stratified, seed 0).
+- `randhie`: the RAND Health Insurance Experiment, 20,190 rows, label "good health". **A record is
+  a person-year**: a person's history is up to 5 records, protected only at group privacy. Pool
+  16,000, test 4,190.
+- `pair-3bin`: the worst-case neighbour pair of dpmm's audit (Ganev, Annamalai & Kulynych, TPDP
+  2026): D is ten records [0, 0, 0], target [1, 1, 1]; the test split is the domain's 8 cells.
+- A schema file: JSON with "label", "columns", "data" (.csv or .parquet, relative to it) and
+  optionally "test" (else 20% held out, stratified, seed 0)."""
 
 from __future__ import annotations
 
@@ -199,12 +183,9 @@ def unheld_rows(pool: Pool, per_column: int) -> np.ndarray:
 
 
 def unheld_subset(pool: Pool, per_column: int) -> Pool:
-    """The table's worst-case pool for black-box audits of its noise (`--pool-unheld K`): the pool rows
-    holding none of each feature's K rarest cells, so that K cells of every feature column are empty,
-    with the pool's test split, named `<name>-unheld-K`. `--canary-kind unheld` canaries fill those
-    cells, each the only record of its label there (`victims.tabular.canaries`). The schema is
-    unchanged (still public); which rows are dropped depends on the pool's own counts, so the pool is
-    the auditor's choice, as a worst-case pool is (`--pool-per-class` is the images' one)."""
+    """The table's worst-case pool for black-box audits of its noise (`--pool-unheld K`), named
+    `<name>-unheld-K`: the pool rows holding none of each feature's K rarest cells, with the pool's
+    test split. The schema is unchanged; the pool is the auditor's choice, as a worst-case pool is."""
     if pool.schema is None:
         raise DataError(f"--pool-unheld makes a table's pool; --dataset {pool.name} holds images")
     if per_column < 1:
