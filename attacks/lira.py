@@ -67,14 +67,9 @@ def _gaussian_fits(stats: np.ndarray, mask: np.ndarray, shadows: np.ndarray, var
 
 
 def variance_for(choice: str, n_reference: int) -> str:
-    """The variance an audit with `n_reference` reference runs uses for `--lira-variance choice`:
-    `choice` itself, or for "auto" the fixed variance below PER_EXAMPLE_FROM reference runs and the
-    per-example one from there on. With R references an example has about R/2 IN and R/2 OUT
-    observations, too few to estimate its own variance: on digits (`real`, 16 targets) the fixed
-    variance gave online LiRA a higher AUC and TPR at 1% FPR than the per-example one at every R
-    measured, 2 to 128 (at R = 128: AUC 0.638 against 0.631, TPR@1% 0.074 against 0.067; README,
-    "How many reference runs"). The switch at 256 follows the LiRA paper's advice to estimate
-    per-example variances only with many shadows; it is not measured here."""
+    """The variance for `--lira-variance choice` with `n_reference` reference runs: `choice` itself, or
+    for "auto" the fixed variance below PER_EXAMPLE_FROM runs and the per-example one from there on
+    (docs/results/reference-runs.md; the LiRA paper's advice for many shadows)."""
     if choice == "auto":
         return "fixed" if n_reference < PER_EXAMPLE_FROM else "per-example"
     if choice not in VARIANCES:
@@ -101,10 +96,7 @@ def lira_online(
     stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.ndarray, variance: str = "per-example"
 ) -> np.ndarray:
     """Online LiRA scores [T, n]: mean over queries of log N(phi; IN fit) - log N(phi; OUT fit).
-
-    stats [R, n, Q] (`logit_confidence`), keep bool [R, n]; `shadows` bool [T, R] says which runs
-    are each target's shadows (in an audit, the reference runs: `shadow_runs.plan.shadow_mask`).
-    """
+    stats [R, n, Q] (`logit_confidence`), keep bool [R, n], `shadows` bool [T, R] each target's shadows."""
     _check(stats, keep, shadows, variance)
     mu_in, var_in = _gaussian_fits(stats, keep, shadows, variance)
     mu_out, var_out = _gaussian_fits(stats, ~keep, shadows, variance)

@@ -1,12 +1,6 @@
-"""The run store: one directory per experiment, one file pair per run. Its layout, what each
-file holds and when a directory is refused are stated in docs/contracts.md, "The run store".
-
-The store takes a run as plain arrays and metadata (`RunStore.write_run`);
-`victims.base.Observations.to_store` makes them from what a victim's run returns. Every file is
-written to a temporary name and renamed into place (`shadow_runs.atomic_files`), so a file that exists
-is complete; a run counts as finished when both its .npz and its .json exist (the .json is
-written last).
-"""
+"""The run store: one directory per experiment, one file pair per run (docs/contracts.md, "The run
+store"). Every file is written to a temporary name and renamed into place, so a file that exists is
+complete; a run is finished once its .json (written after its .npz) exists."""
 
 from __future__ import annotations
 
@@ -37,10 +31,8 @@ IDENTITY_KEYS = (
 #: `threat_model` (victims.dp.whitebox_canaries), present only for a white-box experiment
 OPTIONAL_IDENTITY_KEYS = ("canaries", "threat_model")
 #: identity keys left out of the directory's hash: keys at their default value (so a key added later
-#: does not rename older stores), and the plan unless it is one of `_HASHED_PLANS`: independent coins
-#: and the earlier plan they replaced share their names, so a store of that earlier plan is found
-#: under the name and refused, naming its plan, rather than silently left beside a new one; the
-#: fixed remainder, added later, is hashed, so its stores sit beside the independent ones
+#: does not rename older stores), and the plan unless it is one of `_HASHED_PLANS` (a store of another
+#: plan under the same name is found and refused, naming its plan)
 _HASH_DEFAULTS = {"inclusion_rate": DEFAULT_INCLUSION_RATE, "canaries": None, "threat_model": None}
 _HASHED_PLANS = (FIXED_REMAINDER,)
 _ALL_IDENTITY_KEYS = IDENTITY_KEYS + OPTIONAL_IDENTITY_KEYS
@@ -63,9 +55,8 @@ def experiment_id(experiment: dict) -> str:
 
 
 def differences(key: str, stored, asked, *, most: int = 60) -> list[str]:
-    """Where `stored` and `asked` differ, one `dotted.key: stored -> asked` each, nested dicts
-    followed down to the keys that differ (a key one side lacks shows as `(none)`); each value
-    as JSON, cut to `most` characters."""
+    """Where `stored` and `asked` differ, one `dotted.key: stored -> asked` each (a missing key shows as
+    `(none)`), each value as JSON cut to `most` characters."""
     if isinstance(stored, dict) and isinstance(asked, dict):
         return [
             change
@@ -140,11 +131,9 @@ class RunStore:
         return store
 
     def check_source(self, stored: dict, experiment: dict, *, keep_other_code: bool) -> None:
-        """Refuse a store whose runs came from other victim code (experiment.json's
-        `victim_source.sha256` differs from `experiment`'s), naming both hashes. With
-        `keep_other_code` the store is kept on purpose: experiment.json then records the new code's
-        hash and, under `earlier_victim_sources`, the old one with the runs it had made. A store
-        made before the hash was recorded has none to compare and is used as it is."""
+        """Refuse a store whose runs came from other victim code (`victim_source.sha256` differs), naming
+        both hashes. With `keep_other_code` it is kept: experiment.json records the new hash and, under
+        `earlier_victim_sources`, the old one with its runs. A store without a hash is used as it is."""
         old = (stored.get("victim_source") or {}).get("sha256")
         new = (experiment.get("victim_source") or {}).get("sha256")
         if old is None or new is None or old == new:
@@ -187,9 +176,8 @@ class RunStore:
         return {int(p.stem) for p in runs.glob("[0-9]" * 5 + ".json") if p.with_suffix(".npz").exists()}
 
     def write_run(self, run: int, arrays: Mapping[str, np.ndarray], meta: dict) -> None:
-        """Store run `run`: `arrays` as runs/<run>.npz (in their order), then `meta` as runs/<run>.json
-        (last: the run is finished once it exists). A victim's run gives them as
-        `Observations.to_store(meta)` -> (arrays, meta); the store imports no victim type."""
+        """Store run `run`: `arrays` as runs/<run>.npz, then `meta` as runs/<run>.json (last: the run is
+        finished once it exists). The store imports no victim type (`Observations.to_store`)."""
         atomic_write(self._run_path(run, ".npz"), lambda f: np.savez(f, **arrays))
         write_json(self._run_path(run, ".json"), meta)
 

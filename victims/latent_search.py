@@ -1,26 +1,9 @@
 """GAN-Leaks latent searches (Chen, Yu, Zhang and Fritz, CCS 2020): the reconstructions a generator
-victim's run computes with its trained generator (`victims.pipelines.cgan.reconstruct`), since the models are
-not kept; `attacks.ganleak` scores the losses they leave in the run store.
-
-An example the generator was trained on is easier to reconstruct: some latent code z makes
-G(z, y) close to it. Each search finds the closest image the attacker can find and returns its
-reconstruction loss, the mean squared pixel error to the example (`squared_error`):
-
-- full black-box (`fbb`, `nearest_samples`): the attacker only sees generated samples,
-  `samples_per_class` random ones of each class; the loss is the distance to the nearest sample
-  of the example's class;
-- partial black-box (`pbb`, `powell_reconstruct`): the attacker chooses z but sees no gradients:
-  scipy's Powell search over z, one example at a time, from the latent codes of its nearest
-  generated samples;
-- white-box (`wb`, `gradient_reconstruct`): gradient descent (Adam, or L-BFGS: `WB_OPTIMIZERS`)
-  on z through the generator, every example of a batch at once, from the latent code of its
-  nearest generated sample.
-
-Searches minimise the GAN-Leaks objective: the squared error plus `prior_weight` times the
-latent-norm prior (`latent_prior`, (|z|^2 / d - 1)^2), which keeps z where the generator was
-trained (|z|^2 ~ d for z ~ N(0, I_d)); the loss returned is the squared error alone at the code
-found.
-"""
+victim's run computes with its trained generator (`victims.pipelines.cgan.reconstruct`), scored by
+`attacks.ganleak`. Each returns the squared pixel error (`squared_error`) of the closest image
+found: full black-box `fbb` (nearest generated sample of the class), partial black-box `pbb`
+(scipy's Powell over z) and white-box `wb` (gradient descent on z). Searches minimise that error
+plus `prior_weight` times `latent_prior`; the loss returned is the error alone."""
 
 from __future__ import annotations
 
@@ -54,11 +37,10 @@ def nearest_samples(
     keep: int,
     generator: torch.Generator,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Full black-box reconstruction. For each class, `samples_per_class` codes z ~ N(0, I) are
-    drawn from `generator` (class by class, the same draws whatever the images) and generated;
-    each image x [n, c, h, w] (pixel scale) with label y [n] gets the squared error to its nearest
-    sample of its class, and the codes of its `keep` nearest samples, nearest first.
-    Returns (loss float32 [n], codes [n, keep, latent_dim])."""
+    """Full black-box reconstruction: `samples_per_class` codes z ~ N(0, I) per class drawn from
+    `generator` (the same draws whatever the images); each image x [n, c, h, w] (pixel scale) with
+    label y [n] gets the squared error to its nearest sample of its class and the codes of its `keep`
+    nearest. Returns (loss float32 [n], codes [n, keep, latent_dim])."""
     loss = torch.empty(len(x), device=x.device)
     codes = torch.empty(len(x), keep, latent_dim, device=x.device)
     for c in range(n_classes):
@@ -83,11 +65,9 @@ def powell_reconstruct(
     max_evaluations: int,
     prior_weight: float,
 ) -> torch.Tensor:
-    """Partial black-box reconstruction: for each image x[i] (label y[i]) and each start code
-    starts[i, s], scipy's Powell minimises the GAN-Leaks objective over z with at most
-    `max_evaluations` generator calls; the smallest squared error found (the starts' own
-    included) is returned, float32 [n]. One example at a time: cost ~ n * starts * max_evaluations
-    single-image generator calls (about 0.3-0.6 ms each on one CPU thread for the digits GAN)."""
+    """Partial black-box reconstruction: per image and start code starts[i, s], scipy's Powell on the
+    GAN-Leaks objective with at most `max_evaluations` generator calls; the smallest squared error
+    found (the starts' own included), float32 [n]. One example at a time."""
     device = x.device
     best = torch.empty(len(x))
     with torch.inference_mode():
@@ -125,13 +105,10 @@ def gradient_reconstruct(
     optimizer: str = "adam",
     batch_size: int = 2048,
 ) -> torch.Tensor:
-    """White-box reconstruction: the codes of a batch of images, from start [n, d], optimised
-    together on the sum over the batch of the GAN-Leaks objective (squared error + prior) for
-    `steps` steps of Adam (learning rate `lr`) or of L-BFGS (one `steps`-iteration call, strong
-    Wolfe line search). With Adam each code's update depends on its own example only (the sum's
-    gradient splits by example and Adam is per coordinate), so a loss does not depend on the
-    other images of its batch; L-BFGS's shared line search and curvature couple them.
-    Returns the squared error at the final codes, float32 [n]."""
+    """White-box reconstruction: the codes from start [n, d] optimised together on the summed GAN-Leaks
+    objective for `steps` steps of Adam (`lr`) or one `steps`-iteration L-BFGS call. With Adam a loss
+    does not depend on the other images of its batch; L-BFGS couples them. Returns the squared error
+    at the final codes, float32 [n]."""
     if optimizer not in WB_OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {WB_OPTIMIZERS}, got {optimizer!r}")
     frozen = [p.requires_grad for p in generator_net.parameters()]

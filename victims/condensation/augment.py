@@ -1,17 +1,8 @@
-"""Differentiable siamese augmentation (DSA; Zhao & Bilen, ICML 2021).
-
-Condensation matches statistics of real and synthetic batches; DSA applies the *same* random
-transformation to both sides before matching, and every transformation is differentiable in the
-images, so the synthetic images learn features that survive augmentation. "The same" is made
-concrete by a seed: `augment(real, seed=s)` and `augment(synthetic, seed=s)` draw one operation
-from the strategy and then identical per-example parameters in the order of the batch, as the
-reference code does (one operation per call, its "S" mode).
-
-Parameter ranges are the reference's (`ParamDiffAug`): scale in [1/1.2, 1.2], rotation within
-±15 degrees, translation by up to 12.5% of the side, a cutout square of half the side,
-brightness ±0.5, saturation x[0, 2], contrast x[0.5, 1.5]. Flips are left out for datasets
-whose labels they change (digits, MNIST).
-"""
+"""Differentiable siamese augmentation (DSA; Zhao & Bilen, ICML 2021): the same random,
+differentiable transformation applied to real and synthetic batches before matching.
+`augment(real, seed=s)` and `augment(synthetic, seed=s)` draw one operation and identical
+per-example parameters, as the reference's "S" mode; parameter ranges are the reference's
+(`ParamDiffAug`). Flips are left out where they change labels (digits, MNIST)."""
 
 from __future__ import annotations
 
@@ -112,33 +103,25 @@ def strategy(*, flip_ok: bool) -> tuple[str, ...]:
 
 
 def draw(seed: int, n: int, *, ops: tuple[str, ...]) -> tuple[str, torch.Tensor]:
-    """(operation, uniforms [n, k] on the CPU) that `seed` draws for a batch of n examples: the
-    operation first, then every example's parameters in one call, so row i (example i's
-    parameters) is the same whatever n is."""
+    """(operation, uniforms [n, k] on the CPU) that `seed` draws for a batch of n examples; row i is the
+    same whatever n is."""
     g = torch.Generator(device="cpu").manual_seed(seed)
     op = ops[int(torch.randint(len(ops), (1,), generator=g))]
     return op, torch.rand((n, UNIFORMS[op]), generator=g)
 
 
 def augment(x: torch.Tensor, *, seed: int, ops: tuple[str, ...]) -> torch.Tensor:
-    """One operation of `ops`, chosen by `seed`, with per-example parameters drawn from `seed`:
-    two batches augmented with the same seed get the same operation, and the i-th examples of
-    both get the same parameters."""
+    """One operation of `ops` chosen by `seed`, per-example parameters drawn from `seed`: two batches
+    augmented with one seed get the same operation, and their i-th examples the same parameters."""
     op, u = draw(seed, x.shape[0], ops=ops)
     return OPS[op](x, u.to(x.device, x.dtype))
 
 
 def augment_runs(x: torch.Tensor, *, counts: Sequence[int], seeds: Sequence[int], ops: tuple[str, ...]) -> torch.Tensor:
-    """`augment` of each run's segment of x, for K runs that advance together (a pack): run k owns
-    the next counts[k] examples of x [sum(counts), c, h, w] and augments them with seeds[k].
-
-    Each run draws its operation and parameters from its seed exactly as `augment` does (`draw`;
-    segments that share a seed, as a run's real and synthetic batches do, share one draw, whose
-    first rows are what a shorter draw gives); the runs that drew the same operation are then
-    augmented in one call, since every operation
-    acts on each example alone (its own parameters, its own means). So each segment is what
-    `augment` gives it alone (tests/victims/test_condense.py), with one call per distinct operation
-    instead of one per run; the result stays differentiable in x."""
+    """`augment` of each run's segment of x, for K runs of a pack: run k augments the next counts[k]
+    examples of x [sum(counts), c, h, w] with seeds[k], drawing exactly as `augment` does; runs that
+    drew the same operation share one call. Each segment is what `augment` gives it alone
+    (tests/victims/test_condense.py); differentiable in x."""
     if len(counts) != len(seeds) or sum(counts) != x.shape[0]:
         raise ValueError(f"{len(seeds)} seeds and counts {list(counts)} for {x.shape[0]} examples")
     starts = np.cumsum([0, *counts])

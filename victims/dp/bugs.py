@@ -1,18 +1,9 @@
-"""Deliberately broken DP victims: each differs from a correct built-in pipeline in one place, so
-that an audit's power can be measured on an implementation whose claim is known to be false.
+"""Deliberately broken DP victims: each differs from its correct built-in twin in one overridden
+method, so an audit's power can be measured on a claim known to be false.
 
-Not registered as `--victim` names: each is loaded by its path, e.g.
-`python -m audit.lira --victim victims.dp.bugs:NoiseForTen --epsilon 1`, and CLAIMS the ε of its
-`epsilon` field (report it against that claim with `--claimed-epsilon`).
-
-The catalogue is `BUGS` (label -> class), filled by the `@dp_bug(label, what)` on each class:
-`bench/dp_bugs.py` audits every bug in it (`python -m bench dp_bugs --help` lists them), the rows
-of its page (docs/results/white-box.md, "The catalogue of bugs") are its bugs'
-(tests/victims/test_bugs.py), and tests/end_to_end/test_whitebox_audits.py audits some.
-
-A new bug is one class here, derived from its correct twin (a built-in victim) and differing from
-it in one overridden method, with `@dp_bug`.
-"""
+Not registered as `--victim` names: loaded by path (`--victim victims.dp.bugs:NoiseForTen`), each
+CLAIMS the epsilon of its `epsilon` field. `@dp_bug(label, what)` puts a class in the catalogue
+`BUGS`, which `bench/dp_bugs.py` audits and docs/results/white-box.md, "The catalogue of bugs", lists."""
 
 from __future__ import annotations
 
@@ -148,8 +139,7 @@ class OneEpochAccountant(DPSGDVictim):
 @dataclass(frozen=True)
 class KernelNoiseOffGraph(DPKernelVictim):
     """Bug e: the released noisy embedding is computed, but the generator's loss is the noiseless
-    distance (the noise enters it, if at all, as a constant outside the autograd graph, which
-    leaves the gradient that of the noiseless loss)."""
+    distance (the noise, if at all, a constant outside the autograd graph)."""
 
     name = "dpkernel_noise_off_graph"
 
@@ -181,10 +171,8 @@ class RealisedDivisor(DPSGDVictim):
 
 
 def member_domain(schema: Schema, x: np.ndarray, y: np.ndarray) -> tuple[Schema, tuple[np.ndarray, ...]]:
-    """(schema, support) read from the rows `x`, `y` (the bug of `MarginalsDomainFromData`): each numeric
-    column's bounds are the rows' min and max (the public ones where the rows hold one value), and the
-    cells that exist are those some row occupies, in every column (a category no row has is left out).
-    No rows: the public schema, every cell (a release must come from somewhere)."""
+    """(schema, support) read from the rows `x`, `y` (`MarginalsDomainFromData`'s bug): numeric bounds
+    the rows' min and max, and only the cells some row occupies. No rows: the public schema."""
     if len(x) == 0:
         return schema, tuple(np.ones(size, dtype=bool) for size in schema.domain_sizes)
     bounded = {}
@@ -199,11 +187,9 @@ def member_domain(schema: Schema, x: np.ndarray, y: np.ndarray) -> tuple[Schema,
 @dp_bug("h", "marginals: domain read from the members")
 @dataclass(frozen=True)
 class MarginalsDomainFromData(MarginalsVictim):
-    """Bug h: the categories and numeric bounds the marginals are counted over are read from the
-    private member rows (`member_domain`): only cells some member occupies exist, so a category no
-    member has is never released (the failure the USENIX Security 2024 audit of synthetic-data
-    libraries found most often), and a member holding a column's extreme value moves its bins. It
-    claims, and records, what its correct twin does."""
+    """Bug h: the marginals' categories and numeric bounds are read from the private member rows
+    (`member_domain`), so a category no member has is never released (the failure the USENIX Security
+    2024 audit of synthetic-data libraries found most often). It claims what its correct twin does."""
 
     name = "marginals_domain_from_data"
 
