@@ -39,9 +39,8 @@ class NetConfig:
 
 
 def first_padding(image_shape: tuple[int, int, int]) -> int:
-    """Zero padding of the first convolution: 3 for one-channel 28x28 images (MNIST), which the
-    DatasetCondensation ConvNet pads to 32x32 so that 3 blocks end at 4x4 features; 1 otherwise
-    (the digits' 8x8 keep the padding of every later block, as in the comparisons with it)."""
+    """Zero padding of the first convolution: 3 for one-channel 28x28 images (MNIST, padded to 32x32 as
+    the DatasetCondensation ConvNet does), 1 otherwise."""
     return 3 if tuple(image_shape) == (1, 28, 28) else 1
 
 
@@ -60,10 +59,8 @@ def without_inplace(net: nn.Module) -> nn.Module:
 
 
 class ConvNet(nn.Module):
-    """[conv3x3 -> instance norm -> ReLU -> 2x2 pool] x depth -> linear, as in the DC/DM/PSG code.
-
-    Instance norm is GroupNorm with one group per channel (affine), which opacus supports.
-    """
+    """[conv3x3 -> instance norm -> ReLU -> 2x2 pool] x depth -> linear, as in the DC/DM/PSG code;
+    instance norm is GroupNorm with one group per channel, which opacus supports."""
 
     def __init__(self, *, image_shape: tuple[int, int, int], n_classes: int, config: NetConfig) -> None:
         super().__init__()
@@ -123,10 +120,8 @@ def build_net(config: NetConfig, *, image_shape: tuple[int, int, int], n_classes
 
 @torch.no_grad()
 def reinitialise(net: nn.Module) -> nn.Module:
-    """Draw every parameter of `net` again, in place, as its construction drew it: each layer's own
-    `reset_parameters` in construction order (the order `modules()` visits them in every net here),
-    so `reinitialise(net)` from some state of torch's global RNG gives the weights `build_net` gives
-    from that state, without building and moving a new net (`victims.pipelines.psg`'s restarts)."""
+    """Draw every parameter of `net` again, in place, as its construction drew it (each layer's
+    `reset_parameters` in construction order): from one RNG state, the weights `build_net` gives."""
     for module in net.modules():
         if module is not net and hasattr(module, "reset_parameters"):
             module.reset_parameters()
@@ -134,12 +129,9 @@ def reinitialise(net: nn.Module) -> nn.Module:
 
 
 class ConditionalGenerator(nn.Module):
-    """(latent code, class) -> image in [0, 1]: a small conditional DCGAN-style generator.
-
-    linear -> [2*width, h/4, w/4] -> two stride-2 transposed convolutions (each doubling the size,
-    with per-sample GroupNorm and ReLU, so a sample never depends on the others in its batch) ->
-    3x3 convolution -> sigmoid. Image sides must be multiples of 4 (8, 28 and 32 are).
-    """
+    """(latent code, class) -> image in [0, 1]: a small conditional DCGAN-style generator (linear, two
+    stride-2 transposed convolutions with per-sample GroupNorm and ReLU, 3x3 convolution, sigmoid).
+    Image sides must be multiples of 4."""
 
     def __init__(self, *, latent_dim: int, n_classes: int, image_shape: tuple[int, int, int], width: int = 64) -> None:
         super().__init__()
@@ -168,14 +160,9 @@ class ConditionalGenerator(nn.Module):
 
 
 class ConditionalDiscriminator(nn.Module):
-    """(image, class) -> one real/fake logit: the critic beside `ConditionalGenerator`.
-
-    The class enters as one-hot constant planes stacked on the image's channels; then two stride-2
-    4x4 convolutions (width, then 2*width channels, each halving the size; GroupNorm with one group
-    per channel after the second, LeakyReLU 0.2 after both) -> linear. Every layer is per sample
-    and supported by opacus and torch.func, so the critic can be trained with DP-SGD. Image sides
-    must be multiples of 4.
-    """
+    """(image, class) -> one real/fake logit: the critic beside `ConditionalGenerator`, the class as
+    one-hot planes on the image's channels, two stride-2 convolutions, linear. Every layer is per
+    sample, so it can be trained with DP-SGD. Image sides must be multiples of 4."""
 
     def __init__(self, *, n_classes: int, image_shape: tuple[int, int, int], width: int = 32) -> None:
         super().__init__()

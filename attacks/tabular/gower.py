@@ -1,22 +1,10 @@
-"""Gower's distance between table records, and what one pass over a release gives: each record's
-distance to its closest released record (DCR) and the release's kernel density at the record.
-
-Records are given as values [n, D]: the D columns of the table, the label among them (a categorical
-value as its category's index, a number as it is), with plain public facts of the columns
-(`TableColumns`): which are categorical, and each number's public span (upper - lower bound of the
-schema, never the data's range: a range read from the private rows would leak through the score).
-Gower's distance (Gower 1971) is the mean over the D columns of a per-column distance in [0, 1]:
-0/1 for a categorical mismatch, |a - b| / span for a number.
-
-The density is a kernel density of the release on that distance, p(x) = (1/k) sum_r exp(-D G(x, r) / b)
-with a fixed public bandwidth b per column (`BANDWIDTH`): each column's full mismatch divides a
-released record's contribution by e^(1/b). The kernel is a product over the columns (an
-Aitchison-Aitken kernel on a categorical column, a Laplace kernel on a number), so its integral over
-the domain depends on x alone, never on the release: it cancels in DOMIAS's ratio of two densities
-at the same record (`attacks.tabular.domias`), and the density is left unnormalised. It is
-deterministic (no sampling, no fitted bandwidth), needs no one-hot scaling choice beyond Gower's own,
-and shares its distance matrix with the DCR, so both come from one pass per run.
-"""
+"""Gower's distance between table records (Gower 1971), and what one pass over a release gives:
+each record's distance to its closest released record (DCR) and the release's kernel density.
+Records are values [n, D], the label among the columns; each number's span is the schema's public
+one, never the data's range (which would leak through the score). Distance: the mean over columns
+of 0/1 for a categorical mismatch and |a - b| / span for a number. Density:
+p(x) = (1/k) sum_r exp(-D G(x, r) / b), a product kernel whose integral depends on x alone, so it
+cancels in DOMIAS's ratio (`attacks.tabular.domias`) and is left unnormalised."""
 
 from __future__ import annotations
 
@@ -61,11 +49,9 @@ def _one_hot(values: np.ndarray, depth: np.ndarray) -> np.ndarray:
 
 
 def gower_blocks(x: np.ndarray, release: np.ndarray, columns: TableColumns, *, block_cells: int = BLOCK_CELLS):
-    """Yield (start, G) for blocks of x [n, D]: Gower's distances G float32 [b, k] of rows
-    start..start+b to every row of release [k, D], b * k <= block_cells (at least one row).
-    A categorical mismatch is counted exactly (one-hot products of 0/1, exact in float32 below 2^24
-    columns), a number's distance added per column in float32 (relative error ~1e-7; float32 halves
-    the time of this, the whole cost of the table attacks)."""
+    """Yield (start, G) for blocks of x [n, D]: Gower's distances float32 [b, k] of rows start..start+b
+    to every row of release [k, D], b * k <= block_cells (at least one row). Categorical mismatches are
+    exact; numbers are added in float32 (relative error ~1e-7)."""
     x, release = np.asarray(x, dtype=np.float64), np.asarray(release, dtype=np.float64)
     if x.ndim != 2 or release.ndim != 2 or not x.shape[1] == release.shape[1] == len(columns.categorical):
         raise ValueError(f"records must be [n, {len(columns.categorical)}], got {x.shape} and {release.shape}")

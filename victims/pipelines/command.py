@@ -1,21 +1,10 @@
 """`command`: a pipeline given as a command, run once per seed in the environment its TOML file names
-(`--pipeline FILE.toml`; `victims.command_pipeline`, docs/contracts.md "A pipeline as a command").
-
-Each run writes the members to a temporary directory (a table's as a CSV in the pool's schema, images as
-an NPZ), runs the command there under the file's time limit, reads its release back (through the
-schema, or checked against the pool's image shape), and trains the downstream model on it exactly as
-the built-in victims do: a table's classifier (`victims.tabular.release.observe_release`, seeded by
-the run), or the ConvNet of `--train-*` (`victims.synthetic.train_on_release`, from the downstream
-seed a generator's run uses). The command's claim, if it writes one, replaces `--epsilon`/`--delta`
-as the run's formal ε and δ; the claim and the ends of the command's stdout and stderr are kept in
-runs/<r>.json's `command`.
-
-A pipeline that declares `batch = K` is handed up to K seeds per call as jobs (`victims.command_jobs`):
-the executor's tasks of runs (`run_packed`, K of them where --runs-per-task is not given) go to one call,
-one import of the library for K releases; each run's downstream model is its own as above.
-
-It is either kind: `tabular` is None on the class, and the TOML's `kind` says which pool it takes.
-"""
+(`--pipeline FILE.toml`; docs/contracts.md "A pipeline as a command"). Each run writes the members
+to a temporary directory, runs the command under the file's time limit, reads its release back
+through the schema (or the pool's image shape), and trains the downstream model on it as the
+built-in victims do. The command's claim, if any, replaces `--epsilon`/`--delta`; it and the ends
+of the command's output are kept in runs/<r>.json's `command`. A pipeline that declares
+`batch = K` is handed up to K seeds per call (`victims.command_jobs`). Either kind of pool."""
 
 from __future__ import annotations
 
@@ -149,9 +138,9 @@ class CommandVictim:
         device: str = "cpu",
         inclusion_rate: float = DEFAULT_INCLUSION_RATE,
     ) -> list[Observations]:
-        """The runs of `seeds` (members `keeps[k]`): a batched command's in calls of up to `batch` seeds
-        (`victims.command_jobs`), an unbatched one's one call per seed; then each run's downstream model.
-        SeedFailed (one line, `runs`: the failed seed's place) where a seed fails."""
+        """The runs of `seeds` (members `keeps[k]`): a batched command's in calls of up to `batch` seeds, an
+        unbatched one's one call per seed; then each run's downstream model. SeedFailed (one line) where
+        a seed fails."""
         spec = self.spec
         if spec.batch is None:
             return [self.run(pool, k, s, device=device, inclusion_rate=inclusion_rate) for k, s in zip(keeps, seeds)]

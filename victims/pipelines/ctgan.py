@@ -1,32 +1,12 @@
 """`ctgan`: CTGAN (Xu, Skoularidou, Cuesta-Infante and Veeramachaneni 2019) from the `ctgan`
-package, trained per run on the members and sampling `rows` records. No formal claim: its
-`formal_epsilon` is None, like `tabular-subset`'s, against which its leakage is read.
+package, trained per run on the members and sampling `rows` records. No formal claim
+(`formal_epsilon` None), read against `tabular-subset`.
 
-- Training data: the members decoded to the file's values (`Schema.decode`), every categorical
-  column (the label among them) declared discrete; integer and continuous columns are CTGAN's
-  continuous columns (its mode-specific normalisation).
-- Its samples, back through the schema: a categorical column can only hold a category CTGAN saw,
-  hence a public one. A number is sampled freely (a Gaussian mixture's tail can leave the bounds),
-  so it is rounded (integer columns) and clipped into the column's public bounds before
-  `Schema.encode`. Clipping is post-processing with the public schema alone (no member value is
-  read to do it), so it leaks nothing the sample did not; refusing such a row instead would make
-  the release's size depend on the sample, and mapping it elsewhere would invent a value.
-- Determinism: the model's own numpy and torch generators are seeded by the run's seed
-  (`CTGAN.set_random_state`; CTGAN swaps them in around `fit` and `sample` and puts the global
-  states back), and torch runs on one thread during the fit and the sample (the result depends on
-  the thread count; the caller's count is restored). On the CPU (`enable_gpu=False`) whatever the
-  run's device: the same seed gives the same release.
-
-Size. The defaults (`epochs` 30, generator and discriminator of two layers of 64, noise dimension
-64, batch 500, pac 10) keep an audit of dozens of runs on two cores in minutes. Measured on fair
-(2,507 members, one torch thread, 2 cores shared with other work): the release took 3.9 CPU-s (and
-9.3 CPU-s at 100 epochs); `audit.lira --victim ctgan --dataset fair --n-shadow 16` took 96 s, its
-runs 9.4 s of wall each on average (the downstream classifier included). CTGAN's own defaults (300
-epochs, 256 wide, noise 128) would cost some 20 times as much (10 epochs took ~1.0 CPU-s at 64
-and ~2.3 s at 256 on 3,000 rows). Raise `--epochs` and the widths for a stronger
-generator: at 30 epochs its marginals are still far off (mean 2-way TV 0.17, against 0.08 for mst
-at ε = 1 and 0.07 for a 1,000-record `tabular-subset`).
-"""
+Its numbers are rounded and clipped into the columns' public bounds: post-processing with the
+public schema alone, so it leaks nothing the sample did not. Its numpy and torch generators are
+seeded by the run's seed and it runs on the CPU on one torch thread, so a seed gives one release.
+The defaults (30 epochs, widths 64) are far smaller than CTGAN's own, to keep an audit in minutes
+(docs/results/tabular.md, "Cost")."""
 
 from __future__ import annotations
 

@@ -1,17 +1,9 @@
-"""A table's public schema: its columns, their public domains, and the label of the downstream task.
-
-The schema is what a custodian publishes about a table before any record is released: column
-names; for a categorical column its categories, for an integer or continuous column its bounds,
-and how many equal-width bins over those bounds a mechanism on a discrete domain uses; and which
-categorical column is the label a downstream classifier predicts. Nothing in it is read from the
-private rows: a pipeline that reads a domain from its data (`victims.dp.bugs.DomainFromData`) leaks
-through it, and a record outside the schema is refused when the table is loaded, never clipped.
-
-A table is held as the pool holds images (`victims.pool.Pool`): `x` float32 [n, d] of the d
-feature columns in schema order (a categorical value as its category's index, a number as it is)
-and `y` int64 [n], the label's category index. `codes` maps a table to the discrete domain
-(`domain_sizes`, the label last) on which the marginal mechanisms count, `from_codes` back.
-"""
+"""A table's public schema: its columns, their public domains (categories, or bounds and bins), and
+the label of the downstream task: what a custodian publishes before any record is released.
+Nothing in it is read from the private rows, and a record outside it is refused, never clipped.
+A table is held as a `victims.pool.Pool`: `x` float32 [n, d] of the features in schema order (a
+category as its index, a number as it is), `y` the label's index; `codes` maps it to the
+discrete domain the marginal mechanisms count on, `from_codes` back."""
 
 from __future__ import annotations
 
