@@ -1,16 +1,7 @@
-"""Rows and records of the pool (torch-free): which of the membership plan's coins each row follows.
-
-A record is what one coin of the plan decides in every run (`shadow_runs.plan`): a natural
-example, one row, or a canary (`victims.canaries`): one row, or the K identical rows of a
-duplicate canary. The pool's rows are the n_natural natural examples first (record i is row i),
-then the canaries: canary j is record n_natural + j, on its `rows_per_record` consecutive rows.
-`record_of_row` is what the plan draws its coins by (`membership_matrix(record_of_row=...)`);
-`CanaryColumns` says which columns of an audit's [T, n_rows] arrays are which.
-
-The canaries are described by a `CanaryLayout`: their number of records `n` and `rows_per_record`
-(a `victims.canaries.CanaryConfig`, or what `CanaryColumns.from_entry` reads from
-experiment.json); nothing here imports the victims.
-"""
+"""Rows and records of the pool (torch-free): which of the plan's coins each row follows. A record
+is what one coin decides: a natural example (record i is row i) or a canary, one row or a
+duplicate's K rows, after the natural ones. `record_of_row` is what the plan draws coins by;
+`CanaryColumns` says which columns of an audit's arrays are which. Nothing here imports the victims."""
 
 from __future__ import annotations
 
@@ -73,9 +64,8 @@ class CanaryColumns:
 
     @classmethod
     def from_entry(cls, entry: dict | None) -> CanaryColumns | None:
-        """From experiment.json's (or summary.json's evaluation) `canaries` entry, as
-        `victims.canaries.CanaryConfig.entry` writes it (n_natural, n, kind, copies: the rows of a
-        record are `copies` for duplicates, else 1); None without one."""
+        """From experiment.json's (or summary.json's evaluation) `canaries` entry, as `CanaryConfig.entry`
+        writes it; None without one."""
         if not entry:
             return None
         rows_per_record = entry["copies"] if entry["kind"] == "duplicate" else 1

@@ -1,13 +1,7 @@
 """Victims that release a synthetic data set, and the one way the downstream model is trained on a
-release: `train_on_release`, the ConvNet of the victim's `train` configuration fitted to the
-released images and observed on the whole pool (every query view).
-
-Every victim whose run releases a data set has `observe_release` (`ReleasesData`): the shadow
-runs of `SyntheticDataVictim` train their downstream model with it, and `audit.release` trains the
-same model on the custodian's release with it, so a release and its shadow runs are observed the
-same way. A generator of your own derives from `SyntheticDataVictim` and writes `generate`
-(README, "Audit your own generator").
-"""
+release (`train_on_release`), which the shadow runs and `audit.release` share, so a release and its
+shadow runs are observed alike. A generator of your own derives from `SyntheticDataVictim`
+(README, "Audit your own generator")."""
 
 from __future__ import annotations
 
@@ -34,9 +28,8 @@ def train_on_release(
     device: str = "cpu",
     init_idx: np.ndarray | None = None,
 ) -> Observations:
-    """The downstream ConvNet (`config`) trained on a release (float32 [k, c, h, w] on the pool's
-    pixel scale, labels [k]) from `seed`, observed on every pool example and the test split; the
-    release is kept in the observations for the release attacks."""
+    """The downstream ConvNet (`config`) trained on a release (float32 [k, c, h, w], pixel scale, labels
+    [k]) from `seed`, observed on every pool example and the test split, the release kept."""
     release_x = np.asarray(release_x, dtype=np.float32)
     release_y = np.asarray(release_y, dtype=np.int64)
     with seeded(seed, device) as generator:
@@ -75,22 +68,18 @@ class ReleasesData:
 
 @dataclass(frozen=True)
 class SyntheticDataVictim(ReleasesData):
-    """Base of a generator of your own. Subclass it as a frozen dataclass (every field needs a
-    default: the fields are flags), give it a `name` and (optionally, to refuse a bad
-    configuration) a `check(pool, *, inclusion_rate)`, and write
+    """Base of a generator of your own: a frozen dataclass (every field with a default) with a `name`,
+    optionally `check(pool, *, inclusion_rate)`, and
 
         generate(pool, keep, seed, *, device, inclusion_rate) -> (images, labels)
 
-    that trains on the members `pool.x[keep]` and returns the release: float32 [k, c, h, w] on the
-    pool's pixel scale and int labels [k]. `run` then trains the downstream ConvNet on it
-    (`train_on_release`, the `train` field's configuration, flags --train-*), as `audit.release`
-    does on your actual release."""
+    trained on the members `pool.x[keep]`, returning float32 [k, c, h, w] on the pool's pixel scale and
+    int labels [k]. `run` then trains the downstream ConvNet on it (`train_on_release`)."""
 
     train: TrainConfig = field(default_factory=small_set_training)  # the downstream ConvNet on the release
 
     def check(self, pool: Pool, *, inclusion_rate: float = DEFAULT_INCLUSION_RATE) -> None:
-        """Nothing to refuse by default; override it to refuse a configuration that cannot run
-        (raise ValueError naming the bad value: exit status 2)."""
+        """Nothing to refuse by default; override to raise ValueError naming a bad value (exit status 2)."""
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)

@@ -1,20 +1,8 @@
 """A query attack on a released table, after TAPAS's target-centred counting queries (Houssiau et
-al., 2022): how many released records match the target record on a subset of its columns, per run,
-turned into a membership score by online LiRA on the reference runs.
-
-The queries (`queries`): the full record (all D columns, the label among them), then every pair of
-columns, on the schema's public discrete domain (a number by its bin, `Schema.codes`). The full
-record is what a release of real rows (a subset) gives away; the pairs are the 2-way marginals that
-marginal-based synthesizers (MST, AIM, PrivBayes) are built to preserve and that the release's
-utility is measured on, so a member's own contribution to them is where such a release leaks.
-1 + D(D-1)/2 queries, each a bincount over the release: cheap (D = 9 for fair: 37).
-
-The statistic of a count c is Anscombe's 2 sqrt(c + 3/8): a count of records matching a cell is
-close to binomial or Poisson across runs, whose variance grows with its mean, and the square root
-makes the variance about constant, so one Gaussian per example and side (IN, OUT) fits it, as LiRA
-assumes. The score is the mean over the queries of online LiRA's log likelihood ratio, each query a
-view as LiRA's query augmentations are (`attacks.lira.lira_online`).
-"""
+al., 2022): how many released records match the target on the full record and on every pair of
+columns (the 2-way marginals synthesizers preserve), on the public discrete domain. Each count
+goes through Anscombe's 2 sqrt(c + 3/8), which makes its variance about constant, and the score
+is the mean over the queries of online LiRA, each query a view (`attacks.lira.lira_online`)."""
 
 from __future__ import annotations
 
@@ -67,10 +55,8 @@ def count_statistic(counts: np.ndarray) -> np.ndarray:
 def query_scores(
     counts: np.ndarray, keep: np.ndarray, targets, *, shadows: np.ndarray, variance: str, block_cells: int = 1 << 19
 ) -> np.ndarray:
-    """Scores [T, n]: the mean over queries of online LiRA on `count_statistic` of counts [R, n, Q]
-    (`match_counts` of each run's release), fitted on each target's shadow runs (bool [T, R]). LiRA
-    fits every query on its own, so taking the queries a block at a time (`block_cells` values of
-    counts per block, at least one query) gives what lira_online on all of them at once gives."""
+    """Scores [T, n]: the mean over queries of online LiRA on `count_statistic` of counts [R, n, Q],
+    fitted on each target's shadow runs (bool [T, R]); taken a block of queries at a time, the same."""
     n_runs, n, n_queries = counts.shape
     width = max(1, block_cells // max(1, n_runs * n))
     total = 0.0

@@ -1,21 +1,9 @@
 """What every tabular victim shares: a released table of `rows` records, the downstream classifier
-trained on it, and its observations (`victims.base.Observations`) for the attacks.
-
-A tabular victim is a `TableRelease`: its `release(pool, keep, seed, inclusion_rate)` returns the
-released records (x [k, d], y [k], in the pool's encoding) and what else its run records (the
-formal epsilon, the mechanism, the white-box observations). `run` trains the downstream model on
-them and observes it on the whole pool, as the image victims observe their ConvNet:
-
-- the downstream model is scikit-learn's HistGradientBoostingClassifier (the categorical columns
-  declared categorical, `classifier_iterations` boosting rounds, no early stopping, seeded by the
-  run's seed: the same release and seed give the same model), on one OpenMP thread: a run is one
-  Ray task per core, and OpenMP's threads on a busy core spin (a fair run measured 0.6 s of CPU on
-  one thread against 8.6-9.4 s on two, with other work on the cores). Its logits are log predict_proba,
-  floored at 1e-6 (a class missing from the release gets that floor); one query view, the record;
-- utility: its accuracy and one-vs-rest AUROC on the held-out test split, and the mean total
-  variation distance between the release's and the test split's 1-way and 2-way marginals over
-  the schema's discrete domain (`marginal_distances`): what a custodian trades privacy against.
-"""
+trained on it, and its observations for the attacks. A `TableRelease`'s `release` returns the
+records (in the pool's encoding) and what else its run records; `run` trains scikit-learn's
+HistGradientBoostingClassifier on them (seeded by the run, one OpenMP thread) and observes it on
+the whole pool: logits log predict_proba floored at 1e-6, one query view; utility its test
+accuracy, AUROC and the mean TV distance of 1-way and 2-way marginals (`marginal_distances`)."""
 
 from __future__ import annotations
 
@@ -79,7 +67,7 @@ class TableRelease:
 
 
 def observe_release(pool: Pool, released: Released, *, seed: int, iterations: int) -> Observations:
-    """The downstream classifier trained on `released`, observed on the pool (module docstring)."""
+    """The downstream classifier trained on `released`, observed on the pool."""
     model = _fit_classifier(pool, released.x, released.y, seed=seed, iterations=iterations)
     log_p = _log_probabilities(model, pool.x, pool.n_classes)
     log_p_test = _log_probabilities(model, pool.x_test, pool.n_classes)
@@ -144,9 +132,8 @@ def _auroc(log_p: np.ndarray, y: np.ndarray, n_classes: int) -> float:
 
 
 def marginal_distances(schema, x: np.ndarray, y: np.ndarray, x_ref: np.ndarray, y_ref: np.ndarray) -> tuple:
-    """(mean 1-way TV, mean 2-way TV): the total variation distance between two tables' marginals on
-    the schema's discrete domain (`Schema.codes`), averaged over every column, then over every pair.
-    TV = half the L1 distance of the normalised counts: 0 for equal marginals, 1 for disjoint ones."""
+    """(mean 1-way TV, mean 2-way TV) between two tables' marginals on the schema's discrete domain,
+    averaged over every column, then over every pair: 0 for equal marginals, 1 for disjoint ones."""
     codes, reference = schema.codes(x, y), schema.codes(x_ref, y_ref)
     sizes = schema.domain_sizes
 
