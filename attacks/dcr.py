@@ -1,12 +1,6 @@
-"""Distance to closest record (DCR): a release-level attack on synthetic sets.
-
-The threat model gives the attacker the released synthetic set. An example that lies close to a
-released image of its own class is more likely to have been used to make the release (the
-extreme case: a release that contains the example, as the `subset` baseline and real-image
-initialisation with few updates do). Score = minus the Euclidean distance, in the pool's pixel
-space, from the example to the nearest released image of the same class; classes missing from
-the release fall back to the nearest released image of any class.
-"""
+"""Distance to closest record (DCR): a release-level attack on synthetic sets. Score = minus the
+Euclidean distance, in pixel space, from an example to the nearest released image of its class
+(of any class where the release lacks its own)."""
 
 from __future__ import annotations
 
@@ -27,9 +21,8 @@ def nearest_distances(x: np.ndarray, release: np.ndarray, *, chunk: int = 4096) 
 
 
 def dcr_scores(x: np.ndarray, y: np.ndarray, release_x: np.ndarray, release_y: np.ndarray) -> np.ndarray:
-    """Scores float64 [n] (higher = member) of pool images x [n, ...] with labels y [n] against a
-    release release_x [k, ...] with labels release_y [k]: minus the distance to the nearest
-    released image of the same class."""
+    """Scores float64 [n] (higher = member) of pool images x [n, ...] with labels y [n] against
+    release_x [k, ...] with labels release_y [k]."""
     if len(release_x) == 0:
         raise ValueError("the release is empty")
     x = np.asarray(x).reshape(len(x), -1)

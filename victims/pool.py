@@ -130,8 +130,7 @@ def make_pool(name, x, y, x_test, y_test, classes, flip_ok, schema=None) -> Pool
 
 
 def train_test_split(*arrays, **options):
-    """scikit-learn's `train_test_split`, imported on first use: scikit-learn takes about 0.4 s to
-    import, which a command that refuses a flag, or a worker given its pool, never needs."""
+    """scikit-learn's `train_test_split`, imported on first use (it takes about 0.4 s to import)."""
     from sklearn.model_selection import train_test_split as split
 
     return split(*arrays, **options)

@@ -1,19 +1,10 @@
-"""Arithmetic precision of a run's training (`--precision fp32|tf32|bf16`), scoped like `victims.compiled`.
+"""Arithmetic precision of a run's training (`--precision fp32|tf32|bf16`), scoped like
+`victims.compiled`: fp32 is torch's defaults; tf32 allows TensorFloat-32 matrix products on CUDA;
+bf16 adds bfloat16 autocast to the training forward passes (`training_autocast`).
 
-- fp32 (the default): torch's defaults, bit for bit what a run computed before this flag existed (on a
-  CUDA device those already let cuDNN's convolutions use TensorFloat-32, not the matrix products).
-- tf32: the matrix products on a CUDA device in TensorFloat-32 too (10-bit mantissa, float32 range);
-  a no-op on a CPU.
-- bf16: tf32, and the training forward passes of the downstream ConvNet and of PSG's matching network
-  under bfloat16 autocast (`training_autocast`), on a CPU too.
-
-What a DP mechanism's guarantee rests on never leaves float32 (`exact_float32`, at every precision):
-the per-example gradients' forward and backward pass (no autocast), their norms, clipping and sum
-(float32 matrix products) and the Gaussian noise (`victims.dp.privacy`). The clipping factor is
-computed from the very per-example factors it scales, so each clipped gradient's norm is at most C
-whatever cuDNN's convolutions rounded to. The observations (the logits the attacks score) are float32.
-A run records `precision` in its metadata unless fp32.
-"""
+What a DP mechanism's guarantee rests on never leaves float32 (`exact_float32`): per-example
+gradients, their norms, clipping and sum, and the Gaussian noise. The clipping factor comes from
+the very factors it scales, so each clipped norm is at most C. Observations are float32."""
 
 from __future__ import annotations
 

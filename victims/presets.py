@@ -11,14 +11,10 @@ from typing import Any
 
 
 def filled_from_preset(cls: type) -> type:
-    """Class decorator, above `@dataclass`, for a class with a classmethod `preset_values(values)`:
-    before the dataclass's own __init__ runs, `preset_values` is given every field's value as
-    passed or defaulted and returns the preset's values, and each field passed or defaulted as None
-    takes its value there. The instance, its equality and its configuration (`victim_config`, the
-    store's identity) are those of a construction with the values written out. `preset_values`
-    returns {} for a preset or value that `__post_init__` refuses, which then names it. A
-    subclass, a dataclass with its own __init__, is decorated again; where one is not,
-    `require_filled` in `__post_init__` names the field it left at None."""
+    """Class decorator, above `@dataclass`, for a class with a classmethod `preset_values(values)`: each
+    field passed or defaulted as None takes the preset's value before the dataclass's __init__ runs, so
+    the instance, its equality and its configuration are those of the values written out. A subclass
+    is decorated again; where one is not, `require_filled` names the field left at None."""
     init = cls.__init__
     signature = inspect.signature(init)
 

@@ -1,15 +1,7 @@
-"""The code a victim's runs come from: a SHA-256 over the source of the victim's module and of
-every module of the same top-level package it imports, directly or not (read from the files, by
-their `import` statements). A run store records it (experiment.json's `victim_source`) and refuses
-to mix runs from other code (`shadow_runs.store.RunStore.open`).
-
-For a built-in victim that is its module and the `victims` modules it needs (`victims.pipelines.dm` pulls in
-`victims.condensation.condense`, `victims.train`, `victims.nets`, ...); for a plugin (`--victim module:Class`)
-its own module and whatever it imports from its own package. Modules of other packages (torch,
-numpy, this package's `victims` for a plugin) are not hashed: their versions are in experiment.json's
-provenance. A victim with an `environment()` method (`command`: the command it runs and the hashes of its
-TOML, requirements and source files) has that hashed too, so a changed environment is changed code.
-"""
+"""The code a victim's runs come from: a SHA-256 over the source of the victim's module and every
+module of its own top-level package it imports, directly or not (other packages' versions are
+provenance), plus its `environment()` where it has one (`command`). A run store records it
+(`victim_source`) and refuses to mix runs of other code (`shadow_runs.store.RunStore.open`)."""
 
 from __future__ import annotations
 
@@ -23,9 +15,8 @@ from pathlib import Path
 
 
 def victim_source(victim_class: type, environment: dict | None = None) -> dict:
-    """{"sha256": hex digest, "modules": [module names hashed, sorted]} of `victim_class`'s code; with
-    `environment` (JSON-able: what a victim's runs execute outside Python's modules, such as the `command`
-    victim's command and the hashes of its files), that too is hashed, and recorded as "environment"."""
+    """{"sha256": hex digest, "modules": [module names hashed, sorted]} of `victim_class`'s code; a
+    JSON-able `environment` is hashed too and recorded as "environment"."""
     root = victim_class.__module__
     modules = _closure(root)
     digest = hashlib.sha256()

@@ -1,9 +1,6 @@
-"""Attacks on a released table: what one run's release tells about each pool record, computed once
-per run from arrays and the table's public column facts (`TableColumns`), never from a schema object
-or the victims (tests/contracts/test_layout.py): the distance to the closest released record on
-Gower's mixed-type distance (`gower`), the release's kernel density for DOMIAS (`domias`), and
-TAPAS-style counting queries (`queries`), and the records only one pool record could have put in the
-release (`support`: in a category or beyond a bound; `pair_support`: on a pair of columns)."""
+"""Attacks on a released table, computed once per run from arrays and the table's public column
+facts (`TableColumns`), never from a schema object or the victims: Gower's DCR (`gower`), DOMIAS's
+density (`domias`), TAPAS-style counting queries (`queries`), and domain extension (`support`)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""DOMIAS (van Breugel, Sun, Qian & van der Schaar, AISTATS 2023): a record is more likely a member
-when the release is denser at it than releases made without knowing it are. Score = log p_release(x)
-- log p_reference(x): the target run's release density at the record (`attacks.tabular.gower`'s
-kernel density) over the reference releases' density there, the mean of the densities of the
-target's shadow runs' releases (the density of their union, of equal sizes). Those runs are IN or
-OUT by coins that do not enter: the reference density is the population's, as DOMIAS's reference
-data set is, so the score reads no coin at all, only the runs' releases.
-"""
+"""DOMIAS (van Breugel, Sun, Qian & van der Schaar, AISTATS 2023): score = log p_release(x) -
+log p_reference(x), the target run's release density at the record (`attacks.tabular.gower`) over
+the mean density of its shadow runs' releases. Their coins do not enter, so the score reads no coin."""
 
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
-"""`subset`: a random real subset of `ipc` member images per class, the naive baseline.
-
-Any synthetic release of k images per class has to beat this at the same k to claim a privacy
-gain. The chosen images are the release (stored with the run, so release-level attacks such as DCR
-apply to the baseline as to every synthetic set) and are recorded as `init_idx`, so they are
-audited as their own sub-group.
-
-A run's members of a class are Binomial(class size, q) under the membership plan, so `check`
-refuses an `ipc` a run could plausibly not supply (`victims.condensation.condense.check_ipc`), and a run with
-fewer than `ipc` members of some class all the same raises ValueError naming the class and the
-counts (`victims.condensation.condense.require_members_per_class`) instead of releasing an unbalanced subset.
-"""
+"""`subset`: a random real subset of `ipc` member images per class, the naive baseline any synthetic
+release of k images per class has to beat. The chosen images are the release and its `init_idx`.
+`check` refuses an `ipc` a run could plausibly not supply, and a run short of members of a class
+raises ValueError (`victims.condensation.condense`) rather than release an unbalanced subset."""
 
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
 """`tabular-subset` and `tabular-real`: the two references every tabular release is set against.
-
-- `tabular-subset` releases `rows` member records drawn at random (seeded by the run's seed): the
-  naive baseline. A synthesizer that claims privacy has to leak less than this, at the same size,
-  to have gained anything by synthesising; the records are real, so their pool rows are the run's
-  `init_idx`.
-- `tabular-real` releases every member: the upper reference (the most a release of these records
-  can tell about them).
-
-Neither has a formal claim. A run with fewer than `rows` members releases them all (the subset is
-then the whole member set); under the plan's coins that is rare unless `rows` is near q * n.
-"""
+`tabular-subset` releases `rows` random member records (the naive baseline, its rows the run's
+`init_idx`); `tabular-real` releases every member (the upper reference). Neither has a formal
+claim. A run with fewer than `rows` members releases them all."""
 
 from __future__ import annotations
 
