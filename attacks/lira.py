@@ -1,11 +1,7 @@
 """LiRA (Carlini et al., 2022): a per-example likelihood-ratio test on logit-scaled confidences.
-
-Each example's confidence on a model trained WITH it (IN) and WITHOUT it (OUT) is modelled as a
-Gaussian, fitted on the shadow runs; the target's observation is scored by the likelihood ratio
-(online) or by how far it lies above the OUT distribution (offline, OUT shadows only). Query
-augmentations are scored independently and averaged. Every target's fits are computed at once,
-from sums over its shadow runs (a [T, R] mask).
-"""
+IN and OUT confidences are modelled as Gaussians fitted on the shadow runs; the target's
+observation is scored by the likelihood ratio (online) or against the OUT fit alone (offline).
+Query augmentations are averaged; every target's fits come at once from a [T, R] mask."""
 
 from __future__ import annotations
 
@@ -21,10 +17,8 @@ _MIN_VAR = 1e-8  # keeps a saturated example (identical confidences) from dividi
 
 
 def logit_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """phi = log(p_y / (1 - p_y)) = z_y - logsumexp_{j != y} z_j, computed stably.
-
-    logits [..., n, Q, C], labels [n] -> float64 [..., n, Q].
-    """
+    """phi = log(p_y / (1 - p_y)) = z_y - logsumexp_{j != y} z_j, computed stably: logits [..., n, Q, C],
+    labels [n] -> float64 [..., n, Q]."""
     logits = np.asarray(logits, dtype=np.float64)
     index = np.broadcast_to(labels.reshape(-1, 1, 1), logits.shape[:-1] + (1,))
     true = np.take_along_axis(logits, index, axis=-1)[..., 0]

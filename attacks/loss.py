@@ -15,7 +15,5 @@ def cross_entropy(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 def loss_scores(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Membership scores of the loss attack (Yeom et al.): minus the loss on the image itself.
-
-    logits [n, n_queries, C] of the target model (query 0 = the image itself) -> float64 [n].
-    """
+    logits [n, n_queries, C] of the target model (query 0 = the image itself) -> float64 [n]."""
     return -cross_entropy(logits[:, 0, :], labels)

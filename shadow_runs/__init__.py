@@ -1,8 +1,5 @@
-"""Plan who is IN each run and keep the results on disk.
-
-The package imports no victim and no torch (auditing a stored experiment needs neither); the
-runs are trained by `audit.executor` (Ray tasks, or inline), which imports the victims.
-"""
+"""Plan who is IN each run and keep the results on disk. Imports no victim and no torch; the runs
+are trained by `audit.executor`."""
 
 from shadow_runs.plan import membership_matrix, run_seed
 from shadow_runs.store import RunStore, StoreError, experiment_id

@@ -1,10 +1,6 @@
-"""Gradient matching, shared by the victims that learn a synthetic set from gradients (PSG, DC, DSA).
-
-The distance is the layer-wise one of the DC and PSG papers (PSG supplement §B): for every weight
-tensor, one cosine distance per output unit between the two gradients, summed over units and
-layers. A layer's gradient [out, in, (h, w)] is flattened to [out, in*h*w]. One-dimensional
-parameters (biases, normalisation scales) are left out, as in the reference code.
-"""
+"""Gradient matching, shared by PSG, DC and DSA: the layer-wise distance of the DC and PSG papers
+(PSG supplement §B), one cosine distance per output unit of every weight tensor, summed over units
+and layers; one-dimensional parameters are left out, as in the reference code."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""The built-in victims: one module per pipeline, each registering its victim(s) with
-`victims.base.register_victim` as it is imported. The shared parts they are built from (the
-protocol, data, training, networks, ...) are the other modules of `victims`, with a folder per
-concept (`victims.dp`: accounting, the Gaussian release; `victims.condensation`), which never import
-a pipeline (but `victims.dp.bugs`, the pipelines' broken twins).
-
+"""The built-in victims: one module per pipeline, each registering its victim(s) as it is imported.
 Importing this package imports every module in it, so a new built-in victim is one new file here
 (docs/contracts.md, "Adding a built-in victim")."""
 
