@@ -233,11 +233,8 @@ class _LayerFactors:
         return torch.bmm(self.backprops.transpose(1, 2), self.activations)
 
     def squared_norms(self) -> torch.Tensor:
-        """||gradient of example i||^2, [n]. The ghost norm where it is cheaper (Li et al. 2022;
-        the per-layer choice of Bu et al.'s mixed ghost clipping, NeurIPS 2022; opacus 1.6's ghost
-        clipping has it for linear layers only): sum_{t,s} (A_i A_i^T)_{ts} (G_i G_i^T)_{ts},
-        T^2 (p + o) operations per example against the T p o of forming the [o, p] gradient,
-        which it then never materialises."""
+        """||gradient of example i||^2, [n]: the ghost norm sum_{t,s} (A_i A_i^T)_{ts} (G_i G_i^T)_{ts} where
+        it is cheaper (Li et al. 2022; Bu et al.'s mixed ghost clipping, NeurIPS 2022), never forming the gradient."""
         a, g = self.activations, self.backprops
         if a.shape[1] == 1:
             return a.pow(2).sum((1, 2)) * g.pow(2).sum((1, 2))

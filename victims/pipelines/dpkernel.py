@@ -2,23 +2,18 @@
 (DP-kernel; Jiang, Sun and Yu, "Functional Renyi Differential Privacy for Generative Modeling",
 NeurIPS 2023, Section 4.3).
 
-Each of `steps` iterations draws a Poisson batch at the public rate B / N, releases the batch's
-class-conditional embedding sum_{i in S} phi*(x_i, y_i) + sigma Delta xi, divided by B, and takes
-one Adam step of the generator on its squared distance to the generated embedding (the paper's
-Eq. (7) up to a constant). phi* is D random Fourier features of a Gaussian kernel (Rahimi and
-Recht) times a one-hot label block (as DP-MERF), drawn once per run from public randomness.
+Each step releases a Poisson batch's (public rate B / N) class-conditional embedding sum of D random
+Fourier features of a Gaussian kernel (Rahimi and Recht; one-hot label blocks, as DP-MERF),
++ sigma Delta xi, divided by B; the generator takes one Adam step towards it (Eq. (7) up to a constant).
 
-Privacy: |phi*(x, y)|_2 = 1 for every record, so the sum's add/remove sensitivity in the RKHS
-H_D is exactly Delta = 1. Releasing f_S + sigma Delta G is the Gaussian mechanism in an RKHS,
-with the RDP of the vector Gaussian mechanism (the paper's Corollary 2, Propositions 1 and 4);
-its Section 3.6 reduces the Poisson-subsampled release to Mironov et al.'s, so opacus's RDP
-accountant applies; Theorem 5 composes, Proposition 3 converts to (epsilon, delta), and the
-generator is post-processing (Theorem 3). `--no-noise` records no epsilon.
+Privacy: |phi*(x, y)|_2 = 1, so the sum's add/remove sensitivity in the RKHS is exactly Delta = 1.
+The release is the Gaussian mechanism in an RKHS with the vector mechanism's RDP (the paper's
+Corollary 2, Propositions 1 and 4); Section 3.6 reduces the subsampled release to Mironov et al.'s,
+so opacus's RDP accountant applies; Theorem 5 composes, Proposition 3 converts to (epsilon, delta),
+and the generator is post-processing (Theorem 3).
 
-Departures from the paper: the RKHS is truncated to D features (so the generator's update is an
-exact post-processing of the release, which the paper's batch method is not); a sum with
-add/remove sensitivity 1 divided by the public B, not a mean; one bandwidth; Adam; the squared
-embedding distance; balanced generator labels. Observations as `dpcgan`."""
+Departures from the paper: the RKHS truncated to D features (so the update is exact post-processing
+of the release); a sum divided by the public B, not a mean; one bandwidth; Adam; balanced labels."""
 
 from __future__ import annotations
 

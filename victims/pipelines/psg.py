@@ -67,8 +67,7 @@ PAPER_LOOPS = {1: (1, 1), 10: (10, 50), 20: (20, 25), 50: (50, 10)}
 
 
 def paper_values(*, epsilon: float, spc: int) -> dict:
-    """The supplement's hyper-parameters (C.3). It gives R for epsilon 1 and 10 and (T, J) for
-    spc 1, 10, 20 and 50; other values take the setting of the next smaller one listed."""
+    """The supplement's hyper-parameters (C.3); a value it does not list takes the next smaller one's."""
     loops = PAPER_LOOPS[max([s for s in PAPER_LOOPS if s <= spc])]
     return dict(
         restarts=1000 if epsilon >= 10 else 200,

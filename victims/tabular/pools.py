@@ -1,17 +1,12 @@
-"""Tabular pools: the two real tables statsmodels ships (`fair`, `randhie`), the worst-case pair
-`pair-3bin`, and a table of your own described by its schema file.
+"""Tabular pools: `fair` and `randhie` (statsmodels' tables), the worst-case pair `pair-3bin`, and a
+table of your own described by a schema file. Each loads into a `victims.pool.Pool` with its public
+`schema` (never read from the rows; a value outside it is refused) and a held-out test split.
 
-Each loads into a `victims.pool.Pool` with its `schema` set and a held-out test split no run
-trains on. The schemas are public by construction (answer codes, experiment plans, round bounds),
-never read from the rows; a value outside them is refused, never clipped.
-
-- `fair`: Fair's 1974 survey of married women, 6,366 people, label the marriage rating; a record
-  is a person. Pool 5,000, test 1,366 (stratified, seed 0).
-- `randhie`: the RAND Health Insurance Experiment, 20,190 rows, label "good health". **A record is
-  a person-year**: a person's history is up to 5 records, protected only at group privacy. Pool
-  16,000, test 4,190.
-- `pair-3bin`: the worst-case neighbour pair of dpmm's audit (Ganev, Annamalai & Kulynych, TPDP
-  2026): D is ten records [0, 0, 0], target [1, 1, 1]; the test split is the domain's 8 cells.
+- `fair`: Fair's 1974 survey of married women; a record is a person. Pool 5,000, test 1,366.
+- `randhie`: the RAND Health Insurance Experiment. **A record is a person-year**: a person's
+  history is up to 5 records, protected only at group privacy. Pool 16,000, test 4,190.
+- `pair-3bin`: dpmm's worst-case neighbour pair (Ganev, Annamalai & Kulynych, TPDP 2026): D is ten
+  records [0, 0, 0], target [1, 1, 1]; the test split is the domain's 8 cells.
 - A schema file: JSON with "label", "columns", "data" (.csv or .parquet, relative to it) and
   optionally "test" (else 20% held out, stratified, seed 0)."""
 
