@@ -1,18 +1,13 @@
 """RMIA (Zarifzadeh, Liu, Shokri and Shokri, "Low-Cost High-Power Membership Inference Attacks",
-ICML 2024): a pairwise likelihood-ratio test of an example against a population.
+ICML 2024): per target t and query view v, with p_t(x) the target's true-label probability and
+Pr(x) the reference probability,
 
-With p_t(x) the target's true-label probability (expit of `attacks.lira.logit_confidence`) and
-Pr(x) the reference probability, per target t and query view v:
-
-    r_t(x)          = p_t(x) / Pr(x)
-    score_t,v(x)    = |{z in Z : r_t(x) > gamma * r_t(z)}| / |Z|      (strict, gamma >= 1)
-    score_t(x)      = mean over views v of score_t,v(x)
+    score_t(x) = mean over v of |{z in Z : r_t(x) > gamma * r_t(z)}| / |Z|,  r_t(x) = p_t(x) / Pr(x)
 
 Pr(x) comes from the target's reference runs only: the mean of p(x) over all of them (online), or
-((1 + a) P_out(x) + (1 - a)) / 2 (offline, the paper's linear approximation). The population Z is
-the whole pool for every target (the paper's Z is known non-members, which would mean choosing Z
-by the target's coins): so every score is a function of the target's outputs and public coins,
-as the one-run epsilon bound of `audit.stats.epsilon` requires. Members in Z cost power, not validity."""
+((1 + a) P_out(x) + (1 - a)) / 2 (offline). The population Z is the whole pool (the paper's known
+non-members would be chosen by the target's coins), so a score reads no coin it is judged on, as
+the one-run epsilon bound of `audit.stats.epsilon` requires; members in Z cost power, not validity."""
 
 from __future__ import annotations
 

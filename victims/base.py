@@ -360,8 +360,7 @@ def seeded(seed: int, device: str = "cpu") -> Iterator[torch.Generator]:
 
 @contextlib.contextmanager
 def _forked_rng(device: str) -> Iterator[None]:
-    """torch's global RNG (and `device`'s, on a GPU) restored after the block, cuDNN held to
-    deterministic algorithms in it: what `seeded` and `seeded_runs` share."""
+    """torch's global RNG (and a GPU's) restored after the block, cuDNN deterministic in it."""
     cuda = [torch.device(device).index or 0] if torch.device(device).type == "cuda" else []
     cudnn = torch.backends.cudnn
     with (
@@ -384,8 +383,7 @@ class SeededRuns:
 
     @contextlib.contextmanager
     def global_rng(self, k: int) -> Iterator[None]:
-        """torch's global RNG where run k left it: what `build_net` draws in the block is what
-        run k alone, under `seeded(seeds[k])`, would draw at that point."""
+        """torch's global RNG where run k left it: `build_net` in the block draws what run k alone would."""
         torch.set_rng_state(self._states[k])
         try:
             yield

@@ -191,8 +191,8 @@ class Aggregation:
     def noisy(
         self, votes: torch.Tensor, *, noise_std: float, generator: torch.Generator, probe: CanaryProbe | None = None
     ) -> torch.Tensor:
-        """The Gaussian mechanism: the sum of the votes [N, D] (its sketch for fetchsgd) + N(0, noise_std^2)
-        per coordinate (`victims.dp.privacy.gaussian_release`, with the white-box `probe` if any)."""
+        """The Gaussian mechanism: the vote sum [N, D] (its sketch for fetchsgd) + N(0, noise_std^2) per
+        coordinate (`victims.dp.privacy.gaussian_release`, with the white-box `probe`)."""
         total = votes.sum(0)
         if self.compression == "fetchsgd":
             total = self.sketch.sketch(total)

@@ -249,8 +249,7 @@ class DPSGDVictim:
             )
 
     def batches(self, n: int, plan: DPSGDPrivacy, *, generator: torch.Generator):
-        """The steps' batches of indices into the n members: Poisson samples at the plan's rate, or
-        all n in every step (full-batch)."""
+        """The steps' batches of indices into the n members: Poisson at the plan's rate, or all n (full-batch)."""
         if self.sampling == "full-batch":
             every = torch.arange(n)
             return (every for _ in range(plan.steps))

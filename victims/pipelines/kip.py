@@ -25,9 +25,8 @@ from victims.presets import filled_from_preset
 #: the KIP default FC kernel: W_std = sqrt(2), b_std = 0.1 (neural_tangents' NTK parameterisation)
 W_VAR = 2.0
 B_VAR = 0.01
-#: the derivative of Sigma_dot in cos(theta), 1 / (2 pi sin theta), is infinite at theta = 0 (every
-#: diagonal entry of K_ss, any two identical points); sin theta is floored at its value at
-#: cos theta = 1 - COS_EPS in the backward pass only
+#: d Sigma_dot / d cos(theta) = 1 / (2 pi sin theta) is infinite at theta = 0 (K_ss's diagonal): the
+#: backward pass floors sin theta at its value at cos theta = 1 - COS_EPS
 COS_EPS = 1e-6
 SIN_FLOOR = math.sqrt(1.0 - (1.0 - COS_EPS) ** 2)
 

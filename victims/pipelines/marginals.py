@@ -1,17 +1,12 @@
-"""`marginals`: the suite's own exact DP baseline for tables: the Gaussian mechanism on public
-1-way and (label, feature) marginals over the schema's public domain, and `rows` records sampled
-from the noisy marginals.
+"""`marginals`: the suite's own exact DP baseline for tables: the Gaussian mechanism on public 1-way
+and (label, feature) marginals over the schema's domain, and `rows` records sampled from them.
 
-Privacy (exact): under add/remove of one record each marginal changes in one cell by 1, so each
-noisy marginal is (1 / sigma)-GDP (Dong, Roth and Su 2022, Theorem 2.7) and the k marginals compose
-to exactly (sqrt(k) / sigma)-GDP (their Corollary 3.3), recorded as k non-subsampled Gaussian
-steps. sigma is calibrated by that curve's exact duality (their Corollary 2.13,
-`victims.dp.privacy.composed_gaussian_noise`); sampling is post-processing.
-
-White-box: record canaries must lie in distinct cells of every measured marginal
-(`check_canary_cells`); each observation is N(b_j, sigma^2). Gradient canaries get one cell of
-their own per marginal, counted 1 when IN and noised alike: the same sensitivity-1 mechanism, no
-limit on their number, never sampled into the release."""
+Privacy (exact): under add/remove each marginal changes in one cell by 1, so each noisy marginal is
+(1 / sigma)-GDP (Dong, Roth and Su 2022, Theorem 2.7) and the k compose to exactly
+(sqrt(k) / sigma)-GDP (their Corollary 3.3), recorded as k non-subsampled Gaussian steps; sigma is
+calibrated by that curve's exact duality (their Corollary 2.13). Sampling is post-processing.
+White-box: record canaries must lie in distinct cells (`check_canary_cells`); gradient canaries
+get one cell of their own per marginal, counted 1 when IN and noised alike, never sampled."""
 
 from __future__ import annotations
 
