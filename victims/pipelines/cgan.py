@@ -1,15 +1,11 @@
 """`cgan` and `dpcgan`: a conditional DCGAN-style GAN trained on the members, and its DP variant.
 
 The release is the generator: the downstream ConvNet trains on `ipc` generated images per class,
-and every pool example is reconstructed with the generator for the GAN-Leaks attacks (`fbb`,
-`pbb`, `wb`: `victims.latent_search`, scored by `attacks.ganleak`), the attacker's work, never fed
-back. Training: `steps` alternating non-saturating updates, Adam (beta1 0.5) for both nets.
-
-`dpcgan` trains the critic by DP-SGD (DP-CGAN, Torkzadehmahani et al., 2019): Poisson batches at
-the public rate B/N (N = q * n_pool), each real example paired with one fake of its class, the
+and every pool example is reconstructed for the GAN-Leaks attacks (`victims.latent_search`), the
+attacker's work, never fed back. `dpcgan` trains the critic by DP-SGD (DP-CGAN, Torkzadehmahani
+et al., 2019): Poisson batches at the public rate B/N, each real example paired with one fake, the
 pair's gradient clipped to C, summed, + N(0, sigma^2 C^2), divided by B; sigma from opacus's
-accountant. The generator only sees the critic, so it and all derived from it are (epsilon,
-delta)-DP by post-processing. GAN-Leaks needs a small member set (docs/results/generators.md)."""
+accountant. The generator only sees the critic, so it is (epsilon, delta)-DP by post-processing."""
 
 from __future__ import annotations
 

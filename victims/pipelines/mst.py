@@ -1,16 +1,13 @@
 """`mst`: MST (McKenna, Miklau and Sheldon 2021, "Winning the NIST contest"), its selection and
 Gaussian measurements written here, its estimation by private-pgm's engine (mbi 2.0, on JAX).
 
-On the schema's discrete domain (k columns): the claimed (epsilon, delta) becomes a zCDP budget rho
-(Bun and Steinke 2016, Prop. 1.3, inverted), split in thirds: one-way marginals + N(0, sigma_1^2)
-(L2 sensitivity 1 each, 1/(2 sigma^2)-zCDP); a maximum spanning tree whose k - 1 edges are drawn
-by the exponential mechanism with a sensitivity-1 quality, each epsilon_EM-bounded-range, hence
-epsilon_EM^2/8-zCDP (Cesar and Rogers 2021); the tree's two-way marginals + N(0, sigma_2^2).
-Estimation (mbi's MirrorDescent, no known total: the exact row count would leak) and sampling are
-post-processing. Nothing calibrates to a member count. Left out of private-pgm's MST: domain
-compression. `selection` "public" fixes the tree from the schema and spends rho on 2k - 1
-Gaussian measurements, exactly G_mu with mu = sqrt(2k - 1)/sigma, recorded as its `mechanism`;
-"private" records none. mbi and JAX are imported inside the run."""
+The claimed (epsilon, delta) becomes a zCDP budget rho (Bun and Steinke 2016, Prop. 1.3, inverted),
+split in thirds: one-way marginals + N(0, sigma_1^2) (sensitivity 1, 1/(2 sigma^2)-zCDP each); a
+spanning tree whose k - 1 edges are exponential-mechanism draws with a sensitivity-1 quality, each
+epsilon_EM^2/8-zCDP (bounded range, Cesar and Rogers 2021); the tree's two-way marginals. Estimation
+(no known total: the exact row count would leak) and sampling are post-processing. `selection`
+"public" fixes the tree from the schema: 2k - 1 Gaussian measurements, exactly G_mu with
+mu = sqrt(2k - 1)/sigma, recorded as its `mechanism`; "private" records none."""
 
 from __future__ import annotations
 
