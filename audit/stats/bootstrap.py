@@ -1,18 +1,9 @@
 """Estimates of one audited experiment with a cluster bootstrap over its target runs.
 
-The target runs are the independent units (the examples of one target share one trained
-model), so every interval resamples whole targets. The method and its coverage are stated in
-docs/contracts.md, "Comparing with the naive baseline".
-
-Costs. AUC and TPRs come from per-target count tables (`resampled_metrics`), equal to
-`audit.stats.metrics` on the explicitly resampled pool (the tests check this) and about 200 times
-faster (0.04 ms against 7 ms per replicate on 24,000 pooled scores). `eps_lower` has no such
-shortcut: each replicate is one call of the one-run bound, about 7 ms on 24,000 pooled scores of
-`bench/compare.py`'s weak signal at δ = 0 but about 0.1-0.25 s at δ = 1e-5 (one core), and more
-with a strong signal, so its bootstrap is off by default (`N_BOOT_EPS` = 0). On
-`bench/compare.py`'s experiments (8 experiments x 3 attacks, 16 targets x 1500 examples, group
-`all`, imports included): 4.4 s by default; with 200 eps_lower replicates 35 s at δ = 0, and 20
-replicates already take 125 s at δ = 1e-5.
+The target runs are the independent units, so every interval resamples whole targets (method and
+coverage: docs/contracts.md, "Comparing with the naive baseline"). AUC and TPRs come from
+per-target count tables, exactly; `eps_lower` reruns the one-run bound per replicate, so its
+bootstrap is off by default (`N_BOOT_EPS` = 0; costs in docs/performance.md).
 """
 
 from __future__ import annotations
@@ -86,13 +77,9 @@ def summarise_experiment(
     rng: np.random.Generator | int | Sequence[int] | None = None,
     label: str | None = None,
 ) -> ExperimentSummary:
-    """Point estimates and `confidence` percentile intervals of one experiment.
-
-    `attacks` default to every attack in scores.npz, `groups` to every group the experiment
-    has (a requested sub-group it lacks is skipped). The T targets are drawn with replacement
-    max(n_boot, n_boot_eps) times from `rng`; AUC and TPRs use the first `n_boot` draws,
-    eps_lower (group `all` of an attack with fair coins only) the first `n_boot_eps`, none if 0.
-    """
+    """Point estimates and `confidence` percentile intervals of one experiment (default: every attack
+    and group it has). AUC and TPRs use the first `n_boot` draws of the T targets, eps_lower (group
+    `all`, fair coins only) the first `n_boot_eps`."""
     _check_positive("n_boot", n_boot)
     _check_positive("n_boot_eps", n_boot_eps, least=0)
     _check_level("confidence", confidence)
@@ -219,15 +206,9 @@ def target_weights(picks: np.ndarray, n_targets: int) -> np.ndarray:
 def resampled_metrics(
     scores: np.ndarray, member_mask: np.ndarray, nonmember_mask: np.ndarray, weights: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """AUC and TPR at 1% and 0.1% FPR of bootstrap replicates, without building them.
-
-    Replicate b is the pool of `weights[b, t]` copies of each target t's scores [T, n]
-    (members where `member_mask`, non-members where `nonmember_mask`). The result equals
-    `audit.stats.metrics.auc` / `tpr_at_fpr` on that pool (all counts are exact in float64), but
-    costs O(T^2) per replicate for the AUC (pairwise win counts between targets, computed
-    once) and O(T x the thresholds that can reach the FPR) for the TPRs. NaN where a
-    replicate has no members.
-    """
+    """AUC and TPR at 1% and 0.1% FPR of bootstrap replicates without building them: replicate b, the
+    pool of `weights[b, t]` copies of target t's scores [T, n], gets exactly what `audit.stats.metrics`
+    gives on that pool (NaN where it has no members)."""
     weights = np.asarray(weights, dtype=float)
     members = [np.sort(s[m]) for s, m in zip(scores, member_mask)]
     nonmembers = [np.sort(s[m]) for s, m in zip(scores, nonmember_mask)]
@@ -254,11 +235,8 @@ def _pairwise_wins(members: list[np.ndarray], nonmembers: list[np.ndarray]) -> n
 
 
 def _resampled_true_positives(members, nonmembers, weights, n_nonmember, fpr: float) -> np.ndarray:
-    """True positives at the largest TPR whose pooled FPR is <= fpr, per replicate (as tpr_at_fpr).
-
-    Only thresholds at or above `low` are considered: below it every target alone has more than
-    fpr * n_t false positives, so every weighted pool does too (one spare rank guards rounding).
-    """
+    """True positives at the largest TPR whose pooled FPR is <= fpr, per replicate (as tpr_at_fpr);
+    thresholds below `low`, where every target alone exceeds fpr, are skipped."""
     spare = [min(int(math.floor(fpr * x.size)) + 2, x.size) for x in nonmembers]
     low = min(x[x.size - k] for x, k in zip(nonmembers, spare))
     pooled = np.concatenate(members + nonmembers)
@@ -278,8 +256,7 @@ def _resampled_true_positives(members, nonmembers, weights, n_nonmember, fpr: fl
 
 
 def _weighted(weights: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """weights [B, T] @ counts [T, V] by einsum: tiny products, where a multi-threaded BLAS
-    only adds thread start-up (and spins on a busy machine); exact on integer counts."""
+    """weights [B, T] @ counts [T, V] by einsum (no BLAS threads for tiny products); exact on integer counts."""
     return np.einsum("bt,tv->bv", weights, counts)
 
 

@@ -1,23 +1,11 @@
-"""Every one-run bound an audit computes from one set of guesses, registered once: its name, its
-summary.json keys, its label, its unit, its test, and whether the verdict may rest on it.
-
-`audit.stats.guesses` (`bound_at`, `bounds_of`, `tune`, `ceiling`), `audit.evaluate`, the verdict
-(`audit.stats.guesses.verdict_bound`, `audit.reporting.verdict`) and the self-test
-(`audit.selftest.designs`, `audit.selftest.command`) loop over `BOUNDS` or read `VERDICT_BOUND`.
-`BOUNDS` is the built-in rows of `BUILT_IN` followed by the bounds installed packages name in the
-entry-point group `BOUND_GROUP`: a new built-in bound is one row here and its test, a bound of your
-own one `Bound` named by an entry point (tests/contracts/test_registry.py holds every bound to the
-contract: keys in summary.json, one verdict bound, the test's values).
+"""Every one-run bound an audit computes from one set of guesses, registered once (`BOUNDS`: the rows
+of `BUILT_IN`, then those installed under `BOUND_GROUP`; docs/contracts.md "Adding a bound").
 
 A row's `test(m=, guesses=, correct=, delta=, alpha=, at_least=0.0)` is the largest value of its
 parameter (ε, or μ) that `correct` right guesses of `guesses` among `m` canaries reject at level
-`alpha`; 0 if none is. With `at_least` > 0 a count that cannot beat it returns 0 after a single
-test (what the searches over counts need). The guesses must be made by a rule that never sees the
-coins they are judged on (`audit.stats.guesses`).
-
-A row that tests a claimed mechanism (`needs_mechanism`: today `MECHANISM`, the claimed mechanism's
-own curve, `audit.stats.mechanism`) also takes `mechanism=` (a `SubsampledGaussian`): its keys are
-null in an audit whose runs record no mechanism.
+`alpha`; 0 if none is (or if `at_least` > 0 is not rejected). The guesses must come from a rule that never
+sees the coins they are judged on. A `needs_mechanism` row also takes `mechanism=` (a
+`SubsampledGaussian`); its keys are null where the runs record none.
 """
 
 from __future__ import annotations
@@ -100,12 +88,9 @@ def mechanism_test(
     at_least: float = 0.0,
     mechanism: claimed.SubsampledGaussian,
 ) -> float:
-    """The ε at `delta` of the strongest member of the claimed mechanism's family (its sampling rate
-    and step count, any noise multiplier) that the guesses reject: the smallest rejected σ*
-    (`audit.stats.mechanism.smallest_rejected_noise`), spent at δ (`epsilon_at`, bracketed from
-    below: never above the true ε of σ*); 0 if none is.
-    Relative to the family (`audit.stats.mechanism`, "not assumed"); needs δ > 0 (a Gaussian has
-    no pure ε)."""
+    """The ε at `delta` of the strongest member of the claimed mechanism's family (its rate and step
+    count, any noise multiplier) that the guesses reject: the smallest rejected σ*, spent at δ from
+    below (never above σ*'s true ε); 0 if none is. Relative to the family (`audit.stats.mechanism`); needs δ > 0."""
     if not 0.0 < delta < 1.0:
         raise ValueError(f"the claimed mechanism's test needs delta in (0, 1), got {delta}")
     q, steps = mechanism.sample_rate, mechanism.steps

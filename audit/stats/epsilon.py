@@ -1,33 +1,15 @@
-"""Lower confidence bounds on the ε of a training pipeline, by one-run auditing.
+"""Lower confidence bounds on a training pipeline's ε by one-run auditing (Steinke, Nasr and
+Jagielski, "Privacy Auditing with One (1) Training Run", NeurIPS 2023; its main theorem and the
+approximate-DP extension of its Section 5): for m canaries included by independent fair coins, M
+(ε, δ)-DP with respect to adding or removing one canary, and r guesses by a rule that never sees
+the coins, the number W of correct guesses obeys
+    P[W >= v] <= P[Binomial(r, p) >= v] + 2 m δ · max_{1<=i<=v} P[v-i <= Binomial(r, p) < v] / i,
+p = e^ε / (1 + e^ε) (the first term alone at δ = 0). How the suite meets its conditions, and the
+design's ceiling that the 2mδ term caps: docs/contracts.md "The one-run bound", "The ceiling".
 
-The theorem (Steinke, Nasr and Jagielski, "Privacy Auditing with One (1) Training Run", NeurIPS
-2023; its main theorem for pure ε-DP and its approximate-DP extension in Section 5):
-
-    Let m canaries each be included in the mechanism's input by an independent fair coin
-    S_i (the rest of the input fixed or independent of the coins), let M be (ε, δ)-DP with
-    respect to adding or removing one canary, and let the guesses T = A(M(S)) in {IN, OUT,
-    abstain}^m be made by a rule A that sees M's output (and anything independent of S) but
-    never the coins, with exactly r guesses made. Then the number W of correct guesses obeys
-        P[W >= v] <= P[Binomial(r, p) >= v] + 2 m δ · max_{1<=i<=v} P[v-i <= Binomial(r, p) < v] / i,
-    with p = e^ε / (1 + e^ε). (For δ = 0 the first term alone: W is stochastically dominated by
-    Binomial(r, p).)
-
-How the suite meets its conditions (see `shadow_runs.plan`): each (target run, pool example)
-coin is an independent fair coin; the runs are independent given their coins, so changing one
-coin changes one target run's member set by one record, and the target runs together are an
-(ε, δ)-DP mechanism of all their coins whenever one run is. The canaries are every coin of every
-target run, m = n_targets × n_pool, a number fixed by the design before any run is trained. The
-scores come from the target runs' outputs and the reference runs (public coins) only. The guesses
-are the k₊ highest scores guessed IN and the k₋ lowest guessed OUT, ties broken by an
-independent random order, for every (k₊, k₋) of a grid fixed in advance (`guess_grid`); the bound
-is the largest ε rejected at level (1 - confidence) / |grid| by some grid point (Bonferroni), so
-the result holds with probability >= confidence whatever the true ε.
-
-The approximate-DP term 2 m δ grows with the number of canaries: at δ = 1e-5 no number of
-canaries lets a one-run audit certify much more than ε ≈ 5 (`epsilon_ceiling`), which is why
-each bound is reported beside the design's ceiling, the bound a perfect attack would get.
-
-The theorem is for fair coins: a plan with another inclusion rate gets no bound here.
+`one_run_audit` tests every (k₊, k₋) of a grid fixed by m (`guess_grid`) at level
+(1 - confidence) / |grid| (Bonferroni): the bound holds with probability >= confidence whatever
+the true ε. Fair coins only: another inclusion rate gets no bound.
 """
 
 from __future__ import annotations
@@ -93,10 +75,7 @@ def _check_confidence(confidence: float) -> None:
 
 
 def one_run_p_value(*, m: int, guesses: int, correct: int, epsilon: float, delta: float) -> float:
-    """P[W >= correct] allowed by (ε, δ)-DP for `guesses` guesses among `m` canaries (the bound above).
-
-    Hand check: m = r = v = 1, ε = 0, δ = 0 gives P[Binomial(1, 1/2) >= 1] = 1/2.
-    """
+    """P[W >= correct] allowed by (ε, δ)-DP for `guesses` guesses among `m` canaries (the bound above)."""
     if not 0 <= correct <= guesses <= m:
         raise ValueError(f"need 0 <= correct <= guesses <= m, got {correct}, {guesses}, {m}")
     if not epsilon >= 0:
@@ -114,11 +93,8 @@ def one_run_p_value(*, m: int, guesses: int, correct: int, epsilon: float, delta
 
 
 def _delta_ratio(guesses: int, correct: int, p: float, *, chunk: int = 2048) -> float:
-    """max over i = 1..v of P[v-i <= Binomial(r, p) < v] / i, in chunks of i.
-
-    The numerator never exceeds 1, so once 1/i falls below the best ratio found no larger i can
-    beat it: the scan stops there instead of evaluating all v terms.
-    """
+    """max over i = 1..v of P[v-i <= Binomial(r, p) < v] / i, in chunks of i; exact, since the scan
+    stops only once 1/i (the numerator is <= 1) is below the best ratio found."""
     best, total, start = 0.0, 0.0, 1
     while start <= correct:
         stop = min(correct, start + chunk - 1)
@@ -133,10 +109,8 @@ def _delta_ratio(guesses: int, correct: int, p: float, *, chunk: int = 2048) -> 
 
 
 def one_run_epsilon(*, m: int, guesses: int, correct: int, delta: float, alpha: float) -> float:
-    """The largest ε whose p-value for (guesses, correct) is below `alpha`; 0 if ε = 0 is not rejected.
-
-    Binary search: the p-value is non-decreasing in ε (checked in the tests on a grid of designs).
-    """
+    """The largest ε whose p-value for (guesses, correct) is below `alpha`; 0 if ε = 0 is not rejected
+    (bisection: the p-value is non-decreasing in ε)."""
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
 
@@ -245,11 +219,8 @@ def one_run_audit(
     confidence: float = 0.95,
     rng: np.random.Generator | int | None = None,
 ) -> OneRunBound:
-    """The one-run bound of the module docstring on scores whose labels are the canaries' coins.
-
-    `member_scores` are the scores of canaries whose coin put them IN, `nonmember_scores` of those
-    OUT (higher = more likely IN); m is their total. `rng` only breaks ties.
-    """
+    """The one-run bound on the canaries' scores by coin (IN, OUT; higher = more likely IN); `rng`
+    only breaks ties."""
     _check_delta(delta)
     _check_confidence(confidence)
     ranked = RankedGuesses.of(member_scores, nonmember_scores, rng=rng)
@@ -273,20 +244,14 @@ def epsilon_lower_bound(
     confidence: float = 0.95,
     rng: np.random.Generator | int | None = None,
 ) -> float:
-    """ε that holds with probability >= `confidence` by the one-run theorem (module docstring).
-
-    The scores must be those of canaries drawn by independent fair coins (members: coin IN),
-    guessed on by a rule that never saw those coins. On scores without signal it returns 0 with
-    probability >= `confidence`.
-    """
+    """ε that holds with probability >= `confidence` by the one-run theorem, for canaries drawn by
+    independent fair coins and scored by a rule that never saw them (0 on scores without signal)."""
     return one_run_audit(member_scores, nonmember_scores, delta=delta, confidence=confidence, rng=rng).epsilon
 
 
 def epsilon_ceiling(m: int, *, delta: float = 0.0, confidence: float = 0.95) -> float:
-    """What a perfect attack (every guess correct) certifies with m canaries, this grid, δ and confidence.
-
-    A claimed ε at or above it cannot be found violated by any attack with this design.
-    """
+    """What a perfect attack certifies with m canaries, this grid, δ and confidence: no attack can find
+    a claim at or above it violated."""
     _check_delta(delta)
     _check_confidence(confidence)
     grid = guess_grid(m)
@@ -308,11 +273,8 @@ def _gdp_log_delta(eps: float, mu: float) -> float:
 
 
 def gaussian_dp_epsilon(mu: float, delta: float) -> float:
-    """ε at which μ-Gaussian DP (Dong, Roth & Su) is (ε, δ)-DP.
-
-    Solves δ(ε) = delta for ε >= 0; 0.0 if δ(0) <= delta (also for mu == 0),
-    ``math.inf`` for delta == 0 and mu > 0 (GDP never implies pure DP).
-    """
+    """The ε at which μ-GDP is (ε, δ)-DP (Dong, Roth and Su, Corollary 2.13): 0 if δ(0) <= delta, inf at
+    delta == 0 < mu (GDP never implies pure DP)."""
     from scipy import optimize
 
     if not (math.isfinite(mu) and mu >= 0.0):
@@ -329,10 +291,8 @@ def gaussian_dp_epsilon(mu: float, delta: float) -> float:
 
     if gap(0.0) <= 0.0:
         return 0.0
-    # The privacy loss of μ-GDP is L ~ N(μ²/2, μ²) under the member's distribution and δ(ε) =
-    # E[(1 - e^(ε - L))+] <= P(L > ε), so ε = μ²/2 + μ z_(1-δ) has δ(ε) <= delta: a bracket that
-    # keeps ε/μ moderate. (Doubling from 1 instead reached ε/μ ~ 1e4 for μ ~ 5e-5, where the two
-    # terms of δ(ε) cancel below double precision and ln of a negative difference gave NaN.)
+    # L ~ N(μ²/2, μ²) and δ(ε) <= P(L > ε), so ε = μ²/2 + μ z_(1-δ) brackets the root with ε/μ
+    # moderate (where δ(ε)'s two terms do not cancel below double precision)
     upper = mu * mu / 2 + mu * float(special.ndtri(-math.expm1(log_delta)))
     if not gap(upper) <= 0.0:  # not reached for any μ tested (1e-9..60, δ 1e-12..0.5); NaN included
         raise ArithmeticError(f"gaussian_dp_epsilon: no bracket for mu={mu}, delta={delta}")

@@ -1,45 +1,17 @@
-"""The f-DP one-run test: lower bounds on a pipeline's privacy curve from the same guesses as the
-one-run ε bound of `audit.stats.epsilon`, by the analysis of Mahloujifar, Melis and Chaudhuri.
+"""The f-DP one-run test (Mahloujifar, Melis and Chaudhuri, "Auditing f-Differential Privacy in One
+Run", ICML 2025; their main result for the membership guessing game, by their numerical procedure):
+for m canaries included by independent fair coins, M f-DP with respect to adding or removing one
+canary, and c' guesses by a rule that never sees the coins, c of them right, the recursion of
+`fdp_rejects` through f's inverse blow-up B⁻¹ (B = 1 - f) ending above c'/m means
+P[>= c right] <= τ: "M is f-DP" is rejected at level τ. Rejection is monotone in the claim (a
+larger B⁻¹ is rejected whenever a smaller one is), so each bound is the largest rejected ε or μ
+by bisection (tests/audit/test_fdp.py checks the direction). docs/contracts.md "The f-DP test".
 
-The theorem ("Auditing f-Differential Privacy in One Run", ICML 2025; their main result for the
-membership guessing game, two possible answers per canary, evaluated by their numerical
-procedure):
-
-    Let m canaries each be included by an independent fair coin (the rest of the input fixed or
-    independent of the coins), let M be f-DP with respect to adding or removing one canary, and
-    let a rule that sees M's output but never the coins guess IN or OUT on c' canaries and
-    abstain on the rest. Let B = 1 - f be f's blow-up function (B(x): the most probability an
-    event of probability x on one side can have on the other) and B⁻¹(y) = inf{x : B(x) >= y}.
-    Start from r = τ c / m and h = τ (c' - c) / m and, for i = c - 1, ..., 0, set
-        h ← max(h, B⁻¹(r)),    r ← r + i / (c' - i) · (h_new - h_old).
-    If the final r + h exceeds c' / m, then P[at least c of the c' guesses are correct] <= τ.
-
-So "M is f-DP" is rejected at level τ when c correct guesses of c' end the recursion above c'/m.
-Every r and h is non-decreasing in B⁻¹ (induction over the steps), so a pointwise larger B⁻¹
-(a stronger privacy claim: a larger f, a smaller blow-up; a smaller ε or μ) is rejected whenever a
-pointwise smaller one is: the bounds below search a one-parameter family by bisection, the
-largest rejected ε or μ being the bound (tests/audit/test_fdp.py checks the direction). Once a
-step leaves h unchanged, r stays put too and so do all later steps: the loop stops there.
-
-Trade-off families (`TRADEOFFS`), each given by its inverse blow-up:
-
-* ``"eps-delta"``: f_{ε,δ}(x) = max(0, 1 - δ - e^ε x, e^{-ε}(1 - δ - x)), the curve of every
-  (ε, δ)-DP mechanism, so B⁻¹(y) = max(0, (y - δ) e^{-ε}, 1 - δ - e^ε (1 - y)). Rejecting it at
-  ε is rejecting the (ε, δ) claim itself: a claim's verdict uses this family.
-* ``"gaussian"``: G_μ(x) = Φ(Φ⁻¹(1 - x) - μ) (μ-GDP, Dong, Roth and Su), B⁻¹(y) = Φ(Φ⁻¹(y) - μ).
-  The largest rejected μ, and the ε at δ that μ-GDP implies (`audit.stats.epsilon.
-  gaussian_dp_epsilon`), hold only for a mechanism whose trade-off curve is Gaussian: a pure
-  ε-DP mechanism such as randomised response is not μ-GDP at the μ whose (ε, δ) match, so its
-  Gaussian ε at δ may exceed its true ε without any false alarm about μ. Descriptive.
-
-With f_{ε,0} the test equals Steinke, Nasr and Jagielski's binomial bound for a perfect attack
-and never exceeds it otherwise: it certifies up to 3% less with 10 guesses and under 1% less from
-about 100 guesses on. At δ > 0 it does not pay their union term 2mδ, which matters where that term
-is large: for strong attacks (a perfect attack on 24,000 canaries at δ = 1e-5 certifies 8.99 with
-one guess count fixed in advance, against 8.23), on a Bonferroni grid (2.13 against 1.47 median on
-the self-test's Gaussian mechanism at ε0 = 4) and at larger δ; with one tuned count on a moderate
-signal the two agree within ~2% (2.31 against 2.27 there) (tests/audit/test_fdp.py, which also
-rebuilds jax_privacy's published f-DP figures to 2e-7).
+Families (`TRADEOFFS`): ``"eps-delta"``, f_{ε,δ}, the curve of every (ε, δ)-DP mechanism (rejecting
+it rejects the (ε, δ) claim itself; the verdict's family); ``"gaussian"``, G_μ (μ-GDP, Dong, Roth
+and Su), descriptive: its μ and ε at δ hold only for a mechanism whose trade-off curve is Gaussian.
+With f_{ε,0} the test never exceeds Steinke, Nasr and Jagielski's binomial bound (equal for a
+perfect attack); at δ > 0 it does not pay their union term 2mδ.
 """
 
 from __future__ import annotations
@@ -60,10 +32,7 @@ def check_tradeoff(tradeoff: str) -> str:
 
 
 def eps_delta_blow_up_inverse(epsilon: float, delta: float) -> Callable[[float], float]:
-    """B⁻¹ of f_{ε,δ}: y -> max(0, (y - δ) e^{-ε}, 1 - δ - e^ε (1 - y)).
-
-    Hand check: ε = 0, δ = 0 gives the identity (no privacy loss: an event keeps its probability).
-    """
+    """B⁻¹ of f_{ε,δ}: y -> max(0, (y - δ) e^{-ε}, 1 - δ - e^ε (1 - y)) (the identity at ε = δ = 0)."""
     _check_eps_delta(epsilon, delta)
     up, down = math.exp(epsilon), math.exp(-epsilon)
 
@@ -88,8 +57,9 @@ def gaussian_blow_up_inverse(mu: float) -> Callable[[float], float]:
 
 
 def fdp_rejects(blow_up_inverse: Callable[[float], float], *, m: int, guesses: int, correct: int, alpha: float) -> bool:
-    """Whether `correct` right guesses out of `guesses` among `m` canaries reject "f-DP" at level
-    `alpha` (the recursion of the module docstring, f given by its inverse blow-up)."""
+    """Whether `correct` right guesses of `guesses` among `m` canaries reject "f-DP" at level `alpha`:
+    from r = α c / m, h = α (c' - c) / m, for i = c - 1..0, h ← max(h, B⁻¹(r)), r ← r + i / (c' - i) ·
+    (h_new - h_old); reject if r + h > c' / m. A step that leaves h unchanged leaves every later one so."""
     _check_counts(m=m, guesses=guesses, correct=correct, alpha=alpha)
     if correct == 0:
         return False
@@ -125,14 +95,7 @@ def _check_counts(*, m: int, guesses: int, correct: int, alpha: float) -> None:
 
 def eps_delta_rejects(epsilon: float, delta: float, *, m: int, guesses: int, correct: int, alpha: float) -> bool:
     """`fdp_rejects(eps_delta_blow_up_inverse(epsilon, delta), ...)` with the inverse written into the
-    loop: the same floating-point operations in the same order, hence the same answers
-    (tests/audit/test_fdp.py compares them on a grid), about 5x faster (measured: five ε bounds at
-    m = 1,000 to 24,000, 26 ms against 5 ms). It is the
-    inner loop of every ε bound's bisection (`fdp_one_run_epsilon`), which an audit's summary step
-    and the self-test call hundreds of thousands of times.
-
-    One rewrite that changes no answer: `max(h, max(0, a, b)) == h` exactly when `max(a, b) <= h`,
-    since h >= 0 throughout, and a step that leaves h unchanged ends the loop (module docstring)."""
+    loop: the same floating-point operations, hence the same answers (tests/audit/test_fdp.py), faster."""
     _check_eps_delta(epsilon, delta)
     _check_counts(m=m, guesses=guesses, correct=correct, alpha=alpha)
     if correct == 0:
@@ -153,9 +116,7 @@ def eps_delta_rejects(epsilon: float, delta: float, *, m: int, guesses: int, cor
 
 
 def gaussian_rejects(mu: float, *, m: int, guesses: int, correct: int, alpha: float) -> bool:
-    """`fdp_rejects(gaussian_blow_up_inverse(mu), ...)` with the inverse written into the loop, as
-    `eps_delta_rejects` (the same answers; r > 0 throughout, so only the r >= 1 end needs a branch):
-    20 repetitions of the self-test's Gaussian design at ε0 = 4 took 2.0 s against 3.7 s."""
+    """`fdp_rejects(gaussian_blow_up_inverse(mu), ...)` with the inverse inlined, as `eps_delta_rejects`."""
     _check_mu(mu)
     _check_counts(m=m, guesses=guesses, correct=correct, alpha=alpha)
     if correct == 0:
@@ -175,8 +136,7 @@ def gaussian_rejects(mu: float, *, m: int, guesses: int, correct: int, alpha: fl
 
 
 def _largest_rejected(rejected: Callable[[float], bool], *, smallest: float = 0.0) -> float:
-    """The largest parameter value that `rejected` rejects (bisection; rejection is monotone,
-    module docstring); `smallest` if even that is not rejected."""
+    """The largest parameter `rejected` rejects (bisection); `smallest` if even that is not rejected."""
     if not rejected(smallest):
         return smallest
     low, high = smallest, max(1.0, 2.0 * smallest)
@@ -193,9 +153,8 @@ def _largest_rejected(rejected: Callable[[float], bool], *, smallest: float = 0.
 def fdp_one_run_epsilon(
     *, m: int, guesses: int, correct: int, delta: float, alpha: float, at_least: float = 0.0
 ) -> float:
-    """The largest ε whose f_{ε,δ} the guesses reject at level `alpha`; 0 if ε = 0 is not
-    rejected. With `at_least`, any ε below it is reported as 0 without a search (a caller that
-    only wants to know whether a count beats a bound it already has)."""
+    """The largest ε whose f_{ε,δ} the guesses reject at level `alpha`; 0 if ε = 0 is not rejected,
+    or (without a search) if `at_least` is not."""
 
     def rejected(epsilon: float) -> bool:
         return eps_delta_rejects(epsilon, delta, m=m, guesses=guesses, correct=correct, alpha=alpha)

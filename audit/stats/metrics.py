@@ -1,9 +1,5 @@
-"""Membership-inference metrics on attack scores.
-
-Scores are "higher means more likely a member" everywhere, and an attack at
-threshold t predicts "member iff score >= t".  All curve computations sort
-once and are O(n log n).
-"""
+"""Membership-inference metrics on attack scores: higher means more likely a member, and threshold t
+predicts "member iff score >= t"."""
 
 from __future__ import annotations
 
@@ -38,12 +34,8 @@ def _roc_counts(member: np.ndarray, nonmember: np.ndarray):
 
 
 def roc(member_scores, nonmember_scores) -> tuple[np.ndarray, np.ndarray]:
-    """(fpr, tpr) from (0, 0) to (1, 1), one point per distinct threshold.
-
-    The first point is the threshold +inf (nobody predicted a member), then
-    one point per distinct score value in descending order, so tied scores
-    move the curve diagonally in a single step.
-    """
+    """(fpr, tpr) from (0, 0) (threshold +inf) to (1, 1), one point per distinct score, descending:
+    ties move the curve diagonally in one step."""
     member, nonmember = _scores(member_scores, nonmember_scores)
     _, true_pos, false_pos = _roc_counts(member, nonmember)
     return false_pos / nonmember.size, true_pos / member.size
@@ -58,12 +50,8 @@ def auc(member_scores, nonmember_scores) -> float:
 
 
 def tpr_at_fpr(member_scores, nonmember_scores, fpr: float) -> tuple[float, int]:
-    """Largest TPR over thresholds with empirical FPR <= ``fpr``, and its false positives.
-
-    Among thresholds reaching that TPR the highest one (fewest false
-    positives) is reported.  The threshold +inf always qualifies, so the
-    result is (0.0, 0) when nothing else does.
-    """
+    """Largest TPR over thresholds with empirical FPR <= ``fpr``, and the false positives of the highest
+    threshold reaching it; (0.0, 0) when only +inf qualifies."""
     if not 0.0 <= fpr <= 1.0:
         raise ValueError(f"fpr must be in [0, 1], got {fpr}")
     member, nonmember = _scores(member_scores, nonmember_scores)
@@ -94,13 +82,8 @@ def _halves(scores: np.ndarray, rng: np.random.Generator):
 
 
 def advantage(member_scores, nonmember_scores, *, rng: np.random.Generator | int | None = None) -> float:
-    """Membership advantage TPR - FPR with the threshold fitted on a disjoint half.
-
-    Members and non-members are each split at random into halves A and B;
-    the threshold maximising TPR - FPR on A is evaluated on B and vice versa,
-    and the mean of the two folds is returned.  Being out-of-sample it can be
-    slightly negative when there is no signal.
-    """
+    """Membership advantage TPR - FPR, the threshold fitted on one random half and judged on the other,
+    averaged over both folds (out of sample: slightly negative without signal)."""
     member, nonmember = _scores(member_scores, nonmember_scores)
     if member.size < 2 or nonmember.size < 2:
         raise ValueError(
@@ -115,15 +98,9 @@ def advantage(member_scores, nonmember_scores, *, rng: np.random.Generator | int
 
 
 def eps_hat(member_scores, nonmember_scores, *, fpr_levels=FPR_LEVELS) -> float:
-    """Point estimate max over levels of ln(TPR / FPR_realised), floored at 0.
-
-    For each level, TPR is ``tpr_at_fpr`` and FPR_realised = fp / n_nonmembers;
-    levels with fp == 0 or TPR == 0 are skipped (0.0 if none qualifies).
-
-    This is NOT a valid lower bound on ε: the threshold is chosen and judged
-    on the same scores and sampling error is ignored, so it overestimates ε,
-    often by a lot at small FPR.  Use ``audit.stats.epsilon.epsilon_lower_bound``.
-    """
+    """Point estimate max over levels of ln(TPR / FPR_realised), floored at 0 (levels with fp or TPR 0
+    skipped). NOT a lower bound on ε: chosen and judged on the same scores, it overestimates;
+    use ``audit.stats.epsilon.epsilon_lower_bound``."""
     member, nonmember = _scores(member_scores, nonmember_scores)
     if len(fpr_levels) == 0:
         raise ValueError(f"fpr_levels must be non-empty, got {fpr_levels!r}")
@@ -183,20 +160,11 @@ class MembershipScores:
         tie_rng: np.random.Generator | int | list[int] | None = None,
         mechanism: SubsampledGaussian | None = None,
     ) -> dict:
-        """All headline numbers; the key set is a contract that reports rely on.
-
-        With `epsilon` (the scores are canaries of independent fair coins, see `audit.stats.epsilon`)
-        the summary also carries `eps_hat` and every one-run bound of `audit.stats.guesses.bounds_of`
-        (m = all the scores): `eps_lower` and `eps_ceiling` (Steinke et al.), `eps_lower_fdp` and
-        `eps_ceiling_fdp` (the f-DP test of f_{ε,δ}), `mu_lower`, `mu_ceiling` and `eps_gaussian`
-        (μ-GDP, descriptive), `eps_lower_mechanism` and `eps_ceiling_mechanism` (the claimed
-        `mechanism`'s own curve, `audit.stats.mechanism`; null without one), under the guess rule
-        `guess_rule`: "tuned" with the counts in `tuned`
-        (analysis -> `Guesses`, chosen without these scores' coins), else "grid". Without it (a
-        sub-group, which the mechanism itself picked; a plan whose coins are not fair) it holds
-        leakage statistics only. `tie_rng`, if given, orders tied scores for the bounds (so that
-        another reader that seeds it the same way gets the same bounds); else a child of `rng`.
-        """
+        """All headline numbers (keys: docs/contracts.md "Per-attack entry"). With `epsilon` (the
+        scores are canaries of independent fair coins) also `eps_hat` and every one-run bound of
+        `audit.stats.guesses.bounds_of` over all the scores (m), under `guess_rule` "tuned" (counts in
+        `tuned`, chosen without these scores' coins) or "grid"; without it (a sub-group, coins not
+        fair) leakage statistics only. `tie_rng` orders tied scores for the bounds (default: a child of `rng`)."""
         advantage_rng, epsilon_rng = np.random.default_rng(rng).spawn(2)
         rates = {str(level): self.tpr_at_fpr(level) for level in FPR_LEVELS}
         summary = {

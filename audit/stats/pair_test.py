@@ -1,44 +1,21 @@
 """The exact test of a privacy claim's trade-off curve from many runs of one neighbour pair.
 
-Every run trains on D or on D ∪ {target} (the target's fair coin deciding) and gives one score; a
-threshold fixed beforehand makes each score a guess, IN at or above it. The judged runs give TP IN
-guesses among n_in IN runs and FP among n_out OUT runs: TP ~ Binomial(n_in, t) and FP ~
-Binomial(n_out, f), independent, (f, t) the threshold test's (FPR, TPR) between M(D) and
-M(D ∪ {target}). A mechanism that meets the claim has t <= T(f) for every test, T the claim's
-largest TPR at FPR f (`gaussian_curve`, `eps_delta_curve`), and every point (f, T(f)) is some
-mechanism's: the null is exactly {t <= T(f)}.
+Every run trains on D or D ∪ {target} (a fair coin) and a threshold fixed beforehand makes its score
+a guess: TP ~ Binomial(n_in, t) and FP ~ Binomial(n_out, f), independent. A mechanism meeting the
+claim has t <= T(f) for every test, T its curve (`gaussian_curve`, `eps_delta_curve`), and every
+point of T is some mechanism's: the null is exactly {t <= T(f)}.
 
-The statistic (`Statistic`) is fixed before the judged runs are seen (`audit.stats.threshold`
-takes it from the reference runs). In variance-stabilised coordinates x = 2√n_out asin√f and
-y = 2√n_in asin√t (the data's rates by Anscombe's (k + 3/8)/(n + 3/4)), where each count's noise
-is about 1 whatever its rate, take the region of a *pilot* curve (the union of the quadrants
-{x >= x_i, y <= y_i} below-right of its samples, one every 0.05 in x), grown by every point more
-than a reach right of or below a centre (the point the references predict). The statistic is the
-distance from the observed point to that region, and inside it the least of y - (the pilot
-region's top at x), right - x and y - bottom (<= 0). It grows with TP and falls with FP (the region
-is closed downwards and rightwards), so for any curve T the test "reject if statistic >= observed"
-has a rejection probability that grows with t and falls with f (binomials are stochastically
-ordered in their rate): over the null its supremum is taken on the curve itself, p = sup_f
-P_{f, T(f)}[statistic >= observed], the exact p-value (P[p <= α] <= α under the null, no
-asymptotics). The statistic does not depend on the curve tested, so a smaller claim (a smaller μ,
-or ε at a fixed δ: a lower curve, a smaller null) has a p-value no larger: the largest rejected
-parameter is found by bisection (`largest_rejected`), and every parameter below it is rejected
-too. Why each part: with the unstandardised z = Φ⁻¹(t̂) - Φ⁻¹(f̂) the supremum sits where the counts
-are few and noisy (TP = 5,252 and FP = 3,694 of 9,000 each: p = 0.42 at μ = 0.42, against 0.18
-here); without the reach every Gaussian curve meets every other at f = 0 and f = 1, where a claim
-below the pilot keeps the pilot's p-value (the same counts: μ >= 0.19 certified, 0.41 with it).
+The statistic (`Statistic`, fixed before the judged runs, by `audit.stats.threshold` on the
+references) is a signed distance, in variance-stabilised coordinates x = 2√n_out asin√f,
+y = 2√n_in asin√t, from the observed point to a pilot curve's region grown by a reach about the
+references' point. It grows with TP and falls with FP, so "reject if statistic >= observed" is
+monotone in (f, t) and its supremum over the null lies on the curve: p = sup_f P_{f, T(f)}[statistic
+>= observed], an exact p-value (P[p <= α] <= α, no asymptotics). The statistic does not depend on
+the curve, so nulls are nested and `largest_rejected` bisects.
 
-The supremum over f in [0, 1] is bounded, not sampled: f runs over cells [a, b] (uniform in x,
-one unit wide at first), and by the two monotonicities every f of a cell has P_{f, T(f)} <=
-P_{a, T(b)}, the cell's corner: FP at its smallest rate, TP at its largest. A cell whose `Region.box`
-bound (two binomial tails) is already below the cut is dropped with that bound; the largest corner
-or dropped bound bounds p from above, and the largest P_{a, T(a)} of the cells of the largest
-corners from below; cells whose corner exceeds the level (or the lower bound by more than a
-tolerance) are split in four until the bounds decide or meet. A rejection is always by the upper
-bound, valid however coarse the cells; a test they cannot decide within `MAX_CELLS` is not rejected
-(conservative). The sum over FP is taken on its central values (9 standard deviations either side)
-and the mass outside added whole; the binomial probabilities are exp of log-factorials. Exact up
-to floating-point rounding.
+The supremum is bounded, not sampled (`supremum`): on cells [a, b] of f, P_{f, T(f)} <= P_{a, T(b)};
+a rejection is always by the upper bound, and a test undecided within `MAX_CELLS` is not rejected
+(conservative). Exact up to floating-point rounding.
 """
 
 from __future__ import annotations

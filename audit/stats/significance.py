@@ -1,9 +1,7 @@
 """Is a victim measurably more private than the naive baseline, and at what utility cost?
 
-Differences victim - baseline of every metric `audit.stats.bootstrap` estimates, with
-percentile intervals and two-sided Wald p-values whose standard error is the bootstrap's,
-Holm-adjusted as one family per comparison; test accuracy by Welch's t-test over runs. The
-protocol is stated in docs/contracts.md, "Comparing with the naive baseline".
+Bootstrap differences with Wald p-values, Welch's t-test for accuracy, Holm-adjusted per comparison
+(docs/contracts.md, "Comparing with the naive baseline").
 """
 
 from __future__ import annotations
@@ -81,13 +79,8 @@ class Report:
 
 
 def compare(victim: ExperimentSummary, baseline: ExperimentSummary, *, alpha: float = 0.05) -> Comparison:
-    """Every metric of `victim` minus `baseline` (attack and group estimated in both), tested.
-
-    Bootstrap differences pair the i-th replicates of the two sides, which were drawn
-    independently; test accuracy by Welch's t-test over runs. All p-values, test accuracy
-    included, are Holm-adjusted as one family. Needs at least two targets per side (with one,
-    every replicate equals the point and the bootstrap says nothing about variability).
-    """
+    """Every metric of `victim` minus `baseline` (attack and group in both), tested, all p-values Holm-
+    adjusted as one family. Needs at least two targets per side."""
     _check_level("alpha", alpha)
     for side in (victim, baseline):
         if side.experiment.n_targets < 2:
@@ -128,13 +121,8 @@ def compare(victim: ExperimentSummary, baseline: ExperimentSummary, *, alpha: fl
 def bootstrap_difference(
     victim_point: float, victim_replicates, baseline_point: float, baseline_replicates, *, confidence: float = 0.95
 ) -> tuple[Interval, float]:
-    """victim - baseline with a percentile interval and a two-sided Wald p-value whose standard
-    error is the bootstrap's.
-
-    d* = victim replicate i - baseline replicate i (independent draws; pairs with a NaN are
-    dropped); p = 2 Phi(-|d| / sd(d*)) for d = victim_point - baseline_point. With sd(d*) = 0,
-    p = 1 when d = 0 and p = 0 otherwise; p = 1 with NaN bounds when fewer than two pairs are usable.
-    """
+    """victim - baseline with a percentile interval of d* (replicate i of each side, independent draws;
+    NaN pairs dropped) and p = 2 Phi(-|d| / sd(d*)); p = 1 with NaN bounds under two usable pairs."""
     n = min(len(victim_replicates), len(baseline_replicates))
     diffs = np.asarray(victim_replicates[:n], dtype=float) - np.asarray(baseline_replicates[:n], dtype=float)
     diffs = diffs[~np.isnan(diffs)]
@@ -149,11 +137,8 @@ def bootstrap_difference(
 
 
 def welch_test(victim, baseline, *, confidence: float = 0.95) -> tuple[Interval, float]:
-    """mean(victim) - mean(baseline) with Welch's t-interval and two-sided p (scipy.stats).
-
-    Degenerate cases: fewer than two values on a side -> NaN bounds and p = 1 (no variance
-    estimate); no variance on either side -> the exact difference, p = 1 if it is 0 else 0.
-    """
+    """mean(victim) - mean(baseline) with Welch's t-interval and two-sided p; NaN bounds and p = 1 under
+    two values a side."""
     victim, baseline = np.asarray(victim, dtype=float), np.asarray(baseline, dtype=float)
     point = float(victim.mean() - baseline.mean())
     if victim.size < 2 or baseline.size < 2:
@@ -167,14 +152,8 @@ def welch_test(victim, baseline, *, confidence: float = 0.95) -> tuple[Interval,
 
 def prediction_test(value: float, sample) -> tuple[float, float, float]:
     """(t, p_less, p_more): is `value` one more draw from the normal distribution `sample` (S values)
-    comes from? Under that hypothesis t = (value - mean) / (s * sqrt(1 + 1/S)), s the sample's
-    standard deviation (ddof 1), follows Student's t with S - 1 degrees of freedom (the
-    prediction interval's pivot: value - mean has variance sigma^2 (1 + 1/S), independent of s).
-    p_less = P(T <= t), p_more = P(T >= t). E.g. value 0.1 against (0.2, 0.3, 0.4): mean 0.3,
-    s = 0.1, t = -0.2 / (0.1 * sqrt(4/3)) = -1.7321, 2 degrees of freedom, p_less = 0.1127.
-
-    Degenerate: S < 2 -> t NaN, p = 1 both ways (no variance estimate); a sample without
-    variance -> t = 0 and p = 1 if value equals it, else t = -inf or +inf and p = 0 on that side."""
+    comes from? t = (value - mean) / (s sqrt(1 + 1/S)) follows Student's t with S - 1 degrees of
+    freedom (the prediction interval's pivot). S < 2: t NaN, p = 1 both ways."""
     sample = np.asarray(sample, dtype=float)
     if sample.size < 2:
         return math.nan, 1.0, 1.0
@@ -189,11 +168,7 @@ def prediction_test(value: float, sample) -> tuple[float, float, float]:
 
 
 def holm(p_values) -> np.ndarray:
-    """Holm-Bonferroni adjusted p-values, in the input order.
-
-    Sorted ascending, the i-th smallest (i = 1..m) becomes max over j <= i of
-    min(1, (m - j + 1) p_(j)); rejecting where adjusted < alpha is Holm's step-down test.
-    """
+    """Holm-Bonferroni adjusted p-values, in the input order (adjusted < alpha is Holm's step-down test)."""
     p = np.asarray(p_values, dtype=float)
     order = np.argsort(p, kind="stable")
     steps = np.maximum.accumulate((p.size - np.arange(p.size)) * p[order])
@@ -214,14 +189,9 @@ def compare_experiments(
     n_boot_eps: int = N_BOOT_EPS,
     seed: int = 0,
 ) -> Report:
-    """Summarise the baseline and each experiment, and compare each with the baseline.
-
-    `attacks` default to those every experiment scored (in the baseline's order). An
-    experiment that is the baseline's directory is not compared with itself. The baseline
-    and the experiments draw from independent child streams of `default_rng(seed)`, in the
-    order given. ValueError on an attack missing from an experiment, a different dataset
-    than the baseline's, or fewer than two targets.
-    """
+    """Summarise the baseline and each experiment (independent child streams of `default_rng(seed)`)
+    and compare each with the baseline, on the attacks all scored; ValueError on a missing attack,
+    another dataset, or fewer than two targets."""
     experiments = [e for e in experiments if e.path.resolve() != baseline.path.resolve()]
     everything = [baseline, *experiments]
     if attacks is None:

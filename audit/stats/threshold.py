@@ -1,38 +1,14 @@
 """A certifier for many runs of one worst-case neighbour pair: scores in, bounds on μ and ε out.
 
-Every run trains on D or on D ∪ {target}, the target's fair coin deciding, and gives one score.
-The reference runs choose, and only choose: the score's direction and a threshold (`choose_threshold`).
-The judged runs, never used for choosing, are thresholded once: TP of their n_in IN scores and FP of
-their n_out OUT scores fall at or above it. Those are two independent binomial counts of the
-threshold test's TPR t and FPR f between M(D) and M(D ∪ {target}), which any mechanism meeting a
-claim keeps below the claim's trade-off curve:
-
-* μ-GDP (Dong, Roth and Su 2019, "Gaussian Differential Privacy"): t <= Φ(Φ⁻¹(f) + μ) for every test;
-* (ε, δ)-DP (the trade-off region of Kairouz, Oh and Viswanath 2015, "The Composition Theorem for
-  Differential Privacy"): t <= min(e^ε f + δ, 1 - e^-ε (1 - δ - f)).
-
-Two bounds are computed from the same counts, each at `confidence` on its own:
-
-* the exact test (`audit.stats.pair_test`): the largest μ, and the largest ε at δ, whose curve the
-  counts reject at level 1 - confidence, by the exact binomial p-value of one statistic (the
-  standardised distance from a pilot curve, itself chosen on the references);
-* the baseline (Nasr, Hayes, Steinke, Balle, Tramèr, Jagielski, Carlini and Terzis 2023, "Tight
-  Auditing of Differentially Private Machine Learning"): a Clopper–Pearson upper bound on the FPR
-  and lower bound on the TPR, each at (1 - confidence)/2 (Bonferroni), plugged into the curve
-  (`point_mu`, `point_epsilon`).
-
-Both are valid for the whole procedure: the choices are functions of the reference runs, which are
-independent of the judged runs, so conditionally on them the judged counts are binomials of a test
-fixed in advance. The exact bounds are the bisection's last rejected value, at most 5e-4 below the
-largest the test rejects.
-
-The choice (`choose_threshold`): candidates on a grid of the pooled reference scores' quantiles
-(`candidate_thresholds`), each sign of the score; the references' ROC there smoothed (`binormal_tpr`:
-the Gaussian curve for μ, a free binormal slope for ε), and the candidate kept whose smoothed point
-predicts the largest bound at the judged counts (`_predicted`), among those that leave at least
-`MIN_COUNT` false positives and as many missed IN scores in the references and the judged runs.
-One threshold serves both bounds; `objective` says which it is chosen for (for a Gaussian
-mechanism μ's is central and ε's in a tail: docs/results/threshold.md).
+The reference runs only choose the score's direction and a threshold (`predicted_choice`); the
+judged runs, never used for choosing, are thresholded once: TP of n_in IN and FP of n_out OUT
+scores, independent binomials of the test's TPR t and FPR f, which a mechanism meeting the claim
+keeps below its curve: μ-GDP, t <= Φ(Φ⁻¹(f) + μ) (Dong, Roth and Su 2019); (ε, δ)-DP, the region
+of Kairouz, Oh and Viswanath 2015. Two bounds from the same counts, each at `confidence` on its own:
+the exact test (`audit.stats.pair_test`; the bisection's last rejected value, at most 5e-4 below
+the largest rejected), and Nasr et al. 2023's baseline (Clopper–Pearson on each rate at
+(1 - confidence)/2, plugged into the curve). Both are valid: the choices are functions of the
+references, independent of the judged runs. docs/results/threshold.md has the figures.
 """
 
 from __future__ import annotations
@@ -154,16 +130,12 @@ def predicted_choice(
     objective: str = "mu",
     min_count: float = MIN_COUNT,
 ) -> tuple[Choice, float]:
-    """The direction and threshold, of `candidate_thresholds` on either sign of the scores, whose
-    references predict the largest bound on `objective` at the judged counts n_in and n_out
-    (`_predicted`, at the references' FPR and their TPR smoothed by `binormal_tpr`, since the
-    largest raw estimate of some 40 is mostly the luckiest: for μ by the Gaussian curve, so the
-    threshold is where the judged counts will be least noisy on it, for ε by a free slope, since
-    ε lives in the tails), among those that leave at least `min_count` OUT scores above and IN scores below
-    them in the references and expect as many in the judged runs (every candidate if none does):
-    in the tails the references' few counts make the prediction mostly luck. Ties go to sign +1 and
-    the lowest threshold. Returned with its predicted bound (-inf where no candidate exists), by
-    which `audit.pair_design` ranks attacks."""
+    """The direction and threshold, of `candidate_thresholds` on either sign, whose references predict
+    the largest bound on `objective` at the judged counts (`_predicted`, the references' TPR smoothed
+    by `binormal_tpr`: Gaussian for μ, a free slope for ε), among those leaving at least `min_count`
+    OUT scores above and IN scores below in the references and the judged runs (every candidate if
+    none does). Ties go to sign +1 and the lowest threshold. Returned with its predicted bound (-inf:
+    no candidate), by which `audit.pair_design` ranks attacks."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     ref_in = as_score_array(reference_in, name="reference_in")
