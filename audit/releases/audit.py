@@ -1,11 +1,7 @@
-"""The audit of a release the user already made (`python -m audit.release` is its command line):
-`prepare` reads and checks everything and opens the shadow store, writing nothing outside it;
-`run_release_audit` trains the missing shadow runs, attacks the release as the one target and
-writes the audit directory and its report.
-
-R shadow runs of the same pipeline on the same pool are the reference runs; the user's release
-is the one target, with the user's membership as ground truth. The inputs, what is run, the
-outputs and when there is an ε verdict: docs/contracts.md, "audit.release".
+"""The audit of a release the user already made (`python -m audit.release`): `prepare` checks
+everything and opens the shadow store, writing nothing outside it; `run_release_audit` trains the
+missing shadow runs (the reference runs) and attacks the release as the one target, with the
+user's membership as ground truth. docs/contracts.md, "audit.release".
 """
 
 from __future__ import annotations
@@ -42,9 +38,8 @@ MIN_SUBSET_RUNS = 4
 
 @dataclass(frozen=True)
 class ReleaseRequest:
-    """What to audit and how: the user's files, the pipeline that made the release (a victim name
-    and overrides of its configuration), the shadow runs, and the evaluation and report settings
-    (the claim checked, if any, is the report's: summary.json records it, the report checks it)."""
+    """What to audit and how: the user's files, the pipeline that made the release (a victim and
+    overrides), the shadow runs, and the evaluation and report settings (the claim is the report's)."""
 
     pool_file: Path | None  # POOL.npz of images; None for a table (`dataset`, `members_file`)
     release_file: Path
@@ -193,9 +188,8 @@ def _subset_store(request: ReleaseRequest, inputs: ReleaseInputs, subset, *, siz
 
 
 def run_release_audit(prepared: PreparedRelease) -> tuple[AuditSummary, Report, Path, Path]:
-    """Train the missing shadow runs (the pipeline's, then the random subsets'), attack the release,
-    measure its leakage and compare it with the subsets', write the audit directory and its report;
-    returns (summary.json's content with its verdict, the report, report.html's path, report.json's path)."""
+    """Train the missing shadow runs, attack the release, measure its leakage against the subsets', write
+    the audit directory and report; returns (summary.json's content, the report, report.html, report.json)."""
     request, inputs, settings = prepared.request, prepared.inputs, prepared.request.evaluation
     _train_missing(prepared)
     shadows = StoredRuns.load(
@@ -291,9 +285,8 @@ def _subset_comparison(prepared: PreparedRelease, release_flag) -> dict:
 
 
 def _write_audit_and_report(prepared: PreparedRelease, summary: dict, scores, stored_run, *, init_mask):
-    """Write the audit directory (experiment.json, the pool's labels, the release as run 0 (`stored_run`:
-    what `RunStore.write_run` takes), the pool index, audit/) and its report; returns (the report,
-    report.html's path, report.json's path)."""
+    """Write the audit directory (the release as run 0) and its report; returns (the report, report.html's
+    path, report.json's path)."""
     request, inputs, out = prepared.request, prepared.inputs, prepared.out
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "experiment.json", prepared.record)

@@ -1,16 +1,12 @@
-"""Writing the two files `python -m audit.release` reads (docs/contracts.md, "audit.release"):
-the members drawn by recorded coins before the release is made (`draw_membership`, defined beside
-the reading that reproduces them, `audit.releases.inputs`), the pool with its membership
-(`write_pool`) and the release (`write_release`). Each checks what it writes as
-`audit.releases.inputs` will read it, so a mistake shows here, with the same one line.
+"""Writing the two files `python -m audit.release` reads (docs/contracts.md, "audit.release"), each
+checked as `audit.releases.inputs` will read it, so a mistake shows here with the same one line:
 
     member = draw_membership(len(x), seed=2024)             # before making the release
     release_x, release_y = my_generator(x[member], y[member])
     write_pool("pool.npz", x, y, member=member, membership_seed=2024)
     write_release("release.npz", release_x, release_y)
 
-Pixel scale: images are float on the 0-1 scale, or uint8 on 0-255 (read as uint8 / 255). A float
-release of a uint8 pool is read on the 0-1 scale, as it is: nothing is clipped or rounded.
+Images are float on the 0-1 scale, or uint8 on 0-255 (read as uint8 / 255).
 """
 
 from __future__ import annotations
@@ -38,11 +34,9 @@ def write_pool(
     x_test: np.ndarray | None = None,
     y_test: np.ndarray | None = None,
 ) -> Path:
-    """POOL.npz: the images `x` ([n, h, w] or [n, c, h, w], float 0-1 or uint8), labels `y`, the
-    membership (bool [n]) and, when it was drawn by `draw_membership`, its seed (and rate, default
-    0.5), so that the audit can reproduce the coins and give an ε bound. `x_test`, `y_test`: an
-    optional test split (else the audit holds one out). ValueError (one line) if `read_inputs` would
-    refuse the file."""
+    """POOL.npz: images `x` ([n, h, w] or [n, c, h, w]), labels `y`, the membership (bool [n]) and, if
+    drawn by `draw_membership`, its seed and rate (so the audit can reproduce the coins and give an
+    ε bound); optional `x_test`, `y_test`. ValueError (one line) if `read_inputs` would refuse it."""
     arrays = {"x": np.asarray(x), "y": np.asarray(y), "member": np.asarray(member, dtype=bool)}
     if membership_seed is not None:
         arrays["membership_seed"] = np.int64(membership_seed)
@@ -58,9 +52,8 @@ def write_pool(
 
 
 def write_release(path: str | os.PathLike, x: np.ndarray, y: np.ndarray, *, init_idx: np.ndarray | None = None) -> Path:
-    """RELEASE.npz: the released images `x` (float 0-1 scale, kept as they are: values outside
-    [0, 1] are not clipped; or uint8), labels `y`, and `init_idx`, the pool rows of real images
-    the release contains or started from, if any."""
+    """RELEASE.npz: the released images `x` (never clipped), labels `y`, and `init_idx`, the pool rows
+    of real images the release contains or started from, if any."""
     x, y = np.asarray(x), np.asarray(y)
     if x.dtype.kind == "f":
         x = x.astype(np.float32)

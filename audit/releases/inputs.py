@@ -1,8 +1,5 @@
-"""The inputs of `audit.release`, read and checked: the custodian's pool with the release's
-membership (POOL.npz) and the release (RELEASE.npz), as docs/contracts.md, "audit.release",
-states them, and how recorded membership coins are drawn (`draw_membership`). Any bad or
-inconsistent input raises `ReleaseError`, one line naming the value. It imports nothing of the
-writing side (`audit.releases.files`), which imports it to check what it writes."""
+"""The inputs of `audit.release`, read and checked (docs/contracts.md, "audit.release"), and how
+recorded membership coins are drawn; bad input raises `ReleaseError`, one line naming the value."""
 
 from __future__ import annotations
 
@@ -25,8 +22,7 @@ MEMBERSHIP_RUN = 0  # a release's recorded coins are run 0 of the plan under its
 
 def draw_membership(n: int, *, seed: int, rate: float = FAIR_COIN_RATE) -> np.ndarray:
     """bool [n]: members drawn by independent coins, as `audit.release` reproduces them from a pool
-    file's `membership_seed` and `membership_rate` (draw them so, before making the release; the
-    writing side, `audit.releases.files`, offers it too)."""
+    file's `membership_seed` and `membership_rate` (draw them before making the release)."""
     return membership_row(n, master_seed=seed, run=MEMBERSHIP_RUN, inclusion_rate=rate)
 
 
@@ -355,9 +351,8 @@ def _read_release(
 
 
 def audited_pool_images(run_dir: Path, meta: Mapping) -> np.ndarray | None:
-    """The audit pool's images [n, c, h, w] of an audited release again (`run_dir`, `meta` its
-    experiment.json), from the POOL.npz it records and its audit/pool_index.npy, for
-    `audit.report`; None for an experiment of shadow runs, or where the file no longer reads."""
+    """The audit pool's images [n, c, h, w] of an audited release again, from the POOL.npz it records,
+    for `audit.report`; None for shadow runs or a file that no longer reads."""
     if not meta.get("pool_file"):
         return None
     pool_file = Path(meta["pool_file"])

@@ -1,37 +1,8 @@
-"""How much a release leaks, and whether it leaks less than a random real subset of the same size,
-measured as an attacker who knows the pipeline would measure it.
-
-**The attacker's threshold is fixed before the release is judged.** For every attack, the
-reference runs of the release's pipeline (shadow runs, whose coins are public) are scored as
-pseudo-targets, each against the other references (`audit.evaluate.pseudo_target_scores`); the
-threshold at a false-positive rate α is the score that at most ⌊α·n⌋ of their n pooled
-non-member scores exceed (`threshold_at`; an example is flagged when its score is strictly
-greater). The strongest attack is chosen on the same pseudo-targets, by the rule
-`STRONGEST_RULE`. Neither the custodian's membership nor the release's scores enter either
-choice. On the release, the chosen attack flags the examples above its thresholds: the members it
-finds (TPR) and the non-members it wrongly flags (the realised FPR) are counted against the
-custodian's membership. A threshold set on other runs is what a real attacker would use; the
-realised FPR can therefore differ from α, and the report prints both counts.
-
-**The random-subset baseline.** The same measurement is made on S `subset` runs of the same size on
-the same pool, each in turn in the release's place with the other S − 1 as its reference runs
-(strongest attack and thresholds chosen on those alone: `leave_one_out`). The release's TPR at
-`COMPARED_FPR` is then set against the S subset values by a two-sided Student-t prediction test
-(`audit.stats.significance.prediction_test`): under the hypothesis that the release's TPR is one
-more draw from the (normal) distribution of a random subset's TPR, t = (x − mean) / (s·√(1 + 1/S))
-follows Student's t with S − 1 degrees of freedom. The verdict is "less" or "more" when p < α on
-that side, else "no measurable difference". It is a statement about this release against the
-subset releases of this pool, not about the pipeline in general.
-
-**Too few runs** (`runs_needed`, `choice_runs_needed`, `few_runs_warnings`). A threshold at rate f
-set on N reference non-member scores pins f only when about `PINNING_COUNT` of them are expected
-above it (N ≥ 10 / f), and choosing the strongest attack needs each pseudo-target scored with the
-references its attack needs. Fewer runs are audited all the same, with a warning saying how many
-would do; it is printed and recorded in summary.json.
-
-**No better than guessing** (`guessing_p`). A figure is at chance when the members found are not
-significantly more, at `alpha`, than the non-members wrongly flagged at the same threshold: a
-one-sided Fisher exact test (`GUESSING_TEST`); TPR ≤ the realised FPR always is.
+"""How much a release leaks, and whether less than a random real subset of the same size, measured
+as an attacker who knows the pipeline would: thresholds and the strongest attack are fixed on the
+reference runs as pseudo-targets, never on the custodian's membership or the release's scores; the
+subset comparison is a two-sided Student-t prediction test; a figure is at chance by a one-sided
+Fisher exact test. What each step promises: docs/contracts.md, "audit.release", "What it does".
 """
 
 from __future__ import annotations
@@ -68,33 +39,17 @@ GUESSING_TEST = (
 
 
 def runs_needed(fpr: float, *, n_pool: int, inclusion_rate: float) -> int:
-    """The reference runs whose pooled non-member scores pin a threshold at false-positive rate `fpr`.
-
-    The threshold is the (⌊fpr·N⌋ + 1)-th largest of N reference non-member scores. The count of
-    those N scores above a threshold whose true rate is f is Binomial(N, f): mean N·f, relative
-    spread sqrt((1 - f) / (N·f)) < 1 / sqrt(N·f) (equivalently, the true rate of the j-th largest is
-    Beta(j, N + 1 - j), relative spread about 1 / sqrt(j)). With k = N·f expected above it, the
-    threshold pins its rate to a relative spread of at most 1 / sqrt(k). k = PINNING_COUNT = 10:
-    within 1 / sqrt(10) ≈ 32% (one sd; "1 in 1,000" is then between about 1 in 1,500 and 1 in 750),
-    and 10 expected events is the usual least count at which a binomial count is near enough normal
-    for that spread to describe it. Below it the threshold is one of the few largest scores (at
-    ⌊f·N⌋ = 0 the largest), whose rate can be several times f or far below it. So N ≥ 10 / f: 1,000
-    scores at 1 in 100, 10,000 at 1 in 1,000.
-
-    Every reference run is a pseudo-target, and each has about n·(1 - ρ) non-members (`n_pool`
-    examples, coins of rate ρ = `inclusion_rate`), so R runs give R·n·(1 - ρ) scores, and
-    ⌈10 / (f·n·(1 - ρ))⌉ runs do: for 1,500 examples at ρ = 0.5 (750 per run), 2 runs at 1 in 100
-    and ⌈10,000 / 750⌉ = 14 at 1 in 1,000."""
+    """The reference runs whose pooled non-member scores pin a threshold at false-positive rate `fpr`:
+    with N·f >= `PINNING_COUNT` scores expected above it (Binomial(N, f), relative spread below
+    1 / sqrt(N·f): within 32% at 10), so ⌈10 / (f·n_pool·(1 - ρ))⌉ runs, each a pseudo-target with
+    about n_pool·(1 - ρ) non-members (docs/contracts.md "What it does", "Too few runs")."""
     per_run = n_pool * (1 - inclusion_rate)
     return max(1, math.ceil(PINNING_COUNT / (fpr * per_run) - 1e-9))
 
 
 def choice_runs_needed(attacks) -> int:
-    """The reference runs the choice of the strongest attack needs among `attacks`: each reference
-    run is scored as a pseudo-target against the other R - 1, as the release is against all R, so an
-    attack that needs `min_runs` runs (a target and its references; LiRA-style attacks 4) is scored
-    on its pseudo-targets as the audit would score it only when R ≥ min_runs, and a pseudo-target
-    needs one other reference at least (`audit.evaluate.can_choose_on_references`)."""
+    """The reference runs the choice of the strongest attack among `attacks` needs: max(2, each
+    attack's `min_runs`), since a pseudo-target is scored against the other R - 1."""
     return max(max(2, get_attack(a).min_runs) for a in attacks)
 
 
@@ -182,13 +137,9 @@ def flag(scores: np.ndarray, member: np.ndarray, *, threshold: float, fpr: float
 
 
 def guessing_p(found: Flagged) -> float:
-    """How far the members found are above guessing (GUESSING_TEST): an attack that guesses flags
-    members and non-members alike, so given the x + y examples it flags at one threshold (x of the
-    m members, y of the n non-members), the members among them are hypergeometric; p = P(H ≥ x),
-    H ~ Hypergeometric(m + n examples, x + y flagged, m members). It compares with the non-members
-    flagged on the same run, the realised FPR, not with the rate the threshold was set for: a
-    threshold set on other runs can flag more or fewer than that on this one. NaN without members
-    or non-members."""
+    """How far the members found (x of m) are above guessing, against the non-members flagged at the
+    same threshold (y of n, the realised FPR): p = P(H ≥ x), H ~ Hypergeometric(m + n, x + y, m), a
+    one-sided Fisher exact test (GUESSING_TEST). NaN without members or non-members."""
     m, n, x, y = found.members, found.nonmembers, found.members_flagged, found.nonmembers_flagged
     if not m or not n:
         return float("nan")
@@ -254,10 +205,9 @@ def release_leakage(
     alpha: float,
 ) -> tuple[dict, Flagged]:
     """(summary.json's `release_leakage`, what the strongest attack flags at COMPARED_FPR) of the
-    release, the last run of `runs` with `scores` [1, n] per attack: thresholds and the strongest
-    attack fixed on the reference runs (of coins at `inclusion_rate`), then counted against the
-    custodian's `member`; with the figures that are no better than guessing at `alpha` (`at_chance`)
-    and the warnings of too few reference runs (`few_runs_warnings`)."""
+    release, the last run of `runs` (`scores` [1, n] per attack): thresholds and the attack fixed on
+    the reference runs, counted against the custodian's `member`, with `at_chance` at `alpha` and the
+    warnings of too few reference runs."""
     target = len(runs.keep) - 1
     views = {a: (c.views if c is not None else "all") for a, c in choices.items()}
     pseudo = pseudo_scores(runs, list(scores), target, variance=variance, views=views)
@@ -289,11 +239,8 @@ def release_leakage(
 
 
 def leave_one_out(runs: StoredRuns, attacks: list[str], *, variance: str) -> list[Flagged]:
-    """Each of the S runs (a random subset's release) measured as a release is: the strongest
-    attack and its threshold at COMPARED_FPR chosen on the other S - 1 runs as pseudo-targets (each
-    against the remaining S - 2), then that attack scored on the run with the other S - 1 as its
-    shadows. An attack takes part where those pseudo-targets have enough references
-    (`audit.evaluate.can_choose_on_references`)."""
+    """Each of the S subset runs measured as a release is: attack and threshold at COMPARED_FPR chosen
+    on the other S - 1 as pseudo-targets, then scored with them as its shadows."""
     out = []
     for run in range(len(runs.keep)):
         target = np.array([run])

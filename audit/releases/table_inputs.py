@@ -1,12 +1,8 @@
-"""The inputs of `audit.release` for a table: the custodian's pool is a tabular dataset
-(`--dataset`: fair, randhie, or a schema file, `victims.tabular.pools`), the membership over its
-pool rows is a file of its own (`--members`), and the release is a CSV or Parquet file with the
-schema's columns (`--release`), encoded by `Schema.encode`. docs/contracts.md, "audit.release".
-
-`--members`: a .npz with the keys of POOL.npz's membership (`member` bool [n_pool] or `member_idx`
-int [m]; optional `membership_seed` with `membership_rate`, the coins that drew them over the pool
-rows), or a .csv / .parquet with one column, `member` (0/1 or true/false, a row per pool row) or
-`member_idx` (pool rows). Any bad input raises ReleaseError or DataError, one line naming the value."""
+"""The inputs of `audit.release` for a table: the pool a tabular dataset (`--dataset`), the membership
+over its rows a file of its own (`--members`: .npz with POOL.npz's membership keys, or .csv /
+.parquet with one column `member` or `member_idx`), the release a CSV or Parquet file of the
+schema's columns (`--release`). docs/contracts.md, "audit.release"; bad input raises ReleaseError
+or DataError, one line naming the value."""
 
 from __future__ import annotations
 
