@@ -1,7 +1,5 @@
-"""Run victims over many seeds: as Ray tasks (local by default, a cluster by address) or inline.
-
-`execute` yields each finished run as it completes, so the driver can store it at once; a run
-that is killed half-way therefore costs only itself.
+"""Run victims over many seeds, as Ray tasks (local by default, a cluster by address) or inline:
+`execute` yields each finished run as it completes, so a run killed half-way costs only itself.
 """
 
 from __future__ import annotations
@@ -62,9 +60,8 @@ class ExecutorConfig:
 
 
 class RunFailed(ValueError):
-    """Bad input a run (or a pack) met as it ran (`victims.base.RunError`, `DataError`: a command victim's
-    command that exits non-zero, a release outside the pool's schema, ...): one line naming the run and its
-    seed, then the victim's first line. `audit.pipeline.train_missing_runs` makes it the command's one-line error."""
+    """Bad input a run (or a pack) met as it ran (`victims.base.RunError`, `DataError`): one line naming the
+    run and its seed, then the victim's first line, the command's one-line error."""
 
 
 class RayUnavailable(RunFailed):
@@ -88,17 +85,10 @@ def run_victims(
     compiled: bool = False,
     precision: str = "fp32",
 ) -> list[tuple[Observations, dict]]:
-    """The runs of `tasks` in this task, each with the metadata stored beside it, on one torch thread;
-    with `compiled`, their training steps through torch.compile (`victims.compiled`, recorded as
-    `compiled` in the metadata); at `precision` (`victims.precision`, recorded unless fp32).
-
-    Several tasks are trained together when the victim packs (`run_packed`, `victims.packed`):
-    each keeps its own seed, members and result, and `wall_s` is the pack's time over its runs,
-    with `runs_in_task` recorded. Otherwise they run one after the other.
-
-    One thread per task: concurrent tasks do not fight over the cores, and a run's floating-point
-    results do not depend on the executor or on how many cores the machine has.
-    """
+    """The runs of `tasks` in this task with their metadata, on one torch thread (so a run's results
+    do not depend on the executor or the cores); with `compiled` through torch.compile, at
+    `precision` (each recorded). A victim that packs trains them together (`victims.packed`), each
+    keeping its own seed, members and result; `wall_s` is then the pack's time over its runs."""
     import torch
 
     device = resolve_device(device)
@@ -113,9 +103,8 @@ def run_victims(
 
 
 def _run_all(victim: Any, pool: Pool, tasks: Sequence[RunTask], *, device: str) -> list[tuple[Observations, dict]]:
-    """`_run_tasks`, a run's bad input (`victims.base.RunError`, `DataError`) raised as `RunFailed` naming the
-    run (a pack's: its runs, or those of them the error's `runs` places name: a batched command's failed seed,
-    `victims.command_jobs.SeedFailed`); any other error as it is, with its traceback (a bug)."""
+    """`_run_tasks`, a run's bad input raised as `RunFailed` naming the run (of a pack, those the error's
+    `runs` names); any other error as it is, with its traceback (a bug)."""
     try:
         return _run_tasks(victim, pool, tasks, device=device)
     except (RunError, DataError) as e:
@@ -197,9 +186,7 @@ def execute(
 @contextlib.contextmanager
 def ray_session(config: ExecutorConfig) -> Iterator[None]:
     """Ray started for what runs inside (unless it runs already, or the executor is inline) and shut
-    down after. Every `execute` inside shares it, and so do its workers: an audit in rounds
-    (`audit.rounds`) keeps their imports and CUDA contexts from one look to the next, where a Ray
-    started per look cost each look a new set of workers."""
+    down after: every `execute` inside, an audit's rounds included, shares it and its workers."""
     if config.kind == "inline":
         yield
         return

@@ -1,9 +1,6 @@
 """An audited experiment's numbers in memory, checked for consistent shapes (`Experiment`), and the
-short labels that name experiments side by side (`experiment_labels`).
-
-Nothing here reads or writes a file: `audit.results` reads an experiment directory into an
-`Experiment`, and the statistics (`audit.stats.bootstrap`, `audit.stats.significance`) take one
-without importing anything that touches the disk (tests/contracts/test_layout.py).
+short labels that name experiments side by side. Nothing here touches the disk (`audit.results`
+reads a directory into an `Experiment`).
 """
 
 from __future__ import annotations
@@ -29,12 +26,8 @@ HEADLINE_KEYS = ("epsilon", "ipc", "spc", "init")
 
 @dataclass(frozen=True, eq=False)
 class Experiment:
-    """What an audited experiment directory holds, checked for consistent shapes.
-
-    `membership`, `init` and each array of `scores` are [T, n]: one row per target run.
-    `test_accuracy` has one value per audited run (`audit.results.audited_runs`: targets and references alike,
-    the release alone for a release audit), so its mean is summary.json's `utility.test_accuracy`.
-    """
+    """What an audited experiment directory holds, checked for consistent shapes: `membership`, `init`
+    and `scores` [T, n], one row per target run; `test_accuracy` one value per audited run."""
 
     path: Path
     summary: Mapping
@@ -111,12 +104,9 @@ class Experiment:
         return not (isinstance(entry, Mapping) and "eps_lower" in entry and entry["eps_lower"] is None)
 
     def natural_examples(self) -> Experiment:
-        """This experiment seen through its natural examples: itself without canaries; with them
-        (`--canaries`), the first n_natural columns of every [T, n] array and summary.json's
-        per-attack `natural` entries in place of the canaries' (so `eps_lower` and `eps_ceiling`
-        are the natural examples' too). A comparison with a baseline is about the pool's own
-        records; the canaries' numbers stay in summary.json and the report. ExperimentError under
-        the fixed remainder, whose natural examples are members of every run."""
+        """This experiment seen through its natural examples (with `--canaries`: the first n_natural
+        columns and summary.json's per-attack `natural` entries); ExperimentError under the fixed
+        remainder, whose natural examples are members of every run."""
         canaries = (self.summary.get("evaluation") or {}).get("canaries")
         if not canaries:
             return self

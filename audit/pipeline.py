@@ -34,16 +34,10 @@ def experiment_record(
     pool_per_class: int | None = None,
     pool_unheld: int | None = None,
 ) -> dict:
-    """experiment.json of `victim` on `pool` (identity and provenance); `dataset` is recorded as its
-    name (a .npz file's stem, a table's .json schema file's stem), `-N-per-class` added for
-    `--pool-per-class N` (the name the same pool written by
-    `victims.data.write_class_balanced_subset` to `<dataset>-N-per-class.npz` has, so the two are
-    one store), `-unheld-K` for a table's `--pool-unheld K`; `plan` the membership plan's name
-    (`shadow_runs.plan.PLANS`); `canaries`, the canary entry (`CanaryConfig.entry`), is recorded
-    only for an experiment with canaries, and `threat_model` only when it is white-box (so
-    black-box stores keep their names). `victim_source` is the hash of the victim's code
-    (`victims.source`): provenance, not identity, but a store refuses runs of other code
-    (`shadow_runs.store.RunStore.open`)."""
+    """experiment.json of `victim` on `pool` (docs/contracts.md "Experiment identity"): `dataset` its name
+    (`-N-per-class`, `-unheld-K` added for those pools, so the same pool written to a file is one
+    store), `canaries` and `threat_model` only where they apply (so older stores keep their names);
+    `victim_source`, the code's hash, is provenance, but a store refuses runs of other code."""
     label = Path(dataset).stem if dataset.endswith((".npz", ".json")) else dataset
     if pool_per_class:
         label = f"{label}-{pool_per_class}-per-class"
@@ -83,15 +77,9 @@ def train_missing_runs(
     executor: ExecutorConfig,
     quiet: bool,
 ) -> None:
-    """Train every run of the plan `keep` that the store lacks, storing each as it arrives, each handed
-    `inclusion_rate`, the plan's public rate (`shadow_runs.plan.public_inclusion_rate`). A victim
-    with a `prepare(pool, directory, quiet=)` method is trained as the victim it returns, prepared
-    once here for the store's directory before the runs go out (a refusal there: one line, exit 2).
-
-    Ctrl-C (KeyboardInterrupt) stops the training with one line on stderr, what is kept and the
-    command that resumes (`resume_line`), and exit status 130 (128 + SIGINT, the shell's
-    convention), instead of a traceback: every run stored so far is complete (written atomically)
-    and the same command trains only the others."""
+    """Train every run of the plan `keep` that the store lacks, storing each as it arrives (a victim's
+    `prepare(pool, directory, quiet=)`, if any, first, once). Ctrl-C ends with one line, the command
+    that resumes, and exit 130: every stored run is complete, and the same command trains the rest."""
     from tqdm import tqdm
 
     finished = store.finished_runs()

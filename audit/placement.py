@@ -1,15 +1,9 @@
-"""Where an audit's runs train: the layout the executor flags leave open, filled by one rule.
-
-On a machine (or a Ray cluster, node by node) with GPUs and `--device auto|cuda`:
-- a victim that packs (`run_packed`, `victims.packed`) runs one task per GPU, each a pack of
-  ceil(runs / (GPUs x PACKS_PER_GPU)) runs, capped by what MEMORY_SHARE of the smallest GPU holds at
-  the victim's per-run footprint (MIB_PER_RUN). That is the fastest layout measured on an H200
-  (docs/performance.md, "On a GPU"): the headline audit took 53.7 s with one task holding the GPU and
-  packs of 64, against 79.9 s with one task per core, each with its own CUDA context;
-- a victim that does not pack runs one task per core (or `--workers`), the GPUs shared among them.
-Without a GPU, or with `--device cpu`: one task per core, one run each, as always; a batched command
-(a pipeline that declares `batch = K`): K runs a task, wherever it is. A flag given
-(`--gpus-per-run`, `--runs-per-task`, `--workers`) is kept; the rule fills only the others.
+"""Where an audit's runs train: the layout the executor flags leave open, filled by one rule
+(docs/performance.md, "The layout and the arithmetic"). With GPUs and `--device auto|cuda`, a
+victim that packs runs one task per GPU, each a pack of ceil(runs / (GPUs x PACKS_PER_GPU)) runs,
+capped by MEMORY_SHARE of the smallest GPU at MIB_PER_RUN; one that does not pack, one task per core
+sharing the GPUs. Without a GPU or with `--device cpu`: one task per core, one run each (a batched
+command: K runs a task). A flag given (`--gpus-per-run`, `--runs-per-task`, `--workers`) is kept.
 """
 
 from __future__ import annotations
@@ -23,16 +17,12 @@ from typing import Any
 
 from audit.executor import ExecutorConfig, victim_packs
 
-#: packs per GPU the rule aims at: a killed pack costs at most a quarter of a GPU's runs and the
-#: progress bar moves four times; a pack of 64 ran 0.029 s a run (psg, digits, H200) against 0.026 at 256
+#: packs per GPU the rule aims at: a killed pack costs at most a quarter of a GPU's runs
 PACKS_PER_GPU = 4
-#: the share of a GPU's memory the packs may fill; the rest is CUDA's context, cuDNN's workspaces
-#: and the caching allocator's slack
+#: the share of a GPU's memory the packs may fill (the rest: CUDA's context, workspaces, allocator slack)
 MEMORY_SHARE = 0.5
-#: MiB a run adds to a pack, by victim and image pixels (h x w): an H100's peak memory of packs of 8
-#: and 64 at 8x8 (psg 461 and 1,167 MiB, real 460 and 1,153: bench/gpu.py, docs/performance.md "A
-#: second H100") over the 56 runs added. Larger images are scaled by their pixels until measured
-#: (`python bench/footprint.py --device cuda --datasets mnist5k`).
+#: MiB a run adds to a pack, by victim and image pixels (h x w), measured at 8x8 (docs/performance.md
+#: "A second H100"); larger images scaled by their pixels until measured
 MIB_PER_RUN = {
     "psg": {64: 12.6},
     "real": {64: 12.4},
