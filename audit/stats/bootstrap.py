@@ -174,8 +174,7 @@ def _eps_point(exp: Experiment, attack: str, member, nonmember, *, rng) -> float
 
 
 def _eps_ceiling(exp: Experiment, attack: str, m: int) -> float:
-    """summary.json's eps_ceiling when it has one, else the ceiling of m canaries at the
-    experiment's δ and confidence."""
+    """summary.json's eps_ceiling when it has one, else m canaries' ceiling at the experiment's δ."""
     entry = (exp.summary.get("attacks") or {}).get(attack) or {}
     if isinstance(entry.get("eps_ceiling"), (int, float)):
         return float(entry["eps_ceiling"])

@@ -70,8 +70,7 @@ def _check_confidence(confidence: float) -> None:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
 
 
-# ---------------------------------------------------------------------------
-# the theorem's p-value and its inversion
+# -- the theorem's p-value and its inversion -------------------------------------------------------
 
 
 def one_run_p_value(*, m: int, guesses: int, correct: int, epsilon: float, delta: float) -> float:
@@ -144,8 +143,7 @@ def guess_grid(m: int) -> tuple[tuple[int, int], ...]:
     return tuple(grid)
 
 
-# ---------------------------------------------------------------------------
-# the audit
+# -- the audit -------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -260,8 +258,7 @@ def epsilon_ceiling(m: int, *, delta: float = 0.0, confidence: float = 0.95) -> 
     return max(one_run_epsilon(m=m, guesses=r, correct=r, delta=delta, alpha=alpha_each) for r in guesses)
 
 
-# ---------------------------------------------------------------------------
-# Gaussian differential privacy
+# -- Gaussian differential privacy -----------------------------------------------------------------
 
 
 def _gdp_log_delta(eps: float, mu: float) -> float:

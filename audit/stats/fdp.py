@@ -2,16 +2,12 @@
 Run", ICML 2025; their main result for the membership guessing game, by their numerical procedure):
 for m canaries included by independent fair coins, M f-DP with respect to adding or removing one
 canary, and c' guesses by a rule that never sees the coins, c of them right, the recursion of
-`fdp_rejects` through f's inverse blow-up B⁻¹ (B = 1 - f) ending above c'/m means
-P[>= c right] <= τ: "M is f-DP" is rejected at level τ. Rejection is monotone in the claim (a
-larger B⁻¹ is rejected whenever a smaller one is), so each bound is the largest rejected ε or μ
-by bisection (tests/audit/test_fdp.py checks the direction). docs/contracts.md "The f-DP test".
+`fdp_rejects` ending above c'/m rejects "M is f-DP" at level τ. Rejection is monotone in the claim,
+so each bound is the largest rejected ε or μ by bisection (docs/contracts.md "The f-DP test").
 
 Families (`TRADEOFFS`): ``"eps-delta"``, f_{ε,δ}, the curve of every (ε, δ)-DP mechanism (rejecting
-it rejects the (ε, δ) claim itself; the verdict's family); ``"gaussian"``, G_μ (μ-GDP, Dong, Roth
-and Su), descriptive: its μ and ε at δ hold only for a mechanism whose trade-off curve is Gaussian.
-With f_{ε,0} the test never exceeds Steinke, Nasr and Jagielski's binomial bound (equal for a
-perfect attack); at δ > 0 it does not pay their union term 2mδ.
+it rejects the (ε, δ) claim itself: the verdict's); ``"gaussian"``, G_μ (μ-GDP, Dong, Roth and Su),
+descriptive: its μ and ε at δ hold only for a mechanism whose trade-off curve is Gaussian.
 """
 
 from __future__ import annotations
@@ -59,7 +55,8 @@ def gaussian_blow_up_inverse(mu: float) -> Callable[[float], float]:
 def fdp_rejects(blow_up_inverse: Callable[[float], float], *, m: int, guesses: int, correct: int, alpha: float) -> bool:
     """Whether `correct` right guesses of `guesses` among `m` canaries reject "f-DP" at level `alpha`:
     from r = α c / m, h = α (c' - c) / m, for i = c - 1..0, h ← max(h, B⁻¹(r)), r ← r + i / (c' - i) ·
-    (h_new - h_old); reject if r + h > c' / m. A step that leaves h unchanged leaves every later one so."""
+    (h_new - h_old); reject if r + h > c' / m. B⁻¹ is f's inverse blow-up (B = 1 - f); a step that
+    leaves h unchanged leaves every later one so."""
     _check_counts(m=m, guesses=guesses, correct=correct, alpha=alpha)
     if correct == 0:
         return False

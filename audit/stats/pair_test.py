@@ -1,21 +1,14 @@
 """The exact test of a privacy claim's trade-off curve from many runs of one neighbour pair.
 
-Every run trains on D or D ∪ {target} (a fair coin) and a threshold fixed beforehand makes its score
-a guess: TP ~ Binomial(n_in, t) and FP ~ Binomial(n_out, f), independent. A mechanism meeting the
-claim has t <= T(f) for every test, T its curve (`gaussian_curve`, `eps_delta_curve`), and every
-point of T is some mechanism's: the null is exactly {t <= T(f)}.
-
-The statistic (`Statistic`, fixed before the judged runs, by `audit.stats.threshold` on the
-references) is a signed distance, in variance-stabilised coordinates x = 2√n_out asin√f,
-y = 2√n_in asin√t, from the observed point to a pilot curve's region grown by a reach about the
-references' point. It grows with TP and falls with FP, so "reject if statistic >= observed" is
-monotone in (f, t) and its supremum over the null lies on the curve: p = sup_f P_{f, T(f)}[statistic
->= observed], an exact p-value (P[p <= α] <= α, no asymptotics). The statistic does not depend on
-the curve, so nulls are nested and `largest_rejected` bisects.
-
-The supremum is bounded, not sampled (`supremum`): on cells [a, b] of f, P_{f, T(f)} <= P_{a, T(b)};
-a rejection is always by the upper bound, and a test undecided within `MAX_CELLS` is not rejected
-(conservative). Exact up to floating-point rounding.
+Each run trains on D or D ∪ {target} (a fair coin); a threshold fixed beforehand gives TP ~
+Binomial(n_in, t) and FP ~ Binomial(n_out, f), independent. A mechanism meeting the claim has
+t <= T(f) for every test, T its curve, and every point of T is some mechanism's: the null is
+exactly {t <= T(f)}. The statistic (`Statistic`, fixed on the reference runs) is a signed distance
+in variance-stabilised coordinates from a pilot curve's region; it grows with TP and falls with FP,
+so the supremum over the null lies on the curve: p = sup_f P_{f, T(f)}[statistic >= observed], an
+exact p-value (P[p <= α] <= α). It does not depend on the curve, so the nulls are nested.
+The supremum is bounded on cells [a, b] of f by P_{a, T(b)}, never sampled: a rejection is always
+by the upper bound, and a test undecided within `MAX_CELLS` is not rejected (conservative).
 """
 
 from __future__ import annotations
@@ -37,17 +30,15 @@ _SEARCH_TOLERANCE = 5e-4  # the bisections' resolution, in μ or ε
 
 
 def gaussian_curve(mu: float) -> Curve:
-    """The largest TPR at FPR f of a μ-GDP mechanism (Dong, Roth and Su 2019, "Gaussian
-    Differential Privacy", the trade-off curve G_μ): T(f) = Φ(Φ⁻¹(f) + μ)."""
+    """The largest TPR at FPR f of a μ-GDP mechanism (Dong, Roth and Su 2019, G_μ): Φ(Φ⁻¹(f) + μ)."""
     if not (math.isfinite(mu) and mu >= 0):
         raise ValueError(f"mu must be finite and >= 0, got {mu}")
     return lambda f: special.ndtr(special.ndtri(f) + mu)
 
 
 def eps_delta_curve(epsilon: float, delta: float) -> Curve:
-    """The largest TPR at FPR f of an (ε, δ)-DP mechanism (Kairouz, Oh and Viswanath 2015, "The
-    Composition Theorem for Differential Privacy", the (ε, δ) trade-off region):
-    T(f) = min(1, e^ε f + δ, 1 - e^-ε (1 - δ - f))."""
+    """The largest TPR at FPR f of an (ε, δ)-DP mechanism (Kairouz, Oh and Viswanath 2015, the (ε, δ)
+    trade-off region): min(1, e^ε f + δ, 1 - e^-ε (1 - δ - f))."""
     if not epsilon >= 0:
         raise ValueError(f"epsilon must be >= 0, got {epsilon}")
     if not 0.0 <= delta < 1.0:
@@ -72,9 +63,8 @@ def _stabilised(rate, n: int):
 
 @dataclass(frozen=True, eq=False)
 class Statistic:
-    """The signed distance of (FP, TP) from a pilot curve's region, grown by the half-planes right of
-    `right` and below `bottom`, at n_out and n_in runs (module docstring); `of` builds it, `value`
-    evaluates it, `least_tp` is its rejection region."""
+    """The signed distance of (FP, TP) from a pilot curve's region grown by the half-planes right of
+    `right` and below `bottom`; `least_tp` is its rejection region."""
 
     n_in: int
     n_out: int
@@ -177,10 +167,8 @@ class Region:
         return special.bdtr(int(holds.max()), self.n_out, f) * tp_tail
 
     def probability(self, f: np.ndarray, t: np.ndarray) -> np.ndarray:
-        """An upper bound, exact to about 1e-15, on P[TP >= least_tp[FP]] for FP ~ Binomial(n_out,
-        f[i]) and TP ~ Binomial(n_in, t[i]), per i: the sum over FP's central counts (`_window`),
-        the mass outside them counted whole, and P[TP >= j] read as 1 below TP's central counts and
-        as the mass above them beyond."""
+        """An upper bound, exact to about 1e-15, on P[TP >= least_tp[FP]] for FP ~ Binomial(n_out, f[i])
+        and TP ~ Binomial(n_in, t[i]), per i: central counts summed, the mass outside them counted whole."""
         n, m, lf = self.n_out, self.n_in, self.log_factorial
         if f.size == 0:
             return np.zeros(0)
@@ -209,10 +197,8 @@ class Region:
 def supremum(
     curve: Curve, region: Region, *, alpha: float | None = None, tolerance: float = 1e-6
 ) -> tuple[float, float]:
-    """(lower, upper) bounds on sup_f P_{f, curve(f)}[region] (module docstring), refined until they
-    are within `tolerance`, or (with `alpha`) until upper <= alpha or lower > alpha decides the
-    test, or `MAX_CELLS` cells are spent. Cells are uniform in x = 2√n_out asin√f, `FIRST_CELL`
-    wide at first; a cell whose `Region.box` bound is already below the cut is not summed."""
+    """(lower, upper) bounds on sup_f P_{f, curve(f)}[region], refined until within `tolerance`, or
+    (with `alpha`) until one side of alpha decides the test, or `MAX_CELLS` cells are spent."""
     scale = 2.0 * math.sqrt(region.n_out)
     edges = np.linspace(0.0, math.pi / 2, int(math.ceil(math.pi * scale / 2 / FIRST_CELL)) + 1)
     a, b = edges[:-1], edges[1:]  # cells in asin√f
@@ -261,9 +247,8 @@ def rejects(curve: Curve, *, tp: int, fp: int, statistic: Statistic, alpha: floa
 def largest_rejected(
     family: Callable[[float], Curve], *, tp: int, fp: int, statistic: Statistic, alpha: float
 ) -> float:
-    """The largest parameter p whose curve `family(p)` the exact test by `statistic` rejects at level
-    `alpha` (to 5e-4 below); 0 if `family(0)` is not rejected, inf past 1,000. Bisection: the nulls
-    are nested (module docstring)."""
+    """The largest parameter whose curve `family(p)` the exact test rejects at level `alpha` (to 5e-4
+    below, by bisection: the nulls are nested); 0 if `family(0)` is not rejected, inf past 1,000."""
     _check_counts(tp=tp, n_in=statistic.n_in, fp=fp, n_out=statistic.n_out)
     _check_alpha(alpha)
     region = Region.of(statistic.n_in, statistic.least_tp(statistic.value(tp, fp)))

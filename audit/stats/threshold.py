@@ -75,10 +75,8 @@ def _rates(scores: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
 
 
 def candidate_thresholds(scores: np.ndarray) -> np.ndarray:
-    """The scores (the references', IN and OUT pooled) at or above which a fraction 2^(-j/2) or
-    1 - 2^(-j/2) (j = 1, 2, ...) of them lie, while that fraction is one score or more: a grid fixed
-    by their number alone, few enough (about 4 log2 n) that the best of them on the references is
-    not mostly luck."""
+    """The pooled reference scores at or above which a fraction 2^(-j/2) or 1 - 2^(-j/2) of them lie
+    (j = 1, 2, ..., while that is one score or more): a grid fixed by their number, about 4 log2 n."""
     n = scores.size
     ordered = np.sort(scores)
     fractions = 2.0 ** (-np.arange(1, 2 * int(math.log2(n)) + 2) / 2)
@@ -197,11 +195,9 @@ def baseline_bounds(*, tp: int, n_in: int, fp: int, n_out: int, delta: float, co
 def exact_statistic(
     family, choice: Choice, *, n_in: int, n_out: int, reference_sizes: tuple[int, int], confidence: float
 ) -> pair_test.Statistic:
-    """The exact test's statistic for `family` (`audit.stats.pair_test.Statistic`), fixed by the
-    references alone: its pilot the family member whose curve passes Φ⁻¹(confidence) · s
-    standardised units below the references' point (`pair_test.pilot_parameter`), and its reach
-    `REACH_SDS` · s units from that point, where s = √(1 + the larger judged/reference size ratio)
-    is the spread of the judged point about it."""
+    """The exact test's statistic for `family`, fixed by the references alone: its pilot passes
+    Φ⁻¹(confidence) · s standardised units below the references' point and its reach is `REACH_SDS` · s,
+    s = √(1 + the larger judged/reference size ratio), the judged point's spread about it."""
     spread = math.sqrt(1.0 + max(n_in / reference_sizes[0], n_out / reference_sizes[1]))
     distance = float(special.ndtri(confidence)) * spread
     pilot = pair_test.pilot_parameter(family, tpr=choice.tpr, fpr=choice.fpr, n_in=n_in, n_out=n_out, distance=distance)
@@ -220,9 +216,8 @@ def threshold_audit(
     objective: str = "mu",
     min_count: float = MIN_COUNT,
 ) -> ThresholdAudit:
-    """Choose on the references (`choose_threshold`, for `objective`), count on the judged runs, and
-    bound μ and ε at `delta` both ways (module docstring). Every score array must be non-empty and
-    finite (ValueError of one line otherwise)."""
+    """Choose on the references (for `objective`), count on the judged runs, and bound μ and ε at
+    `delta` both ways; ValueError (one line) on an empty or non-finite score array."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     if not 0.0 <= delta < 1.0:
