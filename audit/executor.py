@@ -1,6 +1,5 @@
-"""Run victims over many seeds, as Ray tasks (local by default, a cluster by address) or inline:
-`execute` yields each finished run as it completes, so a run killed half-way costs only itself.
-"""
+"""Run victims over many seeds, as Ray tasks (local, or a cluster by address) or inline; `execute`
+yields each finished run as it completes, so a run killed half-way costs only itself."""
 
 from __future__ import annotations
 
@@ -60,8 +59,7 @@ class ExecutorConfig:
 
 
 class RunFailed(ValueError):
-    """Bad input a run (or a pack) met as it ran (`victims.base.RunError`, `DataError`): one line naming the
-    run and its seed, then the victim's first line, the command's one-line error."""
+    """Bad input a run (or pack) met (`RunError`, `DataError`): one line naming the run, seed and the victim's line."""
 
 
 class RayUnavailable(RunFailed):
@@ -103,8 +101,7 @@ def run_victims(
 
 
 def _run_all(victim: Any, pool: Pool, tasks: Sequence[RunTask], *, device: str) -> list[tuple[Observations, dict]]:
-    """`_run_tasks`, a run's bad input raised as `RunFailed` naming the run (of a pack, those the error's
-    `runs` names); any other error as it is, with its traceback (a bug)."""
+    """`_run_tasks`, a run's bad input raised as `RunFailed` naming the run; any other error as it is (a bug)."""
     try:
         return _run_tasks(victim, pool, tasks, device=device)
     except (RunError, DataError) as e:
@@ -185,8 +182,7 @@ def execute(
 
 @contextlib.contextmanager
 def ray_session(config: ExecutorConfig) -> Iterator[None]:
-    """Ray started for what runs inside (unless it runs already, or the executor is inline) and shut
-    down after: every `execute` inside, an audit's rounds included, shares it and its workers."""
+    """Ray started for what runs inside (unless running, or inline) and shut down after; shared by every `execute`."""
     if config.kind == "inline":
         yield
         return

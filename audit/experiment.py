@@ -1,7 +1,5 @@
 """An audited experiment's numbers in memory, checked for consistent shapes (`Experiment`), and the
-short labels that name experiments side by side. Nothing here touches the disk (`audit.results`
-reads a directory into an `Experiment`).
-"""
+labels that name experiments side by side; nothing here touches the disk."""
 
 from __future__ import annotations
 
@@ -98,8 +96,7 @@ class Experiment:
         return (self.summary.get("evaluation") or {}).get("plan") or PLAN
 
     def epsilon_applies(self, attack: str) -> bool:
-        """Whether `attack` has an ε lower bound: summary.json does not record it as null (null where
-        the plan's coins were not fair, or a release's members were chosen)."""
+        """Whether `attack` has an ε lower bound (null in summary.json where coins were unfair or members chosen)."""
         entry = (self.summary.get("attacks") or {}).get(attack)
         return not (isinstance(entry, Mapping) and "eps_lower" in entry and entry["eps_lower"] is None)
 

@@ -1,6 +1,5 @@
 """The steps an audit of shadow runs shares with `audit.release`: the experiment's record, the
-missing runs of the plan trained and stored as they arrive, and the canary coins checked before
-any training."""
+plan's missing runs trained and stored as they arrive, and the canary coins checked first."""
 
 from __future__ import annotations
 
@@ -60,8 +59,7 @@ def experiment_record(
 
 
 def _environment(victim) -> dict | None:
-    """What the victim's runs execute outside Python's modules, where it says (`environment()`: the command
-    victim's command and the hashes of its files), hashed into `victim_source`."""
+    """What the victim's runs execute outside Python's modules (`environment()`), hashed into `victim_source`."""
     environment = getattr(victim, "environment", None)
     return environment() if callable(environment) else None
 
@@ -142,8 +140,7 @@ def _prog() -> str:
 
 
 def resume_command() -> str:
-    """The command this process was started with ("python -m audit.lira --victim psg ..."), or
-    "the same command" when it was not started as `python -m` (a test calling `main`)."""
+    """The command this process was started with ("python -m audit.lira ..."), else "the same command"."""
     import shlex
 
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
@@ -153,8 +150,7 @@ def resume_command() -> str:
 
 
 def check_canary_coins(membership: np.ndarray, canaries: CanaryColumns) -> None:
-    """ValueError unless the target runs hold at least two IN and two OUT canary coins (the
-    canary group's statistics need both sides); the plan is known before any training."""
+    """ValueError, before any training, unless the target runs hold at least two IN and two OUT canary coins."""
     n_in, n_out = canaries.coins_scored(membership)
     if min(n_in, n_out) < 2:
         n = int(canaries.scored.sum())

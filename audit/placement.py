@@ -59,8 +59,7 @@ def local_gpus() -> list[Gpu]:
 
 
 def cluster_gpus() -> list[Gpu]:
-    """Every GPU of the Ray cluster this process is connected to: each node with GPUs reports its own
-    (`local_gpus`, run there as a task holding no GPU)."""
+    """Every GPU of the Ray cluster this process is connected to, as each node reports its own."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -108,8 +107,7 @@ def place(
     cores: int,
     calls: int | None = None,
 ) -> Layout:
-    """The rule (module docstring) for `gpus`, a victim that `packs` or not, `n_runs` runs to train;
-    `calls`: a batched command's seeds per call (`runs_per_call`), its runs per task."""
+    """The rule for `gpus`, a victim that `packs` or not, and `n_runs`; `calls`: a batched command's runs per task."""
     if calls or config.device == "cpu" or not gpus:  # a batched command trains in its own environment
         if config.device == "cuda" and not gpus and not calls:
             raise ValueError("--device cuda: no GPU is visible here (nvidia-smi and torch see none)")

@@ -80,8 +80,7 @@ def few_runs_warnings(n_runs: int, *, n_pool: int, inclusion_rate: float, attack
 
 
 def threshold_at(nonmember: np.ndarray, fpr: float) -> float:
-    """The threshold t that at most ⌊fpr·n⌋ of the n (non-NaN) `nonmember` scores exceed (flag: score > t):
-    the (⌊fpr·n⌋ + 1)-th largest score. E.g. 250 scores at fpr 0.01: ⌊2.5⌋ = 2, t is the 3rd largest."""
+    """The threshold t that at most ⌊fpr·n⌋ of the n (non-NaN) `nonmember` scores exceed (flag: score > t)."""
     scores = np.sort(nonmember[~np.isnan(nonmember)])[::-1]
     if scores.size == 0:
         raise ValueError("no non-member score to set a threshold on")
@@ -181,9 +180,8 @@ def choose_attacker(pseudo: dict[str, tuple[np.ndarray, np.ndarray]]) -> Attacke
 def pseudo_scores(
     runs: StoredRuns, attacks: list[str], target: int, *, variance: str, views: dict[str, str] | None = None
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """attack -> (scores, membership) of every run of `runs` but `target` scored as a pseudo-target
-    against the others but `target` (`audit.evaluate.pseudo_target_scores`), with the views
-    `target` was scored with (default "all")."""
+    """attack -> (scores, membership) of every run but `target` scored as a pseudo-target against the
+    others but `target`, with the views `target` was scored with (default "all")."""
     out = {}
     for attack in attacks:
         view = (views or {}).get(attack, "all")

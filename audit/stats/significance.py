@@ -137,8 +137,7 @@ def bootstrap_difference(
 
 
 def welch_test(victim, baseline, *, confidence: float = 0.95) -> tuple[Interval, float]:
-    """mean(victim) - mean(baseline) with Welch's t-interval and two-sided p; NaN bounds and p = 1 under
-    two values a side."""
+    """mean(victim) - mean(baseline), Welch's t-interval and two-sided p (NaN bounds, p = 1: under two a side)."""
     victim, baseline = np.asarray(victim, dtype=float), np.asarray(baseline, dtype=float)
     point = float(victim.mean() - baseline.mean())
     if victim.size < 2 or baseline.size < 2:
