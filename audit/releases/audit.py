@@ -38,8 +38,7 @@ MIN_SUBSET_RUNS = 4
 
 @dataclass(frozen=True)
 class ReleaseRequest:
-    """What to audit and how: the user's files, the pipeline that made the release (a victim and
-    overrides), the shadow runs, and the evaluation and report settings (the claim is the report's)."""
+    """What to audit and how: the user's files, the release's pipeline, the shadow runs, evaluation and report."""
 
     pool_file: Path | None  # POOL.npz of images; None for a table (`dataset`, `members_file`)
     release_file: Path
@@ -263,8 +262,7 @@ def _train_missing(prepared: PreparedRelease) -> None:
 
 
 def _subset_comparison(prepared: PreparedRelease, release_flag) -> dict:
-    """summary.json's `subset_baseline`: the release's leakage flag against the random subsets'
-    leave-one-out flags, or why there is no comparison."""
+    """summary.json's `subset_baseline`: the release against the subsets' leave-one-out flags, or why none."""
     request, inputs, baseline = prepared.request, prepared.inputs, prepared.subset
     if baseline.store is None:
         return {"outcome": None, "reason": baseline.reason}
@@ -285,8 +283,7 @@ def _subset_comparison(prepared: PreparedRelease, release_flag) -> dict:
 
 
 def _write_audit_and_report(prepared: PreparedRelease, summary: dict, scores, stored_run, *, init_mask):
-    """Write the audit directory (the release as run 0) and its report; returns (the report, report.html's
-    path, report.json's path)."""
+    """Write the audit directory (the release as run 0) and its report; returns (report, html path, json path)."""
     request, inputs, out = prepared.request, prepared.inputs, prepared.out
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "experiment.json", prepared.record)

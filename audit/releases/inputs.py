@@ -21,8 +21,8 @@ MEMBERSHIP_RUN = 0  # a release's recorded coins are run 0 of the plan under its
 
 
 def draw_membership(n: int, *, seed: int, rate: float = FAIR_COIN_RATE) -> np.ndarray:
-    """bool [n]: members drawn by independent coins, as `audit.release` reproduces them from a pool
-    file's `membership_seed` and `membership_rate` (draw them before making the release)."""
+    """bool [n]: members drawn by independent coins, as `audit.release` reproduces them from a pool file's
+    `membership_seed` and `membership_rate`."""
     return membership_row(n, master_seed=seed, run=MEMBERSHIP_RUN, inclusion_rate=rate)
 
 

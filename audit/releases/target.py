@@ -73,9 +73,8 @@ def _table_victim_for(name: str, cls, overrides: Mapping[str, Any], inputs: Rele
 
 # -- the audit ------------------------------------------------------------------------------------
 def target_run(victim, inputs: ReleaseInputs, *, seed: int, device: str):
-    """Observations of the downstream model trained on the user's release, as a shadow run makes
-    them (`victim.observe_release`, `victims.synthetic`; a table's downstream classifier,
-    `victims.tabular.release.observe_release`)."""
+    """Observations of the downstream model trained on the user's release, as a shadow run makes them
+    (`victim.observe_release`; a table's, `victims.tabular.release.observe_release`)."""
     from victims.base import resolve_device
 
     device = resolve_device(device)

@@ -53,8 +53,7 @@ class Bound:
 
 
 def steinke_test(*, m: int, guesses: int, correct: int, delta: float, alpha: float, at_least: float = 0.0) -> float:
-    """Steinke, Nasr & Jagielski's bound (`audit.stats.epsilon.one_run_epsilon`), 0 at once where
-    the guesses do not reject ε = `at_least`."""
+    """Steinke, Nasr & Jagielski's bound (`audit.stats.epsilon.one_run_epsilon`); 0 if `at_least` is not rejected."""
     if (
         at_least > 0.0
         and not steinke.one_run_p_value(m=m, guesses=guesses, correct=correct, epsilon=at_least, delta=delta) < alpha
@@ -64,8 +63,7 @@ def steinke_test(*, m: int, guesses: int, correct: int, delta: float, alpha: flo
 
 
 def gaussian_test(*, m: int, guesses: int, correct: int, delta: float, alpha: float, at_least: float = 0.0) -> float:
-    """The largest μ whose μ-GDP the f-DP test rejects (`audit.stats.fdp.gaussian_one_run_mu`);
-    μ-GDP has no δ, so `delta` is not used."""
+    """The largest μ whose μ-GDP the f-DP test rejects (`audit.stats.fdp.gaussian_one_run_mu`); `delta` unused."""
     return fdp.gaussian_one_run_mu(m=m, guesses=guesses, correct=correct, alpha=alpha, at_least=at_least)
 
 

@@ -34,8 +34,7 @@ def _roc_counts(member: np.ndarray, nonmember: np.ndarray):
 
 
 def roc(member_scores, nonmember_scores) -> tuple[np.ndarray, np.ndarray]:
-    """(fpr, tpr) from (0, 0) (threshold +inf) to (1, 1), one point per distinct score, descending:
-    ties move the curve diagonally in one step."""
+    """(fpr, tpr) from (0, 0) (threshold +inf) to (1, 1), one point per distinct score (ties: one diagonal step)."""
     member, nonmember = _scores(member_scores, nonmember_scores)
     _, true_pos, false_pos = _roc_counts(member, nonmember)
     return false_pos / nonmember.size, true_pos / member.size
