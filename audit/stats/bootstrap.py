@@ -1,9 +1,7 @@
-"""Estimates of one audited experiment with a cluster bootstrap over its target runs.
-
-The target runs are the independent units, so every interval resamples whole targets (method and
-coverage: docs/contracts.md, "Comparing with the naive baseline"). AUC and TPRs come from
-per-target count tables, exactly; `eps_lower` reruns the one-run bound per replicate, so its
-bootstrap is off by default (`N_BOOT_EPS` = 0; costs in docs/performance.md).
+"""Estimates of one audited experiment with a cluster bootstrap over its target runs, the independent
+units (docs/contracts.md, "Comparing with the naive baseline"). AUC and TPRs come from per-target
+count tables, exactly; `eps_lower` reruns the one-run bound per replicate, so its bootstrap is off
+by default (`N_BOOT_EPS` = 0; costs in docs/performance.md).
 """
 
 from __future__ import annotations

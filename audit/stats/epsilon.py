@@ -4,12 +4,9 @@ approximate-DP extension of its Section 5): for m canaries included by independe
 (ε, δ)-DP with respect to adding or removing one canary, and r guesses by a rule that never sees
 the coins, the number W of correct guesses obeys
     P[W >= v] <= P[Binomial(r, p) >= v] + 2 m δ · max_{1<=i<=v} P[v-i <= Binomial(r, p) < v] / i,
-p = e^ε / (1 + e^ε) (the first term alone at δ = 0). How the suite meets its conditions, and the
-design's ceiling that the 2mδ term caps: docs/contracts.md "The one-run bound", "The ceiling".
-
-`one_run_audit` tests every (k₊, k₋) of a grid fixed by m (`guess_grid`) at level
-(1 - confidence) / |grid| (Bonferroni): the bound holds with probability >= confidence whatever
-the true ε. Fair coins only: another inclusion rate gets no bound.
+p = e^ε / (1 + e^ε) (the first term alone at δ = 0). `one_run_audit` tests a grid fixed by m at
+level (1 - confidence) / |grid| (Bonferroni): the bound holds with probability >= confidence
+whatever the true ε. Fair coins only. docs/contracts.md "The one-run bound", "The ceiling".
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """A certifier for many runs of one worst-case neighbour pair: scores in, bounds on μ and ε out.
 
-The reference runs only choose the score's direction and a threshold (`predicted_choice`); the
-judged runs, never used for choosing, are thresholded once: TP of n_in IN and FP of n_out OUT
-scores, independent binomials of the test's TPR t and FPR f, which a mechanism meeting the claim
-keeps below its curve: μ-GDP, t <= Φ(Φ⁻¹(f) + μ) (Dong, Roth and Su 2019); (ε, δ)-DP, the region
-of Kairouz, Oh and Viswanath 2015. Two bounds from the same counts, each at `confidence` on its own:
-the exact test (`audit.stats.pair_test`; the bisection's last rejected value, at most 5e-4 below
-the largest rejected), and Nasr et al. 2023's baseline (Clopper–Pearson on each rate at
-(1 - confidence)/2, plugged into the curve). Both are valid: the choices are functions of the
-references, independent of the judged runs. docs/results/threshold.md has the figures.
+The reference runs only choose the score's direction and threshold (`predicted_choice`); the judged
+runs are thresholded once: TP of n_in and FP of n_out, binomials of the test's TPR t and FPR f, which
+a mechanism meeting the claim keeps below its curve (μ-GDP: Dong, Roth and Su 2019; (ε, δ)-DP: the
+region of Kairouz, Oh and Viswanath 2015). Two bounds, each at `confidence` on its own: the exact
+test (`audit.stats.pair_test`, up to 5e-4 below the largest rejected) and Nasr et al. 2023's
+baseline (Clopper–Pearson on each rate at (1 - confidence)/2). Both are valid: the choices are
+functions of the references, independent of the judged runs (figures: docs/results/threshold.md).
 """
 
 from __future__ import annotations
