@@ -96,13 +96,8 @@ class Verdict:
         return self.kind == EPSILON_VIOLATED
 
     def to_json(self) -> dict:
-        return {
-            "kind": self.kind,
-            "text": self.text,
-            "reason": self.reason,
-            "evidence": list(self.evidence),
-            "rejected_by": list(self.rejected_by),
-        }
+        words = {"kind": self.kind, "text": self.text, "reason": self.reason}
+        return {**words, "evidence": list(self.evidence), "rejected_by": list(self.rejected_by)}
 
 
 def percent(confidence: float) -> str:
