@@ -15,7 +15,7 @@ from attacks.registry import get_attack
 from attacks.tabular import ReleaseStatistics, TableColumns, release_statistics
 from audit.stats.bounds import MECHANISM, SUMMARY_KEYS, VERDICT_BOUND
 from audit.stats.epsilon import bound_applies
-from audit.stats.guesses import BoundCache, RankedGuesses, applicable, tune
+from audit.stats.guesses import EPS_TEST, BoundCache, RankedGuesses, applicable, tune, verdict_levels
 from audit.stats.mechanism import SubsampledGaussian
 from audit.stats.metrics import MembershipScores
 from shadow_runs.plan import shadow_mask
@@ -427,9 +427,10 @@ def score_attacks(
     views and guess counts are first chosen on the reference runs (`choose_on_references`), and
     the targets are scored with the chosen views; otherwise with every view and no choice. The
     counts include the claimed mechanism's own curve where the target runs record one
-    (`claimed_mechanism`)."""
+    (`claimed_mechanism`), each tuned at the level its test runs at (`verdict_levels`)."""
     columns = np.arange(runs.keep.shape[1])[columns]
     mechanism = claimed_mechanism(runs.meta, targets)
+    level = verdict_levels(mechanism, delta, confidence)[EPS_TEST]
     m = len(np.asarray(targets).reshape(-1)) * len(columns)
     scores, choices = {}, {}
     for attack in runs.available(attacks):
@@ -442,7 +443,7 @@ def score_attacks(
                 columns=columns,
                 m=m,
                 delta=delta,
-                confidence=confidence,
+                confidence=level,
                 mechanism=mechanism,
             )
             if bounded

@@ -10,7 +10,7 @@ import numpy as np
 from audit.evaluate import PREDICTED_KEY
 from audit.reporting import figures
 from audit.reporting.remarks import SHOWN_RATES, remarks
-from audit.reporting.verdict import Verdict, count
+from audit.reporting.verdict import Verdict, count, percent
 from audit.summary import AuditSummary
 from shadow_runs.atomic_files import atomic_write, write_json
 from shadow_runs.records import CanaryColumns
@@ -186,7 +186,8 @@ TERMS = {
     "every target run, or with --canaries only the records it planted",
     "verdict": "the claim against one bound paid for at 95%: the attack, its views and guess count chosen on "
     "the reference runs (when they predict 0 for every attack, the loss and a count fixed in advance; with too few "
-    "of them, every attack at a split confidence)",
+    "of them, every attack at a split confidence); where the runs record a mechanism, one decision with the own "
+    "curve's test, each at half the error, violated if either rejects (the test that did is named)",
     "own curve": "the f-DP test against the trade-off curve of the very mechanism the runs' accountant composed "
     "(noise multiplier, sample rate, steps): stronger than the test of the claimed ε, which holds for any mechanism; "
     "its ε at δ is computed tightly from that curve, so it can lie below the formal ε, the accountant's upper bound; "
@@ -210,7 +211,7 @@ def verdict_line(summary: dict, verdict: Verdict) -> str:
     found = summary["verdict"]
     head = (f"{verdict.checked}: " if verdict.checked else "") + verdict.text
     return (
-        f"  verdict: {head}; ε ≥ {found['eps_lower']:.2f} at {found['confidence']:.0%} (f-DP test) from "
+        f"  verdict: {head}; ε ≥ {found['eps_lower']:.2f} at {percent(found['confidence'])} (f-DP test) from "
         f"{found['attack']}, {_chosen_because(summary)}; ceiling {found['eps_ceiling']:.2f}\n    {verdict.reason}"
     )
 

@@ -6,11 +6,11 @@ The statistics are `audit.stats.sequential`'s (Bonferroni over the looks: look k
 most α whatever the stopping rule). Each look is the fixed-design audit of its first n_k runs, its
 targets the first half of them (`default_targets`), its choices made on its own reference runs.
 
-A look whose ε verdict is "violated" stops the audit, and so does one whose test of the claimed
-mechanism's own curve rejects it, where the runs record a mechanism: each look then runs both tests
-at half its share of the error (`Schedule.tests`, Bonferroni: `audit.stats.sequential`), decided
-after the first look's runs are trained, from whether they record a mechanism (a property of the
-victim, not of any coin). A claim at or above the ceiling the final look could reach (a perfect
+A look whose verdict is "violated" stops the audit: where the runs record a mechanism, that verdict
+is the one decision of the ε test and the claimed mechanism's own curve, each at half the look's share
+of the error (`audit.stats.guesses.verdict_levels`, as in a fixed design; recorded as
+`Schedule.tests` from the first look, whose runs' metadata decide it, a property of the victim, not
+of any coin). A claim at or above the ceiling the final look could reach (a perfect
 attack on its canaries at the final share) stops it as "not testable" within the budget;
 otherwise the looks go on to `--n-shadow`.
 
@@ -28,7 +28,7 @@ from typing import Callable
 from audit.claim import checked_claim
 from audit.reporting.verdict import EPSILON_VIOLATED
 from audit.stats.bounds import VERDICT_BOUND
-from audit.stats.guesses import ceiling
+from audit.stats.guesses import EPS_TEST, OWN_CURVE, ceiling
 from audit.stats.sequential import GO_ON, VIOLATED, Look, Schedule, decide
 from audit.summary import AuditSummary
 from shadow_runs.plan import default_targets
@@ -42,20 +42,19 @@ def audit_in_rounds(
     train_to: Callable[[int], None],
     score_at: Callable[[int, float], AuditSummary],
     *,
-    own_curve_applies: Callable[[int], bool],
     quiet: bool,
 ) -> AuditSummary:
     """The looks of `schedule`, each `train_to(runs)` (training the runs it lacks) then
-    `score_at(runs, confidence)`, until `decide` stops; the last look's summary with `sequential`
-    added. After the first look's runs are trained, `own_curve_applies(runs)` says whether they
-    record a mechanism whose own curve is tested: then every look runs two tests (`Schedule.tests`)."""
+    `score_at(runs, confidence)` at the look's share, until `decide` stops; the last look's summary
+    with `sequential` added. The first look's verdict says how many tests share each look's error
+    (`verdict.levels`): `Schedule.tests`, for the records and the final ceiling."""
     looks: list[Look] = []
     entries: list[dict] = []
     for k, runs in enumerate(schedule.runs):
         train_to(runs)
-        if k == 0 and own_curve_applies(runs):
-            schedule = replace(schedule, tests=2)
-        found = score_at(runs, schedule.confidence_at(k))
+        found = score_at(runs, 1.0 - schedule.alphas[k])
+        if k == 0:
+            schedule = replace(schedule, tests=len((found.data.get("verdict") or {}).get("levels") or [EPS_TEST]))
         look, entry = _look(found, schedule, k)
         looks.append(look)
         entries.append(entry)
@@ -75,10 +74,10 @@ def audit_in_rounds(
         "schedule": list(schedule.runs),
         "confidence": schedule.confidence,
         "alphas": list(schedule.alphas),
-        "tests": ["eps_verdict", "own_curve"][: schedule.tests],
+        "tests": [EPS_TEST, OWN_CURVE][: schedule.tests],
         "looks": entries,
         "stopped": decision,
-        "stopped_by": _stopped_by(entries[-1]) if decision == VIOLATED else None,
+        "stopped_by": found.verdict.rejected_by[0] if decision == VIOLATED else None,  # the ε test first
         "runs_used": looks[-1].runs,
         "final_ceiling": looks[-1].final_ceiling,
         "fixed_design": {
@@ -97,9 +96,8 @@ def _look(found: AuditSummary, schedule: Schedule, k: int) -> tuple[Look, dict]:
     mechanism = bound.get("mechanism") or {}
     confidence = schedule.confidence_at(k)
     final = _final_ceiling(data, schedule)
-    eps_rejected = verdict is not None and verdict.kind == EPSILON_VIOLATED
-    own_rejected = schedule.tests == 2 and bool(mechanism.get("rejected"))
-    look = Look(schedule.runs[k], confidence, rejected=eps_rejected or own_rejected, final_ceiling=final)
+    rejected = verdict is not None and verdict.kind == EPSILON_VIOLATED  # the one decision of its tests
+    look = Look(schedule.runs[k], confidence, rejected=rejected, final_ceiling=final)
     entry = {
         "runs": schedule.runs[k],
         "confidence": confidence,
@@ -109,11 +107,6 @@ def _look(found: AuditSummary, schedule: Schedule, k: int) -> tuple[Look, dict]:
         "own_curve_rejected": mechanism.get("rejected"),
     }
     return look, entry
-
-
-def _stopped_by(entry: dict) -> str:
-    """Which test stopped a violated audit: the ε verdict's, else the own curve's."""
-    return "eps_verdict" if entry["verdict"] == EPSILON_VIOLATED else "own_curve"
 
 
 def _claimed_epsilon(data: dict) -> float | None:

@@ -31,7 +31,7 @@ from audit.evaluate import (
 from audit.reporting.verdict import Verdict, audit_verdict
 from audit.stats.bounds import MECHANISM, VERDICT_BOUND
 from audit.stats.epsilon import bound_applies, unfair_coins_reason
-from audit.stats.guesses import applicable, fixed_count, mechanism_verdict, verdict_bound
+from audit.stats.guesses import EPS_TEST, OWN_CURVE, fixed_count, mechanism_verdict, verdict_bound, verdict_levels
 from audit.stats.mechanism import SubsampledGaussian
 from shadow_runs.plan import FIXED_REMAINDER, NATURAL_FIXED, PLAN, natural_coins
 from shadow_runs.records import CanaryColumns
@@ -276,13 +276,17 @@ def release_summary(
 def _with_verdict(summary: dict, claim: Claim | None) -> AuditSummary:
     """`summary` with its ε verdict, made from the claim the command was given (`claim`, either part
     None where not given): its ε, else the victim's formal ε, at the δ summary.json's `verdict` is at
-    (`verdict_delta`)."""
+    (`verdict_delta`). summary.json's `verdict` records it: its `kind`, `text`, `reason` and `rejected_by`."""
     checked = checked_claim(
         None if claim is None else claim.epsilon,
         verdict_delta(claim, summary["delta"] or 0.0),
         formal_epsilon=summary["formal_epsilon"],
     )
-    return AuditSummary(summary, audit_verdict(summary, checked))
+    verdict = audit_verdict(summary, checked)
+    if verdict is not None:
+        decision = verdict.to_json()
+        summary["verdict"].update({key: decision[key] for key in ("kind", "text", "reason", "rejected_by")})
+    return AuditSummary(summary, verdict)
 
 
 def claim_keys(claim: Claim | None, own_delta: float) -> dict:
@@ -361,16 +365,16 @@ def verdict_entry(
 ) -> dict | None:
     """summary.json's `verdict`: the one ε lower bound an ε verdict rests on, paid for
     (`audit.stats.guesses.verdict_bound`): the attack, views and f_{ε,δ} guess count the reference
-    runs chose, at the full confidence; or, when no attack could be tuned, the largest of every
-    attack's grid bounds at the confidence split across them. Only attacks that scored every
-    canary take part. `candidates` lists them. With a claimed `mechanism` (and δ > 0), `mechanism`
-    holds the test of its own curve (`audit.stats.guesses.mechanism_verdict`) on the attack the
-    reference runs predict strongest for that test (`audit.evaluate.mechanism_attack`, not
-    necessarily the ε verdict's), with its own tuned count (or the grid, paid for the same way);
-    else null. With `settings.verdict_attack` (`--verdict-attack`) both rest on that attack alone,
-    its count tuned on the references or fixed where they predict 0 (`chosen_by` "declared" or
-    "fixed"): no choice reads a target's coin, so Steinke, Nasr & Jagielski's Theorem 3.1 and the f-DP
-    test hold at full level (the self-test's tuned rows, one attack, measure this case)."""
+    runs chose, in one test; or, when no attack could be tuned, the largest of every attack's grid
+    bounds at the level split across them. Only attacks that scored every canary take part
+    (`candidates`). With a claimed `mechanism` (and δ > 0), `mechanism` holds the test of its own
+    curve (`audit.stats.guesses.mechanism_verdict`) on the attack the reference runs predict
+    strongest for it (`audit.evaluate.mechanism_attack`), with its own tuned count (or the grid),
+    else null; `levels` the level each test runs at (`verdict_levels`: two tests, half the error each).
+    With `settings.verdict_attack` (`--verdict-attack`) both rest on that attack alone, its count
+    tuned on the references or fixed where they predict 0 (`chosen_by` "declared" or "fixed"): no
+    choice reads a target's coin, so Steinke, Nasr & Jagielski's Theorem 3.1 and the f-DP test hold
+    at their level (the self-test's tuned rows, one attack, measure this case)."""
     groups = {}
     for attack, s in scores.items():
         s, keep = s[:, columns], membership[:, columns]
@@ -394,15 +398,16 @@ def verdict_entry(
     fixed = untold(tunable, chosen)
     if fixed:
         chosen, guesses = fixed_attack(tunable), fixed_count(m)
+    levels = verdict_levels(mechanism, delta, settings.confidence)
     entry = verdict_bound(
         groups,
         chosen=chosen,
         guesses=guesses,
         delta=delta,
-        confidence=settings.confidence,
+        confidence=levels[EPS_TEST],
         rng_of=lambda a: tie_order([settings.seed, zlib.crc32(a.encode())]),
     )
-    entry["views"] = tunable[chosen].views if chosen else None
+    entry.update(views=tunable[chosen].views if chosen else None, levels=levels)
     entry["candidates"] = sorted(tunable) if chosen else sorted(groups)
     entry["chosen_by"] = (DECLARED if declared and not fixed else CHOSEN_BY[fixed]) if chosen else None
     own = mechanism_attack(tunable)
@@ -417,10 +422,10 @@ def verdict_entry(
             guesses=own_guesses,
             mechanism=mechanism,
             delta=delta,
-            confidence=settings.confidence,
+            confidence=levels[OWN_CURVE],
             rng_of=lambda a: tie_order([settings.seed, zlib.crc32(a.encode())]),
         )
-        if MECHANISM.name in applicable(mechanism, delta)
+        if OWN_CURVE in levels
         else None
     )
     if entry["mechanism"] is not None:

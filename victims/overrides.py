@@ -24,6 +24,12 @@ def config_fields(cls: type, prefix: tuple[str, ...] = ()):
         yield prefix + (f.name,), kind, f
 
 
+def takes(cls: type) -> set[str]:
+    """The field paths ("train__steps") a victim takes: `build_victim` refuses any other, and its
+    `--help` lists no other (`audit.cli.victim_flags.add_victim_flags`)."""
+    return {"__".join(path) for path, _, _ in config_fields(cls)}
+
+
 def flag_name(path: tuple[str, ...]) -> str:
     return "--" + "-".join(path).replace("_", "-")
 
@@ -33,8 +39,7 @@ def build_victim(name: str, overrides: Mapping[str, Any]):
     in place of its defaults; raises ValueError on a field it lacks or a bad value."""
     cls = get_victim(name)
     given = dict(overrides)
-    own = {"__".join(path) for path, _, _ in config_fields(cls)}
-    stray = sorted(set(given) - own)
+    stray = sorted(set(given) - takes(cls))
     if stray:
         raise ValueError(f"{flag_name(tuple(stray[0].split('__')))} does not apply to victim {name!r}")
 

@@ -32,13 +32,11 @@ from audit.cli.victim_flags import victim_overrides
 from victims.base import check_pool_kind
 from victims.overrides import build_victim
 from attacks.registry import TABLE, get_attack
-from audit.evaluate import StoredRuns, claimed_mechanism, run_delta, score_attacks, top_level_bounded
+from audit.evaluate import StoredRuns, run_delta, score_attacks, top_level_bounded
 from audit.executor import RayUnavailable, ray_session
 from audit.pipeline import check_canary_coins, experiment_record, train_missing_runs
 from audit.reporting.remarks import remarks
 from audit.rounds import FIRST_LOOK, audit_in_rounds
-from audit.stats.bounds import MECHANISM
-from audit.stats.guesses import applicable
 from audit.stats.sequential import Schedule, schedule
 from audit.summary import AuditSummary, DeclaredAttackError, summarise
 from shadow_runs import RunStore, StoreError, membership_matrix
@@ -138,14 +136,6 @@ def main(
             quiet=args.quiet,
         )
 
-    def own_curve_applies(n_runs: int) -> bool:
-        """Whether the first `n_runs` runs (trained) record one mechanism whose own curve is tested:
-        from their metadata alone (runs/<r>.json), not their scores."""
-        meta = [store.load_meta(r) for r in range(n_runs)]
-        targets = target_runs(n_runs, args.n_targets or default_targets(n_runs))
-        delta = verdict_delta(claim, run_delta(meta) or 0.0)
-        return MECHANISM.name in applicable(claimed_mechanism(meta, targets), delta)
-
     def score_at(n_runs: int, confidence: float) -> AuditSummary:
         """Score and summarise the first `n_runs` runs (trained) at `confidence`, the first half of
         them targets (or `--n-targets`)."""
@@ -186,9 +176,7 @@ def main(
             summary = score_at(args.n_shadow, args.confidence)
         else:
             with ray_session(executor):  # one Ray for every look: its workers are kept from look to look
-                summary = audit_in_rounds(
-                    looks, train_to, score_at, own_curve_applies=own_curve_applies, quiet=args.quiet
-                )
+                summary = audit_in_rounds(looks, train_to, score_at, quiet=args.quiet)
     except (DeclaredAttackError, RayUnavailable) as e:
         parser.error(str(e))
     runs, scores, targets, choices, variance = audited[

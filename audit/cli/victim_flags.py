@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from victims import get_victim, victim_names
-from victims.overrides import config_fields, flag_name
+from victims.overrides import config_fields, flag_name, takes
 
 
 def _dest(path: tuple[str, ...]) -> str:
@@ -94,7 +94,7 @@ def add_victim_flags(parser: argparse.ArgumentParser, argv: list[str] | None = N
             if len(texts) == 1
             else "; ".join(f"{', '.join(names)}: {text}" for text, names in texts.items() if text)
         )
-        shown = given not in classes or any(given in names for names in texts.values())
+        shown = given not in classes or "__".join(path) in takes(classes[given])  # what build_victim accepts
         kwargs = {
             "dest": dest,
             "default": argparse.SUPPRESS,

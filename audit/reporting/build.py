@@ -36,6 +36,7 @@ from audit.reporting.verdict import (
     epsilon_verdict,
     no_fair_coins_verdict,
     no_subset_verdict,
+    one_decision,
     release_leakage_verdict,
     release_subset_verdict,
     subset_verdict,
@@ -180,7 +181,9 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
     attacks = {a: summary["attacks"][a] for a in audited.attacks if a in summary.get("attacks", {})}
     canaries = audited.canaries
     # "fixed" where the reference runs predicted no bound for any attack: the report says so, as the terminal does
-    chosen_by = (summary.get("verdict") or {}).get("chosen_by")
+    recorded = summary.get("verdict") or {}
+    chosen_by = recorded.get("chosen_by")
+    level = recorded.get("confidence", confidence)  # the ε test's: half the error where the own curve is tested too
     if not fair_coins(audited):
         duplicates = (
             canaries
@@ -189,18 +192,18 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
         )
         eps = (duplicate_canaries_verdict if duplicates else no_fair_coins_verdict)(no_epsilon_reason(audited))
     elif claim is None:
-        found = verdict_evidence(audited, delta=summary.get("delta") or 0.0, confidence=confidence, seed=seed)
+        found = verdict_evidence(audited, delta=summary.get("delta") or 0.0, confidence=level, seed=seed)
         eps = epsilon_verdict(
             found["bounds"],
             ceiling=found["ceilings"],
             claim=None,
             delta=found["delta"],
-            confidence=confidence,
+            confidence=level,
             rule=found["rule"],
             chosen_by=chosen_by,
         )
     else:
-        found = verdict_evidence(audited, delta=claim.delta, confidence=confidence, seed=seed)
+        found = verdict_evidence(audited, delta=claim.delta, confidence=level, seed=seed)
         bounds, ceilings = found["bounds"], found["ceilings"]
         membership = audited.experiment.membership
         n_canaries, per_target = int(membership.size), int(membership.shape[1])
@@ -211,7 +214,7 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
             ceiling=ceilings,
             claim=claim,
             delta=claim.delta,
-            confidence=confidence,
+            confidence=level,
             n_canaries=n_canaries,
             per_target=per_target,
             rule=found["rule"],
@@ -228,6 +231,7 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
                 "guesses": found["guesses"],
             }
         )
+    eps = one_decision(eps, recorded.get("mechanism"), level=level)  # with the own curve's test, as the terminal
     if canaries and eps.kind != NO_FAIR_COINS:
         kind = canaries["kind"]
         inserted = count(canaries["n"], f"inserted {kind} canary", f"inserted {kind} canaries")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from audit.reporting.verdict import count
+from audit.reporting.verdict import count, percent
 
 #: the false-positive rates whose TPR the terminal shows (the report marks the same "(chance)")
 SHOWN_RATES = ("0.01", "0.001")
@@ -71,7 +71,7 @@ def own_curve(found: dict) -> str:
         f"out: ε ≥ {found['eps_lower']:.2f} relative to the family"
     )
     return (
-        f"the claimed mechanism ({mechanism}) {outcome} at {found['confidence']:.0%}"
+        f"the claimed mechanism ({mechanism}) {outcome} at {percent(found['confidence'])}"
         f" ({found['attack'] or 'every attack'}, {'fixed' if found.get('chosen_by') == 'fixed' else found['rule']});"
         f" {family}; ceiling {found['eps_ceiling']:.2f}"
     )

@@ -39,12 +39,12 @@ Two questions are answered for every audited experiment:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from audit.claim import Claim, resolve_claim
 from audit.stats.epsilon import MOST_CANARIES
-from audit.stats.guesses import canaries_needed, most_certifiable
+from audit.stats.guesses import EPS_TEST, OWN_CURVE, canaries_needed, most_certifiable
 from audit.stats.significance import MetricComparison
 
 EPSILON_VIOLATED = "epsilon_violated"
@@ -84,6 +84,7 @@ class Verdict:
     reason: str
     evidence: tuple[str, ...] = field(default=())  # the attacks (or attack/metric pairs) it rests on
     checked: str = ""  # an ε verdict's claim in words, "claimed ε = 2 at δ = 1e-05"; "" where none was checked
+    rejected_by: tuple[str, ...] = ()  # the tests that rejected the claim (`one_decision`)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -95,7 +96,13 @@ class Verdict:
         return self.kind == EPSILON_VIOLATED
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "text": self.text, "reason": self.reason, "evidence": list(self.evidence)}
+        words = {"kind": self.kind, "text": self.text, "reason": self.reason}
+        return {**words, "evidence": list(self.evidence), "rejected_by": list(self.rejected_by)}
+
+
+def percent(confidence: float) -> str:
+    """A confidence in words as exact as it is: 0.95 -> "95%", 0.975 -> "97.5%"."""
+    return f"{100 * confidence:.4g}%"
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
@@ -148,7 +155,7 @@ def epsilon_verdict(
     claimed_epsilon = claim.epsilon
     if not bounds:
         raise ValueError("epsilon_verdict needs at least one attack's bound")
-    level = f"{confidence:.0%}"
+    level = percent(confidence)
     each = 1 - (1 - confidence) / len(bounds)
     stated = f"{claim.source} ε = {claimed_epsilon:.4g} (δ = {delta:g})"
     checked = f"{claim.source} ε = {claimed_epsilon:.4g} at δ = {delta:g}"
@@ -203,7 +210,7 @@ def audit_verdict(summary: Mapping, claim: Claim | None) -> Verdict | None:
         return None
     n_canaries = (summary.get("evaluation") or {}).get("n_canaries")
     targets = len(summary.get("target_runs") or []) or 1
-    return epsilon_verdict(
+    eps = epsilon_verdict(
         found["bounds"],
         ceiling=found["ceilings"],
         claim=claim,
@@ -213,6 +220,48 @@ def audit_verdict(summary: Mapping, claim: Claim | None) -> Verdict | None:
         per_target=n_canaries // targets if n_canaries else None,
         rule=found["rule"],
         chosen_by=found.get("chosen_by"),
+    )
+    return one_decision(eps, found.get("mechanism"), level=found["confidence"])
+
+
+#: how a verdict names the tests that rejected the claim (`Verdict.rejected_by`)
+TEST_NAMES = {EPS_TEST: "the f_{ε,δ} test", OWN_CURVE: "the own curve's test"}
+
+
+def one_decision(eps: Verdict, own: Mapping | None, *, level: float) -> Verdict:
+    """The one decision of an audit's tests (`audit.stats.guesses.verdict_levels`) from `eps`, the ε
+    verdict of the f_{ε,δ} test run at `level`, and `own`, the test of the claimed mechanism's own
+    curve at its recorded level (summary.json's `verdict.mechanism`; None where the runs record no
+    mechanism: `eps` stands alone). The claim is violated if either test rejects, at 1 - the sum of
+    the two errors: the union bound over two tests, each valid at its own level (Bonferroni).
+    Otherwise the ε verdict's words stand, the own curve's outcome added to its reason.
+    `rejected_by` names the tests that rejected."""
+    by_eps = (EPS_TEST,) if eps.kind == EPSILON_VIOLATED else ()
+    if own is None or eps.kind == NO_FAIR_COINS:
+        return replace(eps, rejected_by=by_eps)
+    rejected = by_eps + ((OWN_CURVE,) if own["rejected"] else ())
+    total = 1.0 - (1.0 - level) - (1.0 - own["confidence"])
+    split = (
+        f"one decision of two tests, the f_{{ε,δ}} test at {percent(level)} and the own curve's at "
+        f"{percent(own['confidence'])}, violated if either rejects: {percent(total)} together (Bonferroni)"
+    )
+    own_words = (
+        f"the claimed mechanism's own curve is rejected ({own['attack'] or 'every attack'}): the implementation "
+        f"leaks more than its own accounting allows, ε ≥ {own['eps_lower']:.2f} relative to its family"
+        if own["rejected"]
+        else "the own curve's test does not reject the claimed mechanism"
+    )
+    if not rejected:
+        return replace(eps, reason=f"{eps.reason}; {own_words}; {split}")
+    names = " and ".join(TEST_NAMES[test] for test in rejected)
+    reason = f"{eps.reason}; {own_words}" if by_eps else f"{own_words}; the f_{{ε,δ}} test: {eps.text}, {eps.reason}"
+    return replace(
+        eps,
+        kind=EPSILON_VIOLATED,
+        text=f"{'claimed ε' if by_eps else 'claim'} violated at {percent(total)} confidence, by {names}",
+        reason=f"{reason}; {split}",
+        evidence=tuple(dict.fromkeys([*eps.evidence, *([own["attack"]] if own["rejected"] and own["attack"] else [])])),
+        rejected_by=rejected,
     )
 
 
@@ -255,20 +304,20 @@ def _paid(rule: str, k: int, confidence: float, chosen_by: str | None = None) ->
     if rule == "tuned" and chosen_by == "fixed":
         return (
             "the reference runs predicted no bound for any attack, so the attack and its guess count were fixed "
-            f"before the audit (half of its guesses IN), and its one bound holds at {confidence:.0%}"
+            f"before the audit (half of its guesses IN), and its one bound holds at {percent(confidence)}"
         )
     if rule == "tuned" and chosen_by == "declared":
         return (
             "the attack was declared before the audit (--verdict-attack) and its guess count chosen on the reference "
-            f"runs before any target was judged, so its one bound holds at {confidence:.0%}"
+            f"runs before any target was judged, so its one bound holds at {percent(confidence)}"
         )
     if rule == "tuned":
         return (
             f"the attack, its query views and its guess count were chosen on the reference runs before any "
-            f"target was judged, so its one bound holds at {confidence:.0%}"
+            f"target was judged, so its one bound holds at {percent(confidence)}"
         )
     each = 1 - (1 - confidence) / k
-    return f"{each:.2%} per attack, {confidence:.0%} jointly over {count(k, 'attack')} (Bonferroni)"
+    return f"{each:.2%} per attack, {percent(confidence)} jointly over {count(k, 'attack')} (Bonferroni)"
 
 
 def _what_would_test(

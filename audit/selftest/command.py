@@ -16,6 +16,8 @@ from audit.selftest.sequential import (
     BOTH_TESTS,
     combined_designs,
     combined_row,
+    fixed_combined_designs,
+    fixed_schedule,
     judged_row,
     looks_schedule,
     sequential_designs,
@@ -145,7 +147,7 @@ def sequential_line(design: Design, label: str, found, looks: int) -> str:
         f"{'detections' if design.noise_halved else 'alarms'} = {found.alarms / found.repetitions:.3f} "
         f"[{low:.3f}, {high:.3f}]"
     )
-    if design.noise_halved and found.first_alarm_runs:
+    if design.noise_halved and found.first_alarm_runs and looks > 1:
         line += f"; target runs to the first: median {np.median(found.first_alarm_runs):g} of {looks}"
     return line
 
@@ -155,7 +157,8 @@ def sequential_block(args: argparse.Namespace, results) -> SequentialBlock:
     error spent over the looks; per row its alarms (a repetition with some look above the truth),
     rate and 95% Clopper-Pearson interval, and for the false claim its detections and the runs to the
     first one. Then the combined rows (`combined_row`): where the runs record a mechanism, both tests
-    a look, each at alpha_k / 2, an alarm a repetition with some look's bound of either test above its truth."""
+    a look, each at alpha_k / 2, an alarm a repetition with some look's bound of either test above its truth;
+    and the same rule at fixed designs (`fixed_schedule`: one look, each test at alpha / 2)."""
     schedule = looks_schedule(args.confidence)
     lines = [
         f"sequential looks: after each of {schedule.looks} target runs, look k at confidence 1 - alpha_k, the "
@@ -180,6 +183,18 @@ def sequential_block(args: argparse.Namespace, results) -> SequentialBlock:
         found = combined_row(design, both, repetitions=args.repetitions, seed=args.seed)
         lines.append(sequential_line(design, label, found, both.looks))
         row = judged_row(design, found, confidence=args.confidence)
+        if row is not None:
+            judged.append(row)
+    lines.append(
+        "fixed design, both tests where the runs record a mechanism (the audit's one decision): the eps verdict and "
+        "the own curve on every target run, each at confidence 1 - alpha/2, violated if either rejects"
+    )
+    for design in fixed_combined_designs():
+        found = combined_row(
+            design, fixed_schedule(design, args.confidence), repetitions=args.repetitions, seed=args.seed
+        )
+        lines.append(sequential_line(design, label, found, 1))
+        row = judged_row(design, found, confidence=args.confidence, rule="fixed")
         if row is not None:
             judged.append(row)
     return SequentialBlock(lines, judged)

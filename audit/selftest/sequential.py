@@ -19,6 +19,11 @@ test and the claimed mechanism's own curve, each at `schedule.confidence_at(k)` 
 same coins, scores and tie orders, and rejects if either does. A false alarm there is a repetition
 in which some look's bound of either test exceeds that test's own truth: the union, over the two
 tests, of the per-test rows' alarms at the halved shares, which the theorem bounds by α too.
+
+A fixed design is the schedule of one look at all its target runs (`fixed_schedule`): `combined_row`
+on it is the one decision a fixed-design audit makes where its runs record a mechanism
+(`audit.stats.guesses.verdict_levels`), both tests at 1 - (1 - confidence) / 2 on the design's coins,
+scores and tie orders, judged on the fixed designs of exact mechanisms (`fixed_combined_designs`).
 """
 
 from __future__ import annotations
@@ -236,15 +241,33 @@ def combined_designs() -> list[Design]:
     return [design for design, _ in sequential_designs() if design.claimed is not None]
 
 
+def fixed_combined_designs() -> list[Design]:
+    """The fixed designs whose one decision of both tests the self-test judges (`fixed_schedule`): the
+    Gaussian mechanism at ε0 = 1 and the marginal counts at the claims 1 and 4, exact, and the marginal
+    counts' σ-halved claim (power). The white-box subsampled Gaussian's own-curve search costs seconds a
+    repetition: its combined rule is judged by the sequential rows."""
+    from audit.selftest.designs import APPROX_TARGETS, gaussian_design, marginal_designs
+
+    return [gaussian_design(1.0, APPROX_TARGETS), *marginal_designs()]
+
+
+def fixed_schedule(design: Design, confidence: float) -> Schedule:
+    """`design`'s fixed design as one look at all its target runs, two tests: each at
+    1 - (1 - confidence) / 2, the levels `audit.stats.guesses.verdict_levels` gives an audit."""
+    return Schedule((design.n_targets,), confidence, tests=len(BOTH_TESTS))
+
+
 def looks_schedule(confidence: float, *, tests: int = 1) -> Schedule:
     """A look after each of the `SEQUENTIAL_LOOKS` target runs, at total `confidence`, `tests` tests a look."""
     return Schedule(tuple(range(1, SEQUENTIAL_LOOKS + 1)), confidence, tests=tests)
 
 
-def judged_row(design: Design, found: SequentialRow | CombinedRow, *, confidence: float) -> JudgedRow | None:
-    """The row `audit.selftest.designs.verdict` judges (rule "sequential"): its alarms against
+def judged_row(
+    design: Design, found: SequentialRow | CombinedRow, *, confidence: float, rule: str = "sequential"
+) -> JudgedRow | None:
+    """The row `audit.selftest.designs.verdict` judges (`rule`: "sequential", or "fixed"): its alarms against
     the allowed 1 - confidence; None for a false claim (`Design.noise_halved`), whose alarms are detections."""
     if design.noise_halved:
         return None
     p_value = float(stats.binom.sf(found.alarms - 1, found.repetitions, 1.0 - confidence))  # P[X >= alarms]
-    return JudgedRow(design, "sequential", found.analysis, found.alarms, found.repetitions, p_value)
+    return JudgedRow(design, rule, found.analysis, found.alarms, found.repetitions, p_value)

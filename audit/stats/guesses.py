@@ -86,6 +86,21 @@ def applicable(mechanism: SubsampledGaussian | None, delta: float, rule: str = "
     )
 
 
+#: the tests a verdict's one decision rests on (summary.json `verdict.levels`, `verdict.rejected_by`)
+EPS_TEST, OWN_CURVE = "eps_verdict", "own_curve"
+
+
+def verdict_levels(mechanism: SubsampledGaussian | None, delta: float, confidence: float) -> dict[str, float]:
+    """The tests of a verdict's one decision at total `confidence`, each with its level: the
+    f_{ε,δ} test alone at `confidence`; where the runs record a mechanism whose own curve is tested
+    (`applicable`), that test too, each at 1 - (1 - confidence) / 2, the claim rejected if either
+    rejects. The union bound over two tests each valid at its level (Bonferroni): a pipeline that
+    meets its claim satisfies both nulls, so P[either rejects] <= the sum of the two errors =
+    1 - confidence. Which tests run is fixed by the runs' metadata, never by a score."""
+    tests = (EPS_TEST, OWN_CURVE) if MECHANISM.name in applicable(mechanism, delta) else (EPS_TEST,)
+    return {test: 1.0 - (1.0 - confidence) / len(tests) for test in tests}
+
+
 class BoundCache:
     """`bound_at` with its answers remembered: pass one to `tune`, `ceiling` and `bounds_of` to share
     the work of many calls on the same designs (the self-test's repetitions). Same results.

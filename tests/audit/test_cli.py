@@ -1,5 +1,6 @@
 """End-to-end runs of the audit CLI on the embedded dataset (tiny training, inline executor)."""
 
+import argparse
 import importlib
 import json
 import subprocess
@@ -15,6 +16,8 @@ from audit.stats.guesses import ceiling
 from audit.reporting.verdict import summary_verdict
 from shadow_runs.plan import membership_matrix
 from victims import load_pool
+from audit.cli.victim_flags import victim_classes, victim_overrides
+from victims.overrides import build_victim, takes
 
 SUMMARY_KEYS = {
     "victim",
@@ -476,6 +479,17 @@ def test_help_with_a_victim_lists_only_the_flags_it_takes():
         ["--victim", "command", "--n-shadow", "4", "--rows", "5"]
     )
     assert args.victim__rows == 5
+    with pytest.raises(ValueError, match="--rows does not apply to victim 'command'"):
+        build_victim("command", victim_overrides(args))
+    # one source: for every victim, the victim flags its --help lists are exactly those it accepts
+    for name, cls in victim_classes([]).items():
+        group = next(
+            g
+            for g in build_parser("audit.lira", "", argv=["--victim", name])._action_groups
+            if g.title.startswith("victim flags")
+        )
+        listed = {a.dest[len("victim__") :] for a in group._group_actions if a.help != argparse.SUPPRESS}
+        assert listed == takes(cls), name
 
 
 def test_the_module_entry_point_exits_2_without_a_traceback(tmp_path):

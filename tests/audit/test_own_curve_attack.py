@@ -74,7 +74,8 @@ def test_the_verdict_entry_tests_the_own_curve_on_its_own_attack_and_count():
     # verdict (predicted 3.0 > 2.0), with 10 IN guesses, and loss for the own curve (μ 0.9 > 0.1),
     # with 100 IN and 100 OUT guesses. So the ε verdict is dcr's: its top 10 scores are OUT (ties
     # broken at random among the 200 at 1), 0 right; the own curve is loss's: the top 100 are IN and
-    # the bottom 100 OUT, 200 right of 200, tested once at the full 95%.
+    # the bottom 100 OUT, 200 right of 200, tested once. The runs record a mechanism, so the verdict is one
+    # decision of the two tests, each at half the error: 97.5% (`verdict_levels`).
     choices = {
         "loss": choice(2.0, 1.0, 0.9, 1.0, fdp=Guesses(10, 0), own=Guesses(100, 100)),
         "dcr": choice(3.0, 1.0, 0.1, 1.0, fdp=Guesses(10, 0), own=Guesses(100, 100)),
@@ -82,7 +83,8 @@ def test_the_verdict_entry_tests_the_own_curve_on_its_own_attack_and_count():
     entry = separated_entry(choices)
     assert entry["attack"] == "dcr" and entry["guesses"] == {"k_in": 10, "k_out": 0, "correct": 0}
     own = entry["mechanism"]
-    assert own["attack"] == "loss" and own["rule"] == "tuned" and own["per_attack_confidence"] == 0.95
+    assert own["attack"] == "loss" and own["rule"] == "tuned" and own["per_attack_confidence"] == 0.975
+    assert entry["levels"] == {"eps_verdict": 0.975, "own_curve": 0.975} and entry["confidence"] == 0.975
     assert own["guesses"] == {"k_in": 100, "k_out": 100, "correct": 200}
 
 
@@ -121,7 +123,7 @@ def test_a_declared_attack_is_the_verdict_s_and_the_own_curve_s_whatever_the_ref
     entry = separated_entry(choices, declared="loss")
     assert entry["attack"] == "loss" and entry["chosen_by"] == "declared" and entry["candidates"] == ["loss"]
     assert entry["guesses"] == {"k_in": 10, "k_out": 0, "correct": 10}
-    assert entry["rule"] == "tuned" and entry["per_attack_confidence"] == 0.95
+    assert entry["rule"] == "tuned" and entry["per_attack_confidence"] == 0.975  # half the error: two tests
     own = entry["mechanism"]
     assert own["attack"] == "loss" and own["chosen_by"] == "declared"
     assert own["guesses"] == {"k_in": 100, "k_out": 100, "correct": 200}

@@ -16,7 +16,7 @@ from audit.results import experiment_dirs, load_experiment
 from audit.stats.guesses import ceiling
 from tiny_audits import TINY, VICTIMS, audited_runs
 
-VERDICT_KEYS = {"kind", "text", "reason", "evidence"}
+VERDICT_KEYS = {"kind", "text", "reason", "evidence", "rejected_by"}
 ENTRY_KEYS = {
     "path",
     "label",

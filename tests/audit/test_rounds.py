@@ -6,7 +6,7 @@ import json
 import pytest
 
 from audit import lira
-from audit.reporting.verdict import EPSILON_CONSISTENT, Verdict
+from audit.reporting.verdict import EPSILON_CONSISTENT, Verdict, one_decision
 from audit.rounds import audit_in_rounds
 from audit.stats.sequential import schedule
 from audit.summary import AuditSummary
@@ -73,9 +73,13 @@ def test_until_decided_refuses_flags_that_do_not_fit(tmp_path, tiny_flags, capsy
     assert not (tmp_path / "runs").exists()
 
 
-def look_summary(n_runs: int, confidence: float, *, own_rejected: bool) -> AuditSummary:
-    """A look's summary as `score_at` makes it: a consistent ε verdict (0.1 against a claim of 1,
-    1,000 canaries a target run), the own curve rejected or not."""
+def look_summary(n_runs: int, confidence: float, *, own_rejected: bool, records_mechanism: bool) -> AuditSummary:
+    """A look's summary as `score_at` makes it at the look's share `confidence`: a consistent ε test
+    (0.1 against a claim of 1, 1,000 canaries a target run), and where the runs record a mechanism
+    the own curve's test, rejecting or not, each at half the share, and their one decision."""
+    split = 1 - (1 - confidence) / 2 if records_mechanism else confidence
+    levels = {"eps_verdict": split, **({"own_curve": split} if records_mechanism else {})}
+    own = {"rejected": own_rejected, "confidence": split, "attack": "loss", "eps_lower": 1.5}
     data = {
         "n_shadow": n_runs,
         "target_runs": list(range(n_runs // 2)),
@@ -83,35 +87,34 @@ def look_summary(n_runs: int, confidence: float, *, own_rejected: bool) -> Audit
         "claimed_epsilon": 1.0,
         "formal_epsilon": 1.0,
         "evaluation": {"n_canaries": 1000 * (n_runs // 2), "confidence": confidence},
-        "verdict": {"eps_lower": 0.1, "eps_ceiling": 5.0, "delta": 1e-5, "mechanism": {"rejected": own_rejected}},
+        "verdict": {"eps_lower": 0.1, "eps_ceiling": 5.0, "delta": 1e-5, "confidence": split, "levels": levels},
     }
-    return AuditSummary(data, Verdict(EPSILON_CONSISTENT, "consistent", "the bound is below the claim"))
+    data["verdict"]["mechanism"] = own if records_mechanism else None
+    eps = Verdict(EPSILON_CONSISTENT, "consistent", "the bound is below the claim")
+    return AuditSummary(data, one_decision(eps, data["verdict"]["mechanism"], level=split))
 
 
 @pytest.mark.parametrize("records_mechanism", [True, False])
 def test_the_own_curve_stops_the_rounds_at_half_the_share_where_the_runs_record_a_mechanism(records_mechanism):
-    # looks after 4, 8, 16 runs, α = 0.05 spent 4/16, 4/16, 8/16 = 0.0125, 0.0125, 0.025. With a
-    # mechanism each look runs two tests at half its share: 1 - 0.0125 / 2 = 0.99375 at the first two.
-    # The own curve rejects from the second look: the audit stops there, violated by the own curve.
-    # Without one, the same rejection is no test of this audit: the looks run on to the budget.
+    # looks after 4, 8, 16 runs, α = 0.05 spent 4/16, 4/16, 8/16 = 0.0125, 0.0125, 0.025. Each look is
+    # scored at its share; with a mechanism its verdict runs two tests at half of it (1 - 0.0125 / 2 =
+    # 0.99375 at the first two) and the first look's `levels` make the schedule's tests 2. The own curve
+    # rejects from the second look: its one decision is violated, and the audit stops there, by the own curve.
+    # Without one, there is no own-curve test: the looks run on to the budget.
     trained, scored = [], []
 
     def score_at(n_runs, confidence):
         scored.append((n_runs, confidence))
-        return look_summary(n_runs, confidence, own_rejected=n_runs >= 8)
+        return look_summary(n_runs, confidence, own_rejected=n_runs >= 8, records_mechanism=records_mechanism)
 
-    found = audit_in_rounds(
-        schedule(16, first=4, confidence=0.95),
-        trained.append,
-        score_at,
-        own_curve_applies=lambda n_runs: records_mechanism,
-        quiet=True,
-    )
+    found = audit_in_rounds(schedule(16, first=4, confidence=0.95), trained.append, score_at, quiet=True)
     rounds = found.data["sequential"]
     if records_mechanism:
         assert rounds["tests"] == ["eps_verdict", "own_curve"] and trained == [4, 8]
-        assert [c for _, c in scored] == pytest.approx([0.99375, 0.99375, 0.95])  # then the fixed design's
+        assert [c for _, c in scored] == pytest.approx([0.9875, 0.9875, 0.95])  # then the fixed design's
+        assert [look["confidence"] for look in rounds["looks"]] == pytest.approx([0.99375, 0.99375])
         assert rounds["stopped"] == "violated" and rounds["stopped_by"] == "own_curve" and rounds["runs_used"] == 8
+        assert rounds["looks"][-1]["verdict"] == "epsilon_violated"
     else:
         assert rounds["tests"] == ["eps_verdict"] and trained == [4, 8, 16]
         assert [c for _, c in scored] == pytest.approx([0.9875, 0.9875, 0.975, 0.95])

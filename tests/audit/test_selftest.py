@@ -439,11 +439,20 @@ def test_cli_prints_a_block_per_design_and_a_line_per_rule_and_analysis():
     ]
     assert all("(f-DP or own curve): 0/2 alarms" in line for line in combined[:2])
     assert "(f-DP or own curve): 2/2 detections" in combined[2]
+    # and the same rule at fixed designs (the audit's one decision, each test at alpha/2): the exact Gaussian
+    # mechanism and marginal counts judged, the marginal counts' false claim detected
+    assert lines[start + 9].startswith("fixed design, both tests where the runs record a mechanism")
+    fixed = lines[start + 10 : start + 14]
+    names = ["gaussian mechanism", "marginal counts", "marginal counts", "marginal counts, sigma halved"]
+    assert [line.split(" (")[0].strip() for line in fixed] == names
+    assert all("(f-DP or own curve): 0/2 alarms" in line for line in fixed[:3])
+    assert "(f-DP or own curve): 2/2 detections" in fixed[3] and "target runs to the first" not in fixed[3]
     # the closing line, after the timing: 2 repetitions of seeds 0 and 1 raise no alarm on any judged row
-    # (82 rows of the fixed designs, 14 of them the marginal counts', 3 sequential ones and 2 combined ones)
+    # (82 rows of the fixed designs, 14 of them the marginal counts', 3 sequential ones, 2 combined ones and 3
+    # combined ones at fixed designs)
     assert lines[-2].startswith("(") and lines[-2].endswith(" s)")
     assert lines[-1] == (
-        "self-test passed: all 87 judged rows within the allowed 5% (one-sided binomial test, Bonferroni 0.05/87; "
+        "self-test passed: all 90 judged rows within the allowed 5% (one-sided binomial test, Bonferroni 0.05/90; "
         "largest: 0/2 = 0.0%, tuned steinke, randomised response eps0 1)"
     )
 
@@ -630,6 +639,7 @@ def test_cli_exits_1_and_names_the_rows_when_the_self_test_fails(monkeypatch, ca
     monkeypatch.setattr(selftest_command, "designs", lambda: [leaky])
     monkeypatch.setattr(selftest_command, "sequential_designs", lambda: [])  # the fixed design's rows alone
     monkeypatch.setattr(selftest_command, "combined_designs", lambda: [])
+    monkeypatch.setattr(selftest_command, "fixed_combined_designs", lambda: [])
     assert selftest_command.main(["--repetitions", "2"]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[-2].startswith("(") and lines[-2].endswith(" s)")  # the closing line comes after the timing

@@ -9,8 +9,16 @@ import pytest
 from audit.selftest import sequential as selftest_sequential
 from audit.selftest.designs import Design, clopper_pearson, gaussian_design, rr_labels, whitebox_designs
 from audit.selftest.mechanisms import gaussian_mechanism, randomised_response
-from audit.selftest.sequential import BOTH_TESTS, combined_designs, combined_row, look_values, sequential_row
-from audit.stats.guesses import best_count, tune
+from audit.selftest.sequential import (
+    BOTH_TESTS,
+    combined_designs,
+    combined_row,
+    fixed_combined_designs,
+    fixed_schedule,
+    look_values,
+    sequential_row,
+)
+from audit.stats.guesses import best_count, tune, verdict_levels
 from audit.stats.sequential import (
     BUDGET_SPENT,
     GO_ON,
@@ -169,3 +177,28 @@ def test_each_test_of_a_combined_look_runs_at_half_the_look_s_share(monkeypatch)
         "white-box subsampled gaussian",
         "white-box, sigma halved",
     ]
+
+
+def test_a_fixed_design_is_one_look_of_both_tests_at_the_levels_an_audit_uses():
+    # the self-test's fixed-design rows of the one decision: one look at all the target runs, each test at
+    # 1 - 0.05 / 2 = 97.5%, exactly the levels `verdict_levels` gives an audit whose runs record the mechanism
+    designs = fixed_combined_designs()
+    assert [d.name.split(" (")[0] for d in designs] == [
+        "gaussian mechanism",
+        "marginal counts",
+        "marginal counts",
+        "marginal counts, sigma halved",
+    ]
+    for design in designs:
+        looks = fixed_schedule(design, 0.95)
+        assert looks.runs == (design.n_targets,) and looks.tests == 2
+        assert verdict_levels(design.claimed, design.delta, 0.95) == {
+            "eps_verdict": looks.confidence_at(0),
+            "own_curve": looks.confidence_at(0),
+        }
+    # on the exact marginal counts (claim 1, 8 targets x 1,000 canaries) no alarm in 3 repetitions; their claim
+    # of 4 whose noise is really halved is detected every time, by both tests (measured: seeds 0-2)
+    exact, halved = designs[1], designs[3]
+    assert combined_row(exact, fixed_schedule(exact, 0.95), repetitions=3, seed=0).alarms == 0
+    found = combined_row(halved, fixed_schedule(halved, 0.95), repetitions=3, seed=0)
+    assert found.alarms == 3 and set(found.stopped_by) == {"fdp+mechanism"} and found.first_alarm_runs == (16,) * 3
