@@ -20,8 +20,6 @@ scores each target run [T, n] from that target's outputs and the reference runs 
 from __future__ import annotations
 
 import difflib
-import importlib
-import importlib.metadata
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -33,6 +31,7 @@ from attacks.lira import lira_offline, lira_online
 from attacks.rmia import rmia_offline, rmia_online
 from attacks.tabular import domias_scores, query_scores
 from attacks.whitebox import likelihood_ratio, run_scores, step_changes, summed_projection
+from extensions import entry_points, load_entry_point, load_path
 
 #: families: what an attack observes. "model": the downstream model trained on the victim's
 #: output (its logits on the pool); "release": the released synthetic set itself (distances);
@@ -344,15 +343,12 @@ def attack(
 ATTACK_GROUP = "membership_audit.attacks"
 _BUILT_IN = {a.name: a for a in REGISTRY}
 _LOADED: dict[str, Attack] = {}  # attacks loaded from an entry point or a module:function path, by name
-
-
-def _plugins() -> dict[str, importlib.metadata.EntryPoint]:
-    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ATTACK_GROUP)}
+_PATH_FORM = "an attack path is module:function, e.g. my_package.attacks:my_attack"
 
 
 def installed_attacks() -> tuple[Attack, ...]:
     """The attacks of `ATTACK_GROUP`'s entry points, by name; ValueError for one that does not load or fit."""
-    return tuple(get_attack(name) for name in sorted(_plugins()))
+    return tuple(get_attack(name) for name in sorted(entry_points(ATTACK_GROUP)))
 
 
 def attack_names(*families: str) -> tuple[str, ...]:
@@ -369,21 +365,14 @@ def get_attack(name: str) -> Attack:
         return _BUILT_IN[name]
     if name in _LOADED:
         return _LOADED[name]
-    plugins = _plugins()
+    plugins = entry_points(ATTACK_GROUP)
     if name in plugins:
-        try:
-            found = plugins[name].load()
-        except Exception as e:  # a plugin's import can fail in any way; report it in one line
-            raise ValueError(
-                f"attack {name}: its entry point {plugins[name].value!r} does not load "
-                f"({type(e).__name__}: {_first_line(e)})"
-            ) from None
-        found = check_attack(found, label=name)
+        found = check_attack(load_entry_point(plugins[name], label="attack"), label=name)
         if found.name != name:
             raise ValueError(f"attack {name}: its entry point names an attack called {found.name!r}")
         return _LOADED.setdefault(name, found)
     if ":" in name:
-        found = check_attack(_import_object(name), label=name)
+        found = check_attack(load_path(name, label="attack", form=_PATH_FORM), label=name)
         if _LOADED.setdefault(found.name, found) is not found:
             raise ValueError(f"attack {name}: another attack named {found.name!r} was loaded before")
         return found
@@ -391,26 +380,6 @@ def get_attack(name: str) -> Attack:
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}; or a module:function path"
     raise ValueError(f"unknown attack {name!r} ({hint})")
-
-
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [""])[0]
-
-
-def _import_object(path: str) -> Any:
-    module_name, _, attribute = path.partition(":")
-    if not module_name or not attribute:
-        raise ValueError(f"attack {path}: an attack path is module:function, e.g. my_package.attacks:my_attack")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as e:  # ImportError, or whatever the module raises as it runs
-        raise ValueError(
-            f"attack {path}: cannot import {module_name!r} ({type(e).__name__}: {_first_line(e)})"
-        ) from None
-    try:
-        return getattr(module, attribute)
-    except AttributeError:
-        raise ValueError(f"attack {path}: module {module_name!r} has no {attribute!r}") from None
 
 
 def check_attack(found: Any, *, label: str) -> Attack:
