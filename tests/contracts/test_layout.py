@@ -1,8 +1,8 @@
 """The house rules of the package layout: imports point down (attacks and victims never import the
-audit; the run store never imports the victims; the extension loader imports none of them), no module imports itself back through others,
-the statistics import nothing that reads files, and reading or reporting audits does not import
-torch. An import inside a function counts as much as one at the top: it runs the same import,
-later."""
+audit; the run store never imports the victims; the extension loader imports none of them), no
+module imports itself back through others, the statistics import nothing that reads files, and
+reading or reporting audits does not import torch. An import inside a function counts as much as
+one at the top: it runs the same import, later."""
 
 import ast
 import fnmatch
