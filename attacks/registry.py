@@ -2,13 +2,13 @@
 how many runs it needs, and its scoring function.
 
 Evaluation (`audit.evaluate`), the command lines (`audit.lira`, `audit.ganleak`,
-`audit.release`) and the report loop over `attack_names()`: the built-in rows of `REGISTRY`, then
-the attacks installed packages name in the entry-point group `ATTACK_GROUP`. A built-in attack is
-one row here; an attack of your own is a score function decorated with `@attack(...)`, named by an
-entry point of `ATTACK_GROUP` or given as `module:function` to `--attack` (docs/contracts.md, "Your
-own attack"). tests/contracts/test_registry.py holds every one to the audit's rule: an attack
-scores each target run [T, n] from that target's outputs and the reference runs (`shadows`, bool
-[T, R]) alone, so no guess depends on a target's own coins.
+`audit.release`) and the report loop over `attack_names()`: the built-in attacks of `REGISTRY`,
+then the attacks installed packages name in the entry-point group `ATTACK_GROUP`. An attack is a
+score function decorated with `@attack(...)`: a built-in one here, listed in `REGISTRY`; one of
+your own named by an entry point of `ATTACK_GROUP` or given as `module:function` to `--attack`
+(docs/contracts.md, "Your own attack"). tests/contracts/test_registry.py holds every one to the
+audit's rule: an attack scores each target run [T, n] from that target's outputs and the
+reference runs (`shadows`, bool [T, R]) alone, so no guess depends on a target's own coins.
 
 `score(runs, targets, shadows, variance)` reads the per-run arrays of an `audit.evaluate.StoredRuns`
 (`keep` [R, n], `confidence` [R, n, Q], `loss` [R, n], `dcr` [R, n] or None, `recon` kind ->
@@ -20,19 +20,18 @@ scores each target run [T, n] from that target's outputs and the reference runs 
 from __future__ import annotations
 
 import difflib
-import importlib
-import importlib.metadata
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
+import attacks.lira
+import attacks.rmia
 from attacks.ganleak import calibrated_scores, log_loss_statistic, reconstruction_scores
-from attacks.lira import lira_offline, lira_online
-from attacks.rmia import rmia_offline, rmia_online
 from attacks.tabular import domias_scores, query_scores
 from attacks.whitebox import likelihood_ratio, run_scores, step_changes, summed_projection
+from extensions import entry_points, load_entry_point, load_path
 
 #: families: what an attack observes. "model": the downstream model trained on the victim's
 #: output (its logits on the pool); "release": the released synthetic set itself (distances);
@@ -89,240 +88,20 @@ class Attack:
         return f"{self.name} needs the {self.needs} reconstruction losses of a generator, and these runs stored none"
 
 
-def _dcr_lira(runs, targets, shadows, variance):
-    # DCR calibrated per example: how far the target's distance falls below the distances of the
-    # same example in the OUT shadows (offline LiRA on the DCR statistic). Offline, because an IN
-    # example is in or behind the release of only some of its IN shadows, so its IN distribution
-    # is a mixture that one Gaussian describes badly.
-    return lira_offline(runs.dcr[..., None], runs.keep, targets, shadows=shadows, variance=variance)
-
-
-def _whitebox(statistic):  # statistic(observations [steps, m], the run's whitebox_mechanism) -> [m]
-    def score(runs, targets, shadows, variance):
-        return run_scores(
-            statistic,
-            runs.whitebox,
-            [m["whitebox_mechanism"] for m in runs.meta],
-            runs.whitebox_rows,
-            runs.keep.shape[1],
-            targets,
-        )
-
-    return score
-
-
-REGISTRY: tuple[Attack, ...] = (
-    Attack(
-        name="loss",
-        family="model",
-        needs=None,
-        min_runs=1,
-        calibrated=False,
-        score=lambda runs, targets, shadows, variance: -runs.loss[targets],
-        about="minus the cross-entropy of the target's model on the example",
-    ),
-    Attack(
-        name="lira_online",
-        family="model",
-        needs=None,
-        min_runs=4,
-        calibrated=True,
-        score=lambda runs, targets, shadows, variance: lira_online(
-            runs.confidence, runs.keep, targets, shadows=shadows, variance=variance
-        ),
-        about="LiRA: likelihood ratio of the logit-scaled confidence under Gaussians fitted on IN and OUT shadows",
-        query_views=True,
-    ),
-    Attack(
-        name="lira_offline",
-        family="model",
-        needs=None,
-        min_runs=4,
-        calibrated=True,
-        score=lambda runs, targets, shadows, variance: lira_offline(
-            runs.confidence, runs.keep, targets, shadows=shadows, variance=variance
-        ),
-        about="LiRA offline: how far the confidence lies above the OUT shadows' Gaussian",
-        query_views=True,
-    ),
-    Attack(
-        name="rmia",
-        family="model",
-        needs=None,
-        min_runs=2,
-        calibrated=True,
-        score=lambda runs, targets, shadows, variance: rmia_online(
-            runs.confidence, runs.keep, targets, shadows=shadows
-        ),
-        about="RMIA: the target's p_y over the reference runs' mean, ranked against the whole pool's ratios",
-        query_views=True,
-    ),
-    Attack(
-        name="rmia_offline",
-        family="model",
-        needs=None,
-        min_runs=2,
-        calibrated=True,
-        score=lambda runs, targets, shadows, variance: rmia_offline(
-            runs.confidence, runs.keep, targets, shadows=shadows
-        ),
-        about="RMIA offline: Pr(x) from the OUT references only, with a fitted on the references",
-        query_views=True,
-    ),
-    Attack(
-        name="dcr",
-        family="release",
-        needs=RELEASE,
-        min_runs=1,
-        calibrated=False,
-        score=lambda runs, targets, shadows, variance: runs.dcr[targets],
-        about="minus the distance to the nearest released image of the same class (a table: to the closest "
-        "released record, on Gower's distance with the label a column)",
-    ),
-    Attack(
-        name="dcr_lira",
-        family="release",
-        needs=RELEASE,
-        min_runs=4,
-        calibrated=True,
-        score=_dcr_lira,
-        about="that distance calibrated on the OUT shadows (offline LiRA on the DCR statistic)",
-    ),
-    Attack(
-        name="domias",
-        family="release",
-        needs=TABLE,
-        min_runs=2,
-        calibrated=True,
-        score=lambda runs, targets, shadows, variance: domias_scores(runs.release_density, targets, shadows=shadows),
-        about="DOMIAS: log of the released table's density at the record over the mean density of the reference "
-        "runs' releases",
-    ),
-    Attack(
-        name="queries",
-        family="release",
-        needs=TABLE,
-        min_runs=4,
-        calibrated=True,
-        score=lambda runs, targets, shadows, variance: query_scores(
-            runs.release_counts, runs.keep, targets, shadows=shadows, variance=variance
-        ),
-        about="TAPAS-style counting queries: released records matching the record in full and on each pair of "
-        "columns, online LiRA on their square roots",
-    ),
-    Attack(
-        name="support",
-        family="release",
-        needs=TABLE,
-        min_runs=1,
-        calibrated=False,
-        score=lambda runs, targets, shadows, variance: runs.release_support[targets].astype(np.float64),
-        about="domain extension: released records where only the record could have opened the domain (a category "
-        "no other pool record holds, a number beyond every other's)",
-    ),
-    Attack(
-        name="pairs",
-        family="release",
-        needs=TABLE,
-        min_runs=1,
-        calibrated=False,
-        score=lambda runs, targets, shadows, variance: runs.release_pair_support[targets].astype(np.float64),
-        about="released records holding a value combination, on a pair of columns, that no other pool record "
-        "holds, summed over the record's such pairs (its own count through the noise of a marginal-based release)",
-    ),
-    Attack(
-        name="ganleak_fbb",
-        family="generator",
-        needs="fbb",
-        min_runs=1,
-        calibrated=False,
-        score=lambda runs, targets, shadows, variance: reconstruction_scores(runs.recon["fbb"][targets]),
-        about="minus the distance to the nearest generated sample (full black-box)",
-    ),
-    Attack(
-        name="ganleak_pbb",
-        family="generator",
-        needs="pbb",
-        min_runs=1,
-        calibrated=False,
-        score=lambda runs, targets, shadows, variance: reconstruction_scores(runs.recon["pbb"][targets]),
-        about="minus the Powell-search reconstruction loss (partial black-box; NaN where not reconstructed)",
-    ),
-    Attack(
-        name="ganleak_wb",
-        family="generator",
-        needs="wb",
-        min_runs=1,
-        calibrated=False,
-        score=lambda runs, targets, shadows, variance: reconstruction_scores(runs.recon["wb"][targets]),
-        about="minus the gradient-search reconstruction loss (white-box)",
-    ),
-    Attack(
-        name="ganleak_cal",
-        family="generator",
-        needs="wb",
-        min_runs=4,
-        calibrated=True,
-        score=lambda runs, targets, shadows, variance: calibrated_scores(
-            runs.recon["wb"], runs.keep, targets, shadows=shadows
-        ),
-        about="the white-box loss minus the example's mean loss under the target's OUT shadow generators",
-    ),
-    Attack(
-        name="ganleak_lira",
-        family="generator",
-        needs="wb",
-        min_runs=4,
-        calibrated=True,
-        score=lambda runs, targets, shadows, variance: lira_online(
-            log_loss_statistic(runs.recon["wb"]), runs.keep, targets, shadows=shadows, variance=variance
-        ),
-        about="online LiRA with minus the log white-box loss as the statistic, IN and OUT shadow generators",
-    ),
-    Attack(
-        name="whitebox",
-        family="mechanism",
-        needs=WHITEBOX,
-        min_runs=1,
-        calibrated=False,
-        score=_whitebox(lambda o, mechanism: likelihood_ratio(o, **mechanism)),
-        about="white-box: the log likelihood ratio of the canary's step projections under the claimed "
-        "subsampled Gaussian",
-    ),
-    Attack(
-        name="whitebox_sum",
-        family="mechanism",
-        needs=WHITEBOX,
-        min_runs=1,
-        calibrated=False,
-        score=_whitebox(lambda o, mechanism: summed_projection(o)),
-        about="white-box: the canary's step projections summed",
-    ),
-    Attack(
-        name="whitebox_steps",
-        family="mechanism",
-        needs=WHITEBOX,
-        min_runs=1,
-        calibrated=False,
-        score=_whitebox(lambda o, mechanism: step_changes(o)),
-        about="white-box: the summed absolute changes of the canary's projection between steps (reused noise cancels)",
-    ),
-)
-
-
 def attack(
     *,
     family: str,
     min_runs: int,
     calibrated: bool,
-    about: str,
+    about: str | None = None,
     needs: str | None = None,
     query_views: bool = False,
     name: str | None = None,
 ) -> Callable[[Callable], Attack]:
     """Decorator: the score function `score(runs, targets, shadows, variance)` as an `Attack`
-    named `name` (default: the function's name). What an attack of your own is: an entry point of
-    `ATTACK_GROUP` or a `module:function` given to `--attack` names the decorated function."""
+    named `name` (default: the function's name), `about` what the score is (default: its docstring,
+    on one line). A built-in attack is one in this module; one of your own is named by an entry
+    point of `ATTACK_GROUP` or a `module:function` given to `--attack`."""
 
     def decorate(score: Callable) -> Attack:
         return Attack(
@@ -332,11 +111,148 @@ def attack(
             min_runs=min_runs,
             calibrated=calibrated,
             score=score,
-            about=about,
+            about=about or " ".join((score.__doc__ or "").split()),
             query_views=query_views,
         )
 
     return decorate
+
+
+@attack(family="model", min_runs=1, calibrated=False)
+def loss(runs, targets, shadows, variance):
+    """minus the cross-entropy of the target's model on the example"""
+    return -runs.loss[targets]
+
+
+@attack(family="model", min_runs=4, calibrated=True, query_views=True)
+def lira_online(runs, targets, shadows, variance):
+    """LiRA: likelihood ratio of the logit-scaled confidence under Gaussians fitted on IN and OUT shadows"""
+    return attacks.lira.lira_online(runs.confidence, runs.keep, targets, shadows=shadows, variance=variance)
+
+
+@attack(family="model", min_runs=4, calibrated=True, query_views=True)
+def lira_offline(runs, targets, shadows, variance):
+    """LiRA offline: how far the confidence lies above the OUT shadows' Gaussian"""
+    return attacks.lira.lira_offline(runs.confidence, runs.keep, targets, shadows=shadows, variance=variance)
+
+
+@attack(family="model", min_runs=2, calibrated=True, query_views=True)
+def rmia(runs, targets, shadows, variance):
+    """RMIA: the target's p_y over the reference runs' mean, ranked against the whole pool's ratios"""
+    return attacks.rmia.rmia_online(runs.confidence, runs.keep, targets, shadows=shadows)
+
+
+@attack(family="model", min_runs=2, calibrated=True, query_views=True)
+def rmia_offline(runs, targets, shadows, variance):
+    """RMIA offline: Pr(x) from the OUT references only, with a fitted on the references"""
+    return attacks.rmia.rmia_offline(runs.confidence, runs.keep, targets, shadows=shadows)
+
+
+@attack(family="release", needs=RELEASE, min_runs=1, calibrated=False)
+def dcr(runs, targets, shadows, variance):
+    """minus the distance to the nearest released image of the same class (a table: to the closest
+    released record, on Gower's distance with the label a column)"""
+    return runs.dcr[targets]
+
+
+@attack(family="release", needs=RELEASE, min_runs=4, calibrated=True)
+def dcr_lira(runs, targets, shadows, variance):
+    """that distance calibrated on the OUT shadows (offline LiRA on the DCR statistic)"""
+    # Offline, because an IN example is in or behind the release of only some of its IN shadows, so
+    # its IN distribution is a mixture that one Gaussian describes badly.
+    return attacks.lira.lira_offline(runs.dcr[..., None], runs.keep, targets, shadows=shadows, variance=variance)
+
+
+@attack(family="release", needs=TABLE, min_runs=2, calibrated=True)
+def domias(runs, targets, shadows, variance):
+    """DOMIAS: log of the released table's density at the record over the mean density of the
+    reference runs' releases"""
+    return domias_scores(runs.release_density, targets, shadows=shadows)
+
+
+@attack(family="release", needs=TABLE, min_runs=4, calibrated=True)
+def queries(runs, targets, shadows, variance):
+    """TAPAS-style counting queries: released records matching the record in full and on each pair
+    of columns, online LiRA on their square roots"""
+    return query_scores(runs.release_counts, runs.keep, targets, shadows=shadows, variance=variance)
+
+
+@attack(family="release", needs=TABLE, min_runs=1, calibrated=False)
+def support(runs, targets, shadows, variance):
+    """domain extension: released records where only the record could have opened the domain (a
+    category no other pool record holds, a number beyond every other's)"""
+    return runs.release_support[targets].astype(np.float64)
+
+
+@attack(family="release", needs=TABLE, min_runs=1, calibrated=False)
+def pairs(runs, targets, shadows, variance):
+    """released records holding a value combination, on a pair of columns, that no other pool record
+    holds, summed over the record's such pairs (its own count through the noise of a marginal-based release)"""
+    return runs.release_pair_support[targets].astype(np.float64)
+
+
+@attack(family="generator", needs="fbb", min_runs=1, calibrated=False)
+def ganleak_fbb(runs, targets, shadows, variance):
+    """minus the distance to the nearest generated sample (full black-box)"""
+    return reconstruction_scores(runs.recon["fbb"][targets])
+
+
+@attack(family="generator", needs="pbb", min_runs=1, calibrated=False)
+def ganleak_pbb(runs, targets, shadows, variance):
+    """minus the Powell-search reconstruction loss (partial black-box; NaN where not reconstructed)"""
+    return reconstruction_scores(runs.recon["pbb"][targets])
+
+
+@attack(family="generator", needs="wb", min_runs=1, calibrated=False)
+def ganleak_wb(runs, targets, shadows, variance):
+    """minus the gradient-search reconstruction loss (white-box)"""
+    return reconstruction_scores(runs.recon["wb"][targets])
+
+
+@attack(family="generator", needs="wb", min_runs=4, calibrated=True)
+def ganleak_cal(runs, targets, shadows, variance):
+    """the white-box loss minus the example's mean loss under the target's OUT shadow generators"""
+    return calibrated_scores(runs.recon["wb"], runs.keep, targets, shadows=shadows)
+
+
+@attack(family="generator", needs="wb", min_runs=4, calibrated=True)
+def ganleak_lira(runs, targets, shadows, variance):
+    """online LiRA with minus the log white-box loss as the statistic, IN and OUT shadow generators"""
+    statistic = log_loss_statistic(runs.recon["wb"])
+    return attacks.lira.lira_online(statistic, runs.keep, targets, shadows=shadows, variance=variance)
+
+
+def _mechanism_scores(runs, targets, statistic):  # statistic(observations [steps, m], the run's mechanism) -> [m]
+    mechanisms = [m["whitebox_mechanism"] for m in runs.meta]
+    return run_scores(statistic, runs.whitebox, mechanisms, runs.whitebox_rows, runs.keep.shape[1], targets)
+
+
+@attack(family="mechanism", needs=WHITEBOX, min_runs=1, calibrated=False)
+def whitebox(runs, targets, shadows, variance):
+    """white-box: the log likelihood ratio of the canary's step projections under the claimed
+    subsampled Gaussian"""
+    return _mechanism_scores(runs, targets, lambda o, mechanism: likelihood_ratio(o, **mechanism))
+
+
+@attack(family="mechanism", needs=WHITEBOX, min_runs=1, calibrated=False)
+def whitebox_sum(runs, targets, shadows, variance):
+    """white-box: the canary's step projections summed"""
+    return _mechanism_scores(runs, targets, lambda o, mechanism: summed_projection(o))
+
+
+@attack(family="mechanism", needs=WHITEBOX, min_runs=1, calibrated=False)
+def whitebox_steps(runs, targets, shadows, variance):
+    """white-box: the summed absolute changes of the canary's projection between steps (reused noise cancels)"""
+    return _mechanism_scores(runs, targets, lambda o, mechanism: step_changes(o))
+
+
+#: the built-in attacks, in the order summary.json lists them
+REGISTRY: tuple[Attack, ...] = (
+    *(loss, lira_online, lira_offline, rmia, rmia_offline),
+    *(dcr, dcr_lira, domias, queries, support, pairs),
+    *(ganleak_fbb, ganleak_pbb, ganleak_wb, ganleak_cal, ganleak_lira),
+    *(whitebox, whitebox_sum, whitebox_steps),
+)
 
 
 #: entry-point group of installed attack plugins: `name = "package.module:function"` (a function
@@ -344,15 +260,12 @@ def attack(
 ATTACK_GROUP = "membership_audit.attacks"
 _BUILT_IN = {a.name: a for a in REGISTRY}
 _LOADED: dict[str, Attack] = {}  # attacks loaded from an entry point or a module:function path, by name
-
-
-def _plugins() -> dict[str, importlib.metadata.EntryPoint]:
-    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ATTACK_GROUP)}
+_PATH_FORM = "an attack path is module:function, e.g. my_package.attacks:my_attack"
 
 
 def installed_attacks() -> tuple[Attack, ...]:
     """The attacks of `ATTACK_GROUP`'s entry points, by name; ValueError for one that does not load or fit."""
-    return tuple(get_attack(name) for name in sorted(_plugins()))
+    return tuple(get_attack(name) for name in sorted(entry_points(ATTACK_GROUP)))
 
 
 def attack_names(*families: str) -> tuple[str, ...]:
@@ -369,21 +282,14 @@ def get_attack(name: str) -> Attack:
         return _BUILT_IN[name]
     if name in _LOADED:
         return _LOADED[name]
-    plugins = _plugins()
+    plugins = entry_points(ATTACK_GROUP)
     if name in plugins:
-        try:
-            found = plugins[name].load()
-        except Exception as e:  # a plugin's import can fail in any way; report it in one line
-            raise ValueError(
-                f"attack {name}: its entry point {plugins[name].value!r} does not load "
-                f"({type(e).__name__}: {_first_line(e)})"
-            ) from None
-        found = check_attack(found, label=name)
+        found = check_attack(load_entry_point(plugins[name], label="attack"), label=name)
         if found.name != name:
             raise ValueError(f"attack {name}: its entry point names an attack called {found.name!r}")
         return _LOADED.setdefault(name, found)
     if ":" in name:
-        found = check_attack(_import_object(name), label=name)
+        found = check_attack(load_path(name, label="attack", form=_PATH_FORM), label=name)
         if _LOADED.setdefault(found.name, found) is not found:
             raise ValueError(f"attack {name}: another attack named {found.name!r} was loaded before")
         return found
@@ -391,26 +297,6 @@ def get_attack(name: str) -> Attack:
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}; or a module:function path"
     raise ValueError(f"unknown attack {name!r} ({hint})")
-
-
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [""])[0]
-
-
-def _import_object(path: str) -> Any:
-    module_name, _, attribute = path.partition(":")
-    if not module_name or not attribute:
-        raise ValueError(f"attack {path}: an attack path is module:function, e.g. my_package.attacks:my_attack")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as e:  # ImportError, or whatever the module raises as it runs
-        raise ValueError(
-            f"attack {path}: cannot import {module_name!r} ({type(e).__name__}: {_first_line(e)})"
-        ) from None
-    try:
-        return getattr(module, attribute)
-    except AttributeError:
-        raise ValueError(f"attack {path}: module {module_name!r} has no {attribute!r}") from None
 
 
 def check_attack(found: Any, *, label: str) -> Attack:

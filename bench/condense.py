@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from timing import timed_audit
+from timing import audit_into, timed_audit
 
 CONDENSATION = ("dm", "dsa", "kip")
 ATTACKS = ("loss", "lira_online", "dcr_lira")  # compared: the model attacks and the strongest release attack
@@ -81,21 +81,7 @@ def grid(n_shadow: int, runs_dir: Path, ipcs: list[int], extra: list[str]) -> No
     def audit(label: str, flags: list[str]) -> Path:
         where = runs_dir / label
         start = time.perf_counter()
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "audit.lira",
-                *flags,
-                "--n-shadow",
-                str(n_shadow),
-                "--runs-dir",
-                str(where),
-                "--quiet",
-                *extra,
-            ],
-            check=True,
-        )
+        audit_into(where, [*flags, "--n-shadow", str(n_shadow), *extra])
         print(f"# {label}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
         (experiment,) = [p for p in where.iterdir() if p.is_dir()]
         return experiment

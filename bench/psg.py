@@ -19,13 +19,10 @@ python bench/psg.py steps [--restarts 4 8 16 32 64] [--epsilons 10 1 0] [--seeds
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
-from timing import timed_audit, verdict_cells
+from timing import audit_into, timed_audit, verdict_cells
 
 ROWS = [  # (label, audit flags)
     *[
@@ -61,22 +58,7 @@ def table(n_shadow: int, runs_dir: Path, extra: list[str]) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for label, flags in ROWS:
         where = runs_dir / label.replace(" ", "_").replace("=", "")
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "audit.lira",
-                *flags,
-                "--n-shadow",
-                str(n_shadow),
-                "--runs-dir",
-                str(where),
-                "--quiet",
-                *extra,
-            ],
-            check=True,
-        )
-        s = json.loads(next(where.glob("*/audit/summary.json")).read_text())
+        s = audit_into(where, [*flags, "--n-shadow", str(n_shadow), *extra])
         lira = s["attacks"]["lira_online"]
         bound, ceiling, verdict = verdict_cells(s)  # the verdict's paid-for bound, not a max over attacks
         formal = "-" if s["formal_epsilon"] is None else f"{s['formal_epsilon']:.2f}"

@@ -17,12 +17,9 @@ bounds each at 95%) with its ceiling and the verdict against the formal ε, m an
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-from timing import verdict_cells
+from timing import audit_into, verdict_cells
 
 ROWS = {  # label -> audit flags
     "dpsgd1": ["--victim", "dpsgd", "--epsilon", "1"],
@@ -32,13 +29,6 @@ ROWS = {  # label -> audit flags
     "real": ["--victim", "real"],
 }
 KINDS = ("natural", "mislabeled", "outlier", "duplicate")
-
-
-def audit(where: Path, flags: list[str], extra: list[str]) -> dict:
-    subprocess.run(
-        [sys.executable, "-m", "audit.lira", *flags, "--runs-dir", str(where), "--quiet", *extra], check=True
-    )
-    return json.loads(next(where.glob("*/audit/summary.json")).read_text())
 
 
 def row(label: str, kind: str, s: dict) -> str:
@@ -78,7 +68,7 @@ def main() -> None:
             flags = [*ROWS[label], "--n-shadow", str(args.n_shadow)]
             if kind != "natural":
                 flags += ["--canaries", str(args.canaries), "--canary-kind", kind]
-            s = audit(args.runs_dir / f"{label}_{kind}", flags, extra)
+            s = audit_into(args.runs_dir / f"{label}_{kind}", [*flags, *extra])
             print(row(label, kind, s), flush=True)
 
 

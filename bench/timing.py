@@ -1,4 +1,4 @@
-"""What the benchmark scripts share: run one audit command from an empty runs directory and time it."""
+"""What the benchmark scripts share: run one audit command into a runs directory (an empty one: timed)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,15 @@ import time
 from pathlib import Path
 
 
+def audit_into(where: Path | str, args: list[str], *, entry: str = "audit.lira", timeout: float | None = None) -> dict:
+    """Run `python -m <entry> <args> --runs-dir <where> --quiet` (a second call re-scores the store there;
+    killed after `timeout` seconds: subprocess.TimeoutExpired). Returns summary.json."""
+    subprocess.run(
+        [sys.executable, "-m", entry, *args, "--runs-dir", str(where), "--quiet"], check=True, timeout=timeout
+    )
+    return json.loads(next(Path(where).glob("*/audit/summary.json")).read_text())
+
+
 def timed_audit(
     args: list[str], *, entry: str = "audit.lira", timeout: float | None = None
 ) -> tuple[float, list[float], dict]:
@@ -18,12 +27,9 @@ def timed_audit(
     run took inside its worker, and summary.json."""
     with tempfile.TemporaryDirectory() as runs_dir:
         start = time.perf_counter()
-        subprocess.run(
-            [sys.executable, "-m", entry, *args, "--runs-dir", runs_dir, "--quiet"], check=True, timeout=timeout
-        )
+        summary = audit_into(runs_dir, args, entry=entry, timeout=timeout)
         wall = time.perf_counter() - start
         per_run = [json.loads(p.read_text())["wall_s"] for p in Path(runs_dir).glob("*/runs/*.json")]
-        summary = json.loads(next(Path(runs_dir).glob("*/audit/summary.json")).read_text())
         return wall, per_run, summary
 
 

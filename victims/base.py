@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
-import importlib
-import importlib.metadata
 import inspect
 import math
 from collections.abc import Iterator, Mapping
@@ -22,6 +20,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 import torch
 
+from extensions import entry_points, load_entry_point, load_path
 from victims.compiled import maybe_compiled
 from victims.pool import Pool
 from victims.train import accuracy, predict_queries, to_model_space
@@ -208,13 +207,9 @@ def register_victim(name: str, *, force: bool = False):
 PLUGIN_GROUP = "membership_audit.victims"
 
 
-def _plugins() -> dict[str, importlib.metadata.EntryPoint]:
-    return {ep.name: ep for ep in importlib.metadata.entry_points(group=PLUGIN_GROUP)}
-
-
 def victim_names() -> tuple[str, ...]:
     """The built-in victims and the installed plugins (entry points of PLUGIN_GROUP)."""
-    return tuple(sorted(set(_VICTIMS) | set(_plugins())))
+    return tuple(sorted(set(_VICTIMS) | set(entry_points(PLUGIN_GROUP))))
 
 
 def generator_victim_names() -> tuple[str, ...]:
@@ -236,42 +231,16 @@ def get_victim(name: str) -> type:
     path. ValueError (one line) for an unknown name, a path that does not import, or a broken class."""
     if name in _VICTIMS:
         return _VICTIMS[name]
-    plugins = _plugins()
+    plugins = entry_points(PLUGIN_GROUP)
     if name in plugins:
-        try:
-            cls = plugins[name].load()
-        except Exception as e:  # a plugin's import can fail in any way; report it in one line
-            raise ValueError(
-                f"--victim {name}: its entry point {plugins[name].value!r} does not load "
-                f"({type(e).__name__}: {_first_line(e)})"
-            ) from None
-        return check_victim_class(cls, label=name)
+        return check_victim_class(load_entry_point(plugins[name], label="--victim"), label=name)
     if ":" in name:
-        return check_victim_class(_import_class(name), label=name)
+        form = "a victim path is module:Class, e.g. my_package.pipelines:MyVictim"
+        return check_victim_class(load_path(name, label="--victim", form=form), label=name)
     names = victim_names()
     close = difflib.get_close_matches(name, names, n=1)
     hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(names)}; or a module:Class path"
     raise ValueError(f"unknown victim {name!r} ({hint})")
-
-
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [""])[0]
-
-
-def _import_class(path: str) -> type:
-    module_name, _, attribute = path.partition(":")
-    if not module_name or not attribute:
-        raise ValueError(f"--victim {path}: a victim path is module:Class, e.g. my_package.pipelines:MyVictim")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as e:  # ImportError, or whatever the module raises as it runs
-        raise ValueError(
-            f"--victim {path}: cannot import {module_name!r} ({type(e).__name__}: {_first_line(e)})"
-        ) from None
-    try:
-        return getattr(module, attribute)
-    except AttributeError:
-        raise ValueError(f"--victim {path}: module {module_name!r} has no {attribute!r}") from None
 
 
 def check_victim_class(cls: Any, *, label: str) -> type:

@@ -11,6 +11,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from extensions import first_line
 from victims.tabular.pools import load_fair, load_pair_3bin, load_randhie, load_schema_file
 from victims.pool import DataError, Pool, count_nonfinite, make_pool, to_float, train_test_split
 
@@ -112,9 +113,9 @@ def _load_torchvision(name: str, cls_name: str, flip_ok: bool, *, data_root, dow
         train, test = cls(root, train=True, download=download), cls(root, train=False, download=download)
     except RuntimeError as e:  # torchvision's "Dataset not found (or corrupted)"
         hint = "download failed" if download else "pass --download to fetch it"
-        raise DataError(f"{name} not found or corrupt under {root} ({hint}): {_first_line(e)}") from None
+        raise DataError(f"{name} not found or corrupt under {root} ({hint}): {first_line(e)}") from None
     except (OSError, EOFError, AssertionError, ValueError, TypeError, KeyError, pickle.UnpicklingError) as e:
-        raise DataError(f"could not read {name} under {root}: {type(e).__name__}: {_first_line(e)}") from None
+        raise DataError(f"could not read {name} under {root}: {type(e).__name__}: {first_line(e)}") from None
 
     def arrays(ds):
         data = np.asarray(ds.data)  # MNIST: uint8 tensor [n,28,28]; CIFAR10: uint8 [n,32,32,3]
@@ -123,11 +124,6 @@ def _load_torchvision(name: str, cls_name: str, flip_ok: bool, *, data_root, dow
 
     (x, y), (x_test, y_test) = arrays(train), arrays(test)
     return make_pool(name, x, y, x_test, y_test, [str(c) for c in train.classes], flip_ok)
-
-
-def _first_line(e: BaseException) -> str:
-    lines = str(e).strip().splitlines()
-    return lines[0] if lines else ""
 
 
 def _load_npz(path: str) -> Pool:
@@ -141,7 +137,7 @@ def _load_npz(path: str) -> Pool:
         with f:
             arrays = {k: f[k] for k in ("x", "y", "x_test", "y_test") if k in f.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-        raise DataError(f"{path} is not a valid .npz file ({_first_line(e)})") from None
+        raise DataError(f"{path} is not a valid .npz file ({first_line(e)})") from None
     for key in ("x", "y"):
         if key not in arrays:
             raise DataError(f"{path} has no {key!r} array (keys needed: 'x', 'y'; optional 'x_test', 'y_test')")

@@ -4,24 +4,45 @@ layers (`GroupedNets`), every step one forward and backward pass, to keep an acc
 Each run keeps its own seed, training set and result: model k is initialised as the unpacked run
 initialises it, draws its batches from its own generator in the same order, and SGD acts
 elementwise. A packed run equals the same run unpacked within float tolerance, not bit for bit
-(tests/contracts/test_victims.py). A victim packs by offering `run_packed(pool, keeps, seeds, *,
-device, inclusion_rate)`, one `Observations` per run (docs/contracts.md, docs/performance.md)."""
+(tests/contracts/test_victims.py). A victim packs by deriving from `PacksRuns`: the executor calls
+its `run_packed(pool, keeps, seeds, *, device, inclusion_rate)`, one `Observations` per run
+(docs/contracts.md, docs/performance.md)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from victims.base import Observations, SeededRuns, seeded_runs
+from victims.base import DEFAULT_INCLUSION_RATE, Observations, SeededRuns, seeded_runs
 from victims.compiled import maybe_compiled
 from victims.pool import Pool
 from victims.nets import NetConfig, build_net, reinitialise
 from victims.precision import training_autocast
 from victims.train import Batches, TrainConfig, query_views, to_model_space, train
+
+
+class PacksRuns:
+    """Mixin of a victim that runs K runs together: `run_packed` hands them, one seed per run, to its
+    `pack_runs(pool, keeps, seeds, *, device, inclusion_rate)`."""
+
+    def run_packed(
+        self,
+        pool: Pool,
+        keeps: np.ndarray,
+        seeds: list[int],
+        *,
+        device: str = "cpu",
+        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    ) -> list[Observations]:
+        """`run` of each (keep, seed): one `Observations` per run, the K runs advancing together."""
+        if len(keeps) != len(seeds):
+            raise ValueError(f"one seed per run: {len(keeps)} runs, {len(seeds)} seeds")
+        return self.pack_runs(pool, keeps, list(seeds), device=device, inclusion_rate=inclusion_rate)
 
 
 def fit_packed(

@@ -17,6 +17,7 @@ from audit.stats import epsilon as steinke
 from audit.stats import fdp
 from audit.stats import mechanism as claimed
 from audit.stats.epsilon import gaussian_dp_epsilon
+from extensions import load_entry_point
 
 #: what a bound's value is a bound on: an ε, or the μ of μ-GDP
 UNITS = ("eps", "mu")
@@ -152,13 +153,7 @@ def installed_bounds(taken: tuple[Bound, ...] = BUILT_IN) -> tuple[Bound, ...]:
     shares a name, label or summary.json key with a bound in `taken`."""
     found: list[Bound] = []
     for entry in sorted(importlib.metadata.entry_points(group=BOUND_GROUP), key=lambda e: e.name):
-        try:
-            bound = entry.load()
-        except Exception as e:  # a plugin's import can fail in any way; report it in one line
-            first = (str(e).strip().splitlines() or [""])[0]
-            raise ValueError(
-                f"bound {entry.name}: its entry point {entry.value!r} does not load ({type(e).__name__}: {first})"
-            ) from None
+        bound = load_entry_point(entry, label="bound")
         if not isinstance(bound, Bound):
             why = "not a Bound"
         elif bound.name != entry.name:

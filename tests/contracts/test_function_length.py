@@ -5,7 +5,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("attacks", "audit", "shadow_runs", "victims")
+PACKAGES = ("attacks", "audit", "extensions", "shadow_runs", "victims")
 MOST_LINES = 80
 REASON_MARKER = "Long because"
 #: (file, function) still over the limit without a reason, in files another change (issue 47's

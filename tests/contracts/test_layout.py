@@ -1,8 +1,8 @@
 """The house rules of the package layout: imports point down (attacks and victims never import the
-audit; the run store never imports the victims), no module imports itself back through others,
-the statistics import nothing that reads files, and reading or reporting audits does not import
-torch. An import inside a function counts as much as one at the top: it runs the same import,
-later."""
+audit; the run store never imports the victims; the extension loader imports none of them), no
+module imports itself back through others, the statistics import nothing that reads files, and
+reading or reporting audits does not import torch. An import inside a function counts as much as
+one at the top: it runs the same import, later."""
 
 import ast
 import fnmatch
@@ -12,9 +12,10 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("attacks", "audit", "shadow_runs", "victims")
+PACKAGES = ("attacks", "audit", "extensions", "shadow_runs", "victims")
 #: package (or module) -> packages it must not import, at module level or inside a function
 FORBIDDEN = {
+    "extensions": ("attacks", "audit", "shadow_runs", "victims"),  # the loader all of them share: the bottom
     "attacks": ("audit", "victims", "shadow_runs"),
     "victims": ("audit", "attacks"),
     "shadow_runs": ("victims", "audit", "attacks"),  # the whole run store, every module of it

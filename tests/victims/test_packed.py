@@ -1,13 +1,15 @@
 """victims.packed.GroupedNets: K classifiers as one network of grouped layers computes each model's
 own function, and one grouped SGD step is each model's own step; victims.packed.packed_batches
-gives each run the minibatches `victims.train.Batches` gives it."""
+gives each run the minibatches `victims.train.Batches` gives it; `PacksRuns` hands a victim's
+packing one seed per run."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 from victims.nets import NetConfig, build_net, reinitialise
-from victims.packed import GroupedNets, packed_batches, train_packed
+from victims.packed import GroupedNets, PacksRuns, packed_batches, train_packed
 from victims.train import Batches, TrainConfig, train
 
 CONFIGS = [NetConfig(width=8), NetConfig(width=8, norm="none", pooling="max"), NetConfig(arch="mlp", width=16)]
@@ -119,3 +121,14 @@ def test_runs_with_no_training_examples_are_trained_as_alone():
         alone = train(twin, *empty, config=config, flip_ok=False, generator=torch.Generator().manual_seed(s))
         for a, b in zip(net.parameters(), alone.parameters()):
             assert torch.equal(a, b)
+
+
+def test_a_pack_takes_one_seed_per_run_before_any_victim_s_own_packing():
+    class Victim(PacksRuns):
+        def pack_runs(self, pool, keeps, seeds, *, device, inclusion_rate):
+            return [(len(keeps), seeds, device, inclusion_rate)]
+
+    keeps = np.ones((2, 4), dtype=bool)
+    assert Victim().run_packed(None, keeps, (3, 4)) == [(2, [3, 4], "cpu", 0.5)]
+    with pytest.raises(ValueError, match=r"^one seed per run: 2 runs, 1 seeds$"):
+        Victim().run_packed(None, keeps, [3])

@@ -27,7 +27,7 @@ from victims.base import (
     seeded_runs,
 )
 from victims.pool import Pool
-from victims.packed import fit_runs, observe_packed
+from victims.packed import PacksRuns, fit_runs, observe_packed
 from victims.presets import require_filled
 from victims.synthetic import ReleasesData
 from victims.train import TrainConfig, fit, small_set_training, to_model_space, to_pixel_space
@@ -135,7 +135,7 @@ def image_sgd(images: torch.Tensor, *, lr: float, momentum: float) -> tuple[torc
 
 
 @dataclass(frozen=True)
-class CondensationVictim(ReleasesData):
+class CondensationVictim(PacksRuns, ReleasesData):
     """Fields and run frame of every condensation victim; subclasses add their own
     hyper-parameters and implement `condense`."""
 
@@ -198,20 +198,12 @@ class CondensationVictim(ReleasesData):
             )
             return self.observe(model, pool, images, labels, init_idx, device=device)
 
-    def run_packed(
-        self,
-        pool: Pool,
-        keeps: np.ndarray,
-        seeds: list[int],
-        *,
-        device: str = "cpu",
-        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    def pack_runs(
+        self, pool: Pool, keeps: np.ndarray, seeds: list[int], *, device: str, inclusion_rate: float
     ) -> list[Observations]:
-        """`run` of each (keep, seed), the K runs advancing together: each run's initial set from its own
-        generator, the sets condensed by `condense_packed`, the downstream ConvNets trained and observed
-        together (`victims.packed`). With `--init real`, a short class in any run raises ValueError."""
-        if len(keeps) != len(seeds):
-            raise ValueError(f"one seed per run: {len(keeps)} runs, {len(seeds)} seeds")
+        """Each run's initial set from its own generator, the sets condensed by `condense_packed`, the
+        downstream ConvNets trained and observed together. With `--init real`, a short class in any run
+        raises ValueError."""
         members = [Members.of(pool, keep, device=device) for keep in keeps]
         with seeded_runs(seeds, device) as runs:
             initial = [

@@ -28,6 +28,7 @@ from victims.command_pipeline import (
     read_release,
     run_command,
 )
+from victims.packed import PacksRuns
 from victims.pool import Pool
 from victims.synthetic import DOWNSTREAM_STREAM, train_on_release
 from victims.tabular.release import Released, observe_release
@@ -36,7 +37,7 @@ from victims.train import TrainConfig, small_set_training
 
 @register_victim("command")
 @dataclass(frozen=True)
-class CommandVictim:
+class CommandVictim(PacksRuns):
     """A pipeline run as a command per seed (module docstring)."""
 
     #: either kind: the pipeline file's `kind` ("table" or "images") says which pool it takes (`check`)
@@ -129,14 +130,8 @@ class CommandVictim:
             claim = read_claim(Path(values["claim"]), where=spec.name)
         return self._observe(pool, (x, y, claim), ended, seed, device=device)
 
-    def run_packed(
-        self,
-        pool: Pool,
-        keeps: np.ndarray,
-        seeds: list[int],
-        *,
-        device: str = "cpu",
-        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    def pack_runs(
+        self, pool: Pool, keeps: np.ndarray, seeds: list[int], *, device: str, inclusion_rate: float
     ) -> list[Observations]:
         """The runs of `seeds` (members `keeps[k]`): a batched command's in calls of up to `batch` seeds, an
         unbatched one's one call per seed; then each run's downstream model. SeedFailed (one line) where

@@ -38,7 +38,7 @@ from victims.compiled import compiling, maybe_compiled
 from victims.pool import Pool
 from victims.condensation.matching import gradient_distance
 from victims.nets import ConditionalGenerator, NetConfig, build_net
-from victims.packed import GroupedNets, draw_nets, fit_runs, observe_packed
+from victims.packed import GroupedNets, PacksRuns, draw_nets, fit_runs, observe_packed
 from victims.pipelines.real import training_set
 from victims.presets import filled_from_preset, require_filled
 from victims.dp.privacy import (
@@ -64,40 +64,22 @@ PRESETS = ("digits", "faithful", "paper")
 
 #: supplement C.3: (T outer, J inner) iterations by samples per class
 PAPER_LOOPS = {1: (1, 1), 10: (10, 50), 20: (20, 25), 50: (50, 10)}
+#: the supplement's values (C.3) that the digits preset keeps
+PAPER_KEPT = dict(batch_size=256, max_grad_norm=0.1, lr_net=0.01, lr_generator=0.01, momentum=0.5)
 
 
 def paper_values(*, epsilon: float, spc: int) -> dict:
     """The supplement's hyper-parameters (C.3); a value it does not list takes the next smaller one's."""
-    loops = PAPER_LOOPS[max([s for s in PAPER_LOOPS if s <= spc])]
+    outer, inner = PAPER_LOOPS[max([s for s in PAPER_LOOPS if s <= spc])]
     return dict(
-        restarts=1000 if epsilon >= 10 else 200,
-        outer=loops[0],
-        inner=loops[1],
-        batches=10,
-        batch_size=256,
-        max_grad_norm=0.1,
-        lr_images=0.1,
-        lr_net=0.01,
-        lr_generator=0.01,
-        momentum=0.5,
+        restarts=1000 if epsilon >= 10 else 200, outer=outer, inner=inner, batches=10, lr_images=0.1, **PAPER_KEPT
     )
 
 
 def digits_values(*, epsilon: float, spc: int) -> dict:
     """Defaults sized for digits on two CPU cores: 32 noisy steps, so `--n-shadow 256` fits in 10
     minutes (bench/psg.py). Tuning figures: docs/results/psg.md."""
-    return dict(
-        restarts=4,
-        outer=4,
-        inner=5,
-        batches=2,
-        batch_size=256,
-        max_grad_norm=0.1,
-        lr_images=10.0,
-        lr_net=0.01,
-        lr_generator=0.01,
-        momentum=0.5,
-    )
+    return dict(restarts=4, outer=4, inner=5, batches=2, lr_images=10.0, **PAPER_KEPT)
 
 
 def faithful_values(*, epsilon: float, spc: int) -> dict:
@@ -113,7 +95,7 @@ def _from_preset(help_text: str) -> dict:
 @register_victim("psg")
 @filled_from_preset
 @dataclass(frozen=True)
-class PSGVictim(ReleasesData):
+class PSGVictim(PacksRuns, ReleasesData):
     """A synthetic set learned by matching DP-sanitised gradients; the downstream ConvNet trains on it.
     Fields left at None take `preset`'s values (`victims.presets`)."""
 
@@ -238,20 +220,12 @@ class PSGVictim(ReleasesData):
         net = build_net(self.net, image_shape=pool.image_shape, n_classes=pool.n_classes)
         return sum(p.numel() for p in net.parameters() if p.ndim > 1)
 
-    def run_packed(
-        self,
-        pool: Pool,
-        keeps: np.ndarray,
-        seeds: list[int],
-        *,
-        device: str = "cpu",
-        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    def pack_runs(
+        self, pool: Pool, keeps: np.ndarray, seeds: list[int], *, device: str, inclusion_rate: float
     ) -> list[Observations]:
-        """`run` of each (keep, seed), the K runs advancing together (`generate_packed`; in turn for the
-        generator prior and under `--compile`). Each run draws what it draws alone, so it equals the
-        unpacked run up to the order of float sums (tests/contracts/test_victims.py)."""
-        if len(keeps) != len(seeds):
-            raise ValueError(f"one seed per run: {len(keeps)} runs, {len(seeds)} seeds")
+        """The K runs together (`generate_packed`; in turn for the generator prior and under `--compile`).
+        Each run draws what it draws alone, so it equals the unpacked run up to the order of float sums
+        (tests/contracts/test_victims.py)."""
         sigma, sample_rate, spent = self.privacy(pool, inclusion_rate)
         mechanism = gaussian_steps(noise_multiplier=sigma, sample_rate=sample_rate, steps=self.noisy_steps)
         probes = [

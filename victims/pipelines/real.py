@@ -9,7 +9,7 @@ import torch
 
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, observe, register_victim, seeded
 from victims.pool import Pool
-from victims.packed import fit_packed, observe_packed
+from victims.packed import PacksRuns, fit_packed, observe_packed
 from victims.train import TrainConfig, fit, to_model_space
 
 
@@ -41,7 +41,7 @@ def fit_packed_on_pool(pool: Pool, indices: list[np.ndarray], seeds: list[int], 
 
 @register_victim("real")
 @dataclass(frozen=True)
-class RealVictim:
+class RealVictim(PacksRuns):
     """The downstream ConvNet trained on every member."""
 
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -63,17 +63,10 @@ class RealVictim:
             model = fit_on_pool(pool, np.flatnonzero(keep), config=self.train, generator=generator, device=device)
             return observe(model, pool, device=device)
 
-    def run_packed(
-        self,
-        pool: Pool,
-        keeps: np.ndarray,
-        seeds: list[int],
-        *,
-        device: str = "cpu",
-        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    def pack_runs(
+        self, pool: Pool, keeps: np.ndarray, seeds: list[int], *, device: str, inclusion_rate: float
     ) -> list[Observations]:
-        """`run` of each (keep, seed), the K downstream ConvNets trained together and observed together
-        (`victims.packed`)."""
+        """The K downstream ConvNets trained together and observed together."""
         models = fit_packed_on_pool(
             pool, [np.flatnonzero(keep) for keep in keeps], list(seeds), config=self.train, device=device
         )

@@ -12,7 +12,7 @@ import numpy as np
 from victims.base import DEFAULT_INCLUSION_RATE, Observations, observe, register_victim, require_at_least, seeded
 from victims.condensation.condense import check_ipc, require_members_per_class
 from victims.pool import Pool
-from victims.packed import observe_packed
+from victims.packed import PacksRuns, observe_packed
 from victims.pipelines.real import fit_on_pool, fit_packed_on_pool
 from victims.synthetic import ReleasesData
 from victims.train import TrainConfig, small_set_training
@@ -20,7 +20,7 @@ from victims.train import TrainConfig, small_set_training
 
 @register_victim("subset")
 @dataclass(frozen=True)
-class SubsetVictim(ReleasesData):
+class SubsetVictim(PacksRuns, ReleasesData):
     """The downstream ConvNet trained on `ipc` member images per class, drawn at random."""
 
     ipc: int = field(default=10, metadata={"help": "images per class in the released subset"})
@@ -49,17 +49,10 @@ class SubsetVictim(ReleasesData):
                 model, pool, device=device, init_idx=chosen, release_x=pool.x[chosen], release_y=pool.y[chosen]
             )
 
-    def run_packed(
-        self,
-        pool: Pool,
-        keeps: np.ndarray,
-        seeds: list[int],
-        *,
-        device: str = "cpu",
-        inclusion_rate: float = DEFAULT_INCLUSION_RATE,
+    def pack_runs(
+        self, pool: Pool, keeps: np.ndarray, seeds: list[int], *, device: str, inclusion_rate: float
     ) -> list[Observations]:
-        """`run` of each (keep, seed), the K downstream ConvNets trained together and observed together
-        (`victims.packed`)."""
+        """The K downstream ConvNets trained together and observed together."""
         chosen = [self.choose(pool, keep, seed) for keep, seed in zip(keeps, seeds)]
         models = fit_packed_on_pool(pool, chosen, list(seeds), config=self.train, device=device)
         extras = [dict(init_idx=c, release_x=pool.x[c], release_y=pool.y[c]) for c in chosen]
