@@ -30,7 +30,7 @@ from audit.reporting.verdict import EPSILON_VIOLATED
 from audit.stats.bounds import VERDICT_BOUND
 from audit.stats.guesses import ceiling
 from audit.stats.sequential import GO_ON, VIOLATED, Look, Schedule, decide
-from audit.summary import AuditSummary
+from audit.result import AuditResult
 from shadow_runs.plan import default_targets
 
 #: the first look's runs by default (fewer where the budget or an attack asks otherwise)
@@ -40,11 +40,11 @@ FIRST_LOOK = 16
 def audit_in_rounds(
     schedule: Schedule,
     train_to: Callable[[int], None],
-    score_at: Callable[[int, float], AuditSummary],
+    score_at: Callable[[int, float], AuditResult],
     *,
     own_curve_applies: Callable[[int], bool],
     quiet: bool,
-) -> AuditSummary:
+) -> AuditResult:
     """The looks of `schedule`, each `train_to(runs)` (training the runs it lacks) then
     `score_at(runs, confidence)`, until `decide` stops; the last look's summary with `sequential`
     added. After the first look's runs are trained, `own_curve_applies(runs)` says whether they
@@ -59,7 +59,7 @@ def audit_in_rounds(
         look, entry = _look(found, schedule, k)
         looks.append(look)
         entries.append(entry)
-        decision = decide(schedule, looks, claimed_epsilon=_claimed_epsilon(found.data))
+        decision = decide(schedule, looks, claimed_epsilon=_claimed_epsilon(found))
         if not quiet:
             rejected = "rejected" if entry["own_curve_rejected"] else "not rejected"
             own = f", own curve {rejected}" if schedule.tests == 2 else ""
@@ -71,7 +71,7 @@ def audit_in_rounds(
         if decision != GO_ON:
             break
     fixed = score_at(looks[-1].runs, schedule.confidence)
-    found.data["sequential"] = {
+    sequential = {
         "schedule": list(schedule.runs),
         "confidence": schedule.confidence,
         "alphas": list(schedule.alphas),
@@ -83,20 +83,18 @@ def audit_in_rounds(
         "final_ceiling": looks[-1].final_ceiling,
         "fixed_design": {
             "confidence": schedule.confidence,
-            "eps_lower": (fixed.data.get("verdict") or {}).get("eps_lower"),
+            "eps_lower": (fixed.bound or {}).get("eps_lower"),
             "note": "the same runs at the full confidence: descriptive, not valid once the audit chose to stop there",
         },
     }
-    return found
+    return replace(found, sequential=sequential)
 
 
-def _look(found: AuditSummary, schedule: Schedule, k: int) -> tuple[Look, dict]:
+def _look(found: AuditResult, schedule: Schedule, k: int) -> tuple[Look, dict]:
     """One look's record (`Look` for `decide`, and its summary.json entry)."""
-    data, verdict = found.data, found.verdict
-    bound = data.get("verdict") or {}
-    mechanism = bound.get("mechanism") or {}
+    verdict, bound, mechanism = found.verdict, found.bound or {}, found.own_curve or {}
     confidence = schedule.confidence_at(k)
-    final = _final_ceiling(data, schedule)
+    final = _final_ceiling(found, schedule)
     eps_rejected = verdict is not None and verdict.kind == EPSILON_VIOLATED
     own_rejected = schedule.tests == 2 and bool(mechanism.get("rejected"))
     look = Look(schedule.runs[k], confidence, rejected=eps_rejected or own_rejected, final_ceiling=final)
@@ -116,21 +114,20 @@ def _stopped_by(entry: dict) -> str:
     return "eps_verdict" if entry["verdict"] == EPSILON_VIOLATED else "own_curve"
 
 
-def _claimed_epsilon(data: dict) -> float | None:
-    delta = data.get("delta") or 0.0
-    claim = checked_claim(data.get("claimed_epsilon"), delta, formal_epsilon=data.get("formal_epsilon"))
+def _claimed_epsilon(found: AuditResult) -> float | None:
+    epsilon = None if found.claim is None else found.claim.epsilon
+    claim = checked_claim(epsilon, found.delta or 0.0, formal_epsilon=found.formal_epsilon)
     return None if claim is None else claim.epsilon
 
 
-def _final_ceiling(data: dict, schedule: Schedule) -> float | None:
+def _final_ceiling(found: AuditResult, schedule: Schedule) -> float | None:
     """The ε a perfect attack would certify at the final look: its canaries (this look's per target
     run, times the final look's targets) at the final share, by the verdict's rule. None without
     fair coins or a verdict."""
-    m = (data.get("evaluation") or {}).get("n_canaries")
-    bound = data.get("verdict")
+    m, bound = found.n_canaries, found.bound
     if not m or not bound:
         return None
-    per_target = m // len(data["target_runs"])
+    per_target = m // len(found.target_runs)
     delta = float(bound["delta"])  # the δ the verdict was made at
     return ceiling(
         per_target * default_targets(schedule.budget),

@@ -5,7 +5,7 @@ what the ε numbers are (or why there are none).
 `summarise` is the audit of shadow runs (`audit.lira`, `audit.loss`, `audit.ganleak`),
 `release_summary` the audit of one user's release (`audit.release`); both share
 `attacks_summary` and the first keys, and both make the ε verdict in words once, from the claim the
-command was given, beside the summary (`AuditSummary`): the terminal only formats it.
+command was given, with the result (`audit.result.AuditResult`): the terminal only formats it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from audit.evaluate import (
     untold,
     verdict_attack,
 )
-from audit.reporting.verdict import Verdict, audit_verdict
+from audit.reporting.verdict import audit_verdict
+from audit.result import AuditResult
 from audit.stats.bounds import MECHANISM, VERDICT_BOUND
 from audit.stats.epsilon import bound_applies, unfair_coins_reason
 from audit.stats.guesses import applicable, fixed_count, mechanism_verdict, verdict_bound
@@ -50,15 +51,6 @@ class EvaluationSettings:
     #: `--verdict-attack`: the attack the verdict and the own curve rest on, declared before the audit (None:
     #: chosen on the reference runs)
     verdict_attack: str | None = None
-
-
-@dataclass(frozen=True)
-class AuditSummary:
-    """An audit's summary: `data`, summary.json's content, and `verdict`, its ε verdict in words
-    against the claim checked (None where summary.json's `verdict` is null)."""
-
-    data: dict
-    verdict: Verdict | None
 
 
 EPSILON_NOTE = (
@@ -118,7 +110,7 @@ def summarise(
     settings: EvaluationSettings,
     choices: dict | None = None,
     claim: Claim | None = None,
-) -> AuditSummary:
+) -> AuditResult:
     """summary.json of an audit of shadow runs, and its verdict: metrics of every attack, pooled over
     the targets; `choices` (attack -> `audit.evaluate.ReferenceChoice` or None) what the reference
     runs chose; `claim` the claim the command was given (`claim_keys`), whose δ the verdict is at."""
@@ -220,7 +212,7 @@ def release_summary(
     settings: EvaluationSettings,
     claim: Claim | None = None,
     choices: dict | None = None,
-) -> AuditSummary:
+) -> AuditResult:
     """summary.json of the release audit, and its verdict: the same keys (one target: the release,
     whose members are `member`, bool [n_pool], and whose real images are the pool rows `init_idx`)
     with the claim the command was given (`claim_keys`). `coins` is the (rate, seed) of the coins
@@ -273,7 +265,7 @@ def release_summary(
     return _with_verdict(summary, claim)
 
 
-def _with_verdict(summary: dict, claim: Claim | None) -> AuditSummary:
+def _with_verdict(summary: dict, claim: Claim | None) -> AuditResult:
     """`summary` with its ε verdict, made from the claim the command was given (`claim`, either part
     None where not given): its ε, else the victim's formal ε, at the δ summary.json's `verdict` is at
     (`verdict_delta`)."""
@@ -282,7 +274,7 @@ def _with_verdict(summary: dict, claim: Claim | None) -> AuditSummary:
         verdict_delta(claim, summary["delta"] or 0.0),
         formal_epsilon=summary["formal_epsilon"],
     )
-    return AuditSummary(summary, audit_verdict(summary, checked))
+    return AuditResult.from_json(summary, verdict=audit_verdict(summary, checked))
 
 
 def claim_keys(claim: Claim | None, own_delta: float) -> dict:

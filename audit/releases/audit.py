@@ -11,7 +11,7 @@ outputs and when there is an ε verdict: docs/contracts.md, "audit.release".
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -30,7 +30,8 @@ from audit.releases.leakage import compare_with_subsets, leave_one_out, release_
 from audit.releases.target import check_out_dir, release_id, target_run, victim_for, with_target
 from audit.reporting.build import Report, Settings, build_report, write_report
 from audit.results import load_audited
-from audit.summary import AuditSummary, EvaluationSettings, release_summary
+from audit.result import AuditResult
+from audit.summary import EvaluationSettings, release_summary
 from shadow_runs import RunStore, membership_matrix
 from shadow_runs.atomic_files import write_json, write_npy
 from victims import get_victim
@@ -192,10 +193,10 @@ def _subset_store(request: ReleaseRequest, inputs: ReleaseInputs, subset, *, siz
     return SubsetBaseline(victim=subset, store=store)
 
 
-def run_release_audit(prepared: PreparedRelease) -> tuple[AuditSummary, Report, Path, Path]:
+def run_release_audit(prepared: PreparedRelease) -> tuple[AuditResult, Report, Path, Path]:
     """Train the missing shadow runs (the pipeline's, then the random subsets'), attack the release,
     measure its leakage and compare it with the subsets', write the audit directory and its report;
-    returns (summary.json's content with its verdict, the report, report.html's path, report.json's path)."""
+    returns (the audit's result with its verdict, the report, report.html's path, report.json's path)."""
     request, inputs, settings = prepared.request, prepared.inputs, prepared.request.evaluation
     _train_missing(prepared)
     shadows = StoredRuns.load(
@@ -229,7 +230,7 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[AuditSummary, Report, 
         alpha=request.report.alpha,
     )
     comparison = _subset_comparison(prepared, release_flag)
-    summary = release_summary(
+    result = release_summary(
         scores,
         inputs.member,
         inputs.init_idx,
@@ -242,12 +243,11 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[AuditSummary, Report, 
         claim=request.report.claim,
         choices=choices,
     )
-    summary.data["release_leakage"] = leakage
-    summary.data["subset_baseline"] = comparison
+    result = replace(result, release_leakage=leakage, subset_baseline=comparison)
     built, html_path, json_path = _write_audit_and_report(
-        prepared, summary.data, scores, obs.to_store(meta), init_mask=runs.init_mask[targets]
+        prepared, result, scores, obs.to_store(meta), init_mask=runs.init_mask[targets]
     )
-    return summary, built, html_path, json_path
+    return result, built, html_path, json_path
 
 
 def _train_missing(prepared: PreparedRelease) -> None:
@@ -290,7 +290,7 @@ def _subset_comparison(prepared: PreparedRelease, release_flag) -> dict:
     }
 
 
-def _write_audit_and_report(prepared: PreparedRelease, summary: dict, scores, stored_run, *, init_mask):
+def _write_audit_and_report(prepared: PreparedRelease, result: AuditResult, scores, stored_run, *, init_mask):
     """Write the audit directory (experiment.json, the pool's labels, the release as run 0 (`stored_run`:
     what `RunStore.write_run` takes), the pool index, audit/) and its report; returns (the report,
     report.html's path, report.json's path)."""
@@ -301,7 +301,7 @@ def _write_audit_and_report(prepared: PreparedRelease, summary: dict, scores, st
     RunStore(out).write_run(0, *stored_run)
     write_npy(out / "audit" / "pool_index.npy", inputs.pool_index)
     outputs.write_audit(
-        out / "audit", summary=summary, scores=scores, membership=inputs.member[None], init_mask=init_mask
+        out / "audit", result=result, scores=scores, membership=inputs.member[None], init_mask=init_mask
     )
     audited = load_audited(out)
     built = build_report(

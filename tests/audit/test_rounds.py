@@ -9,7 +9,7 @@ from audit import lira
 from audit.reporting.verdict import EPSILON_CONSISTENT, Verdict
 from audit.rounds import audit_in_rounds
 from audit.stats.sequential import schedule
-from audit.summary import AuditSummary
+from audit.result import AuditResult
 
 #: the subset baseline releases 10 real images per class: distance to the closest record finds its
 #: members without a miss, so the verdict's bound at the first look (4 runs, 2 targets) is 3.75
@@ -73,7 +73,7 @@ def test_until_decided_refuses_flags_that_do_not_fit(tmp_path, tiny_flags, capsy
     assert not (tmp_path / "runs").exists()
 
 
-def look_summary(n_runs: int, confidence: float, *, own_rejected: bool) -> AuditSummary:
+def look_summary(n_runs: int, confidence: float, *, own_rejected: bool) -> AuditResult:
     """A look's summary as `score_at` makes it: a consistent ε verdict (0.1 against a claim of 1,
     1,000 canaries a target run), the own curve rejected or not."""
     data = {
@@ -85,7 +85,9 @@ def look_summary(n_runs: int, confidence: float, *, own_rejected: bool) -> Audit
         "evaluation": {"n_canaries": 1000 * (n_runs // 2), "confidence": confidence},
         "verdict": {"eps_lower": 0.1, "eps_ceiling": 5.0, "delta": 1e-5, "mechanism": {"rejected": own_rejected}},
     }
-    return AuditSummary(data, Verdict(EPSILON_CONSISTENT, "consistent", "the bound is below the claim"))
+    return AuditResult.from_json(
+        data, verdict=Verdict(EPSILON_CONSISTENT, "consistent", "the bound is below the claim")
+    )
 
 
 @pytest.mark.parametrize("records_mechanism", [True, False])
@@ -107,7 +109,7 @@ def test_the_own_curve_stops_the_rounds_at_half_the_share_where_the_runs_record_
         own_curve_applies=lambda n_runs: records_mechanism,
         quiet=True,
     )
-    rounds = found.data["sequential"]
+    rounds = found.sequential
     if records_mechanism:
         assert rounds["tests"] == ["eps_verdict", "own_curve"] and trained == [4, 8]
         assert [c for _, c in scored] == pytest.approx([0.99375, 0.99375, 0.95])  # then the fixed design's

@@ -180,7 +180,7 @@ AUDIT_LAYERS = (
         "audit.placement",
         "audit.provenance",
     ),
-    ("audit.evaluate", "audit.reporting", "audit.epsilon", "audit.metrics", "audit.pair_design"),
+    ("audit.evaluate", "audit.reporting", "audit.result", "audit.epsilon", "audit.metrics", "audit.pair_design"),
     ("audit.summary", "audit.outputs", "audit.pipeline"),  # what an audit writes
     ("audit.releases", "audit.rounds"),  # a release you made: its files, inputs, target and audit; an audit in rounds
     ("audit.cli",),  # the command lines
