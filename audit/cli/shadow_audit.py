@@ -75,6 +75,30 @@ def main(
     return 0
 
 
+def run(
+    victim: str, flags: dict, *, prog: str, attacks: tuple[str, ...], description: str, victims=None
+) -> AuditResult:
+    """`main` for Python (`audit.run`): `flags` the command line's, by name (`n_shadow=8` is
+    `--n-shadow 8`, `quiet=True` `--quiet`, a list one flag of several values, a victim's `False` its
+    `--no-` flag); the same lines, the result returned, and bad input raised as AuditRefused."""
+    argv = ["--victim", victim]
+    parser = build_parser(prog, description, victims=victims, argv=argv)
+    for name, value in flags.items():
+        flag = "--" + name.replace("_", "-")
+        if value is False and f"--no-{flag[2:]}" in parser._option_string_actions:
+            argv.append(f"--no-{flag[2:]}")
+        elif value is True:
+            argv.append(flag)
+        elif value is not None and value is not False:
+            argv += [flag, *map(str, value)] if isinstance(value, (list, tuple)) else [flag, str(value)]
+
+    def refuse(message: str):
+        raise AuditRefused(" ".join(str(message).split()))
+
+    parser.error = refuse
+    return audit_flags(parser.parse_args(argv), attacks=attacks, prog=prog)
+
+
 def audit_flags(args, *, attacks: tuple[str, ...], prog: str) -> AuditResult:
     """The audit the parsed flags `args` ask for, its lines printed as the command prints them (the
     progress on stderr unless `--quiet`): `python -m audit.lira` and `audit.run` alike.

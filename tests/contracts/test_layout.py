@@ -191,6 +191,7 @@ AUDIT_LAYERS = (
         "audit.compare",
         "audit.report",
         "audit.release",
+        "audit.api",  # audit.run and audit.load
         "audit.selftest",  # the self-test: its mechanisms, designs and command line, nothing else imports
     ),  # the `python -m` entry points
 )
