@@ -6,9 +6,12 @@ store holds."""
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
+from typing import Mapping
 
 from audit.cli.shadow_audit import AuditRefused, run as run_flags
+from audit.reporting.verdict import summary_verdict
 from audit.result import AuditResult
 
 #: `run`'s commands: the module whose attacks it runs
@@ -33,4 +36,10 @@ def load(store: str | Path) -> AuditResult:
     path = path if path.is_file() else path / "audit" / "summary.json"
     if not path.is_file():
         raise FileNotFoundError(f"{store}: not an audited store (no audit/summary.json)")
-    return AuditResult.read(path)
+    return reread(json.loads(path.read_text()))
+
+
+def reread(data: Mapping) -> AuditResult:
+    """The result summary.json's content `data` holds, with its verdict in words against the claim it
+    records: the verdict its audit printed."""
+    return AuditResult.from_json(data, verdict=summary_verdict(data))

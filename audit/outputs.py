@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,7 +31,7 @@ def replaced_summary(audit_dir: Path, result: AuditResult) -> str | None:
     path = audit_dir / "summary.json"
     if not path.exists():
         return None
-    earlier = AuditResult.read(path)
+    earlier = AuditResult.from_json(json.loads(path.read_text()))
     if _same_evaluation(earlier, result):  # write_audit keeps it, adding attacks
         return None
     return (
@@ -55,7 +56,7 @@ def write_audit(
     shows each attack's canary records (first row of each) and natural examples apart."""
     summary_path, scores_path = audit_dir / "summary.json", audit_dir / "scores.npz"
     if summary_path.exists() and scores_path.exists():
-        earlier = AuditResult.read(summary_path)
+        earlier = AuditResult.from_json(json.loads(summary_path.read_text()))
         if _same_evaluation(earlier, result):
             with np.load(scores_path) as z:
                 kept = {k: earlier.attacks[k] for k in earlier.attacks if k not in scores and k in z.files}

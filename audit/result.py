@@ -1,17 +1,14 @@
 """An audit's result as one frozen value, `AuditResult`: what summary.json holds (docs/contracts.md,
 "summary.json"). `to_json` and `from_json` are the only code that knows summary.json's keys; the
-terminal, the report's verdict, the rounds of `--until-decided`, the API and `audit.compare`'s
-command read its attributes."""
+terminal, the report, the rounds of `--until-decided`, the API and `audit.compare` read its
+attributes. Like `audit.experiment`, it reads no file and imports nothing above the claim."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Mapping
 
 from audit.claim import Claim, resolve_claim
-from audit.reporting.verdict import Verdict, summary_verdict
 
 
 @dataclass(frozen=True)
@@ -41,12 +38,10 @@ class AuditResult:
     subset_baseline: dict | None = None
     #: `--until-decided`'s record of the looks
     sequential: dict | None = None
-    verdict: Verdict | None = field(default=None, compare=False)
+    verdict: object = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target_runs", tuple(self.target_runs))
-        if self.verdict is None:
-            object.__setattr__(self, "verdict", summary_verdict(self.to_json()))
 
     def checked_claim(self, given: Claim | None = None) -> Claim | None:
         """The claim this audit is checked against, both parts set (`audit.claim.resolve_claim`): the
@@ -103,9 +98,9 @@ class AuditResult:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping, *, verdict: Verdict | None = None) -> AuditResult:
+    def from_json(cls, data: Mapping, *, verdict=None) -> AuditResult:
         """The result summary.json (`data`) holds; keys an older file lacks read as null. `verdict`:
-        its verdict in words where the audit made it (else made here, against the claim recorded)."""
+        its verdict in words, where known."""
         return cls(
             victim=data.get("victim"),
             dataset=data.get("dataset"),
@@ -125,8 +120,3 @@ class AuditResult:
             sequential=data.get("sequential"),
             verdict=verdict,
         )
-
-    @classmethod
-    def read(cls, path: Path) -> AuditResult:
-        """The result a summary.json file holds."""
-        return cls.from_json(json.loads(Path(path).read_text()))

@@ -161,7 +161,7 @@ def build_report(
 
 
 def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settings: Settings, seed: int):
-    result = AuditResult.from_json(audited.summary)
+    result = audited.result
     confidence = audited.experiment.confidence
     claim = result.checked_claim(settings.claim)
     claim_json = (

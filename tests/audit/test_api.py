@@ -30,7 +30,7 @@ def test_run_returns_what_the_command_line_writes_and_load_reads_it_back(tmp_pat
     written = (store / "audit" / "summary.json").read_text()
     assert written == cli.read_text()  # the same numbers, byte for byte
     assert json.dumps(result.to_json(), indent=2) + "\n" == written
-    assert AuditResult.from_json(result.to_json()) == result == AuditResult.read(cli)
+    assert AuditResult.from_json(result.to_json()) == result == audit.load(cli)
     assert result.claim.epsilon == 3.0 and result.bound["attack"] in result.attacks
     loaded = audit.load(store)
     assert loaded == result and loaded.verdict == result.verdict

@@ -11,7 +11,7 @@ from audit.cli import report_command
 from audit.cli.arguments import delta_in_unit, positive_number
 from audit.reporting.build import Settings
 from audit.reporting.verdict import summary_verdict
-from audit.result import AuditResult
+from audit.api import reread
 
 
 def test_the_claim_checked_is_the_given_one_then_the_recorded_one_then_the_formal_one():
@@ -100,7 +100,7 @@ def test_the_terminal_states_the_recorded_claim_the_report_would_check():
             "candidates": ["loss"],
         },
     }
-    line = outputs.verdict_line(AuditResult.from_json(summary))
+    line = outputs.verdict_line(reread(summary))
     # the claim is the recorded one, stated at the δ of the bounds summary.json holds (the audit's own)
     assert line.startswith("  verdict: claimed ε = 2 at δ = 1e-05: claimed ε violated at 95% confidence")
     assert summary_verdict(summary).kind == "epsilon_violated"

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from audit import outputs
 from audit.reporting.remarks import at_chance, own_curve, too_few_runs
+from audit import api
 from audit.result import AuditResult
 
 
@@ -62,7 +63,7 @@ def summary(**changes):
 
 def reread(found: dict) -> AuditResult:
     """The result as the command made it: its verdict against the claim it records."""
-    return AuditResult.from_json(found)
+    return api.reread(found)
 
 
 def test_the_verdict_names_its_attack_and_why_that_one():

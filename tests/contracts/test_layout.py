@@ -175,12 +175,13 @@ AUDIT_LAYERS = (
         "audit.stats",
         "audit.experiment",
         "audit.claim",
+        "audit.result",  # an audit's result: summary.json as a value
         "audit.results",
         "audit.executor",
         "audit.placement",
         "audit.provenance",
     ),
-    ("audit.evaluate", "audit.reporting", "audit.result", "audit.epsilon", "audit.metrics", "audit.pair_design"),
+    ("audit.evaluate", "audit.reporting", "audit.epsilon", "audit.metrics", "audit.pair_design"),
     ("audit.summary", "audit.outputs", "audit.pipeline"),  # what an audit writes
     ("audit.releases", "audit.rounds"),  # a release you made: its files, inputs, target and audit; an audit in rounds
     ("audit.cli",),  # the command lines
