@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from audit.claim import Claim, resolve_claim
+from audit.claim import Claim, checked_claim
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,16 @@ class AuditResult:
         object.__setattr__(self, "target_runs", tuple(self.target_runs))
 
     def checked_claim(self, given: Claim | None = None) -> Claim | None:
-        """The claim this audit is checked against, both parts set (`audit.claim.resolve_claim`): the
-        given one's parts, else the claim it records, else the victim's formal ε."""
-        return resolve_claim(self.to_json(), given)
+        """The claim this audit is checked against, both parts set (`audit.claim.checked_claim`): the
+        given ε, else the claimed ε it records, else the victim's formal ε; None when there is none.
+        Its δ: the given one, else the recorded claim's (the δ its verdict is at), else the audit's
+        `delta`, else 0."""
+        recorded = self.claim or Claim()
+        delta = (self.delta or 0.0) if recorded.delta is None else recorded.delta
+        if given is not None and given.delta is not None:
+            delta = given.delta
+        epsilon = given.epsilon if given is not None and given.epsilon is not None else recorded.epsilon
+        return checked_claim(epsilon, delta, formal_epsilon=self.formal_epsilon)
 
     @property
     def own_curve(self) -> dict | None:

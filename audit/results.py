@@ -38,7 +38,10 @@ def load_experiment(path: str | os.PathLike) -> Experiment:
     path = Path(path)
     if not path.is_dir():
         raise ExperimentError(f"{path}: no such experiment directory")
-    result = AuditResult.from_json(_read_json(path / "audit" / "summary.json"))
+    try:
+        result = AuditResult.from_json(_read_json(path / "audit" / "summary.json"))
+    except ValueError as e:  # a recorded claim that is no claim
+        raise ExperimentError(f"{path}: {e}") from None
     check_plan(path, result)
     arrays = _read_npz(path / "audit" / "scores.npz")
     membership = arrays["membership"]

@@ -280,7 +280,7 @@ def _with_verdict(summary: dict, claim: Claim | None) -> AuditResult:
 def claim_keys(claim: Claim | None, own_delta: float) -> dict:
     """summary.json's `claimed_epsilon` and `claimed_delta`: the claim an audit command was given
     (`--claimed-epsilon`, `--claimed-delta`), null where not given; a claimed ε without its δ is at
-    the audit's own δ. `audit.claim.resolve_claim` reads them back."""
+    the audit's own δ. `AuditResult.checked_claim` reads them back."""
     claim = claim or Claim()
     delta = own_delta if claim.epsilon is not None and claim.delta is None else claim.delta
     return {"claimed_epsilon": claim.epsilon, "claimed_delta": delta}

@@ -52,7 +52,7 @@ from shadow_runs.atomic_files import atomic_write, write_json
 @dataclass(frozen=True)
 class Settings:
     """What the report is asked to check and how hard to resample. `claim`: the claim given (either
-    part may be None, the experiment's own; `audit.claim.resolve_claim`), None for the experiment's."""
+    part may be None, the experiment's own; `AuditResult.checked_claim`), None for the experiment's."""
 
     claim: Claim | None = None
     alpha: float = 0.05

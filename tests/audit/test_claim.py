@@ -6,12 +6,18 @@ import math
 import pytest
 
 from audit import outputs
-from audit.claim import Claim, checked_claim, resolve_claim, verdict_delta
+from audit.claim import Claim, checked_claim, verdict_delta
 from audit.cli import report_command
 from audit.cli.arguments import delta_in_unit, positive_number
 from audit.reporting.build import Settings
 from audit.reporting.verdict import summary_verdict
 from audit.api import reread
+from audit.result import AuditResult
+
+
+def resolve_claim(summary, given=None):
+    """The claim a summary.json's content is checked against (`AuditResult.checked_claim`)."""
+    return AuditResult.from_json(summary).checked_claim(given)
 
 
 def test_the_claim_checked_is_the_given_one_then_the_recorded_one_then_the_formal_one():
