@@ -11,7 +11,7 @@ command was given, with the result (`audit.result.AuditResult`): the terminal on
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -113,7 +113,7 @@ def summarise(
 ) -> AuditResult:
     """summary.json of an audit of shadow runs, and its verdict: metrics of every attack, pooled over
     the targets; `choices` (attack -> `audit.evaluate.ReferenceChoice` or None) what the reference
-    runs chose; `claim` the claim the command was given (`claim_keys`), whose δ the verdict is at."""
+    runs chose; `claim` the claim the command was given (`recorded_claim`), whose δ the verdict is at."""
     membership, init_mask = runs.keep[targets], runs.init_mask[targets]
     fair = bound_applies(settings.inclusion_rate)
     accuracies = [m["test_accuracy"] for m in runs.meta]
@@ -128,42 +128,34 @@ def summarise(
 
     unscored = [a for a, s in scores.items() if too_few(s)]
     identity = _identity(experiment, runs, target_runs=targets.tolist())
+    own_delta = identity["delta"] or 0.0
     mechanism = claimed_mechanism(runs.meta, targets) if fair else None
-    summary = {
-        **identity,
-        **claim_keys(claim, identity["delta"] or 0.0),
-        "utility": {
-            "test_accuracy": float(np.mean(accuracies)),
-            "test_accuracy_std": float(np.std(accuracies)),
-            **run_utility(runs.meta),
-        },
-        "evaluation": {
-            **_settings(variance, settings),
-            "plan": experiment["plan"],
-            "inclusion_rate": settings.inclusion_rate,
-            "n_canaries": int(membership.size) if fair else None,
-            "epsilon_note": EPSILON_NOTE if fair else unfair_coins_reason(settings.inclusion_rate),
-        },
-        "attacks": attacks_summary(
-            {a: s for a, s in scores.items() if a not in unscored},
-            membership,
-            init_mask,
-            delta=identity["delta"] or 0.0,
-            fair=fair,
-            canaries=canaries,
-            natural_group=natural_coins(experiment["plan"]),
-            settings=settings,
-            choices=choices,
-            mechanism=mechanism,
-        ),
+    evaluation = {
+        **_settings(variance, settings),
+        "plan": experiment["plan"],
+        "inclusion_rate": settings.inclusion_rate,
+        "n_canaries": int(membership.size) if fair else None,
+        "epsilon_note": EPSILON_NOTE if fair else unfair_coins_reason(settings.inclusion_rate),
     }
-    summary["verdict"] = (
+    attacks = attacks_summary(
+        {a: s for a, s in scores.items() if a not in unscored},
+        membership,
+        init_mask,
+        delta=own_delta,
+        fair=fair,
+        canaries=canaries,
+        natural_group=natural_coins(experiment["plan"]),
+        settings=settings,
+        choices=choices,
+        mechanism=mechanism,
+    )
+    bound = (
         verdict_entry(
             {a: s for a, s in scores.items() if a not in unscored},
             membership,
             columns,
             choices or {},
-            delta=verdict_delta(claim, identity["delta"] or 0.0),
+            delta=verdict_delta(claim, own_delta),
             settings=settings,
             mechanism=mechanism,
         )
@@ -172,7 +164,7 @@ def summarise(
     )
     if canaries:
         entry = experiment["canaries"]
-        summary["evaluation"].update(
+        evaluation.update(
             {
                 "n_canaries": len(targets) * entry["n"] if fair else None,
                 "epsilon_note": canary_note(entry, plan=experiment["plan"], inclusion_rate=settings.inclusion_rate),
@@ -180,10 +172,23 @@ def summarise(
             }
         )
         if not natural_coins(experiment["plan"]):
-            summary["evaluation"]["natural_note"] = NATURAL_FIXED
+            evaluation["natural_note"] = NATURAL_FIXED
     if unscored:
-        summary["evaluation"]["attacks_without_canary_scores"] = unscored
-    return _with_verdict(summary, claim)
+        evaluation["attacks_without_canary_scores"] = unscored
+    utility = {
+        "test_accuracy": float(np.mean(accuracies)),
+        "test_accuracy_std": float(np.std(accuracies)),
+        **run_utility(runs.meta),
+    }
+    result = AuditResult(
+        **identity,
+        claim=recorded_claim(claim, own_delta),
+        utility=utility,
+        evaluation=evaluation,
+        attacks=attacks,
+        bound=bound,
+    )
+    return _with_verdict(result, claim)
 
 
 def canary_note(entry: dict, *, plan: str, inclusion_rate: float) -> str:
@@ -215,7 +220,7 @@ def release_summary(
 ) -> AuditResult:
     """summary.json of the release audit, and its verdict: the same keys (one target: the release,
     whose members are `member`, bool [n_pool], and whose real images are the pool rows `init_idx`)
-    with the claim the command was given (`claim_keys`). `coins` is the (rate, seed) of the coins
+    with the claim the command was given (`recorded_claim`). `coins` is the (rate, seed) of the coins
     the members were drawn by, None where the custodian chose them. Its attacks' bounds use the
     audit's own δ (the pipeline's, 0 for a non-DP one) whatever is claimed; its verdict is at the
     claim's δ."""
@@ -231,16 +236,16 @@ def release_summary(
     membership, init = member[None], np.zeros((1, member.size), dtype=bool)
     init[0, init_idx] = True
     shadow_accuracy = [m["test_accuracy"] for m in shadows.meta]
-    summary = {
+    result = AuditResult(
         **identity,
-        **claim_keys(claim, own_delta),
-        "utility": {
+        claim=recorded_claim(claim, own_delta),
+        utility={
             "test_accuracy": obs.test_accuracy,
             "test_accuracy_std": 0.0,
             "shadow_test_accuracy": float(np.mean(shadow_accuracy)),
             "shadow_test_accuracy_std": float(np.std(shadow_accuracy)),
         },
-        "evaluation": {
+        evaluation={
             **_settings(variance, settings),
             "target": RELEASE_TARGET,
             "plan": PLAN,
@@ -251,39 +256,39 @@ def release_summary(
             "n_canaries": int(membership.size) if fair else None,
             "epsilon_note": note,
         },
-        "attacks": attacks_summary(
+        attacks=attacks_summary(
             scores, membership, init, delta=own_delta, fair=fair, settings=settings, choices=choices
         ),
-        "verdict": (
+        bound=(
             verdict_entry(
                 scores, membership, slice(None), choices or {}, delta=verdict_delta(claim, own_delta), settings=settings
             )
             if fair
             else None
         ),
-    }
-    return _with_verdict(summary, claim)
+    )
+    return _with_verdict(result, claim)
 
 
-def _with_verdict(summary: dict, claim: Claim | None) -> AuditResult:
-    """`summary` with its ε verdict, made from the claim the command was given (`claim`, either part
+def _with_verdict(result: AuditResult, claim: Claim | None) -> AuditResult:
+    """`result` with its ε verdict, made from the claim the command was given (`claim`, either part
     None where not given): its ε, else the victim's formal ε, at the δ summary.json's `verdict` is at
     (`verdict_delta`)."""
     checked = checked_claim(
         None if claim is None else claim.epsilon,
-        verdict_delta(claim, summary["delta"] or 0.0),
-        formal_epsilon=summary["formal_epsilon"],
+        verdict_delta(claim, result.delta or 0.0),
+        formal_epsilon=result.formal_epsilon,
     )
-    return AuditResult.from_json(summary, verdict=audit_verdict(summary, checked))
+    return replace(result, verdict=audit_verdict(result.to_json(), checked))
 
 
-def claim_keys(claim: Claim | None, own_delta: float) -> dict:
-    """summary.json's `claimed_epsilon` and `claimed_delta`: the claim an audit command was given
-    (`--claimed-epsilon`, `--claimed-delta`), null where not given; a claimed ε without its δ is at
-    the audit's own δ. `AuditResult.checked_claim` reads them back."""
-    claim = claim or Claim()
-    delta = own_delta if claim.epsilon is not None and claim.delta is None else claim.delta
-    return {"claimed_epsilon": claim.epsilon, "claimed_delta": delta}
+def recorded_claim(claim: Claim | None, own_delta: float) -> Claim | None:
+    """The claim an audit records (`AuditResult.claim`): the one its command was given
+    (`--claimed-epsilon`, `--claimed-delta`), None where none was; a claimed ε without its δ is at
+    the audit's own δ. `AuditResult.checked_claim` reads it back."""
+    if claim is None:
+        return None
+    return Claim.given(claim.epsilon, own_delta if claim.epsilon is not None and claim.delta is None else claim.delta)
 
 
 def attacks_summary(
