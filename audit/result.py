@@ -13,12 +13,10 @@ from audit.claim import Claim, checked_claim
 
 @dataclass(frozen=True)
 class AuditResult:
-    """One audit's result. `claim` is the claim the command was given (None where none was);
-    `bound` the one ε lower bound the verdict rests on (summary.json's `verdict`, None where no
-    bound applies), `verdict` that verdict in words against the claim checked (derived from the rest
-    by `audit.reporting.verdict`), `own_curve` the test of the claimed mechanism's own curve. The
-    nested figures (`utility`, `evaluation`, each attack's entry, `sequential`) are summary.json's
-    objects as they are."""
+    """One audit's result: `claim` the claim its command was given (None: none); `bound` the ε lower
+    bound the verdict rests on (summary.json's `verdict`); `verdict` that verdict in words, a
+    `audit.reporting.verdict.Verdict` set by the audit and by `audit.load` (None elsewhere; not
+    compared). Nested figures (`utility`, `evaluation`, attack entries, ...) are summary.json's objects."""
 
     victim: str
     dataset: str | None
@@ -32,11 +30,9 @@ class AuditResult:
     evaluation: dict
     attacks: dict
     bound: dict | None
-    #: the worst-case neighbour design's pair test; a release audit's leakage and subset comparison
     pair_test: dict | None = None
     release_leakage: dict | None = None
     subset_baseline: dict | None = None
-    #: `--until-decided`'s record of the looks
     sequential: dict | None = None
     verdict: object = field(default=None, compare=False)
 
@@ -81,49 +77,39 @@ class AuditResult:
     def to_json(self) -> dict:
         """summary.json's content, its keys in the file's order."""
         claim = self.claim or Claim()
-        optional = {
-            "pair_test": self.pair_test,
-            "release_leakage": self.release_leakage,
-            "subset_baseline": self.subset_baseline,
-            "sequential": self.sequential,
-        }
-        return {
-            "victim": self.victim,
-            "dataset": self.dataset,
-            "config": self.config,
-            "n_shadow": self.n_shadow,
-            "target_runs": list(self.target_runs),
-            "formal_epsilon": self.formal_epsilon,
-            "delta": self.delta,
-            "claimed_epsilon": claim.epsilon,
-            "claimed_delta": claim.delta,
-            "utility": self.utility,
-            "evaluation": self.evaluation,
-            "attacks": self.attacks,
-            "verdict": self.bound,
-            **{k: v for k, v in optional.items() if v is not None},
-        }
+        values = {k: getattr(self, k) for k in SAME}
+        values.update(target_runs=list(self.target_runs), verdict=self.bound)
+        values.update(claimed_epsilon=claim.epsilon, claimed_delta=claim.delta)
+        return {k: values[k] for k in (*KEYS, *OPTIONAL) if k in KEYS or values[k] is not None}
 
     @classmethod
     def from_json(cls, data: Mapping, *, verdict=None) -> AuditResult:
-        """The result summary.json (`data`) holds; keys an older file lacks read as null. `verdict`:
-        its verdict in words, where known."""
+        """The result summary.json (`data`) holds, with `verdict` in words where known; keys an older
+        file lacks read as null (as empty, for the objects)."""
+        values = {k: data.get(k) for k in SAME}
+        values.update({k: values[k] or {} for k in ("config", "utility", "evaluation", "attacks")})
+        claim = Claim.given(data.get("claimed_epsilon"), data.get("claimed_delta"))
         return cls(
-            victim=data.get("victim"),
-            dataset=data.get("dataset"),
-            config=data.get("config") or {},
-            n_shadow=data.get("n_shadow"),
-            target_runs=data.get("target_runs") or (),
-            formal_epsilon=data.get("formal_epsilon"),
-            delta=data.get("delta"),
-            claim=Claim.given(data.get("claimed_epsilon"), data.get("claimed_delta")),
-            utility=data.get("utility") or {},
-            evaluation=data.get("evaluation") or {},
-            attacks=data.get("attacks") or {},
-            bound=data.get("verdict"),
-            pair_test=data.get("pair_test"),
-            release_leakage=data.get("release_leakage"),
-            subset_baseline=data.get("subset_baseline"),
-            sequential=data.get("sequential"),
-            verdict=verdict,
+            **values, target_runs=data.get("target_runs") or (), claim=claim, bound=data.get("verdict"), verdict=verdict
         )
+
+
+#: summary.json's keys in the file's order, then those only some audits have (null ones left out)
+KEYS = (
+    "victim",
+    "dataset",
+    "config",
+    "n_shadow",
+    "target_runs",
+    "formal_epsilon",
+    "delta",
+    "claimed_epsilon",
+    "claimed_delta",
+    "utility",
+    "evaluation",
+    "attacks",
+    "verdict",
+)
+OPTIONAL = ("pair_test", "release_leakage", "subset_baseline", "sequential")
+#: the keys read and written as the field of the same name (the claim is two keys, `bound` is `verdict`)
+SAME = tuple(k for k in (*KEYS, *OPTIONAL) if k not in ("target_runs", "claimed_epsilon", "claimed_delta", "verdict"))
