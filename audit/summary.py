@@ -163,32 +163,33 @@ def summarise(
         else None
     )
     if canaries:
-        entry = experiment["canaries"]
-        evaluation.update(
-            {
-                "n_canaries": len(targets) * entry["n"] if fair else None,
-                "epsilon_note": canary_note(entry, plan=experiment["plan"], inclusion_rate=settings.inclusion_rate),
-                "canaries": entry,
-            }
-        )
-        if not natural_coins(experiment["plan"]):
-            evaluation["natural_note"] = NATURAL_FIXED
+        evaluation.update(canary_evaluation(experiment, n_targets=len(targets), fair=fair, settings=settings))
     if unscored:
         evaluation["attacks_without_canary_scores"] = unscored
-    utility = {
-        "test_accuracy": float(np.mean(accuracies)),
-        "test_accuracy_std": float(np.std(accuracies)),
-        **run_utility(runs.meta),
-    }
     result = AuditResult(
         **identity,
         claim=recorded_claim(claim, own_delta),
-        utility=utility,
+        utility={
+            "test_accuracy": float(np.mean(accuracies)),
+            "test_accuracy_std": float(np.std(accuracies)),
+            **run_utility(runs.meta),
+        },
         evaluation=evaluation,
         attacks=attacks,
         bound=bound,
     )
     return _with_verdict(result, claim)
+
+
+def canary_evaluation(experiment: dict, *, n_targets: int, fair: bool, settings: EvaluationSettings) -> dict:
+    """summary.json's `evaluation` keys of an audit with canaries (experiment.json's `canaries`)."""
+    entry, plan = experiment["canaries"], experiment["plan"]
+    found = {
+        "n_canaries": n_targets * entry["n"] if fair else None,
+        "epsilon_note": canary_note(entry, plan=plan, inclusion_rate=settings.inclusion_rate),
+        "canaries": entry,
+    }
+    return found if natural_coins(plan) else {**found, "natural_note": NATURAL_FIXED}
 
 
 def canary_note(entry: dict, *, plan: str, inclusion_rate: float) -> str:
