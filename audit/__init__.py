@@ -8,6 +8,9 @@ import importlib
 
 #: the package's public names and the module that defines each
 _EXPORTS = {
+    "AuditResult": "audit.result",
+    "load": "audit.api",
+    "run": "audit.api",
     "MembershipScores": "audit.stats.metrics",
     "advantage": "audit.stats.metrics",
     "auc": "audit.stats.metrics",

@@ -1,7 +1,7 @@
 """The ε claim an audit is checked against: one value, `Claim`, validated where it is made, and the
 one rule that says which claim an audit checks, `checked_claim`: where the audit's summary is made
-(`audit.summary`, which gives the verdict the terminal prints) and, through `resolve_claim`, where
-an audit already made is re-read (the report, `audit.reporting`).
+(`audit.summary`, which gives the verdict the terminal prints) and, through
+`audit.result.AuditResult.checked_claim`, where an audit already made is re-read (the report).
 
 A claim is ε, a finite number > 0, at δ in [0, 1): δ = 0 is a pure ε-DP claim, the δ a claim
 has on a victim without one (summary.json's `delta` null). On the command line
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
 
 #: where a claim's ε comes from: the user's (`--claimed-epsilon`, or recorded by `audit.release`),
 #: or the victim's own accountant (summary.json's `formal_epsilon`)
@@ -73,17 +72,3 @@ def checked_claim(epsilon: float | None, delta: float, *, formal_epsilon: float 
     if formal_epsilon is not None:
         return Claim(epsilon=formal_epsilon, delta=delta, source=FORMAL)
     return None
-
-
-def resolve_claim(summary: Mapping, given: Claim | None = None) -> Claim | None:
-    """The claim an audit already made (its summary.json, re-read) is checked against, with both
-    parts set (`checked_claim`): the given ε, else the claimed ε summary.json records (the audit
-    commands' `--claimed-epsilon`), else the victim's formal ε; None when there is none. Its δ: the
-    given one, else summary.json's `claimed_delta` (the δ its verdict is at, `verdict_delta`), else
-    the audit's `delta`, else 0."""
-    recorded = summary.get("claimed_delta")
-    delta = (summary.get("delta") or 0.0) if recorded is None else recorded
-    if given is not None and given.delta is not None:
-        delta = given.delta
-    epsilon = given.epsilon if given is not None and given.epsilon is not None else summary.get("claimed_epsilon")
-    return checked_claim(epsilon, delta, formal_epsilon=summary.get("formal_epsilon"))

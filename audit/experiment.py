@@ -11,6 +11,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from audit.result import AuditResult
 from shadow_runs.plan import NATURAL_FIXED, PLAN, natural_coins
 from shadow_runs.records import CanaryColumns
 
@@ -25,10 +26,11 @@ HEADLINE_KEYS = ("epsilon", "ipc", "spc", "init")
 @dataclass(frozen=True, eq=False)
 class Experiment:
     """What an audited experiment directory holds, checked for consistent shapes: `membership`, `init`
-    and `scores` [T, n], one row per target run; `test_accuracy` one value per audited run."""
+    and `scores` [T, n], one row per target run; `test_accuracy` one value per audited run; `result`
+    the audit's result (its summary.json)."""
 
     path: Path
-    summary: Mapping
+    result: AuditResult
     membership: np.ndarray
     init: np.ndarray
     scores: Mapping[str, np.ndarray]
@@ -43,7 +45,9 @@ class Experiment:
         for name, array in {"init": init, **scores}.items():
             if array.shape != membership.shape:
                 raise ExperimentError(f"{self.path}: {name} has shape {array.shape}, membership {membership.shape}")
-        canaries = (self.summary.get("evaluation") or {}).get("canaries") if isinstance(self.summary, Mapping) else None
+        if not isinstance(self.result, AuditResult) or not isinstance(self.result.victim, str):
+            raise ExperimentError(f"{self.path}: summary has no victim name")
+        canaries = self.result.canaries
         bound_columns = CanaryColumns.from_entry(canaries).scored if canaries else None
         if bound_columns is None or bound_columns.shape[0] != membership.shape[1]:
             bound_columns = slice(None)  # no canaries, or a view of some columns only (the natural examples)
@@ -57,8 +61,6 @@ class Experiment:
         accuracy = np.asarray(self.test_accuracy, dtype=float).ravel()
         if accuracy.size == 0 or not np.isfinite(accuracy).all():
             raise ExperimentError(f"{self.path}: test accuracies must be finite and non-empty")
-        if not isinstance(self.summary, Mapping) or not isinstance(self.summary.get("victim"), str):
-            raise ExperimentError(f"{self.path}: summary has no victim name")
         for name, value in (("membership", membership), ("init", init), ("test_accuracy", accuracy)):
             object.__setattr__(self, name, value)
         object.__setattr__(self, "scores", scores)
@@ -66,25 +68,25 @@ class Experiment:
 
     @property
     def victim(self) -> str:
-        return self.summary["victim"]
+        return self.result.victim
 
     @property
     def dataset(self) -> str | None:
-        return self.summary.get("dataset")
+        return self.result.dataset
 
     @property
     def config(self) -> Mapping:
-        return self.summary.get("config") or {}
+        return self.result.config
 
     @property
     def delta(self) -> float:
         """The victim's delta, 0 for non-DP victims: what eps_lower is computed with."""
-        return float(self.summary.get("delta") or 0.0)
+        return float(self.result.delta or 0.0)
 
     @property
     def confidence(self) -> float:
         """The confidence level of the experiment's eps_lower."""
-        return float((self.summary.get("evaluation") or {}).get("confidence", 0.95))
+        return float(self.result.confidence)
 
     @property
     def n_targets(self) -> int:
@@ -93,18 +95,18 @@ class Experiment:
     @property
     def plan(self) -> str:
         """The membership plan summary.json records (`shadow_runs.plan`; independent coins where it records none)."""
-        return (self.summary.get("evaluation") or {}).get("plan") or PLAN
+        return self.result.evaluation.get("plan") or PLAN
 
     def epsilon_applies(self, attack: str) -> bool:
         """Whether `attack` has an ε lower bound (null in summary.json where coins were unfair or members chosen)."""
-        entry = (self.summary.get("attacks") or {}).get(attack)
+        entry = self.result.attacks.get(attack)
         return not (isinstance(entry, Mapping) and "eps_lower" in entry and entry["eps_lower"] is None)
 
     def natural_examples(self) -> Experiment:
         """This experiment seen through its natural examples (with `--canaries`: the first n_natural
         columns and summary.json's per-attack `natural` entries); ExperimentError under the fixed
         remainder, whose natural examples are members of every run."""
-        canaries = (self.summary.get("evaluation") or {}).get("canaries")
+        canaries = self.result.canaries
         if not canaries:
             return self
         if not natural_coins(self.plan):
@@ -114,12 +116,12 @@ class Experiment:
         n = int(canaries["n_natural"])
         attacks = {
             a: entry["natural"]
-            for a, entry in (self.summary.get("attacks") or {}).items()
+            for a, entry in self.result.attacks.items()
             if isinstance(entry, Mapping) and "natural" in entry
         }
         return dataclasses.replace(
             self,
-            summary={**self.summary, "attacks": attacks},
+            result=dataclasses.replace(self.result, attacks=attacks),
             membership=self.membership[:, :n],
             init=self.init[:, :n],
             scores={k: v[:, :n] for k, v in self.scores.items()},

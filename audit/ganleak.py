@@ -19,9 +19,9 @@ from victims.base import generator_victim_names
 FAMILIES = ("model", "generator", "mechanism")  # the attacks' families; mechanism: with --threat-model white-box only
 
 
-def main(argv: list[str] | None = None) -> int:
-    return audit_main(
-        argv,
+def command() -> dict:
+    """The command's own settings of `audit.cli.shadow_audit.main` (and `audit.run`)."""
+    return dict(
         prog="python -m audit.ganleak",
         attacks=attack_names(*FAMILIES),
         victims=generator_victim_names(),
@@ -29,6 +29,10 @@ def main(argv: list[str] | None = None) -> int:
         "white-box, calibrated on the OUT shadows, and LiRA on the reconstruction loss), the loss "
         "attack, LiRA and RMIA against the ConvNet trained on its samples.",
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    return audit_main(argv, **command())
 
 
 if __name__ == "__main__":

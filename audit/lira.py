@@ -10,9 +10,9 @@ from attacks.registry import attack_names
 from audit.cli.shadow_audit import main as audit_main
 
 
-def main(argv: list[str] | None = None) -> int:
-    return audit_main(
-        argv,
+def command() -> dict:
+    """The command's own settings of `audit.cli.shadow_audit.main` (and `audit.run`)."""
+    return dict(
         prog="python -m audit.lira",
         attacks=attack_names("model", "release", "mechanism"),
         description="Audit a victim pipeline with LiRA and RMIA (online, offline), the loss attack and, for "
@@ -20,6 +20,10 @@ def main(argv: list[str] | None = None) -> int:
         "(raw and calibrated on the shadows); with --threat-model white-box, the white-box attacks on a DP victim's "
         "noisy sums.",
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    return audit_main(argv, **command())
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -10,28 +11,32 @@ import numpy as np
 from audit.evaluate import PREDICTED_KEY
 from audit.reporting import figures
 from audit.reporting.remarks import SHOWN_RATES, remarks
-from audit.reporting.verdict import Verdict, count, percent
-from audit.summary import AuditSummary
+from audit.reporting.verdict import count, percent
+from audit.result import AuditResult
 from shadow_runs.atomic_files import atomic_write, write_json
 from shadow_runs.records import CanaryColumns
 
-#: summary.json keys that must agree for attacks of an earlier command to be kept beside new ones
-_SAME_EVALUATION = ("victim", "dataset", "config", "n_shadow", "target_runs", "evaluation")
+
+def _same_evaluation(a: AuditResult, b: AuditResult) -> bool:
+    """Whether attacks of an earlier command's result `a` may be kept beside `b`'s: the same runs,
+    targets and evaluation."""
+    same = ("victim", "dataset", "config", "n_shadow", "target_runs", "evaluation")
+    return all(getattr(a, k) == getattr(b, k) for k in same)
 
 
-def replaced_summary(audit_dir: Path, summary: dict) -> str | None:
+def replaced_summary(audit_dir: Path, result: AuditResult) -> str | None:
     """The line to say before `write_audit` replaces an audit of other runs: a store's summary.json
     is its last audit's, so re-scoring a prefix (a smaller --n-shadow) or another evaluation
     replaces the earlier figures; None where there is none or it is of the same runs."""
     path = audit_dir / "summary.json"
     if not path.exists():
         return None
-    earlier = json.loads(path.read_text())
-    if all(earlier.get(k) == summary.get(k) for k in _SAME_EVALUATION):  # write_audit keeps it, adding attacks
+    earlier = AuditResult.from_json(json.loads(path.read_text()))
+    if _same_evaluation(earlier, result):  # write_audit keeps it, adding attacks
         return None
     return (
-        f"note: {path} held the audit of {earlier.get('n_shadow')} runs ({len(earlier.get('target_runs', []))} "
-        f"targets); it now holds this audit of {summary['n_shadow']} ({len(summary['target_runs'])} targets). "
+        f"note: {path} held the audit of {earlier.n_shadow} runs ({len(earlier.target_runs)} "
+        f"targets); it now holds this audit of {result.n_shadow} ({len(result.target_runs)} targets). "
         f"The runs stay in the store: the earlier command re-scores them"
     )
 
@@ -39,7 +44,7 @@ def replaced_summary(audit_dir: Path, summary: dict) -> str | None:
 def write_audit(
     audit_dir: Path,
     *,
-    summary: dict,
+    result: AuditResult,
     scores: dict[str, np.ndarray],
     membership: np.ndarray,
     init_mask: np.ndarray,
@@ -51,31 +56,31 @@ def write_audit(
     shows each attack's canary records (first row of each) and natural examples apart."""
     summary_path, scores_path = audit_dir / "summary.json", audit_dir / "scores.npz"
     if summary_path.exists() and scores_path.exists():
-        earlier = json.loads(summary_path.read_text())
-        if all(earlier.get(k) == summary.get(k) for k in _SAME_EVALUATION):
+        earlier = AuditResult.from_json(json.loads(summary_path.read_text()))
+        if _same_evaluation(earlier, result):
             with np.load(scores_path) as z:
-                kept = {k: earlier["attacks"][k] for k in earlier["attacks"] if k not in scores and k in z.files}
+                kept = {k: earlier.attacks[k] for k in earlier.attacks if k not in scores and k in z.files}
                 scores = {**{k: z[k] for k in kept}, **scores}
-            summary = {**summary, "attacks": {**kept, **summary["attacks"]}}
+            result = replace(result, attacks={**kept, **result.attacks})
     atomic_write(
         scores_path,
         lambda f: np.savez(
-            f, target_runs=np.asarray(summary["target_runs"]), membership=membership, init=init_mask, **scores
+            f, target_runs=np.asarray(result.target_runs), membership=membership, init=init_mask, **scores
         ),
     )
     png = (
-        roc_png(scores, membership, title=_title(summary))
+        roc_png(scores, membership, title=_title(result))
         if canaries is None
-        else canary_roc_png(scores, membership, canaries, title=_title(summary))
+        else canary_roc_png(scores, membership, canaries, title=_title(result))
     )
     atomic_write(audit_dir / "roc.png", lambda f: f.write(png))
-    write_json(summary_path, summary)
+    write_json(summary_path, result.to_json())
     return summary_path
 
 
-def _title(summary: dict) -> str:
-    runs, targets = summary["n_shadow"], len(summary["target_runs"])
-    return f"{summary['victim']} on {summary['dataset']}, {count(runs, 'run')}, {count(targets, 'target')}"
+def _title(result: AuditResult) -> str:
+    runs, targets = result.n_shadow, len(result.target_runs)
+    return f"{result.victim} on {result.dataset}, {count(runs, 'run')}, {count(targets, 'target')}"
 
 
 def roc_png(scores: dict[str, np.ndarray], membership: np.ndarray, *, title: str) -> bytes:
@@ -98,61 +103,35 @@ def canary_roc_png(
     return figures.roc_png(curves, title=title)
 
 
-def describe(audit_summary: AuditSummary, path: Path) -> str:
+def describe(result: AuditResult, path: Path) -> str:
     """A few lines for the terminal: per attack AUC, TPRs, eps_hat, and the one-run bound beside the
     design's ceiling (what a perfect attack would certify), or why there is no bound; attacks at
-    chance said so; the verdict (made with the summary) and the attack it rests on; the own-curve
+    chance said so; the verdict (made with the result) and the attack it rests on; the own-curve
     test; a warning where the runs are too few for a figure shown (the last three as the report
     shows them, `audit.reporting.remarks`); and a legend of every term the lines use (`TERMS`)."""
-    summary, verdict, noted = audit_summary.data, audit_summary.verdict, remarks(audit_summary.data)
-    canaries = (summary.get("evaluation") or {}).get("canaries")
-    runs, targets = summary["n_shadow"], len(summary["target_runs"])
-    utility = summary["utility"]
-    accuracy = f"test accuracy {utility['test_accuracy']:.3f}"
-    if utility.get("shadow_test_accuracy") is None:
+    noted, canaries = remarks(result), result.canaries
+    runs, targets = result.n_shadow, len(result.target_runs)
+    accuracy = f"test accuracy {result.utility['test_accuracy']:.3f}"
+    if result.utility.get("shadow_test_accuracy") is None:
         accuracy += f" (mean over the {count(runs, 'run')})"
-    head = f"{summary['victim']} on {summary['dataset']}, {count(runs, 'run')}: {count(targets, 'target')}"
-    if summary.get("evaluation", {}).get("membership") is None:
+    head = f"{result.victim} on {result.dataset}, {count(runs, 'run')}: {count(targets, 'target')}"
+    if not result.release_audit:
         head += f", {count(runs - targets, 'reference run')}"
-    lines = [
-        f"{head}; {accuracy}"
-        + (f"; formal ε {summary['formal_epsilon']:.4g}" if summary["formal_epsilon"] is not None else "")
-    ]
+    formal = result.formal_epsilon
+    lines = [f"{head}; {accuracy}" + (f"; formal ε {formal:.4g}" if formal is not None else "")]
     if canaries:
-        natural = summary["evaluation"].get("natural_note")
+        natural = result.evaluation.get("natural_note")
         then = "then the natural examples (descriptive)" if natural is None else f"no natural examples ({natural})"
         lines.append(f"  each attack: its {canaries['n']} {canaries['kind']} canaries per target, {then}")
     used = {"AUC", "TPR@1%FPR", "eps_hat"}
-    for name, a in summary["attacks"].items():
-        bound = (
-            "eps_lower n/a"
-            if a.get("eps_lower") is None
-            else f"eps_lower {a['eps_lower']:.2f} / f-DP {a['eps_lower_fdp']:.2f} (ceilings {a['eps_ceiling']:.2f} / "
-            f"{a['eps_ceiling_fdp']:.2f}, {a['confidence']:.0%} each, {a['guess_rule']})"
-        )
-        used |= {"eps_lower", "ceilings", a["guess_rule"]} if a.get("eps_lower") is not None else set()
-        views = (a.get("reference_choice") or {}).get("views")
-        if views == "image":
-            bound += ", image view only"
-            used.add("image view only")
-        tprs = "  ".join(_tpr_text(a, rate, chance=rate in noted.at_chance[name]) for rate in SHOWN_RATES)
-        if "(chance)" in tprs:
-            used.add("(chance)")
-        lines.append(f"  {name:<13} AUC {a['auc']:.3f}  {tprs}  eps_hat {a['eps_hat']:.2f}  {bound}")
-        if "natural" in a:  # with canaries: the line above is the canaries, this one the natural examples
-            n = a["natural"]
-            natural = "n/a" if n.get("eps_lower") is None else f"{n['eps_lower']:.2f} (ceiling {n['eps_ceiling']:.2f})"
-            lines.append(
-                f"  {'  natural':<13} AUC {n['auc']:.3f}  TPR@1%FPR {n['tpr_at_fpr']['0.01']:.3f}  "
-                f"TPR@0.1%FPR {n['tpr_at_fpr']['0.001']:.4f}  eps_hat {n['eps_hat']:.2f}  eps_lower {natural}, "
-                "descriptive"
-            )
-    note = (summary.get("evaluation") or {}).get("epsilon_note")
-    if note and any(a.get("eps_lower") is None for a in summary["attacks"].values()):
+    for name, a in result.attacks.items():
+        lines += _attack_lines(name, a, noted, used)
+    note = result.evaluation.get("epsilon_note")
+    if note and any(a.get("eps_lower") is None for a in result.attacks.values()):
         lines.append(f"  ({note})")
-    if verdict is not None:
-        lines.append(verdict_line(summary, verdict))
-        used |= {"verdict", "formal ε"} if summary.get("formal_epsilon") is not None else {"verdict"}
+    if result.verdict is not None:
+        lines.append(verdict_line(result))
+        used |= {"verdict", "formal ε"} if formal is not None else {"verdict"}
         if noted.own_curve is not None:
             lines.append(f"  own curve: {noted.own_curve}")
             used.add("own curve")
@@ -162,6 +141,33 @@ def describe(audit_summary: AuditSummary, path: Path) -> str:
     lines.append("  terms: " + "\n         ".join(f"{t}: {TERMS[t]}" for t in TERMS if t in used))
     lines.append(f"  -> {path}")
     return "\n".join(lines)
+
+
+def _attack_lines(name: str, a: dict, noted, used: set) -> list[str]:
+    """An attack's line (and, with canaries, its natural examples' line); adds the terms it uses to `used`."""
+    bound = (
+        "eps_lower n/a"
+        if a.get("eps_lower") is None
+        else f"eps_lower {a['eps_lower']:.2f} / f-DP {a['eps_lower_fdp']:.2f} (ceilings {a['eps_ceiling']:.2f} / "
+        f"{a['eps_ceiling_fdp']:.2f}, {a['confidence']:.0%} each, {a['guess_rule']})"
+    )
+    used |= {"eps_lower", "ceilings", a["guess_rule"]} if a.get("eps_lower") is not None else set()
+    if (a.get("reference_choice") or {}).get("views") == "image":
+        bound += ", image view only"
+        used.add("image view only")
+    tprs = "  ".join(_tpr_text(a, rate, chance=rate in noted.at_chance[name]) for rate in SHOWN_RATES)
+    if "(chance)" in tprs:
+        used.add("(chance)")
+    lines = [f"  {name:<13} AUC {a['auc']:.3f}  {tprs}  eps_hat {a['eps_hat']:.2f}  {bound}"]
+    if "natural" in a:  # with canaries: the line above is the canaries, this one the natural examples
+        n = a["natural"]
+        natural = "n/a" if n.get("eps_lower") is None else f"{n['eps_lower']:.2f} (ceiling {n['eps_ceiling']:.2f})"
+        lines.append(
+            f"  {'  natural':<13} AUC {n['auc']:.3f}  TPR@1%FPR {n['tpr_at_fpr']['0.01']:.3f}  "
+            f"TPR@0.1%FPR {n['tpr_at_fpr']['0.001']:.4f}  eps_hat {n['eps_hat']:.2f}  eps_lower {natural}, "
+            "descriptive"
+        )
+    return lines
 
 
 #: what each term the terminal prints means, in the order the legend lists them
@@ -204,22 +210,22 @@ def _tpr_text(attack: dict, rate: str, *, chance: bool) -> str:
     return text + (" (chance)" if chance else "")
 
 
-def verdict_line(summary: dict, verdict: Verdict) -> str:
-    """The ε verdict in words (`verdict`, made with the summary), two lines for the terminal: the
-    claim, the verdict, the bound it rests on (its confidence, its test) and which attack that is
-    and why (`_chosen_because`) beside the ceiling; then the reason."""
-    found = summary["verdict"]
+def verdict_line(result: AuditResult) -> str:
+    """The ε verdict in words (made with the result), two lines for the terminal: the claim, the
+    verdict, the bound it rests on (its confidence, its test) and which attack that is and why
+    (`_chosen_because`) beside the ceiling; then the reason."""
+    found, verdict = result.bound, result.verdict
     head = (f"{verdict.checked}: " if verdict.checked else "") + verdict.text
     return (
         f"  verdict: {head}; ε ≥ {found['eps_lower']:.2f} at {percent(found['confidence'])} (f-DP test) from "
-        f"{found['attack']}, {_chosen_because(summary)}; ceiling {found['eps_ceiling']:.2f}\n    {verdict.reason}"
+        f"{found['attack']}, {_chosen_because(result)}; ceiling {found['eps_ceiling']:.2f}\n    {verdict.reason}"
     )
 
 
-def _chosen_because(summary: dict) -> str:
+def _chosen_because(result: AuditResult) -> str:
     """Why the verdict rests on its attack, in words: chosen on the reference runs (the largest
     predicted bound there, of how many), or the largest of every attack's bound at a split confidence."""
-    found = summary["verdict"]
+    found = result.bound
     candidates = found.get("candidates") or [found["attack"]]
     if found["rule"] == "tuned" and found.get("chosen_by") == "fixed":
         used = found["guesses"]
@@ -230,7 +236,7 @@ def _chosen_because(summary: dict) -> str:
     if found["rule"] == "tuned" and found.get("chosen_by") == "declared":
         return "the attack declared before the audit (--verdict-attack), its guess count chosen on the reference runs"
     if found["rule"] == "tuned":
-        choice = (summary["attacks"].get(found["attack"]) or {}).get("reference_choice") or {}
+        choice = (result.attacks.get(found["attack"]) or {}).get("reference_choice") or {}
         predicted = choice.get(PREDICTED_KEY)
         there = "" if predicted is None else f" ({predicted:.2f})"
         return (

@@ -25,6 +25,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from audit.experiment import Experiment, ExperimentError, experiment_labels  # re-exported: read here, defined there
+from audit.result import AuditResult
 from shadow_runs.records import CanaryColumns
 
 SIZE_KEYS = ("ipc", "spc")  # config keys giving a release's images per class
@@ -37,35 +38,37 @@ def load_experiment(path: str | os.PathLike) -> Experiment:
     path = Path(path)
     if not path.is_dir():
         raise ExperimentError(f"{path}: no such experiment directory")
-    summary = _read_json(path / "audit" / "summary.json")
-    check_plan(path, summary)
+    try:
+        result = AuditResult.from_json(_read_json(path / "audit" / "summary.json"))
+    except ValueError as e:  # a recorded claim that is no claim
+        raise ExperimentError(f"{path}: {e}") from None
+    check_plan(path, result)
     arrays = _read_npz(path / "audit" / "scores.npz")
     membership = arrays["membership"]
     return Experiment(
         path=path,
-        summary=summary,
+        result=result,
         membership=membership,
         init=arrays.get("init", np.zeros_like(membership, dtype=bool)),
         scores={k: v for k, v in arrays.items() if k not in _SCORES_META},
-        test_accuracy=_read_accuracies(run_files(path, summary)),
+        test_accuracy=_read_accuracies(run_files(path, result)),
     )
 
 
-def audited_runs(summary: Mapping) -> list[int] | None:
+def audited_runs(result: AuditResult) -> list[int] | None:
     """The runs an audit used, by summary.json: runs 0..n_shadow-1 of an audit of shadow runs (the
     store may hold more, left by a larger or interrupted --n-shadow before); the release, run 0, of a
     release audit (`audit.release`, whose n_shadow reference runs live in their own store); None,
     every stored run, where summary.json records no n_shadow."""
-    if (summary.get("evaluation") or {}).get("target"):
-        return [int(r) for r in summary.get("target_runs", [0])]
-    n_shadow = summary.get("n_shadow")
-    return None if n_shadow is None else list(range(int(n_shadow)))
+    if result.evaluation.get("target"):
+        return [int(r) for r in result.target_runs or (0,)]
+    return None if result.n_shadow is None else list(range(int(result.n_shadow)))
 
 
-def run_files(path: Path, summary: Mapping) -> list[Path]:
+def run_files(path: Path, result: AuditResult) -> list[Path]:
     """runs/<r:05d>.json of the audited runs (`audited_runs`), in run order; ExperimentError if there are none."""
     runs_dir = Path(path) / "runs"
-    runs = audited_runs(summary)
+    runs = audited_runs(result)
     if runs is not None:
         return [runs_dir / f"{r:05d}.json" for r in runs]  # a missing one is named when read
     files = sorted(p for p in runs_dir.glob("*.json") if _RUN_FILE.match(p.name)) if runs_dir.is_dir() else []
@@ -74,16 +77,15 @@ def run_files(path: Path, summary: Mapping) -> list[Path]:
     return files
 
 
-def check_plan(path: Path, summary: Mapping) -> None:
+def check_plan(path: Path, result: AuditResult) -> None:
     """ExperimentError unless the experiment was made with a plan of this version: its
     experiment.json (or, without one, summary.json's evaluation) records one of `PLANS`, and
     summary.json carries `eps_ceiling` for every attack. An earlier plan's bounds are not one-run bounds."""
     from shadow_runs.plan import PLANS
 
     meta_path = path / "experiment.json"
-    plan = (_read_json(meta_path) if meta_path.is_file() else (summary.get("evaluation") or {})).get("plan")
-    attacks = summary.get("attacks") or {}
-    lacking = [a for a, entry in attacks.items() if not isinstance(entry, Mapping) or "eps_ceiling" not in entry]
+    plan = (_read_json(meta_path) if meta_path.is_file() else result.evaluation).get("plan")
+    lacking = [a for a, entry in result.attacks.items() if not isinstance(entry, Mapping) or "eps_ceiling" not in entry]
     known = plan in PLANS.values()
     if not known or lacking:
         named = "no recorded plan" if plan is None else f"plan {plan!r}"
@@ -150,8 +152,8 @@ class Audited:
         return self.experiment.path
 
     @property
-    def summary(self) -> Mapping:
-        return self.experiment.summary
+    def result(self) -> AuditResult:
+        return self.experiment.result
 
     @property
     def victim(self) -> str:
@@ -164,7 +166,7 @@ class Audited:
     @property
     def table(self) -> bool:
         """Whether the victim released a table: its runs' utility holds the release's marginal distances."""
-        return "marginal_tv_1way" in (self.summary.get("utility") or {})
+        return "marginal_tv_1way" in self.result.utility
 
     @property
     def size(self) -> int | None:
@@ -188,7 +190,7 @@ class Audited:
     @property
     def canaries(self) -> Mapping | None:
         """summary.json's canary entry (`victims.canaries`) for an audit with inserted canaries, else None."""
-        return (self.summary.get("evaluation") or {}).get("canaries") or None
+        return self.result.canaries or None
 
     def group_scores(self, attack: str, group: str) -> tuple[np.ndarray, np.ndarray]:
         """(member, non-member) scores of an audit with canaries, pooled over the targets: group
@@ -205,7 +207,7 @@ class Audited:
 
     def release(self) -> tuple[int, np.ndarray, np.ndarray] | None:
         """(run, release_x, release_y) of the first target run, if it stored a release."""
-        run = int(self.summary["target_runs"][0])
+        run = int(self.result.target_runs[0])
         path = self.path / "runs" / f"{run:05d}.npz"
         if not path.is_file():
             return None
@@ -221,7 +223,7 @@ def load_audited(path: str | os.PathLike, *, label: str | None = None) -> Audite
     meta_path = exp.path / "experiment.json"
     try:
         meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-        runs = tuple(json.loads(p.read_text()) for p in run_files(exp.path, exp.summary))
+        runs = tuple(json.loads(p.read_text()) for p in run_files(exp.path, exp.result))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ExperimentError(f"{exp.path}: unreadable metadata ({' '.join(str(e).split())})") from None
     return Audited(experiment=exp, meta=meta, runs=runs, label=label or experiment_labels([exp])[0])

@@ -30,7 +30,7 @@ from audit.reporting.verdict import EPSILON_VIOLATED
 from audit.stats.bounds import VERDICT_BOUND
 from audit.stats.guesses import EPS_TEST, OWN_CURVE, ceiling
 from audit.stats.sequential import GO_ON, VIOLATED, Look, Schedule, decide
-from audit.summary import AuditSummary
+from audit.result import AuditResult
 from shadow_runs.plan import default_targets
 
 #: the first look's runs by default (fewer where the budget or an attack asks otherwise)
@@ -40,10 +40,10 @@ FIRST_LOOK = 16
 def audit_in_rounds(
     schedule: Schedule,
     train_to: Callable[[int], None],
-    score_at: Callable[[int, float], AuditSummary],
+    score_at: Callable[[int, float], AuditResult],
     *,
     quiet: bool,
-) -> AuditSummary:
+) -> AuditResult:
     """The looks of `schedule`, each `train_to(runs)` (training the runs it lacks) then
     `score_at(runs, confidence)` at the look's share, until `decide` stops; the last look's summary
     with `sequential` added. The first look's verdict says how many tests share each look's error
@@ -54,11 +54,11 @@ def audit_in_rounds(
         train_to(runs)
         found = score_at(runs, 1.0 - schedule.alphas[k])
         if k == 0:
-            schedule = replace(schedule, tests=len((found.data.get("verdict") or {}).get("levels") or [EPS_TEST]))
+            schedule = replace(schedule, tests=len((found.bound or {}).get("levels") or [EPS_TEST]))
         look, entry = _look(found, schedule, k)
         looks.append(look)
         entries.append(entry)
-        decision = decide(schedule, looks, claimed_epsilon=_claimed_epsilon(found.data))
+        decision = decide(schedule, looks, claimed_epsilon=_claimed_epsilon(found))
         if not quiet:
             rejected = "rejected" if entry["own_curve_rejected"] else "not rejected"
             own = f", own curve {rejected}" if schedule.tests == 2 else ""
@@ -70,7 +70,7 @@ def audit_in_rounds(
         if decision != GO_ON:
             break
     fixed = score_at(looks[-1].runs, schedule.confidence)
-    found.data["sequential"] = {
+    sequential = {
         "schedule": list(schedule.runs),
         "confidence": schedule.confidence,
         "alphas": list(schedule.alphas),
@@ -82,20 +82,18 @@ def audit_in_rounds(
         "final_ceiling": looks[-1].final_ceiling,
         "fixed_design": {
             "confidence": schedule.confidence,
-            "eps_lower": (fixed.data.get("verdict") or {}).get("eps_lower"),
+            "eps_lower": (fixed.bound or {}).get("eps_lower"),
             "note": "the same runs at the full confidence: descriptive, not valid once the audit chose to stop there",
         },
     }
-    return found
+    return replace(found, sequential=sequential)
 
 
-def _look(found: AuditSummary, schedule: Schedule, k: int) -> tuple[Look, dict]:
+def _look(found: AuditResult, schedule: Schedule, k: int) -> tuple[Look, dict]:
     """One look's record (`Look` for `decide`, and its summary.json entry)."""
-    data, verdict = found.data, found.verdict
-    bound = data.get("verdict") or {}
-    mechanism = bound.get("mechanism") or {}
+    verdict, bound, mechanism = found.verdict, found.bound or {}, found.own_curve or {}
     confidence = schedule.confidence_at(k)
-    final = _final_ceiling(data, schedule)
+    final = _final_ceiling(found, schedule)
     rejected = verdict is not None and verdict.kind == EPSILON_VIOLATED  # the one decision of its tests
     look = Look(schedule.runs[k], confidence, rejected=rejected, final_ceiling=final)
     entry = {
@@ -109,21 +107,20 @@ def _look(found: AuditSummary, schedule: Schedule, k: int) -> tuple[Look, dict]:
     return look, entry
 
 
-def _claimed_epsilon(data: dict) -> float | None:
-    delta = data.get("delta") or 0.0
-    claim = checked_claim(data.get("claimed_epsilon"), delta, formal_epsilon=data.get("formal_epsilon"))
+def _claimed_epsilon(found: AuditResult) -> float | None:
+    epsilon = None if found.claim is None else found.claim.epsilon
+    claim = checked_claim(epsilon, found.delta or 0.0, formal_epsilon=found.formal_epsilon)
     return None if claim is None else claim.epsilon
 
 
-def _final_ceiling(data: dict, schedule: Schedule) -> float | None:
+def _final_ceiling(found: AuditResult, schedule: Schedule) -> float | None:
     """The ε a perfect attack would certify at the final look: its canaries (this look's per target
     run, times the final look's targets) at the final share, by the verdict's rule. None without
     fair coins or a verdict."""
-    m = (data.get("evaluation") or {}).get("n_canaries")
-    bound = data.get("verdict")
+    m, bound = found.n_canaries, found.bound
     if not m or not bound:
         return None
-    per_target = m // len(data["target_runs"])
+    per_target = m // len(found.target_runs)
     delta = float(bound["delta"])  # the δ the verdict was made at
     return ceiling(
         per_target * default_targets(schedule.budget),

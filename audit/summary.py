@@ -5,13 +5,13 @@ what the ε numbers are (or why there are none).
 `summarise` is the audit of shadow runs (`audit.lira`, `audit.loss`, `audit.ganleak`),
 `release_summary` the audit of one user's release (`audit.release`); both share
 `attacks_summary` and the first keys, and both make the ε verdict in words once, from the claim the
-command was given, beside the summary (`AuditSummary`): the terminal only formats it.
+command was given, with the result (`audit.result.AuditResult`): the terminal only formats it.
 """
 
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -28,7 +28,8 @@ from audit.evaluate import (
     untold,
     verdict_attack,
 )
-from audit.reporting.verdict import Verdict, audit_verdict
+from audit.reporting.verdict import audit_verdict
+from audit.result import AuditResult
 from audit.stats.bounds import MECHANISM, VERDICT_BOUND
 from audit.stats.epsilon import bound_applies, unfair_coins_reason
 from audit.stats.guesses import EPS_TEST, OWN_CURVE, fixed_count, mechanism_verdict, verdict_bound, verdict_levels
@@ -50,15 +51,6 @@ class EvaluationSettings:
     #: `--verdict-attack`: the attack the verdict and the own curve rest on, declared before the audit (None:
     #: chosen on the reference runs)
     verdict_attack: str | None = None
-
-
-@dataclass(frozen=True)
-class AuditSummary:
-    """An audit's summary: `data`, summary.json's content, and `verdict`, its ε verdict in words
-    against the claim checked (None where summary.json's `verdict` is null)."""
-
-    data: dict
-    verdict: Verdict | None
 
 
 EPSILON_NOTE = (
@@ -118,10 +110,10 @@ def summarise(
     settings: EvaluationSettings,
     choices: dict | None = None,
     claim: Claim | None = None,
-) -> AuditSummary:
+) -> AuditResult:
     """summary.json of an audit of shadow runs, and its verdict: metrics of every attack, pooled over
     the targets; `choices` (attack -> `audit.evaluate.ReferenceChoice` or None) what the reference
-    runs chose; `claim` the claim the command was given (`claim_keys`), whose δ the verdict is at."""
+    runs chose; `claim` the claim the command was given (`recorded_claim`), whose δ the verdict is at."""
     membership, init_mask = runs.keep[targets], runs.init_mask[targets]
     fair = bound_applies(settings.inclusion_rate)
     accuracies = [m["test_accuracy"] for m in runs.meta]
@@ -136,42 +128,34 @@ def summarise(
 
     unscored = [a for a, s in scores.items() if too_few(s)]
     identity = _identity(experiment, runs, target_runs=targets.tolist())
+    own_delta = identity["delta"] or 0.0
     mechanism = claimed_mechanism(runs.meta, targets) if fair else None
-    summary = {
-        **identity,
-        **claim_keys(claim, identity["delta"] or 0.0),
-        "utility": {
-            "test_accuracy": float(np.mean(accuracies)),
-            "test_accuracy_std": float(np.std(accuracies)),
-            **run_utility(runs.meta),
-        },
-        "evaluation": {
-            **_settings(variance, settings),
-            "plan": experiment["plan"],
-            "inclusion_rate": settings.inclusion_rate,
-            "n_canaries": int(membership.size) if fair else None,
-            "epsilon_note": EPSILON_NOTE if fair else unfair_coins_reason(settings.inclusion_rate),
-        },
-        "attacks": attacks_summary(
-            {a: s for a, s in scores.items() if a not in unscored},
-            membership,
-            init_mask,
-            delta=identity["delta"] or 0.0,
-            fair=fair,
-            canaries=canaries,
-            natural_group=natural_coins(experiment["plan"]),
-            settings=settings,
-            choices=choices,
-            mechanism=mechanism,
-        ),
+    evaluation = {
+        **_settings(variance, settings),
+        "plan": experiment["plan"],
+        "inclusion_rate": settings.inclusion_rate,
+        "n_canaries": int(membership.size) if fair else None,
+        "epsilon_note": EPSILON_NOTE if fair else unfair_coins_reason(settings.inclusion_rate),
     }
-    summary["verdict"] = (
+    attacks = attacks_summary(
+        {a: s for a, s in scores.items() if a not in unscored},
+        membership,
+        init_mask,
+        delta=own_delta,
+        fair=fair,
+        canaries=canaries,
+        natural_group=natural_coins(experiment["plan"]),
+        settings=settings,
+        choices=choices,
+        mechanism=mechanism,
+    )
+    bound = (
         verdict_entry(
             {a: s for a, s in scores.items() if a not in unscored},
             membership,
             columns,
             choices or {},
-            delta=verdict_delta(claim, identity["delta"] or 0.0),
+            delta=verdict_delta(claim, own_delta),
             settings=settings,
             mechanism=mechanism,
         )
@@ -179,19 +163,33 @@ def summarise(
         else None
     )
     if canaries:
-        entry = experiment["canaries"]
-        summary["evaluation"].update(
-            {
-                "n_canaries": len(targets) * entry["n"] if fair else None,
-                "epsilon_note": canary_note(entry, plan=experiment["plan"], inclusion_rate=settings.inclusion_rate),
-                "canaries": entry,
-            }
-        )
-        if not natural_coins(experiment["plan"]):
-            summary["evaluation"]["natural_note"] = NATURAL_FIXED
+        evaluation.update(canary_evaluation(experiment, n_targets=len(targets), fair=fair, settings=settings))
     if unscored:
-        summary["evaluation"]["attacks_without_canary_scores"] = unscored
-    return _with_verdict(summary, claim)
+        evaluation["attacks_without_canary_scores"] = unscored
+    result = AuditResult(
+        **identity,
+        claim=recorded_claim(claim, own_delta),
+        utility={
+            "test_accuracy": float(np.mean(accuracies)),
+            "test_accuracy_std": float(np.std(accuracies)),
+            **run_utility(runs.meta),
+        },
+        evaluation=evaluation,
+        attacks=attacks,
+        bound=bound,
+    )
+    return _with_verdict(result, claim)
+
+
+def canary_evaluation(experiment: dict, *, n_targets: int, fair: bool, settings: EvaluationSettings) -> dict:
+    """summary.json's `evaluation` keys of an audit with canaries (experiment.json's `canaries`)."""
+    entry, plan = experiment["canaries"], experiment["plan"]
+    found = {
+        "n_canaries": n_targets * entry["n"] if fair else None,
+        "epsilon_note": canary_note(entry, plan=plan, inclusion_rate=settings.inclusion_rate),
+        "canaries": entry,
+    }
+    return found if natural_coins(plan) else {**found, "natural_note": NATURAL_FIXED}
 
 
 def canary_note(entry: dict, *, plan: str, inclusion_rate: float) -> str:
@@ -220,10 +218,10 @@ def release_summary(
     settings: EvaluationSettings,
     claim: Claim | None = None,
     choices: dict | None = None,
-) -> AuditSummary:
+) -> AuditResult:
     """summary.json of the release audit, and its verdict: the same keys (one target: the release,
     whose members are `member`, bool [n_pool], and whose real images are the pool rows `init_idx`)
-    with the claim the command was given (`claim_keys`). `coins` is the (rate, seed) of the coins
+    with the claim the command was given (`recorded_claim`). `coins` is the (rate, seed) of the coins
     the members were drawn by, None where the custodian chose them. Its attacks' bounds use the
     audit's own δ (the pipeline's, 0 for a non-DP one) whatever is claimed; its verdict is at the
     claim's δ."""
@@ -239,16 +237,16 @@ def release_summary(
     membership, init = member[None], np.zeros((1, member.size), dtype=bool)
     init[0, init_idx] = True
     shadow_accuracy = [m["test_accuracy"] for m in shadows.meta]
-    summary = {
+    result = AuditResult(
         **identity,
-        **claim_keys(claim, own_delta),
-        "utility": {
+        claim=recorded_claim(claim, own_delta),
+        utility={
             "test_accuracy": obs.test_accuracy,
             "test_accuracy_std": 0.0,
             "shadow_test_accuracy": float(np.mean(shadow_accuracy)),
             "shadow_test_accuracy_std": float(np.std(shadow_accuracy)),
         },
-        "evaluation": {
+        evaluation={
             **_settings(variance, settings),
             "target": RELEASE_TARGET,
             "plan": PLAN,
@@ -259,43 +257,44 @@ def release_summary(
             "n_canaries": int(membership.size) if fair else None,
             "epsilon_note": note,
         },
-        "attacks": attacks_summary(
+        attacks=attacks_summary(
             scores, membership, init, delta=own_delta, fair=fair, settings=settings, choices=choices
         ),
-        "verdict": (
+        bound=(
             verdict_entry(
                 scores, membership, slice(None), choices or {}, delta=verdict_delta(claim, own_delta), settings=settings
             )
             if fair
             else None
         ),
-    }
-    return _with_verdict(summary, claim)
+    )
+    return _with_verdict(result, claim)
 
 
-def _with_verdict(summary: dict, claim: Claim | None) -> AuditSummary:
-    """`summary` with its ε verdict, made from the claim the command was given (`claim`, either part
+def _with_verdict(result: AuditResult, claim: Claim | None) -> AuditResult:
+    """`result` with its ε verdict, made from the claim the command was given (`claim`, either part
     None where not given): its ε, else the victim's formal ε, at the δ summary.json's `verdict` is at
     (`verdict_delta`). summary.json's `verdict` records it: its `kind`, `text`, `reason` and `rejected_by`."""
     checked = checked_claim(
         None if claim is None else claim.epsilon,
-        verdict_delta(claim, summary["delta"] or 0.0),
-        formal_epsilon=summary["formal_epsilon"],
+        verdict_delta(claim, result.delta or 0.0),
+        formal_epsilon=result.formal_epsilon,
     )
-    verdict = audit_verdict(summary, checked)
+    verdict = audit_verdict(result.to_json(), checked)
+    bound = result.bound
     if verdict is not None:
         decision = verdict.to_json()
-        summary["verdict"].update({key: decision[key] for key in ("kind", "text", "reason", "rejected_by")})
-    return AuditSummary(summary, verdict)
+        bound = {**bound, **{key: decision[key] for key in ("kind", "text", "reason", "rejected_by")}}
+    return replace(result, bound=bound, verdict=verdict)
 
 
-def claim_keys(claim: Claim | None, own_delta: float) -> dict:
-    """summary.json's `claimed_epsilon` and `claimed_delta`: the claim an audit command was given
-    (`--claimed-epsilon`, `--claimed-delta`), null where not given; a claimed ε without its δ is at
-    the audit's own δ. `audit.claim.resolve_claim` reads them back."""
-    claim = claim or Claim()
-    delta = own_delta if claim.epsilon is not None and claim.delta is None else claim.delta
-    return {"claimed_epsilon": claim.epsilon, "claimed_delta": delta}
+def recorded_claim(claim: Claim | None, own_delta: float) -> Claim | None:
+    """The claim an audit records (`AuditResult.claim`): the one its command was given
+    (`--claimed-epsilon`, `--claimed-delta`), None where none was; a claimed ε without its δ is at
+    the audit's own δ. `AuditResult.checked_claim` reads it back."""
+    if claim is None:
+        return None
+    return Claim.given(claim.epsilon, own_delta if claim.epsilon is not None and claim.delta is None else claim.delta)
 
 
 def attacks_summary(

@@ -109,10 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         prepared = prepare(request)
     except (DataError, StoreError, ValueError) as e:  # ReleaseError included
         parser.error(str(e))
-    summary, built, html_path, json_path = run_release_audit(prepared)
+    result, built, html_path, json_path = run_release_audit(prepared)
     if not args.quiet:
-        print(outputs.describe(summary, prepared.out / "audit" / "summary.json"))
-    for warning in summary.data["release_leakage"]["warnings"]:  # too few runs: printed even with --quiet
+        print(outputs.describe(result, prepared.out / "audit" / "summary.json"))
+    for warning in result.release_leakage["warnings"]:  # too few runs: printed even with --quiet
         print(f"warning: {warning}", file=sys.stderr)
     print(verdict_line(built.data["experiments"][0]["verdicts"]))
     print(f"  -> {html_path}\n  -> {json_path}")

@@ -12,14 +12,15 @@ Bad input exits with status 2 and one line naming the value, before anything is 
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 
 from attacks.lira import variance_for
 from audit import outputs
 from audit import pair_design
-from audit.claim import Claim, resolve_claim, verdict_delta
+from audit.claim import Claim, verdict_delta
 from audit.cli.flags import (
     build_parser,
     canary_config,
@@ -38,7 +39,8 @@ from audit.pipeline import check_canary_coins, experiment_record, train_missing_
 from audit.reporting.remarks import remarks
 from audit.rounds import FIRST_LOOK, audit_in_rounds
 from audit.stats.sequential import Schedule, schedule
-from audit.summary import AuditSummary, DeclaredAttackError, summarise
+from audit.result import AuditResult
+from audit.summary import DeclaredAttackError, summarise
 from shadow_runs import RunStore, StoreError, membership_matrix
 from shadow_runs.plan import default_targets, public_inclusion_rate, target_runs
 from victims import DataError, load_pool
@@ -47,6 +49,10 @@ from victims.tabular.pools import unheld_subset
 from shadow_runs.records import CanaryColumns
 from victims.canaries import add_canaries, resolve_record
 from victims.dp.whitebox_canaries import with_white_box
+
+
+class AuditRefused(ValueError):
+    """Bad input, or an audit that cannot go on (one line): the command exits 2 with it."""
 
 
 def main(
@@ -60,10 +66,91 @@ def main(
     """Run the audit; `victims` restricts `--victim` (default: every registered victim)."""
     parser = build_parser(prog, description, victims=victims, argv=argv)
     args = parser.parse_args(argv)
-    claim = Claim.given(args.claimed_epsilon, args.claimed_delta)
+    try:
+        audit_flags(args, attacks=attacks, prog=prog)
+    except AuditRefused as e:
+        parser.error(str(e))
+    return 0
+
+
+def run(
+    victim: str, flags: dict, *, prog: str, attacks: tuple[str, ...], description: str, victims=None
+) -> AuditResult:
+    """`main` for Python (`audit.run`): `flags` the command line's, by name (`n_shadow=8` is
+    `--n-shadow 8`, `quiet=True` `--quiet`, a list one flag of several values, a victim's `False` its
+    `--no-` flag); the same lines, the result returned, and bad input raised as AuditRefused."""
+    argv = ["--victim", victim]
+    parser = build_parser(prog, description, victims=victims, argv=argv)
+    for name, value in flags.items():
+        flag = "--" + name.replace("_", "-")
+        if value is False and f"--no-{flag[2:]}" in parser._option_string_actions:
+            argv.append(f"--no-{flag[2:]}")
+        elif value is True:
+            argv.append(flag)
+        elif value is not None and value is not False:
+            argv += [flag, *map(str, value)] if isinstance(value, (list, tuple)) else [flag, str(value)]
+
+    def refuse(message: str):
+        raise AuditRefused(" ".join(str(message).split()))
+
+    parser.error = refuse
+    return audit_flags(parser.parse_args(argv), attacks=attacks, prog=prog)
+
+
+def audit_flags(args, *, attacks: tuple[str, ...], prog: str) -> AuditResult:
+    """The audit the parsed flags `args` ask for, its lines printed as the command prints them (the
+    progress on stderr unless `--quiet`): `python -m audit.lira` and `audit.run` alike.
+    AuditRefused (one line) for bad input, before any run is trained."""
     also = [*args.attack, *([args.verdict_attack] if args.verdict_attack else [])]
     attacks = (*attacks, *dict.fromkeys(a for a in also if a not in attacks))  # --attack, --verdict-attack: also these
     try:
+        audit = ShadowAudit.prepare(args, attacks, prog=prog)
+    except (DataError, StoreError, ValueError) as e:
+        raise AuditRefused(str(e)) from e
+    try:
+        if audit.looks is None:
+            audit.train_to(args.n_shadow)
+            result = audit.score_at(args.n_shadow, args.confidence)
+        else:
+            with ray_session(audit.executor):  # one Ray for every look: its workers are kept from look to look
+                result = audit_in_rounds(audit.looks, audit.train_to, audit.score_at, quiet=args.quiet)
+    except (DeclaredAttackError, RayUnavailable) as e:
+        raise AuditRefused(str(e)) from e
+    result, path = audit.write(result)
+    print(quiet_lines(result, path) if args.quiet else outputs.describe(result, path))
+    if result.pair_test is not None:
+        print(pair_design.pair_line(result.pair_test))
+    if result.sequential is not None:
+        print(rounds_line(result.sequential))
+    return result
+
+
+@dataclass
+class ShadowAudit:
+    """An audit of shadow runs made ready by `prepare` from the flags: the victim, its pool, the plan
+    and the store. `scored` keeps what each `score_at` scored, by (runs, confidence): scores.npz is
+    written from the result's own, not from the fixed design's re-scoring of the same runs that an
+    audit in rounds adds beside its last look."""
+
+    args: object
+    attacks: tuple[str, ...]
+    claim: Claim | None
+    victim: object
+    executor: object
+    pool: object
+    canaries: CanaryColumns | None
+    plan: str
+    victim_rate: float
+    looks: Schedule | None
+    experiment: dict
+    keep: np.ndarray
+    store: RunStore
+    scored: dict = field(default_factory=dict)
+
+    @classmethod
+    def prepare(cls, args, attacks: tuple[str, ...], *, prog: str) -> ShadowAudit:
+        """Everything before the first run is trained, each flag checked (ValueError, DataError or
+        StoreError naming the bad value, with nothing on disk changed but the store's plan)."""
         victim = build_victim(args.victim, victim_overrides(args))
         executor = executor_config(args)
         pool = load_pool(args.dataset, data_root=args.data_root, download=args.download)
@@ -91,7 +178,7 @@ def main(
         victim.check(pool, inclusion_rate=victim_rate)
         check_enough_runs(args.n_shadow, attacks, threat_model=args.threat_model, tabular=pool.tabular)
         looks = rounds_schedule(args, attacks)
-        targets = target_runs(args.n_shadow, args.n_targets or default_targets(args.n_shadow))
+        target_runs(args.n_shadow, args.n_targets or default_targets(args.n_shadow))  # --n-targets checked
         experiment = experiment_record(
             victim,
             pool,
@@ -120,117 +207,108 @@ def main(
             args.runs_dir, experiment=experiment, pool_labels=pool.y, keep_other_code=args.keep_runs_of_other_code
         )
         store.extend_plan(keep)
-    except (DataError, StoreError, ValueError) as e:
-        parser.error(str(e))
-
-    def train_to(n_runs: int) -> None:
-        """Train the first `n_runs` runs of the plan the store lacks."""
-        train_missing_runs(
-            store,
-            victim=victim,
-            pool=pool,
-            keep=keep[:n_runs],
-            seed=args.seed,
-            inclusion_rate=victim_rate,
-            executor=executor,
-            quiet=args.quiet,
+        claim = Claim.given(args.claimed_epsilon, args.claimed_delta)
+        return cls(
+            args, attacks, claim, victim, executor, pool, canaries, plan, victim_rate, looks, experiment, keep, store
         )
 
-    def score_at(n_runs: int, confidence: float) -> AuditSummary:
-        """Score and summarise the first `n_runs` runs (trained) at `confidence`, the first half of
-        them targets (or `--n-targets`)."""
-        plan = keep[:n_runs]
-        targets = target_runs(n_runs, args.n_targets or default_targets(n_runs))
-        runs = StoredRuns.load(store, keep=plan, images=pool.x, labels=pool.y, schema=pool.schema)
+    def targets(self, n_runs: int) -> np.ndarray:
+        return target_runs(n_runs, self.args.n_targets or default_targets(n_runs))
+
+    def train_to(self, n_runs: int) -> None:
+        """Train the first `n_runs` runs of the plan the store lacks."""
+        train_missing_runs(
+            self.store,
+            victim=self.victim,
+            pool=self.pool,
+            keep=self.keep[:n_runs],
+            seed=self.args.seed,
+            inclusion_rate=self.victim_rate,
+            executor=self.executor,
+            quiet=self.args.quiet,
+        )
+
+    def score_at(self, n_runs: int, confidence: float) -> AuditResult:
+        """Score the first `n_runs` runs (trained) at `confidence`, the first half of them targets
+        (or `--n-targets`), and make their result."""
+        args, canaries, targets = self.args, self.canaries, self.targets(n_runs)
+        runs = StoredRuns.load(
+            self.store, keep=self.keep[:n_runs], images=self.pool.x, labels=self.pool.y, schema=self.pool.schema
+        )
         variance = variance_for(args.lira_variance, n_reference=n_runs - len(targets))
         scores, choices = score_attacks(
             runs,
-            attacks,
+            self.attacks,
             targets,
             variance=variance,
             columns=canaries.scored if canaries else slice(None),
-            delta=verdict_delta(claim, run_delta(runs.meta) or 0.0),  # the counts are tuned at the verdict's δ
+            delta=verdict_delta(self.claim, run_delta(runs.meta) or 0.0),  # the counts are tuned at the verdict's δ
             confidence=confidence,
             bounded=top_level_bounded(args.inclusion_rate, canaries),
         )
-        summary = summarise(
+        result = summarise(
             runs,
             scores,
             targets,
-            experiment=experiment,
+            experiment=self.experiment,
             variance=variance,
             canaries=canaries,
             settings=replace(evaluation_settings(args), confidence=confidence),
             choices=choices,
-            claim=claim,
+            claim=self.claim,
         )
-        audited[n_runs, confidence] = (runs, scores, targets, choices, variance)
-        return summary
+        self.scored[n_runs, confidence] = (runs, scores, targets, choices, variance)
+        return result
 
-    # what each score_at scored, by (runs, confidence): scores.npz is written from the summary's own, not
-    # from the fixed design's re-scoring of the same runs that an audit in rounds adds beside its last look
-    audited: dict[tuple[int, float], tuple] = {}
-    try:
-        if looks is None:
-            train_to(args.n_shadow)
-            summary = score_at(args.n_shadow, args.confidence)
-        else:
-            with ray_session(executor):  # one Ray for every look: its workers are kept from look to look
-                summary = audit_in_rounds(looks, train_to, score_at, quiet=args.quiet)
-    except (DeclaredAttackError, RayUnavailable) as e:
-        parser.error(str(e))
-    runs, scores, targets, choices, variance = audited[
-        summary.data["n_shadow"], summary.data["evaluation"]["confidence"]
-    ]
-    if looks is None and pair_design.applies(plan, experiment.get("canaries")):  # the worst-case neighbour design
-        summary.data["pair_test"] = pair_test(summary.data, runs, scores, choices, targets, variance, canaries, claim)
-    # scores.npz and the ROC plot take attacks that scored every example the bound is over (a white-box
-    # attack scores the canaries only, NaN on the natural examples); one that scored a subset of those
-    # (ganleak_pbb, NaN elsewhere) is reported in summary.json only
-    bound_columns = canaries.scored if canaries else slice(None)
-    complete = {attack: s for attack, s in scores.items() if not np.isnan(s[:, bound_columns]).any()}
-    replacing = outputs.replaced_summary(store.audit_dir, summary.data)
-    if replacing:
-        print(replacing, file=sys.stderr)
-    path = outputs.write_audit(
-        store.audit_dir,
-        summary=summary.data,
-        scores=complete,
-        membership=runs.keep[targets],
-        init_mask=runs.init_mask[targets],
-        canaries=canaries,
-    )
-    print(quiet_lines(summary, path) if args.quiet else outputs.describe(summary, path))
-    if "pair_test" in summary.data:
-        print(pair_design.pair_line(summary.data["pair_test"]))
-    if looks is not None:
-        print(rounds_line(summary.data["sequential"]))
-    return 0
+    def write(self, result: AuditResult) -> tuple[AuditResult, Path]:
+        """`result` with the worst-case neighbour design's pair test where it applies, written with its
+        scores.npz and roc.png; and summary.json's path."""
+        runs, scores, targets, choices, variance = self.scored[result.n_shadow, result.confidence]
+        if self.looks is None and pair_design.applies(self.plan, self.experiment.get("canaries")):
+            result = replace(
+                result, pair_test=pair_test(result, runs, scores, choices, targets, variance, self.canaries, self.claim)
+            )
+        # scores.npz and the ROC plot take attacks that scored every example the bound is over (a white-box
+        # attack scores the canaries only, NaN on the natural examples); one that scored a subset of those
+        # (ganleak_pbb, NaN elsewhere) is reported in summary.json only
+        bound_columns = self.canaries.scored if self.canaries else slice(None)
+        complete = {attack: s for attack, s in scores.items() if not np.isnan(s[:, bound_columns]).any()}
+        replacing = outputs.replaced_summary(self.store.audit_dir, result)
+        if replacing:
+            print(replacing, file=sys.stderr)
+        path = outputs.write_audit(
+            self.store.audit_dir,
+            result=result,
+            scores=complete,
+            membership=runs.keep[targets],
+            init_mask=runs.init_mask[targets],
+            canaries=self.canaries,
+        )
+        return result, path
 
 
-def pair_test(summary: dict, runs, scores, choices, targets, variance, canaries, claim) -> dict:
+def pair_test(result: AuditResult, runs, scores, choices, targets, variance, canaries, claim) -> dict:
     """summary.json's `pair_test` (`audit.pair_design`) of a fixed design's runs: the canary column's
     scores, at the audit's confidence and the checked claim's δ (else the audit's own)."""
     column = int(np.flatnonzero(canaries.scored)[0])
     samples = pair_design.pair_samples(runs, scores, choices, targets, variance=variance, column=column)
-    checked = resolve_claim(summary, claim)
-    delta = checked.delta if checked is not None else (summary["delta"] or 0.0)
-    confidence = summary["evaluation"]["confidence"]
-    return pair_design.pair_entry(samples, confidence=confidence, delta=delta, claim=checked)
+    checked = result.checked_claim(claim)
+    delta = checked.delta if checked is not None else (result.delta or 0.0)
+    return pair_design.pair_entry(samples, confidence=result.confidence, delta=delta, claim=checked)
 
 
-def quiet_lines(audit_summary: AuditSummary, path) -> str:
+def quiet_lines(result: AuditResult, path) -> str:
     """What `--quiet` keeps of the terminal's lines (`audit.outputs.describe`): the verdict and its
     reason (or why there is no ε bound), the own curve's test, the warnings of too few runs and the
     path of summary.json; not the per-attack lines or the legend."""
-    summary, verdict, noted = audit_summary.data, audit_summary.verdict, remarks(audit_summary.data)
+    noted = remarks(result)
     lines = []
-    if verdict is not None:
-        lines.append(outputs.verdict_line(summary, verdict))
+    if result.verdict is not None:
+        lines.append(outputs.verdict_line(result))
         if noted.own_curve is not None:
             lines.append(f"  own curve: {noted.own_curve}")
-    elif (summary.get("evaluation") or {}).get("epsilon_note"):
-        lines.append(f"  ({summary['evaluation']['epsilon_note']})")
+    elif result.evaluation.get("epsilon_note"):
+        lines.append(f"  ({result.evaluation['epsilon_note']})")
     lines += [f"  warning: {w}" for w in noted.warnings]
     lines.append(f"  -> {path}")
     return "\n".join(lines)

@@ -7,7 +7,7 @@ user's membership as ground truth. docs/contracts.md, "audit.release".
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -26,7 +26,8 @@ from audit.releases.leakage import compare_with_subsets, leave_one_out, release_
 from audit.releases.target import check_out_dir, release_id, target_run, victim_for, with_target
 from audit.reporting.build import Report, Settings, build_report, write_report
 from audit.results import load_audited
-from audit.summary import AuditSummary, EvaluationSettings, release_summary
+from audit.result import AuditResult
+from audit.summary import EvaluationSettings, release_summary
 from shadow_runs import RunStore, membership_matrix
 from shadow_runs.atomic_files import write_json, write_npy
 from victims import get_victim
@@ -186,9 +187,10 @@ def _subset_store(request: ReleaseRequest, inputs: ReleaseInputs, subset, *, siz
     return SubsetBaseline(victim=subset, store=store)
 
 
-def run_release_audit(prepared: PreparedRelease) -> tuple[AuditSummary, Report, Path, Path]:
+def run_release_audit(prepared: PreparedRelease) -> tuple[AuditResult, Report, Path, Path]:
     """Train the missing shadow runs, attack the release, measure its leakage against the subsets', write
-    the audit directory and report; returns (summary.json's content, the report, report.html, report.json)."""
+    the audit directory and report; returns (the audit's result with its verdict, the report, report.html,
+    report.json)."""
     request, inputs, settings = prepared.request, prepared.inputs, prepared.request.evaluation
     _train_missing(prepared)
     shadows = StoredRuns.load(
@@ -222,7 +224,7 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[AuditSummary, Report, 
         alpha=request.report.alpha,
     )
     comparison = _subset_comparison(prepared, release_flag)
-    summary = release_summary(
+    result = release_summary(
         scores,
         inputs.member,
         inputs.init_idx,
@@ -235,12 +237,11 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[AuditSummary, Report, 
         claim=request.report.claim,
         choices=choices,
     )
-    summary.data["release_leakage"] = leakage
-    summary.data["subset_baseline"] = comparison
+    result = replace(result, release_leakage=leakage, subset_baseline=comparison)
     built, html_path, json_path = _write_audit_and_report(
-        prepared, summary.data, scores, obs.to_store(meta), init_mask=runs.init_mask[targets]
+        prepared, result, scores, obs.to_store(meta), init_mask=runs.init_mask[targets]
     )
-    return summary, built, html_path, json_path
+    return result, built, html_path, json_path
 
 
 def _train_missing(prepared: PreparedRelease) -> None:
@@ -282,7 +283,7 @@ def _subset_comparison(prepared: PreparedRelease, release_flag) -> dict:
     }
 
 
-def _write_audit_and_report(prepared: PreparedRelease, summary: dict, scores, stored_run, *, init_mask):
+def _write_audit_and_report(prepared: PreparedRelease, result: AuditResult, scores, stored_run, *, init_mask):
     """Write the audit directory (the release as run 0) and its report; returns (report, html path, json path)."""
     request, inputs, out = prepared.request, prepared.inputs, prepared.out
     out.mkdir(parents=True, exist_ok=True)
@@ -291,7 +292,7 @@ def _write_audit_and_report(prepared: PreparedRelease, summary: dict, scores, st
     RunStore(out).write_run(0, *stored_run)
     write_npy(out / "audit" / "pool_index.npy", inputs.pool_index)
     outputs.write_audit(
-        out / "audit", summary=summary, scores=scores, membership=inputs.member[None], init_mask=init_mask
+        out / "audit", result=result, scores=scores, membership=inputs.member[None], init_mask=init_mask
     )
     audited = load_audited(out)
     built = build_report(

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from attacks.registry import HEADLINE_ATTACK
-from audit.claim import Claim, resolve_claim
+from audit.claim import Claim
 from audit.provenance import provenance
 from audit.reporting import figures
 from audit.reporting.comparison_tables import to_json as comparison_json
@@ -28,6 +28,7 @@ from audit.reporting.evidence import (
     utility,
 )
 from audit.reporting.remarks import remarks
+from audit.result import AuditResult
 from audit.reporting.verdict import (
     NO_FAIR_COINS,
     Verdict,
@@ -52,7 +53,7 @@ from shadow_runs.atomic_files import atomic_write, write_json
 @dataclass(frozen=True)
 class Settings:
     """What the report is asked to check and how hard to resample. `claim`: the claim given (either
-    part may be None, the experiment's own; `audit.claim.resolve_claim`), None for the experiment's."""
+    part may be None, the experiment's own; `AuditResult.checked_claim`), None for the experiment's."""
 
     claim: Claim | None = None
     alpha: float = 0.05
@@ -161,9 +162,9 @@ def build_report(
 
 
 def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settings: Settings, seed: int):
-    summary = audited.summary
+    result = audited.result
     confidence = audited.experiment.confidence
-    claim = resolve_claim(summary, settings.claim)
+    claim = result.checked_claim(settings.claim)
     claim_json = (
         None
         if claim is None
@@ -178,21 +179,19 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
             "n_canaries": None,
         }
     )
-    attacks = {a: summary["attacks"][a] for a in audited.attacks if a in summary.get("attacks", {})}
+    attacks = {a: result.attacks[a] for a in audited.attacks if a in result.attacks}
     canaries = audited.canaries
     # "fixed" where the reference runs predicted no bound for any attack: the report says so, as the terminal does
-    recorded = summary.get("verdict") or {}
+    recorded = result.bound or {}
     chosen_by = recorded.get("chosen_by")
     level = recorded.get("confidence", confidence)  # the ε test's: half the error where the own curve is tested too
     if not fair_coins(audited):
         duplicates = (
-            canaries
-            and canaries.get("kind") == "duplicate"
-            and bound_applies((summary.get("evaluation") or {}).get("inclusion_rate"))
+            canaries and canaries.get("kind") == "duplicate" and bound_applies(result.evaluation.get("inclusion_rate"))
         )
         eps = (duplicate_canaries_verdict if duplicates else no_fair_coins_verdict)(no_epsilon_reason(audited))
     elif claim is None:
-        found = verdict_evidence(audited, delta=summary.get("delta") or 0.0, confidence=level, seed=seed)
+        found = verdict_evidence(audited, delta=result.delta or 0.0, confidence=level, seed=seed)
         eps = epsilon_verdict(
             found["bounds"],
             ceiling=found["ceilings"],
@@ -208,7 +207,7 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
         membership = audited.experiment.membership
         n_canaries, per_target = int(membership.size), int(membership.shape[1])
         if canaries:  # the bound is on the inserted canaries alone
-            n_canaries, per_target = len(summary.get("target_runs", [])) * int(canaries["n"]), int(canaries["n"])
+            n_canaries, per_target = len(result.target_runs) * int(canaries["n"]), int(canaries["n"])
         eps = epsilon_verdict(
             bounds,
             ceiling=ceilings,
@@ -249,37 +248,37 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
             ),
         )
     comparison = None
-    if "release_leakage" in summary:  # a release audit: how much it leaks, better than a subset, then any claim
+    if result.release_leakage is not None:  # a release audit: how much it leaks, better than a subset, then any claim
         verdicts = [
             release_leakage_verdict(
-                summary["release_leakage"],
-                epsilon=summary.get("verdict"),
-                no_epsilon=None if summary.get("verdict") else no_epsilon_reason(audited),
+                result.release_leakage,
+                epsilon=result.bound,
+                no_epsilon=None if result.bound else no_epsilon_reason(audited),
             ),
-            release_subset_verdict(summary["subset_baseline"]),
+            release_subset_verdict(result.subset_baseline),
             *([eps] if claim is not None else []),
         ]
     else:
         verdicts, comparison = _pipeline_verdicts(audited, eps, candidates, settings=settings, seed=seed)
-    attack = risk_attack(audited)
+    attack = risk_attack(audited, result)
     entry = {
         "path": str(audited.path),
         "label": audited.label,
         "victim": audited.victim,
         "dataset": audited.experiment.dataset,
-        "n_shadow": summary.get("n_shadow"),
-        "target_runs": list(summary.get("target_runs", [])),
-        "formal_epsilon": summary.get("formal_epsilon"),
-        "delta": summary.get("delta"),
+        "n_shadow": result.n_shadow,
+        "target_runs": list(result.target_runs),
+        "formal_epsilon": result.formal_epsilon,
+        "delta": result.delta,
         "protocol": protocol(audited),
         "claim": claim_json,
         "verdicts": [v.to_json() for v in verdicts],
-        **remarks(summary).to_json(),  # the own-curve test, figures at chance, warnings: as the terminal says them
+        **remarks(result).to_json(),  # the own-curve test, figures at chance, warnings: as the terminal says them
         "attacks": attacks,
         "utility": utility(audited),
         "highest_risk": {"attack": attack, "examples": highest_risk(audited, attack=attack, top_k=settings.top_k)},
         "release": None,
-        "release_audit": "release_leakage" in summary,  # an audit of one release a user made (audit.release)
+        "release_audit": result.release_leakage is not None,  # an audit of one release a user made (audit.release)
         "provenance": run_provenance(audited),
     }
     return entry, comparison
@@ -332,10 +331,10 @@ def _pipeline_verdicts(audited: Audited, eps: Verdict, candidates: Sequence[Audi
     return verdicts, comparison
 
 
-def risk_attack(audited: Audited) -> str:
+def risk_attack(audited: Audited, result: AuditResult) -> str:
     """The attack whose examples at highest risk the report lists: a release's strongest attack
     (chosen on the reference runs), else HEADLINE_ATTACK where scored, else the first."""
-    strongest = (audited.summary.get("release_leakage") or {}).get("strongest")
+    strongest = (result.release_leakage or {}).get("strongest")
     if strongest in audited.attacks:
         return strongest
     return HEADLINE_ATTACK if HEADLINE_ATTACK in audited.attacks else audited.attacks[0]

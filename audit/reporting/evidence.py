@@ -25,13 +25,13 @@ def verdict_evidence(audited: Audited, *, delta: float, confidence: float, seed:
     1 - (1 - confidence) / k (Bonferroni). Each attack's tie-breaking is seeded by (the audit's
     master seed, attack), as the audit's own bounds are (`audit.evaluate.tie_order`), so at the
     audit's δ the report's bound is summary.json's; `seed` stands in where none is recorded."""
-    recorded = audited.summary.get("verdict") or {}
+    recorded = audited.result.bound or {}
     groups = {a: audited.bound_scores(a) for a in audited.attacks}
     chosen, guesses = None, None
     if recorded.get("rule") == "tuned" and recorded.get("attack") in groups and recorded.get("guesses"):
         chosen = recorded["attack"]
         guesses = Guesses(int(recorded["guesses"]["k_in"]), int(recorded["guesses"]["k_out"]))
-    master = (audited.summary.get("evaluation") or {}).get("master_seed")
+    master = audited.result.evaluation.get("master_seed")
     master = seed if master is None else int(master)
     return verdict_bound(
         groups,
@@ -46,13 +46,12 @@ def verdict_evidence(audited: Audited, *, delta: float, confidence: float, seed:
 def fair_coins(audited: Audited) -> bool:
     """Whether the ε numbers apply: every attack of summary.json has an eps_lower (null where the
     plan's coins were not fair, or where a release's members were chosen)."""
-    attacks = audited.summary.get("attacks") or {}
-    return all(attacks.get(a, {}).get("eps_lower") is not None for a in audited.attacks)
+    return all(audited.result.attacks.get(a, {}).get("eps_lower") is not None for a in audited.attacks)
 
 
 def no_epsilon_reason(audited: Audited) -> str:
     """Why an experiment has no ε numbers, in one sentence (a release records its own)."""
-    evaluation = audited.summary.get("evaluation") or {}
+    evaluation = audited.result.evaluation
     if evaluation.get("epsilon_note"):  # audit.lira and audit.release record why
         return str(evaluation["epsilon_note"])
     rate = evaluation.get("inclusion_rate")
@@ -63,9 +62,9 @@ def no_epsilon_reason(audited: Audited) -> str:
 
 def protocol(audited: Audited) -> str:
     """How membership was drawn, which runs are targets and shadows, and what the ε numbers are."""
-    summary, evaluation = audited.summary, audited.summary.get("evaluation") or {}
-    targets = list(summary.get("target_runs", []))
-    n_runs = int(summary.get("n_shadow") or len(targets))
+    evaluation = audited.result.evaluation
+    targets = list(audited.result.target_runs)
+    n_runs = int(audited.result.n_shadow or len(targets))
     if evaluation.get("membership"):
         shadows, are = (
             ("The shadow run", "is a reference run, the attacks' only shadow")
@@ -112,7 +111,7 @@ def plan_sentence(audited: Audited, n_runs: int) -> tuple[str, int]:
     (or record: a duplicate canary's rows share one coin) by an independent coin, or under the fixed
     remainder every natural example in every run and the canaries by their coins, with the expected
     member count the victims calibrated to."""
-    evaluation, canaries = audited.summary.get("evaluation") or {}, audited.canaries
+    evaluation, canaries = audited.result.evaluation, audited.canaries
     rate, plan = evaluation.get("inclusion_rate", DEFAULT_INCLUSION_RATE), audited.experiment.plan
     n_rows = int(audited.experiment.membership.shape[1])
     if canaries is None:
@@ -136,7 +135,7 @@ def plan_sentence(audited: Audited, n_runs: int) -> tuple[str, int]:
 
 def canary_protocol(audited: Audited) -> str:
     """What the inserted canaries are, and per attack a "canaries vs natural examples" line."""
-    entry, targets = audited.canaries, audited.summary.get("target_runs", [])
+    entry, targets = audited.canaries, audited.result.target_runs
     copies = f" of {entry['copies']} identical rows sharing one coin" if entry.get("copies") else ""
     canaries = count(entry["n"], f"{entry['kind']} canary", f"{entry['kind']} canaries")
     text = (
@@ -152,7 +151,7 @@ def canary_protocol(audited: Audited) -> str:
     )
     lines = []
     for attack in audited.attacks:
-        m = (audited.summary.get("attacks") or {}).get(attack) or {}
+        m = audited.result.attacks.get(attack) or {}
         n = m.get("natural")
         if not n:
             continue
@@ -218,12 +217,12 @@ def utility(audited: Audited) -> dict:
         "test_accuracy_std": float(accuracy.std()),
         "n_runs": int(accuracy.size),
     }
-    own = audited.summary.get("utility") or {}
+    own = audited.result.utility
     if own.get("shadow_test_accuracy") is not None:
         out["reference_runs"] = {
             "mean": own["shadow_test_accuracy"],
             "std": own["shadow_test_accuracy_std"],
-            "n_runs": audited.summary.get("n_shadow"),
+            "n_runs": audited.result.n_shadow,
         }
     return out
 
@@ -234,7 +233,7 @@ def run_provenance(audited: Audited) -> dict:
     return {
         "config": audited.experiment.config,
         "master_seed": meta.get("master_seed"),
-        "evaluation": audited.summary.get("evaluation"),
+        "evaluation": audited.result.evaluation or None,
         "versions": meta.get("versions"),
         "git_commit": meta.get("git_commit"),
         "python": meta.get("python"),

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from audit.reporting.verdict import count, percent
+
+if TYPE_CHECKING:
+    from audit.result import AuditResult
 
 #: the false-positive rates whose TPR the terminal shows (the report marks the same "(chance)")
 SHOWN_RATES = ("0.01", "0.001")
@@ -37,16 +41,15 @@ class Remarks:
         }
 
 
-def remarks(summary: dict) -> Remarks:
-    """The remarks on an audit (its summary.json's content)."""
-    mechanism = (summary.get("verdict") or {}).get("mechanism")
+def remarks(result: AuditResult) -> Remarks:
+    """The remarks on an audit (its result, `audit.result.AuditResult`)."""
     return Remarks(
-        own_curve=own_curve(mechanism) if mechanism else None,
+        own_curve=own_curve(result.own_curve) if result.own_curve else None,
         at_chance={
             attack: tuple(rate for rate in SHOWN_RATES if at_chance(entry, rate=rate))
-            for attack, entry in (summary.get("attacks") or {}).items()
+            for attack, entry in result.attacks.items()
         },
-        warnings=tuple(too_few_runs(summary)),
+        warnings=tuple(too_few_runs(result)),
     )
 
 
@@ -77,16 +80,15 @@ def own_curve(found: dict) -> str:
     )
 
 
-def too_few_runs(summary: dict) -> list[str]:
+def too_few_runs(result: AuditResult) -> list[str]:
     """Warnings where the runs are too few for a figure the terminal shows, each with how many would
     do: a TPR at FPR f whose threshold rests on fewer than `MIN_FALSE_POSITIVES` false positives
     (the targets hold n0 non-members, so f n0 < 10), needing ceil(10 / (f n0 / T)) targets; and a
     verdict that could not be tuned on the reference runs (the bound then pays for every attack)."""
-    attacks = summary.get("attacks") or {}
-    if not attacks:
+    if not result.attacks:
         return []
-    first = next(iter(attacks.values()))
-    targets = len(summary["target_runs"])
+    first = next(iter(result.attacks.values()))
+    targets = len(result.target_runs)
     warnings = []
     for rate in SHOWN_RATES:
         f, n0 = float(rate), int(first["n_nonmembers"])
@@ -97,10 +99,9 @@ def too_few_runs(summary: dict) -> list[str]:
                 f"few to pin the rate ({MIN_FALSE_POSITIVES} at least): {count(needed, 'target run')} would "
                 f"(--n-targets {needed}, --n-shadow {2 * needed} or more)".replace(".0%", "%")
             )
-    verdict = summary.get("verdict") or {}
-    if verdict.get("rule") == "grid" and summary.get("evaluation", {}).get("membership") is None:
+    if (result.bound or {}).get("rule") == "grid" and not result.release_audit:
         warnings.append(
-            f"{count(summary['n_shadow'] - targets, 'reference run')}: too few to choose the verdict's attack "
+            f"{count(result.n_shadow - targets, 'reference run')}: too few to choose the verdict's attack "
             "on (2 at least, and LiRA's 4), so the verdict splits its confidence over every attack: "
             f"--n-shadow {targets + 4} or more lets the reference runs choose"
         )

@@ -42,7 +42,8 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
-from audit.claim import Claim, resolve_claim
+from audit.claim import Claim
+from audit.result import AuditResult
 from audit.stats.epsilon import MOST_CANARIES
 from audit.stats.guesses import EPS_TEST, OWN_CURVE, canaries_needed, most_certifiable
 from audit.stats.significance import MetricComparison
@@ -267,9 +268,9 @@ def one_decision(eps: Verdict, own: Mapping | None, *, level: float) -> Verdict:
 
 def summary_verdict(summary: Mapping) -> Verdict | None:
     """The ε verdict of an audit already made, re-read from its summary.json: `audit_verdict`
-    against the claim summary.json records (`audit.claim.resolve_claim`: a claimed ε, else the
+    against the claim summary.json records (`AuditResult.checked_claim`: a claimed ε, else the
     formal ε; none: "no ε claim was checked"), the verdict its terminal printed."""
-    return audit_verdict(summary, resolve_claim(summary))
+    return audit_verdict(summary, AuditResult.from_json(summary).checked_claim())
 
 
 def no_fair_coins_verdict(why: str) -> Verdict:

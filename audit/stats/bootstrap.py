@@ -165,7 +165,7 @@ def _estimate(
 
 def _eps_point(exp: Experiment, attack: str, member, nonmember, *, rng) -> float:
     """summary.json's eps_lower when it has one (the audit's own tie-breaking), else a fresh bound."""
-    entry = (exp.summary.get("attacks") or {}).get(attack) or {}
+    entry = exp.result.attacks.get(attack) or {}
     if isinstance(entry.get("eps_lower"), (int, float)):
         return float(entry["eps_lower"])
     return epsilon_lower_bound(member, nonmember, delta=exp.delta, confidence=exp.confidence, rng=rng)
@@ -173,7 +173,7 @@ def _eps_point(exp: Experiment, attack: str, member, nonmember, *, rng) -> float
 
 def _eps_ceiling(exp: Experiment, attack: str, m: int) -> float:
     """summary.json's eps_ceiling when it has one, else m canaries' ceiling at the experiment's δ."""
-    entry = (exp.summary.get("attacks") or {}).get(attack) or {}
+    entry = exp.result.attacks.get(attack) or {}
     if isinstance(entry.get("eps_ceiling"), (int, float)):
         return float(entry["eps_ceiling"])
     return epsilon_ceiling(m, delta=exp.delta, confidence=exp.confidence)

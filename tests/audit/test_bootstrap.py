@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from audit.result import AuditResult
 from audit.results import Experiment
 from audit.stats.bootstrap import (
     Interval,
@@ -85,7 +86,7 @@ def two_targets(**summary):
     base = {"victim": "subset", "dataset": "digits", "config": {"ipc": 1}, "evaluation": {"confidence": 0.95}}
     return Experiment(
         path=Path("subset-digits-x"),
-        summary={**base, **summary},
+        result=AuditResult.from_json({**base, **summary}),
         membership=membership,
         init=np.zeros_like(membership),
         scores={"loss": scores},

@@ -6,11 +6,18 @@ import math
 import pytest
 
 from audit import outputs
-from audit.claim import Claim, checked_claim, resolve_claim, verdict_delta
+from audit.claim import Claim, checked_claim, verdict_delta
 from audit.cli import report_command
 from audit.cli.arguments import delta_in_unit, positive_number
 from audit.reporting.build import Settings
 from audit.reporting.verdict import summary_verdict
+from audit.api import reread
+from audit.result import AuditResult
+
+
+def resolve_claim(summary, given=None):
+    """The claim a summary.json's content is checked against (`AuditResult.checked_claim`)."""
+    return AuditResult.from_json(summary).checked_claim(given)
 
 
 def test_the_claim_checked_is_the_given_one_then_the_recorded_one_then_the_formal_one():
@@ -99,7 +106,7 @@ def test_the_terminal_states_the_recorded_claim_the_report_would_check():
             "candidates": ["loss"],
         },
     }
-    line = outputs.verdict_line(summary, summary_verdict(summary))
+    line = outputs.verdict_line(reread(summary))
     # the claim is the recorded one, stated at the δ of the bounds summary.json holds (the audit's own)
     assert line.startswith("  verdict: claimed ε = 2 at δ = 1e-05: claimed ε violated at 95% confidence")
     assert summary_verdict(summary).kind == "epsilon_violated"

@@ -13,7 +13,7 @@ from audit import lira, loss, outputs
 from attacks.registry import get_attack
 from audit.stats.epsilon import epsilon_ceiling
 from audit.stats.guesses import ceiling
-from audit.reporting.verdict import summary_verdict
+from audit.api import reread
 from shadow_runs.plan import membership_matrix
 from victims import load_pool
 from audit.cli.victim_flags import victim_classes, victim_overrides
@@ -144,7 +144,7 @@ def test_a_claim_from_the_command_line_is_what_the_verdict_checks_at_its_delta(t
     root = only_experiment(tmp_path)
     plain = json.loads((root / "audit" / "summary.json").read_text())
     assert plain["claimed_epsilon"] is None and plain["claimed_delta"] is None and plain["verdict"]["delta"] == 0.0
-    assert "no ε claim was checked" in outputs.verdict_line(plain, summary_verdict(plain))
+    assert "no ε claim was checked" in outputs.verdict_line(reread(plain))
     capsys.readouterr()
     claimed = ["--claimed-epsilon", "0.05", "--claimed-delta", "1e-5"]
     assert audit(lira.main, tmp_path, *flags, *claimed) == 0  # re-scores the stored runs
@@ -155,7 +155,7 @@ def test_a_claim_from_the_command_line_is_what_the_verdict_checks_at_its_delta(t
     assert found["eps_ceiling"] == pytest.approx(
         ceiling(3000, analysis="fdp", rule="tuned", delta=1e-5, confidence=0.95), abs=1e-9
     )
-    line = outputs.verdict_line(summary, summary_verdict(summary))
+    line = outputs.verdict_line(reread(summary))
     assert line.startswith("  verdict: claimed ε = 0.05 at δ = 1e-05: ")
     assert ("violated" in line) == (found["eps_lower"] > 0.05)
     assert summary["attacks"]["loss"]["eps_ceiling"] == plain["attacks"]["loss"]["eps_ceiling"]  # at the victim's δ

@@ -18,6 +18,7 @@ from audit.stats.bootstrap import resampled_metrics, summarise_experiment, targe
 from audit.stats.significance import bootstrap_difference, compare, compare_experiments, holm, welch_test
 from audit.stats.epsilon import epsilon_ceiling, epsilon_lower_bound
 from audit.stats.metrics import MembershipScores, auc, tpr_at_fpr
+from audit.result import AuditResult
 from shadow_runs.plan import PLAN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +58,7 @@ def fake_experiment(
     }
     return Experiment(
         path=Path(name or f"{victim}-digits-{seed}"),
-        summary=summary,
+        result=AuditResult.from_json(summary),
         membership=membership,
         init=init,
         scores=scores,
@@ -82,7 +83,7 @@ def write_experiment(root: Path, exp: Experiment, *, plan: str = PLAN) -> Path:
             }
         attacks[attack] = entry
     (where / "experiment.json").write_text(json.dumps({"victim": exp.victim, "plan": plan, "inclusion_rate": 0.5}))
-    summary = {**exp.summary, "target_runs": list(range(exp.n_targets)), "attacks": attacks}
+    summary = {**exp.result.to_json(), "target_runs": list(range(exp.n_targets)), "attacks": attacks}
     (where / "audit" / "summary.json").write_text(json.dumps(summary))
     np.savez(
         where / "audit" / "scores.npz",

@@ -30,6 +30,18 @@ def execute(name, env, monkeypatch):
     return notebook
 
 
+def keywords(flags: list[str]) -> dict:
+    """audit.run's keywords for flags: ["--quiet", "--n-shadow", "4"] -> {"quiet": True, "n_shadow": "4"}."""
+    found, name = {}, None
+    for flag in flags:
+        if flag.startswith("--"):
+            name = flag[2:].replace("-", "_")
+            found[name] = True
+        else:
+            found[name] = flag
+    return found
+
+
 def outputs(notebook, kind):
     return [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs if kind(o)]
 
@@ -49,12 +61,12 @@ def test_roc_notebook_plots_the_given_runs(runs_dir, monkeypatch):
     assert len(images) == 4
 
 
-def test_walkthrough_goes_from_the_command_to_the_verdict(runs_dir, monkeypatch):
+def test_walkthrough_goes_from_audit_run_to_the_verdict(runs_dir, monkeypatch):
     env = {
         "AUDIT_RUNS_DIR": str(runs_dir),
         "AUDIT_N_SHADOW": N_SHADOW,
-        "AUDIT_FLAGS": " ".join(TINY),
-        "AUDIT_DM_FLAGS": " ".join(DM_FLAGS),
+        "AUDIT_FLAGS": json.dumps(keywords(TINY)),  # audit.run's keywords
+        "AUDIT_DM_FLAGS": json.dumps(keywords(DM_FLAGS)),
         "AUDIT_REPORT_FLAGS": "--n-boot 100 --n-boot-eps 10",
     }
     notebook = execute("walkthrough.ipynb", env, monkeypatch)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from audit import outputs
 from audit.reporting.remarks import at_chance, own_curve, too_few_runs
-from audit.reporting.verdict import summary_verdict
-from audit.summary import AuditSummary
+from audit import api
+from audit.result import AuditResult
 
 
 def attack(auc, tpr_1, tpr_01, eps, *, predicted=None, views="image"):
@@ -61,13 +61,13 @@ def summary(**changes):
     return found
 
 
-def reread(found: dict) -> AuditSummary:
-    """The summary as the command made it: its verdict against the claim it records."""
-    return AuditSummary(found, summary_verdict(found))
+def reread(found: dict) -> AuditResult:
+    """The result as the command made it: its verdict against the claim it records."""
+    return api.reread(found)
 
 
 def test_the_verdict_names_its_attack_and_why_that_one():
-    line = outputs.verdict_line(summary(), summary_verdict(summary()))
+    line = outputs.verdict_line(reread(summary()))
     assert line.splitlines()[0] == (
         "  verdict: no ε claim was checked; ε ≥ 1.94 at 95% (f-DP test) from rmia, the attack whose predicted "
         "bound on the reference runs (1.86) was the largest of 3 attacks, chosen before any target was judged; "
@@ -77,7 +77,7 @@ def test_the_verdict_names_its_attack_and_why_that_one():
 
 def test_a_verdict_without_references_to_choose_on_says_it_paid_for_every_attack():
     grid = {**summary()["verdict"], "rule": "grid", "per_attack_confidence": 1 - 0.05 / 3}
-    line = outputs.verdict_line(summary(verdict=grid), summary_verdict(summary(verdict=grid)))
+    line = outputs.verdict_line(reread(summary(verdict=grid)))
     assert "from rmia, the largest bound of 3 attacks, each at 98.33% so that the largest holds at 95%" in line
 
 
@@ -97,14 +97,14 @@ def test_figures_at_chance_are_marked_by_a_one_sided_binomial_test():
 def test_too_few_runs_for_a_figure_warn_with_how_many_would_do():
     # 0.1% of the targets' 3,068 non-members is 3.07 false positives < 10; 10 need
     # ceil(10 / (0.001 x 3,068 / 4)) = ceil(13.04) = 14 target runs. 1% gives 30.7 >= 10: no warning.
-    assert too_few_runs(summary()) == [
+    assert too_few_runs(reread(summary())) == [
         "TPR@0.1%FPR: 0.1% of the targets' 3,068 non-members is 3.1 false positives, too few to pin the rate "
         "(10 at least): 14 target runs would (--n-targets 14, --n-shadow 28 or more)"
     ]
     many = {name: {**a, "n_nonmembers": 12_000} for name, a in summary()["attacks"].items()}
-    assert too_few_runs(summary(attacks=many)) == []
+    assert too_few_runs(reread(summary(attacks=many))) == []
     one_reference = summary(n_shadow=2, target_runs=[0], verdict={**summary()["verdict"], "rule": "grid"})
-    assert too_few_runs(one_reference)[-1] == (
+    assert too_few_runs(reread(one_reference))[-1] == (
         "1 reference run: too few to choose the verdict's attack on (2 at least, and LiRA's 4), so the verdict "
         "splits its confidence over every attack: --n-shadow 5 or more lets the reference runs choose"
     )

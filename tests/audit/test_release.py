@@ -13,8 +13,8 @@ from audit.cli.release_command import verdict_line
 from audit.releases.files import draw_membership, write_pool, write_release
 from audit.releases.inputs import Coins, read_inputs
 from audit.stats.epsilon import unfair_coins_reason
-from audit.reporting.verdict import summary_verdict
-from audit.summary import CHOSEN_NOTE, AuditSummary
+from audit.api import reread
+from audit.summary import CHOSEN_NOTE
 from victims import load_pool
 
 TINY = ["--train-steps", "10", "--train-net-width", "8", "--executor", "inline", "--quiet"]
@@ -207,8 +207,8 @@ def test_members_not_drawn_by_fair_coins_get_no_epsilon_verdict(files, shadows, 
         assert "would read as leakage even for a pipeline with ε = 0" in note
     assert note in (out / "audit" / "report.html").read_text()
     assert "no ε verdict: membership was not drawn by independent fair coins" in printed  # the verdict line
-    reread = AuditSummary(summary, summary_verdict(summary))
-    described = outputs.describe(reread, out / "audit" / "summary.json")  # the console summary without --quiet
+    result = reread(summary)
+    described = outputs.describe(result, out / "audit" / "summary.json")  # the console summary without --quiet
     assert "eps_lower n/a" in described and note in described
 
 

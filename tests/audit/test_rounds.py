@@ -9,7 +9,7 @@ from audit import lira
 from audit.reporting.verdict import EPSILON_CONSISTENT, Verdict, one_decision
 from audit.rounds import audit_in_rounds
 from audit.stats.sequential import schedule
-from audit.summary import AuditSummary
+from audit.result import AuditResult
 
 #: the subset baseline releases 10 real images per class: distance to the closest record finds its
 #: members without a miss, so the verdict's bound at the first look (4 runs, 2 targets) is 3.75
@@ -73,8 +73,8 @@ def test_until_decided_refuses_flags_that_do_not_fit(tmp_path, tiny_flags, capsy
     assert not (tmp_path / "runs").exists()
 
 
-def look_summary(n_runs: int, confidence: float, *, own_rejected: bool, records_mechanism: bool) -> AuditSummary:
-    """A look's summary as `score_at` makes it at the look's share `confidence`: a consistent ε test
+def look_summary(n_runs: int, confidence: float, *, own_rejected: bool, records_mechanism: bool) -> AuditResult:
+    """A look's result as `score_at` makes it at the look's share `confidence`: a consistent ε test
     (0.1 against a claim of 1, 1,000 canaries a target run), and where the runs record a mechanism
     the own curve's test, rejecting or not, each at half the share, and their one decision."""
     split = 1 - (1 - confidence) / 2 if records_mechanism else confidence
@@ -91,7 +91,7 @@ def look_summary(n_runs: int, confidence: float, *, own_rejected: bool, records_
     }
     data["verdict"]["mechanism"] = own if records_mechanism else None
     eps = Verdict(EPSILON_CONSISTENT, "consistent", "the bound is below the claim")
-    return AuditSummary(data, one_decision(eps, data["verdict"]["mechanism"], level=split))
+    return AuditResult.from_json(data, verdict=one_decision(eps, data["verdict"]["mechanism"], level=split))
 
 
 @pytest.mark.parametrize("records_mechanism", [True, False])
@@ -108,7 +108,7 @@ def test_the_own_curve_stops_the_rounds_at_half_the_share_where_the_runs_record_
         return look_summary(n_runs, confidence, own_rejected=n_runs >= 8, records_mechanism=records_mechanism)
 
     found = audit_in_rounds(schedule(16, first=4, confidence=0.95), trained.append, score_at, quiet=True)
-    rounds = found.data["sequential"]
+    rounds = found.sequential
     if records_mechanism:
         assert rounds["tests"] == ["eps_verdict", "own_curve"] and trained == [4, 8]
         assert [c for _, c in scored] == pytest.approx([0.9875, 0.9875, 0.95])  # then the fixed design's

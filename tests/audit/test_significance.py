@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from audit.result import AuditResult
 from audit.results import Experiment
 from audit.stats.bootstrap import summarise_experiment
 from audit.stats.significance import (
@@ -61,7 +62,9 @@ def experiment(name: str, dataset: str = "digits", *, n_targets: int = 2, shift:
     scores = np.tile([1.0, 3.0, 2.0, 4.0], (n_targets, 1)) + shift * membership
     return Experiment(
         path=Path(name),
-        summary={"victim": name, "dataset": dataset, "config": {}, "evaluation": {"confidence": 0.95}},
+        result=AuditResult.from_json(
+            {"victim": name, "dataset": dataset, "config": {}, "evaluation": {"confidence": 0.95}}
+        ),
         membership=membership,
         init=np.zeros_like(membership),
         scores={"loss": scores},

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from audit.result import AuditResult
 from audit.claim import Claim
 from audit.releases.leakage import prediction_test_name
 from audit.reporting.build import Settings, _experiment_entry
@@ -310,7 +311,7 @@ def fake(scores, membership, summary=None):
     scores, membership = np.asarray(scores, float), np.asarray(membership, bool)
     exp = Experiment(
         path="fake",
-        summary={"victim": "dm", "attacks": {}, **(summary or {})},
+        result=AuditResult.from_json({"victim": "dm", "attacks": {}, **(summary or {})}),
         membership=membership,
         init=np.zeros_like(membership),
         scores={"loss": scores, "dcr": scores},

@@ -176,6 +176,7 @@ AUDIT_LAYERS = (
         "audit.stats",
         "audit.experiment",
         "audit.claim",
+        "audit.result",  # an audit's result: summary.json as a value
         "audit.results",
         "audit.executor",
         "audit.placement",
@@ -192,6 +193,7 @@ AUDIT_LAYERS = (
         "audit.compare",
         "audit.report",
         "audit.release",
+        "audit.api",  # audit.run and audit.load
         "audit.selftest",  # the self-test: its mechanisms, designs and command line, nothing else imports
     ),  # the `python -m` entry points
 )

@@ -331,7 +331,7 @@ def test_an_audit_with_mislabeled_canaries_reports_them_as_its_top_level(tmp_pat
     exp = load_experiment(root).natural_examples()
     assert exp.membership.shape == (2, 1500) and np.array_equal(exp.membership, keep[:2, :1500])
     assert all(s.shape == (2, 1500) for s in exp.scores.values())
-    assert exp.summary["attacks"]["loss"]["eps_lower"] == summary["attacks"]["loss"]["natural"]["eps_lower"]
+    assert exp.result.attacks["loss"]["eps_lower"] == summary["attacks"]["loss"]["natural"]["eps_lower"]
     estimate = summarise_experiment(load_experiment(root), attacks=["loss"], groups=["all"], n_boot=10, rng=0)
     assert estimate.estimates[("loss", "all")].metrics["auc"].point == pytest.approx(
         summary["attacks"]["loss"]["natural"]["auc"]
