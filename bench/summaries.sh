@@ -1,6 +1,7 @@
 #!/bin/bash
 # A fixed set of small audits (loss, LiRA, RMIA, DCR, GAN-Leaks, canaries, DP-SGD, PSG, DM and
-# its subset baseline, audit.compare) into RUNS_DIR, then the sha256 of every summary.json.
+# its subset baseline, a table audit, a command victim: bench/marginals_command.toml, audit.compare)
+# into RUNS_DIR, then the sha256 of every summary.json.
 # A change that must not change behaviour gives the same hashes before and after it:
 #     git checkout OLD && bash bench/summaries.sh /tmp/old > old.txt
 #     git checkout NEW && bash bench/summaries.sh /tmp/new > new.txt
@@ -19,5 +20,7 @@ python -m audit.lira --victim dm --train-steps 30 --init real --ipc 1 --iteratio
 python -m audit.lira --victim subset --train-steps 30 --ipc 1 --n-shadow 4 $T
 python -m audit.lira --victim psg --train-steps 30 --epsilon 10 --spc 1 --outer 2 --inner 1 --n-shadow 4 $T
 python -m audit.ganleak --victim cgan --train-steps 30 --n-shadow 4 --steps 5 $T
+python -m audit.lira --victim marginals --dataset fair --epsilon 1 --rows 300 --classifier-iterations 10 --n-shadow 4 $T
+python -m audit.lira --victim command --pipeline bench/marginals_command.toml --dataset fair --classifier-iterations 10 --n-shadow 4 $T
 python -m audit.compare $R/dm-* --baseline $R/subset-* --out $R/compare.json > /dev/null
 for f in $(find $R -name summary.json | sort); do sha256sum $f >&3; done
