@@ -280,7 +280,7 @@ def _with_verdict(result: AuditResult, claim: Claim | None) -> AuditResult:
         verdict_delta(claim, result.delta or 0.0),
         formal_epsilon=result.formal_epsilon,
     )
-    verdict = audit_verdict(result.to_json(), checked)
+    verdict = audit_verdict(result, checked)
     bound = result.bound
     if verdict is not None:
         decision = verdict.to_json()

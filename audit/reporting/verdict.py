@@ -201,16 +201,16 @@ def epsilon_verdict(
     )
 
 
-def audit_verdict(summary: Mapping, claim: Claim | None) -> Verdict | None:
-    """The ε verdict of an audit: summary.json's `verdict` (the paid-for bound, at the claim's δ)
-    against `claim`, the claim checked with both parts set (`audit.claim.checked_claim`; None: "no
-    ε claim was checked"); None where no bound applies. `audit.summary` makes it once, with the
-    summary; `summary_verdict` makes it again from a summary.json re-read."""
-    found = summary.get("verdict")
+def audit_verdict(result: AuditResult, claim: Claim | None) -> Verdict | None:
+    """The ε verdict of an audit: its paid-for bound (`result.bound`, summary.json's `verdict`, at the
+    claim's δ) against `claim`, the claim checked with both parts set (`audit.claim.checked_claim`;
+    None: "no ε claim was checked"); None where no bound applies. `audit.summary` makes it once;
+    `summary_verdict` makes it again from a summary.json re-read."""
+    found = result.bound
     if not found:
         return None
-    n_canaries = (summary.get("evaluation") or {}).get("n_canaries")
-    targets = len(summary.get("target_runs") or []) or 1
+    n_canaries = result.n_canaries
+    targets = len(result.target_runs) or 1
     eps = epsilon_verdict(
         found["bounds"],
         ceiling=found["ceilings"],
@@ -270,7 +270,8 @@ def summary_verdict(summary: Mapping) -> Verdict | None:
     """The ε verdict of an audit already made, re-read from its summary.json: `audit_verdict`
     against the claim summary.json records (`AuditResult.checked_claim`: a claimed ε, else the
     formal ε; none: "no ε claim was checked"), the verdict its terminal printed."""
-    return audit_verdict(summary, AuditResult.from_json(summary).checked_claim())
+    result = AuditResult.from_json(summary)
+    return audit_verdict(result, result.checked_claim())
 
 
 def no_fair_coins_verdict(why: str) -> Verdict:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from audit.claim import Claim
+from audit.result import AuditResult
 from audit.reporting.verdict import (
     EPSILON_CONSISTENT,
     EPSILON_NOT_TESTABLE,
@@ -33,8 +34,8 @@ def test_two_tests_each_at_half_the_error_only_where_the_own_curve_is_tested():
     }
 
 
-def summary(bound: float, eps_ceiling: float, own_rejected: bool | None, *, level: float = 0.975) -> dict:
-    """A summary.json as an audit leaves it: one target run of 400 canaries, the ε test's bound and
+def summary(bound: float, eps_ceiling: float, own_rejected: bool | None, *, level: float = 0.975) -> AuditResult:
+    """The result of an audit as summary.json holds it: one target run of 400 canaries, the ε test's bound and
     ceiling (tuned, loss) at `level`, and the own curve's test (rejected or not; None: no mechanism)."""
     own = None
     if own_rejected is not None:
@@ -48,7 +49,7 @@ def summary(bound: float, eps_ceiling: float, own_rejected: bool | None, *, leve
         "delta": 1e-5,
         "mechanism": own,
     }
-    return {"target_runs": [0], "evaluation": {"n_canaries": 400}, "verdict": verdict}
+    return AuditResult.from_json({"target_runs": [0], "evaluation": {"n_canaries": 400}, "verdict": verdict})
 
 
 CLAIM = Claim(2.7, 1e-5, source="formal")
