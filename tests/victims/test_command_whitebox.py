@@ -4,6 +4,7 @@ measurements written by hand in dpmm's own form), read back by the suite
 (`victims.command_whitebox.measured_observations`) into the target's observations, and the refusals."""
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -87,3 +88,42 @@ def test_the_adapter_codes_the_members_by_the_schema_s_categories(tmp_path, monk
     codes, sizes = adapter.schema_codes(handed)
     assert sizes == {"a": 2, "b": 2, "c": 2}
     assert codes.values.tolist() == [[0, 0, 0]] * 10 + [[1, 1, 1]]
+
+
+def test_a_white_box_audit_of_a_command_reads_the_target_s_cells_from_its_claim(tmp_path, capsys):
+    from audit import lira
+    from tests.victims.test_batched_command import pipeline, runs_of
+
+    # the tiny command releasing every column's counts plus N(0, 0.05²): the target's three cells
+    toml = pipeline(tmp_path, batch=8, args=("--cells", "0.05"))
+    argv = ["--runs-dir", str(tmp_path / "runs"), "--victim", "command", "--pipeline", str(toml), "--executor",
+            "inline", "--classifier-iterations", "5", "--dataset", "pair-3bin", "--plan", "fixed-remainder",
+            "--canaries", "1", "--canary-kind", "record", "--threat-model", "white-box", "--n-shadow", "16",
+            "--quiet"]  # fmt: skip
+    assert lira.main(argv) == 0
+    (store,) = (tmp_path / "runs").iterdir()
+    runs = runs_of(store)
+    assert len(runs) == 16
+    coins = []
+    for run in runs:  # each observation is N(coin, 0.05²): D holds none of the target's cells
+        assert run["whitebox"].shape == (3, 1)
+        coin = np.round(run["whitebox"][:, 0])
+        assert coin[0] in (0.0, 1.0) and np.all(coin == coin[0]) and np.all(np.abs(run["whitebox"] - coin[0]) < 0.3)
+        coins.append(coin[0])
+    assert 0 < sum(coins) < 16  # both sides of the pair
+    summary = json.loads((store / "audit" / "summary.json").read_text())
+    assert {"whitebox", "whitebox_sum"} <= set(summary["pair_test"]["predicted_mu"])
+
+
+def test_a_white_box_audit_of_a_command_without_cells_fails_with_one_line(tmp_path, capsys):
+    from audit import lira
+    from tests.victims.test_batched_command import pipeline
+
+    toml = pipeline(tmp_path, batch=8)
+    argv = ["--runs-dir", str(tmp_path / "runs"), "--victim", "command", "--pipeline", str(toml), "--executor",
+            "inline", "--classifier-iterations", "5", "--dataset", "pair-3bin", "--plan", "fixed-remainder",
+            "--canaries", "1", "--canary-kind", "record", "--threat-model", "white-box", "--n-shadow", "16"]  # fmt: skip
+    with pytest.raises(SystemExit) as e:
+        lira.main(argv)
+    assert e.value.code == 2
+    assert "--threat-model white-box: the command's claim has no measurements_cells" in capsys.readouterr().err

@@ -36,7 +36,14 @@ from typing import ClassVar
 
 import numpy as np
 
-from victims.base import DEFAULT_INCLUSION_RATE, Observations, expected_members, register_victim, require_at_least
+from victims.base import (
+    DEFAULT_INCLUSION_RATE,
+    Observations,
+    RunError,
+    expected_members,
+    register_victim,
+    require_at_least,
+)
 from victims.command_jobs import Fitted, run_jobs
 from victims.command_whitebox import measured_observations
 from victims.command_pipeline import (
@@ -237,7 +244,7 @@ class CommandVictim:
 
 def white_box_fields(pool: Pool, claim: dict | None, keep: np.ndarray, *, where: str) -> dict:
     """`whitebox` [k, canaries] and `whitebox_mechanism` from the claim's measured cells (module
-    docstring); ValueError (one line, naming the pipeline) where the claim cannot give them."""
+    docstring); RunError (one line, naming the pipeline) where the claim cannot give them."""
     spec, schema = pool.white_box, pool.schema
     rows = np.arange(spec.first_row, spec.first_row + spec.n)
     others = np.flatnonzero(np.asarray(keep, dtype=bool)[: spec.first_row])  # members other than the canaries
@@ -251,5 +258,5 @@ def white_box_fields(pool: Pool, claim: dict | None, keep: np.ndarray, *, where:
             schema.codes(pool.x[others], pool.y[others]),
         )
     except ValueError as e:
-        raise ValueError(f"{where}: --threat-model white-box: {e}") from None
+        raise RunError(f"{where}: --threat-model white-box: {e}") from None
     return {"whitebox": observed, "whitebox_mechanism": {"noise_multiplier": sigma, "sample_rate": 1.0}}
