@@ -122,7 +122,8 @@ def test_a_white_box_audit_of_a_command_without_cells_fails_with_one_line(tmp_pa
     toml = pipeline(tmp_path, batch=8)
     argv = ["--runs-dir", str(tmp_path / "runs"), "--victim", "command", "--pipeline", str(toml), "--executor",
             "inline", "--classifier-iterations", "5", "--dataset", "pair-3bin", "--plan", "fixed-remainder",
-            "--canaries", "1", "--canary-kind", "record", "--threat-model", "white-box", "--n-shadow", "16"]  # fmt: skip
+            "--canaries", "1", "--canary-kind", "record", "--threat-model", "white-box",
+            "--n-shadow", "16"]  # fmt: skip
     with pytest.raises(SystemExit) as e:
         lira.main(argv)
     assert e.value.code == 2
