@@ -272,7 +272,7 @@ def with_white_box(pool: Pool, victim, canaries, *, threat_model: str, n_natural
     if not supports_white_box(victim):
         raise ValueError(
             f"--threat-model white-box: victim {name} has no Gaussian mechanism to observe "
-            "(white-box audits: dpsgd, psg, dpcgan, dpkernel, datalens, marginals)"
+            "(white-box audits: dpsgd, psg, dpcgan, dpkernel, datalens, marginals, command)"
         )
     if canaries is None:
         raise ValueError("--threat-model white-box needs --canaries N (the white-box attacks score canaries only)")
@@ -281,7 +281,7 @@ def with_white_box(pool: Pool, victim, canaries, *, threat_model: str, n_natural
     if kind != GRADIENT and not getattr(victim, "white_box_record_canaries", False):
         raise ValueError(
             f"--canary-kind {kind}: victim {name} observes gradient canaries only under white-box "
-            "(record canaries: dpsgd, marginals)"
+            "(record canaries: dpsgd, marginals, command)"
         )
     spec = WhiteBoxSpec(first_row=n_natural, n=canaries.n, kind=kind, seed=canaries.seed)
     check_dimension(spec, victim.release_dimension(pool), victim=name)

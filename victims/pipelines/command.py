@@ -4,7 +4,12 @@ to a temporary directory, runs the command under the file's time limit, reads it
 through the schema (or the pool's image shape), and trains the downstream model on it as the
 built-in victims do. The command's claim, if any, replaces `--epsilon`/`--delta`; it and the ends
 of the command's output are kept in runs/<r>.json's `command`. A pipeline that declares
-`batch = K` is handed up to K seeds per call (`victims.command_jobs`). Either kind of pool."""
+`batch = K` is handed up to K seeds per call (`victims.command_jobs`). Either kind of pool.
+
+White-box (`--threat-model white-box`, record canaries on a table): a claim that hands back its noisy
+measurements' cells (`measurements_cells`, `victims.command_whitebox`) is observed as `marginals` is,
+`whitebox` [k, canaries] and `whitebox_mechanism` the largest σ it records at sample rate 1; a run whose
+claim has none fails with one line. Canaries must lie in distinct cells of every measurement."""
 
 from __future__ import annotations
 
@@ -17,8 +22,16 @@ from typing import ClassVar
 
 import numpy as np
 
-from victims.base import DEFAULT_INCLUSION_RATE, Observations, expected_members, register_victim, require_at_least
+from victims.base import (
+    DEFAULT_INCLUSION_RATE,
+    Observations,
+    RunError,
+    expected_members,
+    register_victim,
+    require_at_least,
+)
 from victims.command_jobs import Fitted, run_jobs
+from victims.command_whitebox import measured_observations
 from victims.command_pipeline import (
     Ended,
     PipelineFile,
@@ -42,6 +55,8 @@ class CommandVictim(PacksRuns):
 
     #: either kind: the pipeline file's `kind` ("table" or "images") says which pool it takes (`check`)
     tabular: ClassVar[bool | None] = None
+    #: under white-box, record canaries are observed through the claim's noisy measurements (module docstring)
+    white_box_record_canaries: ClassVar[bool] = True
 
     pipeline: str | None = field(
         default=None,
@@ -93,6 +108,10 @@ class CommandVictim(PacksRuns):
         if "schema" in used and not pool.tabular:
             raise ValueError(f"--pipeline {self.pipeline}: its command passes {{schema}}, which only a table has")
 
+    def release_dimension(self, pool: Pool) -> int:
+        """Gradient canaries a run can observe: none (a command adds no cells of the auditor's)."""
+        return 0
+
     @property
     def packs(self) -> bool:
         """Whether the executor hands `run_packed` a task's runs: only a batched command's (`batch`)."""
@@ -128,7 +147,7 @@ class CommandVictim(PacksRuns):
             ended = run_command(spec, spec.argv(values), values, log_dir=directory)
             x, y = read_release(pool, Path(values["out"]), where=spec.name)
             claim = read_claim(Path(values["claim"]), where=spec.name)
-        return self._observe(pool, (x, y, claim), ended, seed, device=device)
+        return self._observe(pool, (x, y, claim), ended, seed, device=device, keep=keep)
 
     def pack_runs(
         self, pool: Pool, keeps: np.ndarray, seeds: list[int], *, device: str, inclusion_rate: float
@@ -147,8 +166,9 @@ class CommandVictim(PacksRuns):
                 fitted, ended = run_jobs(
                     spec, pool, keeps[first : first + len(call)], call, shared, directory=Path(tmp), first=first
                 )
-            for seed, release in zip(call, fitted):
-                observed.append(self._observe(pool, release, ended, seed, device=device, seeds_in_call=call))
+            for j, (seed, release) in enumerate(zip(call, fitted)):
+                keep = np.asarray(keeps[first + j], dtype=bool)
+                observed.append(self._observe(pool, release, ended, seed, device=device, seeds_in_call=call, keep=keep))
         return observed
 
     def _shared(self, pool: Pool, inclusion_rate: float) -> dict[str, str]:
@@ -166,10 +186,14 @@ class CommandVictim(PacksRuns):
         *,
         device: str,
         seeds_in_call: list[int] | None = None,
+        keep: np.ndarray | None = None,
     ) -> Observations:
-        """The downstream model on a release (x, y, claim), with its call's record (`seeds_in_call`, batched)."""
+        """The downstream model on a release (x, y, claim), with its call's record (`seeds_in_call`, batched)
+        and, under white-box, the canaries' observations from the claim (`keep`: the run's members)."""
         x, y, claim = fitted
         extra = self._claimed(claim)
+        if pool.white_box is not None and pool.tabular:
+            extra.update(white_box_fields(pool, claim, keep, where=self.spec.name))
         extra["record"] = {
             "command": {
                 "argv": list(self.spec.command),
@@ -197,3 +221,23 @@ class CommandVictim(PacksRuns):
         if claim.get("mechanism") is not None:
             extra["mechanism"] = claim["mechanism"]
         return extra
+
+
+def white_box_fields(pool: Pool, claim: dict | None, keep: np.ndarray, *, where: str) -> dict:
+    """`whitebox` [k, canaries] and `whitebox_mechanism` from the claim's measured cells (module
+    docstring); RunError (one line, naming the pipeline) where the claim cannot give them."""
+    spec, schema = pool.white_box, pool.schema
+    rows = np.arange(spec.first_row, spec.first_row + spec.n)
+    others = np.flatnonzero(np.asarray(keep, dtype=bool)[: spec.first_row])  # members other than the canaries
+    names = (*(c.name for c in schema.features), schema.label)
+    try:
+        observed, sigma = measured_observations(
+            claim or {},
+            names,
+            schema.domain_sizes,
+            schema.codes(pool.x[rows], pool.y[rows]),
+            schema.codes(pool.x[others], pool.y[others]),
+        )
+    except ValueError as e:
+        raise RunError(f"{where}: --threat-model white-box: {e}") from None
+    return {"whitebox": observed, "whitebox_mechanism": {"noise_multiplier": sigma, "sample_rate": 1.0}}

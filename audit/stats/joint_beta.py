@@ -1,0 +1,48 @@
+"""The dpmm audit's own μ figure from one threshold's counts, for comparison only (labelled so
+wherever it is printed): not a frequentist confidence bound, and not the suite's certifier.
+
+The audit in dpmm's repository (Ganev, Annamalai & Kulynych, TPDP 2026;
+`experimental/audit_dpmm/code/audit_utils.py`, `JointBetaMu`, after Zanella-Béguelin et al. 2023,
+"Bayesian Estimation of Differential Privacy") puts independent Jeffreys posteriors on the rates,
+FPR ~ Beta(0.5 + FP, 0.5 + TN) and FNR ~ Beta(0.5 + FN, 0.5 + TP), and reports the μ at which the
+posterior mass of the μ-GDP region {FNR >= β_μ(FPR)}, β_μ(f) = Φ(Φ⁻¹(1 - f) - μ) (riskcal's
+`get_beta_from_gdp`), equals α: at "90%" α = 0.1. The same integral and root here, with scipy
+(riskcal is not a dependency of the suite; β_μ is one line).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import integrate, optimize, special
+from scipy.stats import beta as beta_distribution
+
+
+def gdp_beta(fpr, mu: float):
+    """β_μ(f): the least FNR a μ-GDP mechanism allows at FPR f, Φ(Φ⁻¹(1 - f) - μ)."""
+    return special.ndtr(special.ndtri(1.0 - np.asarray(fpr, dtype=float)) - mu)
+
+
+def private_mass(mu: float, *, tp: int, fn: int, fp: int, tn: int) -> float:
+    """The posterior probability that (FPR, FNR) lies in the μ-GDP region."""
+    fpr, fnr = beta_distribution(0.5 + fp, 0.5 + tn), beta_distribution(0.5 + fn, 0.5 + tp)
+    low, high = fpr.ppf(1e-12), fpr.ppf(1 - 1e-12)  # the posterior's support, for quad to resolve its peak
+    mass, _ = integrate.quad(lambda f: fpr.pdf(f) * fnr.sf(gdp_beta(f, mu)), low, high, epsabs=1e-7, limit=200)
+    return float(np.clip(mass, 0.0, 1.0))
+
+
+def joint_beta_mu(*, tp: int, fn: int, fp: int, tn: int, alpha: float = 0.1, most: float = 50.0) -> float:
+    """The dpmm audit's μ: the root of private_mass(μ) = alpha (0 where μ = 0 already holds that much)."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+
+    def excess(mu: float) -> float:
+        return private_mass(mu, tp=tp, fn=fn, fp=fp, tn=tn) - alpha
+
+    if excess(0.0) >= 0.0:
+        return 0.0
+    high = 1.0
+    while excess(high) < 0.0:
+        if high >= most:
+            return most
+        high = min(2.0 * high, most)
+    return float(optimize.brentq(excess, 0.0, high, xtol=1e-4))

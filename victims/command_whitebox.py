@@ -1,0 +1,77 @@
+"""White-box observations of a command's record canaries, read from the noisy measurements its claim
+hands back (docs/contracts.md, "A pipeline as a command"; `thirdparty/adapters/dpmm_synth.py`
+writes them for dpmm with `--preprocessing none`).
+
+A claim may carry `measurements_cells`: a list of {"columns": [names], "sigma": σ, "noisy": [counts]},
+each the noisy counts of one marginal over the named columns' public cells, flattened in C order over
+the columns' codes (`Schema.codes`: a categorical column's index in its public categories). A
+white-box auditor knows every record but the canary's coin, so for canary j and measurement m it
+observes o_{m,j} = (the noisy count of the canary's cell) - (the members other than the canary in
+that cell): N(b_j, s_m^2) for a Gaussian measurement of sensitivity 1 with noise s_m, b_j the coin,
+the convention of `attacks.whitebox` and of the `marginals` victim (`whitebox_observations`). Its
+sum over m is the white-box score the dpmm audit's white-box features come close to (the target's
+noisy 1-way counts), over every measured marginal.
+
+Nothing here runs the command; `measured_observations` is pure, tested on a claim written by hand.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: the claim's key for the measured cells
+CELLS_KEY = "measurements_cells"
+
+
+def _check_measurement(
+    entry, index: int, names: tuple[str, ...], sizes: dict[str, int]
+) -> tuple[tuple[int, ...], np.ndarray]:
+    """(column indices, noisy counts) of one entry; ValueError naming what is wrong."""
+    where = f"the claim's {CELLS_KEY}[{index}]"
+    if not isinstance(entry, dict) or not {"columns", "noisy"} <= set(entry):
+        raise ValueError(f"{where} is not an object with 'columns' and 'noisy'")
+    columns = entry["columns"]
+    if not isinstance(columns, list) or not columns or any(c not in sizes for c in columns):
+        raise ValueError(f"{where}: columns {columns!r} are not columns of the schema ({', '.join(names)})")
+    noisy = np.asarray(entry["noisy"], dtype=np.float64).reshape(-1)
+    cells = math.prod(sizes[c] for c in columns)
+    if noisy.size != cells:
+        raise ValueError(
+            f"{where}: {noisy.size} noisy counts for the {cells} public cells of {', '.join(columns)} "
+            "(a compressed or binned domain is not the schema's)"
+        )
+    return tuple(names.index(c) for c in columns), noisy
+
+
+def measured_observations(
+    claim: dict,
+    names: tuple[str, ...],
+    domain_sizes: tuple[int, ...],
+    canary_codes: np.ndarray,
+    member_codes: np.ndarray,
+) -> tuple[np.ndarray, float]:
+    """(float32 [k, canaries] observations, the largest σ recorded) from a claim's `measurements_cells`.
+
+    `names` and `domain_sizes`: the schema's columns in `Schema.codes` order and their cell counts;
+    `canary_codes` [canaries, columns]: each canary's cell codes; `member_codes` [members, columns]:
+    every member other than the canaries (their own cells' counts are subtracted). ValueError (one
+    line) where the claim has no measurements or one does not fit the schema."""
+    entries = (claim or {}).get(CELLS_KEY)
+    if not isinstance(entries, list) or not entries:
+        raise ValueError(f"the command's claim has no {CELLS_KEY} (the noisy measurements a white-box audit reads)")
+    sizes = dict(zip(names, (int(s) for s in domain_sizes)))
+    canary_codes = np.asarray(canary_codes, dtype=np.int64).reshape(-1, len(names))
+    member_codes = np.asarray(member_codes, dtype=np.int64).reshape(-1, len(names))
+    out = np.zeros((len(entries), len(canary_codes)), dtype=np.float64)
+    sigmas = []
+    for m, entry in enumerate(entries):
+        columns, noisy = _check_measurement(entry, m, names, sizes)
+        shape = tuple(sizes[names[c]] for c in columns)
+        cell = np.ravel_multi_index(tuple(canary_codes[:, c] for c in columns), shape)
+        held = np.ravel_multi_index(tuple(member_codes[:, c] for c in columns), shape) if len(member_codes) else []
+        others = np.bincount(np.asarray(held, dtype=np.int64), minlength=noisy.size)[cell]
+        out[m] = noisy[cell] - others
+        sigmas.append(float(entry.get("sigma", 0.0) or 0.0))
+    return out.astype(np.float32), max(sigmas)
