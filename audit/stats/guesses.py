@@ -1,26 +1,12 @@
 """Which canaries an audit guesses on, and every one-run bound of one set of guesses.
 
-A one-run bound (`audit.stats.epsilon`, `audit.stats.fdp`) holds for guesses made by a rule that
-never sees the coins it is judged on. The guesses are always the k₊ highest scores guessed IN and
-the k₋ lowest guessed OUT (ties broken by an order drawn independently of the coins); what must
-not depend on the judged coins is the choice of (k₊, k₋). Two rules make it:
-
-* ``"tuned"``: one count, chosen on the reference runs. Their coins are public: each reference
-  run is scored as a pseudo-target with the other references as its shadows (never a target run),
-  and the count whose bound, predicted from the pseudo-targets' precision at the same fractions of
-  m, is largest is applied once to the real targets, at the full level 1 - confidence. Validity:
-  the choice is a function of the reference runs alone, which are independent of the target runs'
-  coins (each run is trained on its own coins and seed), so conditionally on it the guesses are
-  those of a rule fixed in advance and the theorem applies unchanged.
-* ``"grid"``: every count of `audit.stats.epsilon.guess_grid` (fixed by m alone), each tested at
-  level (1 - confidence) / |grid| (Bonferroni): the fallback when too few reference runs remain
-  to score pseudo-targets, and the rule of `audit.epsilon.epsilon_lower_bound`.
-
-`bounds_of` reports, for one set of scores and one rule, every bound of `audit.stats.bounds`
-(today the Steinke-Nasr-Jagielski bound `eps_lower`, the f-DP test of f_{ε,δ} `eps_lower_fdp`, the
-claim's own curve and the verdict's bound, and the Gaussian family `mu_lower` with `eps_gaussian`
-at the audit's δ, descriptive), each beside the ceiling a perfect attack would reach under the same
-rule. `verdict_bound` is the one bound a verdict rests on (`audit.stats.bounds.VERDICT_BOUND`).
+A one-run bound holds for guesses made by a rule that never sees the coins it is judged on: the
+k₊ highest scores guessed IN, the k₋ lowest OUT (ties by a coin-independent order), the counts
+chosen by ``"tuned"`` (one count chosen on the public reference runs scored as pseudo-targets,
+independent of the targets' coins, applied at the full level) or ``"grid"`` (every count of
+`audit.stats.epsilon.guess_grid` at Bonferroni's level). `bounds_of` reports every bound of
+`audit.stats.bounds` beside the ceiling of a perfect attack under the same rule; `verdict_bound`
+is the one a verdict rests on (`audit.stats.bounds.VERDICT_BOUND`).
 """
 
 from __future__ import annotations
