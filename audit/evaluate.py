@@ -297,25 +297,15 @@ def attack_summary(
     """Metrics of scores [T, n] pooled over targets, with the one-run ε bound and ceiling when the
     plan's coins are fair (`fair_coins`; otherwise `eps_lower` and `eps_ceiling` are null).
 
-    Sub-groups, when the runs used real images to initialise (or make up) their release: those
-    images against all non-members, and the other members against all non-members. They carry
-    leakage statistics only, no ε: the mechanism itself chose those images among the members,
-    and conditioning on its choice can raise TPR/FPR by up to 1/P(choice).
-
-    With canaries (`canaries`: which columns are canary records, `shadow_runs.records`), the top
-    level is the canary records only, the audit's guesses designated before any training, each
-    record scored on its first row (a duplicate's other copies count nowhere); `natural` holds the
-    same summary over the natural examples (descriptive), and the sub-groups are natural examples
-    only; neither without `natural_group` (the fixed remainder: no natural example has a coin). A
-    canary record of several rows (duplicate) moves them all with one coin, which a per-record ε
-    does not bound: the top level then has leakage statistics and `eps_hat` but null `eps_lower`
-    and `eps_ceiling`.
-
-    `choice` (`choose_on_references`) gives the top-level group's guess counts ("tuned"); without
-    it they come from the grid. The `natural` group of a canary audit always uses the grid. The
-    top-level group's bounds break ties in an order seeded by `seed` alone (`tie_order`), as the
-    verdict (`audit.summary.verdict_entry`) and the report do, so all three agree. The claimed
-    `mechanism` (`claimed_mechanism`) adds its own curve's bound to the top-level group."""
+    Sub-groups (real images the release was initialised from, and the other members) carry leakage
+    statistics only, no ε: the mechanism chose those images, and conditioning on its choice can
+    raise TPR/FPR by up to 1/P(choice). With `canaries`, the top level is the canary records only,
+    each scored on its first row, and `natural` holds the natural examples (descriptive; not
+    without `natural_group`). A duplicate canary moves several rows with one coin, which a
+    per-record ε does not bound: its `eps_lower` and `eps_ceiling` are null. Guess counts come from
+    `choice` ("tuned") or the grid (always for `natural`); ties break in the order `seed` alone
+    draws, as the verdict and the report do. `mechanism` adds its own curve's bound.
+    """
     tuned = None if choice is None else choice.tuned
     if canaries is None:
         return _group_summary(
