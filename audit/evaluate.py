@@ -482,18 +482,12 @@ def fixed_attack(choices: dict) -> str:
 
 def mechanism_attack(choices: dict) -> str | None:
     """The attack the test of the claimed mechanism's own curve uses, chosen on the reference runs
-    alone and apart from the ε verdict's: the largest own-curve prediction (`mechanism_predicted`,
-    the Gaussian family's μ at the count tuned for that test), then the pseudo-targets' distance
-    above chance at that count, then registry order. None when no attack has one (the test then
-    pays for every attack on the grid). The ε verdict's attack is the best for f_{ε,δ}, whose
-    count may be a handful of guesses; the own curve's count is tuned apart (`tune`), so the
-    attack is too: still a function of the reference runs' public coins only.
-
-    Why the test stays valid: the f-DP one-run test of the own curve (Mahloujifar, Melis and
-    Chaudhuri, `audit.stats.guesses.mechanism_verdict`) holds at its confidence for any attack and
-    count fixed independently of the target runs' coins. The plan's coins are independent fair
-    coins, and this choice reads only the reference runs' scores and coins, so conditioned on it
-    the targets' coins are as the theorem needs them."""
+    alone and apart from the ε verdict's: the largest own-curve prediction (`mechanism_predicted`),
+    then the pseudo-targets' distance above chance, then registry order; None when no attack has one
+    (the test then pays for every attack on the grid). The f-DP one-run test (Mahloujifar, Melis and
+    Chaudhuri, `audit.stats.guesses.mechanism_verdict`) holds at its confidence for any attack fixed
+    independently of the targets' coins, and this choice reads only the references' public coins.
+    """
     tuned = [
         (c.mechanism_predicted, c.mechanism_z, -i, a)
         for i, (a, c) in enumerate(choices.items())

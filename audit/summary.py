@@ -363,17 +363,14 @@ def verdict_entry(
     mechanism: SubsampledGaussian | None = None,
 ) -> dict | None:
     """summary.json's `verdict`: the one ε lower bound an ε verdict rests on, paid for
-    (`audit.stats.guesses.verdict_bound`): the attack, views and f_{ε,δ} guess count the reference
-    runs chose, in one test; or, when no attack could be tuned, the largest of every attack's grid
-    bounds at the level split across them. Only attacks that scored every canary take part
-    (`candidates`). With a claimed `mechanism` (and δ > 0), `mechanism` holds the test of its own
-    curve (`audit.stats.guesses.mechanism_verdict`) on the attack the reference runs predict
-    strongest for it (`audit.evaluate.mechanism_attack`), with its own tuned count (or the grid),
-    else null; `levels` the level each test runs at (`verdict_levels`: two tests, half the error each).
-    With `settings.verdict_attack` (`--verdict-attack`) both rest on that attack alone, its count
-    tuned on the references or fixed where they predict 0 (`chosen_by` "declared" or "fixed"): no
-    choice reads a target's coin, so Steinke, Nasr & Jagielski's Theorem 3.1 and the f-DP test hold
-    at their level (the self-test's tuned rows, one attack, measure this case)."""
+    (`audit.stats.guesses.verdict_bound`): the attack, views and f_{ε,δ} count the reference runs
+    chose, in one test; or, when none could be tuned, the largest grid bound at the level split across
+    attacks. Only attacks that scored every canary take part. With a claimed `mechanism` (δ > 0),
+    `mechanism` holds its own curve's test (`audit.stats.guesses.mechanism_verdict`) on the attack of
+    `audit.evaluate.mechanism_attack`, and `levels` each test's level (`verdict_levels`: half the error
+    each). `settings.verdict_attack` fixes the attack (`chosen_by` "declared" or "fixed"): no choice
+    reads a target's coin, so Steinke, Nasr & Jagielski's Theorem 3.1 and the f-DP test hold.
+    """
     groups = {}
     for attack, s in scores.items():
         s, keep = s[:, columns], membership[:, columns]
