@@ -1,11 +1,7 @@
-"""summary.json of an audit (docs/contracts.md, "summary.json"): metrics of every attack pooled
-over the target runs, with the one-run ε bound where the design supports one and a note saying
-what the ε numbers are (or why there are none).
-
-`summarise` is the audit of shadow runs (`audit.lira`, `audit.loss`, `audit.ganleak`),
-`release_summary` the audit of one user's release (`audit.release`); both share
-`attacks_summary` and the first keys, and both make the ε verdict in words once, from the claim the
-command was given, with the result (`audit.result.AuditResult`): the terminal only formats it.
+"""summary.json of an audit (docs/contracts.md, "summary.json"): metrics of every attack pooled over
+the target runs, with the one-run ε bound where the design supports one and a note saying what the
+ε numbers are (or why there are none). `summarise` audits shadow runs, `release_summary` one
+user's release; both make the ε verdict once, with the result (`audit.result.AuditResult`).
 """
 
 from __future__ import annotations

@@ -178,8 +178,12 @@ def best_count(
 
 @functools.lru_cache(maxsize=256)
 def tuned_candidates(m: int) -> tuple[Guesses, ...]:
-    """The counts a tuned rule chooses among, fixed by m: r = round(m 2^(-j/2)) down to 1, all IN
-    or half IN (top) and half OUT (bottom). Remembered per m (every `tune` and `ceiling` asks)."""
+    """The candidate count (`tuned_candidates(m)`) whose bound at the real m, predicted from the
+    pseudo-targets' cautious precision at the same fractions of their own m, is largest; ties go to
+    the count whose pseudo-target hits lie most standard deviations above chance. `pseudo` must rank
+    the reference runs' scores against their public coins only. A claimed mechanism's test takes the
+    Gaussian family's count (`GAUSSIAN`; exactly that test at q = 1), not one tuned per curve.
+    """
     if m < 1:
         raise ValueError(f"m must be >= 1, got {m}")
     totals, j = [], 0
@@ -480,18 +484,13 @@ def mechanism_verdict(
     rng_of,
 ) -> dict:
     """summary.json's `verdict.mechanism`: the f-DP test of the claimed mechanism's own curve
-    (`audit.stats.mechanism`), beside the ε verdict. With `chosen` and `guesses` (the verdict's
-    attack and the count its reference runs chose for this test) one test at the full
-    `confidence`; otherwise every attack (`groups`, as for `verdict_bound`) on the grid at
-    1 - (1 - confidence) / k, each count at that share of the grid (Bonferroni), rejected if any is.
-
-    `rejected`: whether the claimed (σ, q, T) itself is rejected, i.e. the implementation leaks
-    more than its own accounting allows: σ* <= the claimed σ, the claim searched on the grid
-    (`audit.stats.mechanism.claim_rejected`), so the two never disagree. `noise_rejected` (σ*) and
-    `eps_lower`: the strongest member of the family (same q and T, any σ) the canaries rule out,
-    and the ε at `delta` it would spend, bracketed from below (`epsilon_at(..., side="lower")`;
-    relative to the family; 0 when no member is ruled out). `eps_claimed`: the claimed
-    mechanism's own ε at `delta`, bracketed from above (`audit.stats.mechanism.epsilon_at`)."""
+    (`audit.stats.mechanism`), beside the ε verdict: with `chosen` and `guesses` one test at the full
+    `confidence`, else every attack on the grid at Bonferroni's share, rejected if any is.
+    `rejected`: the claimed (σ, q, T) is rejected (σ* <= the claimed σ on the grid,
+    `audit.stats.mechanism.claim_rejected`). `noise_rejected` (σ*) and `eps_lower`: the strongest
+    family member ruled out and its ε at `delta`, bracketed from below (relative to the family; 0 when
+    none). `eps_claimed`: the claimed mechanism's ε at `delta`, bracketed from above.
+    """
     if chosen is not None and guesses is not None:
         member, nonmember = groups[chosen]
         ranked = RankedGuesses.of(member, nonmember, rng=rng_of(chosen))
