@@ -178,12 +178,8 @@ def best_count(
 
 @functools.lru_cache(maxsize=256)
 def tuned_candidates(m: int) -> tuple[Guesses, ...]:
-    """The candidate count (`tuned_candidates(m)`) whose bound at the real m, predicted from the
-    pseudo-targets' cautious precision at the same fractions of their own m, is largest; ties go to
-    the count whose pseudo-target hits lie most standard deviations above chance. `pseudo` must rank
-    the reference runs' scores against their public coins only. A claimed mechanism's test takes the
-    Gaussian family's count (`GAUSSIAN`; exactly that test at q = 1), not one tuned per curve.
-    """
+    """The counts a tuned rule chooses among, fixed by m: r = round(m 2^(-j/2)) down to 1, all IN
+    or half IN (top) and half OUT (bottom). Remembered per m (every `tune` and `ceiling` asks)."""
     if m < 1:
         raise ValueError(f"m must be >= 1, got {m}")
     totals, j = [], 0
@@ -250,15 +246,11 @@ def tune(
     cache: BoundCache | None = None,
 ) -> TunedChoice:
     """The candidate count (`tuned_candidates(m)`) whose bound at the real m, predicted from the
-    pseudo-targets' precision at the same fractions of their own m (its `cautious_precision`, so
-    that a few lucky reference guesses do not pick a tiny count), is largest; ties (all 0, say) go
-    to the count whose pseudo-target hits lie most standard deviations above chance.
-
-    `pseudo` must rank the reference runs' scores against their public coins only.
-
-    A bound that tests a claimed mechanism takes the count of the Gaussian family (`GAUSSIAN`):
-    at q = 1 its test is exactly that one, and tuning on the mechanism's own curves would build a
-    curve for every candidate's search (measured on a 16-run white-box dpsgd audit: 96 of 150 s)."""
+    pseudo-targets' cautious precision at the same fractions of their own m, is largest; ties go to
+    the count whose pseudo-target hits lie most standard deviations above chance. `pseudo` must rank
+    the reference runs' scores against their public coins only. A claimed mechanism's test takes the
+    Gaussian family's count (`GAUSSIAN`; exactly that test at q = 1), not one tuned per curve.
+    """
     if get_bound(analysis).needs_mechanism:
         return tune(pseudo, m=m, analysis=GAUSSIAN.name, delta=delta, confidence=confidence, cache=cache)
     check_analysis(analysis)
