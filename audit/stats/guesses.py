@@ -203,12 +203,9 @@ def tuned_candidates(m: int) -> tuple[Guesses, ...]:
 def fixed_count(m: int) -> Guesses:
     """The guess count fixed before any run, for when the reference runs cannot tell counts apart
     (every predicted bound 0): the half-IN candidate of `tuned_candidates(m)` whose total is nearest
-    `FIXED_GUESSES_PER_ROOT_M` √m (the larger on a tie), e.g. (16, 16) of m = 64, (32, 32) of 256,
-    (64, 64) of 1,024. A function of m alone, so any test at it holds at its full level.
-
-    Why 4√m: over Gaussian scores (members shifted by μ, `python bench/fixed_count.py`, 60
-    repetitions a cell), its median f_{ε,δ} bound was 78-100% of the best candidate's (chosen after the fact) for
-    μ from 1 to 3 and m from 64 to 1,024, where the best count itself moves with μ."""
+    `FIXED_GUESSES_PER_ROOT_M` √m (the larger on a tie). A function of m alone, so any test at it
+    holds at its full level (why 4√m: docs/results/tightness.md).
+    """
     if m < 1:
         raise ValueError(f"m must be >= 1, got {m}")
     target = FIXED_GUESSES_PER_ROOT_M * math.sqrt(m)
@@ -389,14 +386,12 @@ def fdp_epsilon_lower_bound(
 ) -> float:
     """The largest ε that the f-DP one-run test (`audit.stats.fdp`) rejects at `confidence`.
 
-    `tradeoff` "eps-delta": the (ε, δ) claims' own curve f_{ε,δ}; the result is the largest ε whose
-    (ε, `delta`) claim is rejected. "gaussian": the largest μ whose μ-GDP is rejected, returned as
-    the ε at `delta` that μ-GDP implies (holds only for a Gaussian trade-off; needs `delta` > 0).
-    The guesses are the grid's with Bonferroni (like `audit.epsilon.epsilon_lower_bound`), or the
-    single count `guesses` if it was fixed without the coins of these scores (for example tuned on
-    reference runs, `tune`), tested at the full level. The scores must be those of canaries drawn
-    by independent fair coins (members: coin IN). On scores without signal it returns 0 with
-    probability >= `confidence`."""
+    `tradeoff` "eps-delta": the largest ε whose (ε, `delta`) curve f_{ε,δ} is rejected; "gaussian":
+    the ε at `delta` of the largest rejected μ-GDP (valid only for a Gaussian trade-off; `delta` > 0).
+    Guesses: the grid with Bonferroni, or `guesses` at the full level if fixed without these scores'
+    coins. The scores must be canaries' under independent fair coins; on scores without signal it
+    returns 0 with probability >= `confidence`.
+    """
     steinke._check_delta(delta)
     steinke._check_confidence(confidence)
     fdp.check_tradeoff(tradeoff)
@@ -414,15 +409,12 @@ def fdp_epsilon_lower_bound(
 def verdict_bound(
     groups: dict, *, chosen: str | None, guesses: Guesses | None, delta: float, confidence: float, rng_of
 ) -> dict:
-    """The one ε lower bound a verdict rests on, by the verdict's bound (`audit.stats.bounds.
-    VERDICT_BOUND`, the f-DP test of f_{ε,δ}), paid for: `groups` maps each attack to its (member
-    scores, non-member scores) of the canaries, `rng_of(attack)` gives its tie-breaking.
-
-    With `chosen` and `guesses` (the attack and its count for that bound, chosen on the reference
-    runs before any target was judged) the bound is that attack's test at the full `confidence`,
-    its ceiling the tuned rule's. Without them every attack is tested on the grid at
-    1 - (1 - confidence) / k (Bonferroni over the grid and the k attacks), and the largest bound
-    holds at `confidence` jointly. Returns the summary.json `verdict` keys."""
+    """The one ε lower bound a verdict rests on (`audit.stats.bounds.VERDICT_BOUND`, the f-DP test of
+    f_{ε,δ}), paid for: `groups` maps each attack to its canaries' (member, non-member) scores. With
+    `chosen` and `guesses` (chosen on the reference runs) one test at the full `confidence`; without,
+    every attack on the grid at Bonferroni's level, the largest bound holding jointly. Returns the
+    summary.json `verdict` keys.
+    """
     steinke._check_delta(delta)
     steinke._check_confidence(confidence)
     if not groups:
