@@ -306,13 +306,10 @@ def attacks_summary(
     choices: dict | None = None,
     mechanism: SubsampledGaussian | None = None,
 ) -> dict:
-    """attack -> `attack_summary` of its scores, with `reference_choice`: what the reference runs
-    chose for it (views, guess counts) or null; `natural_group` whether the natural examples of an
-    audit with canaries have coins, and so a group. The bound uses `delta` (the victim's, 0 for
-    non-DP victims, or a release's claimed one); its tie-breaking (and the advantage's halves)
-    are seeded by (master seed, attack name), so each attack's numbers do not depend on the others.
-    Each attack's bounds hold at `confidence` on their own: a maximum over attacks is paid for in
-    `verdict_entry`, never taken here."""
+    """attack -> `attack_summary` of its scores, with `reference_choice` (what the reference runs chose
+    for it, or null). Each attack's bounds use `delta`, are seeded by (master seed, attack name) alone,
+    and hold at `confidence` on their own: a maximum over attacks is paid for in `verdict_entry`.
+    """
     choices = choices or {}
     entries = {}
     for attack, s in scores.items():

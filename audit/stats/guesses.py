@@ -333,13 +333,10 @@ def bounds_of(
     mechanism: SubsampledGaussian | None = None,
 ) -> dict:
     """Every registered bound (`audit.stats.bounds.BOUNDS`) of one group of canaries (member = coin
-    IN) under one rule: "tuned" with the count chosen for each analysis in `tuned`, else "grid". A
-    bound that tests a claimed mechanism is computed with `mechanism` under "tuned" only, and null
-    without one, under "grid", or when `tuned` has no count for it.
-    The summary.json keys of a group (`audit.stats.bounds.SUMMARY_KEYS`): guess_rule; per bound its
-    lower and ceiling keys (eps_lower / eps_ceiling for Steinke et al., eps_lower_fdp /
-    eps_ceiling_fdp for f_{ε,δ}, mu_lower / mu_ceiling for μ-GDP) and a μ bound's ε at `delta`
-    (eps_gaussian; descriptive); guesses."""
+    IN) under one rule: "tuned" with each analysis's count in `tuned`, else "grid". A claimed
+    mechanism's bound is computed under "tuned" only, else null. Returns the group's summary.json
+    keys (`audit.stats.bounds.SUMMARY_KEYS`).
+    """
     steinke._check_delta(delta)
     steinke._check_confidence(confidence)
     ranked = RankedGuesses.of(member_scores, nonmember_scores, rng=rng)
