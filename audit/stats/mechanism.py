@@ -84,18 +84,13 @@ class SubsampledGaussian:
 
 @dataclass(frozen=True)
 class LossDistribution:
-    """A composed privacy loss ℓ = log(dA/dB) under A on a grid: A-masses `a` at losses
-    `index · step` (ascending).
+    """A composed privacy loss ℓ = log(dA/dB) under A on a grid: A-masses `a` at losses `index · step`.
 
-    Pessimistic (the default; every loss rounded up): the rest of A at ℓ = +∞ (where B has none);
-    B-masses e^{-ℓ} a at each, the rest of B at ℓ = -∞ (where A has none). Its hockey-stick
-    divergences are upper bounds on the true ones.
-
-    `optimistic` (every loss rounded DOWN, `loss_distribution(..., optimistic=True)`): A-mass
-    above the grid sits on its top point, the rest of A at ℓ = -∞ (where it adds nothing to a
-    hockey-stick divergence at ε >= 0); its divergences are lower bounds on the true ones, so the ε
-    at δ read from it is a lower bracket of the true ε (`epsilon_at(..., side="lower")`). Only the
-    divergences are read from it, never a trade-off curve."""
+    Pessimistic (the default; every loss rounded up, the rest of A at +∞, of B at -∞): its
+    hockey-stick divergences are upper bounds on the true ones. `optimistic` (every loss rounded
+    DOWN, the rest of A at -∞): lower bounds, so the ε at δ read from it is a lower bracket of the
+    true ε (`epsilon_at(..., side="lower")`); never read as a trade-off curve.
+    """
 
     step: float
     index: np.ndarray  # int64 [n]
