@@ -1,20 +1,12 @@
 """Every attack an audit can run, registered once: its name, what it needs from the run store,
 how many runs it needs, and its scoring function.
 
-Evaluation (`audit.evaluate`), the command lines (`audit.lira`, `audit.ganleak`,
-`audit.release`) and the report loop over `attack_names()`: the built-in attacks of `REGISTRY`,
-then the attacks installed packages name in the entry-point group `ATTACK_GROUP`. An attack is a
-score function decorated with `@attack(...)`: a built-in one here, listed in `REGISTRY`; one of
-your own named by an entry point of `ATTACK_GROUP` or given as `module:function` to `--attack`
-(docs/contracts.md, "Your own attack"). tests/contracts/test_registry.py holds every one to the
-audit's rule: an attack scores each target run [T, n] from that target's outputs and the
-reference runs (`shadows`, bool [T, R]) alone, so no guess depends on a target's own coins.
-
-`score(runs, targets, shadows, variance)` reads the per-run arrays of an `audit.evaluate.StoredRuns`
-(`keep` [R, n], `confidence` [R, n, Q], `loss` [R, n], `dcr` [R, n] or None, `recon` kind ->
-[R, n] or None, a released table's `release_density` [R, n], `release_counts` [R, n, Q],
-`release_support` [R, n] and `release_pair_support` [R, n] or None);
-`shadows` is None for an attack that calibrates on no reference run.
+`attack_names()` lists the built-in attacks of `REGISTRY`, then those of entry-point group
+`ATTACK_GROUP`; `--attack` also takes `module:function` (docs/contracts.md, "Your own attack").
+An attack scores each target run [T, n] from that target's outputs and the reference runs
+(`shadows`, bool [T, R], None for an attack that calibrates on none) alone, so no guess depends on
+a target's own coins (tests/contracts/test_registry.py). `score(runs, targets, shadows, variance)`
+reads the per-run arrays of an `audit.evaluate.StoredRuns`.
 """
 
 from __future__ import annotations

@@ -1,30 +1,15 @@
 """White-box attacks on the canaries' step observations (`victims.dp.whitebox_canaries`).
 
-Each white-box run stores o [steps, m]: canary j's projection of each step's noisy sum, over the
-sensitivity Delta. Under the mechanism the victim claims (the Poisson-subsampled Gaussian at its
-public noise multiplier sigma and sample rate q, fresh noise at every step), and ignoring the
-other records' share of the sum,
+Each white-box run stores o [steps, m]. Under the claimed Poisson-subsampled Gaussian (noise
+multiplier sigma, rate q, fresh noise each step), OUT: o_t ~ N(0, sigma^2) and IN: o_t ~
+(1 - q) N(0, sigma^2) + q N(1, sigma^2), independent over steps, so the Neyman-Pearson statistic is
 
-    OUT: o_t ~ N(0, sigma^2)                      (the canary is not in the data set)
-    IN:  o_t ~ (1 - q) N(0, sigma^2) + q N(1, sigma^2)   (sampled with probability q, then adding
-                                                    exactly Delta along its direction)
+    log LR = sum_t log[(1 - q) + q exp((2 o_t - 1) / (2 sigma^2))].
 
-independently over the steps given the canary's coin (each step's noise and Poisson draw are
-fresh). So the Neyman-Pearson statistic for IN against OUT is the log likelihood ratio
-
-    log LR = sum_t log[(1 - q) + q exp((2 o_t - 1) / (2 sigma^2))],
-
-since phi((o - 1)/sigma) / phi(o/sigma) = exp((2 o - 1) / (2 sigma^2)). At q = 1 it is
-(2 sum_t o_t - T) / (2 sigma^2), a monotone function of the sum. Every score below is a valid
-guessing rule for the one-run bound whatever the truth (the bound holds for any scores computed
-from the output); the derivation only says which one is most powerful when the claim holds.
-
-* `likelihood_ratio`: the statistic above, at the run's recorded sigma and q;
-* `summed_projection`: sum_t o_t, the plain score (most powerful at q = 1; robust to a sigma the
-  claim gets wrong);
-* `step_changes`: sum_t |o_t - o_{t-1}|: the canary's own draws in and out of the batches. Fresh
-  noise at every step hides them (each change has variance 2 sigma^2 whatever the coin); noise
-  drawn once and reused cancels in every difference, leaving the canary's contributions bare.
+Every score is a valid guessing rule for the one-run bound whatever the truth; the derivation
+only says which is most powerful when the claim holds. `likelihood_ratio` is that statistic;
+`summed_projection` is sum_t o_t (robust to a wrong sigma); `step_changes`, sum_t |o_t - o_{t-1}|,
+exposes noise drawn once and reused.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""The ε claim an audit is checked against: one value, `Claim`, validated where it is made, and the
-one rule that says which claim an audit checks, `checked_claim`: where the audit's summary is made
-(`audit.summary`, which gives the verdict the terminal prints) and, through
-`audit.result.AuditResult.checked_claim`, where an audit already made is re-read (the report).
+"""The ε claim an audit is checked against: `Claim`, validated where it is made, and `checked_claim`,
+the one rule that says which claim an audit checks (in `audit.summary` and, through
+`audit.result.AuditResult.checked_claim`, when an audit is re-read).
 
-A claim is ε, a finite number > 0, at δ in [0, 1): δ = 0 is a pure ε-DP claim, the δ a claim
-has on a victim without one (summary.json's `delta` null). On the command line
-(`--claimed-epsilon`, `--claimed-delta`, whose argument types test the same rules) either part may
-be left out, and is then the audit's own: `Claim` holds None there until `checked_claim` fills it.
-The audit commands record the claim in summary.json (`claimed_epsilon`, `claimed_delta`) and take
-their verdict at its δ (`verdict_delta`); the report checks the recorded claim, or one given to it.
+A claim is ε, finite and > 0, at δ in [0, 1) (δ = 0: pure ε-DP). A part left off the command line
+is the audit's own: None until `checked_claim` fills it. The verdict is taken at the claim's δ.
 """
 
 from __future__ import annotations

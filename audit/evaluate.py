@@ -297,25 +297,15 @@ def attack_summary(
     """Metrics of scores [T, n] pooled over targets, with the one-run ε bound and ceiling when the
     plan's coins are fair (`fair_coins`; otherwise `eps_lower` and `eps_ceiling` are null).
 
-    Sub-groups, when the runs used real images to initialise (or make up) their release: those
-    images against all non-members, and the other members against all non-members. They carry
-    leakage statistics only, no ε: the mechanism itself chose those images among the members,
-    and conditioning on its choice can raise TPR/FPR by up to 1/P(choice).
-
-    With canaries (`canaries`: which columns are canary records, `shadow_runs.records`), the top
-    level is the canary records only, the audit's guesses designated before any training, each
-    record scored on its first row (a duplicate's other copies count nowhere); `natural` holds the
-    same summary over the natural examples (descriptive), and the sub-groups are natural examples
-    only; neither without `natural_group` (the fixed remainder: no natural example has a coin). A
-    canary record of several rows (duplicate) moves them all with one coin, which a per-record ε
-    does not bound: the top level then has leakage statistics and `eps_hat` but null `eps_lower`
-    and `eps_ceiling`.
-
-    `choice` (`choose_on_references`) gives the top-level group's guess counts ("tuned"); without
-    it they come from the grid. The `natural` group of a canary audit always uses the grid. The
-    top-level group's bounds break ties in an order seeded by `seed` alone (`tie_order`), as the
-    verdict (`audit.summary.verdict_entry`) and the report do, so all three agree. The claimed
-    `mechanism` (`claimed_mechanism`) adds its own curve's bound to the top-level group."""
+    Sub-groups (real images the release was initialised from, and the other members) carry leakage
+    statistics only, no ε: the mechanism chose those images, and conditioning on its choice can
+    raise TPR/FPR by up to 1/P(choice). With `canaries`, the top level is the canary records only,
+    each scored on its first row, and `natural` holds the natural examples (descriptive; not
+    without `natural_group`). A duplicate canary moves several rows with one coin, which a
+    per-record ε does not bound: its `eps_lower` and `eps_ceiling` are null. Guess counts come from
+    `choice` ("tuned") or the grid (always for `natural`); ties break in the order `seed` alone
+    draws, as the verdict and the report do. `mechanism` adds its own curve's bound.
+    """
     tuned = None if choice is None else choice.tuned
     if canaries is None:
         return _group_summary(
@@ -492,18 +482,12 @@ def fixed_attack(choices: dict) -> str:
 
 def mechanism_attack(choices: dict) -> str | None:
     """The attack the test of the claimed mechanism's own curve uses, chosen on the reference runs
-    alone and apart from the ε verdict's: the largest own-curve prediction (`mechanism_predicted`,
-    the Gaussian family's μ at the count tuned for that test), then the pseudo-targets' distance
-    above chance at that count, then registry order. None when no attack has one (the test then
-    pays for every attack on the grid). The ε verdict's attack is the best for f_{ε,δ}, whose
-    count may be a handful of guesses; the own curve's count is tuned apart (`tune`), so the
-    attack is too: still a function of the reference runs' public coins only.
-
-    Why the test stays valid: the f-DP one-run test of the own curve (Mahloujifar, Melis and
-    Chaudhuri, `audit.stats.guesses.mechanism_verdict`) holds at its confidence for any attack and
-    count fixed independently of the target runs' coins. The plan's coins are independent fair
-    coins, and this choice reads only the reference runs' scores and coins, so conditioned on it
-    the targets' coins are as the theorem needs them."""
+    alone and apart from the ε verdict's: the largest own-curve prediction (`mechanism_predicted`),
+    then the pseudo-targets' distance above chance, then registry order; None when no attack has one
+    (the test then pays for every attack on the grid). The f-DP one-run test (Mahloujifar, Melis and
+    Chaudhuri, `audit.stats.guesses.mechanism_verdict`) holds at its confidence for any attack fixed
+    independently of the targets' coins, and this choice reads only the references' public coins.
+    """
     tuned = [
         (c.mechanism_predicted, c.mechanism_z, -i, a)
         for i, (a, c) in enumerate(choices.items())

@@ -1,20 +1,12 @@
 """The worst-case neighbour design's certifier in an audit (summary.json's `pair_test`).
 
-The design: `--plan fixed-remainder --canaries 1 --canary-kind record` (docs/contracts.md, "The
-worst-case neighbour design"): every run releases from D or D ∪ {target}, the target's fair coin
-deciding, so each run is one independent trial of the same pair and gives one score per attack.
-The target runs' canary scores are judged; the reference runs' are scored as pseudo-targets (each
-against the other references, `audit.evaluate.pseudo_target_scores`) and choose, alone, the attack
-(the largest μ bound predicted at the judged counts, `audit.stats.threshold.predicted_choice`) and
-its direction and threshold. `audit.stats.threshold.threshold_audit` then bounds μ (GDP) and ε at
-the claim's δ on the judged runs, exact and beside them Nasr et al.'s Clopper–Pearson baseline, each
-at the audit's confidence. No target run enters any choice, so conditionally on the references the
-judged counts are binomials of a test fixed in advance (`audit.stats.threshold`).
-
-A figure beside the verdict, not a second verdict: the one-run verdict keeps its full level and
-words; `claim` says whether the exact ε bound exceeds the claimed ε at its δ (the exact test
-rejecting the claim's own (ε, δ) curve at the confidence, a statement at that level on its own),
-and whether the μ bound exceeds the μ of a Gaussian mechanism that meets the claim exactly.
+The design (docs/contracts.md, "The worst-case neighbour design"): every run releases from D or
+D ∪ {target} by the target's fair coin. The reference runs alone, scored as pseudo-targets,
+choose the attack, direction and threshold; `audit.stats.threshold.threshold_audit` then bounds μ
+(GDP) and ε at the claim's δ on the target runs, exact, beside Nasr et al.'s Clopper–Pearson
+baseline, at the audit's confidence. A figure beside the verdict, not a second verdict: `claim`
+says whether the exact ε bound exceeds the claimed ε at its δ, and the μ bound the μ of a
+Gaussian mechanism that meets the claim exactly.
 """
 
 from __future__ import annotations

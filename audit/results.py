@@ -1,15 +1,9 @@
-"""One reader of audited experiment directories, for `audit.compare`, `audit.report`,
-`audit.release` and the notebooks.
+"""One reader of audited experiment directories (docs/contracts.md, "The run store"), for
+`audit.compare`, `audit.report`, `audit.release` and the notebooks.
 
-An audited directory is what `python -m audit.lira` (or `audit.release`) leaves:
-`experiment.json`, `audit/summary.json`, `audit/scores.npz`, `runs/<r:05d>.json|npz`
-(docs/contracts.md, "The run store"). `load_experiment` reads the numbers (`Experiment`),
-`load_audited` adds experiment.json and the runs' metadata (`Audited`); both raise
-`ExperimentError`, one line naming the path, on anything unusable. Only directories made with
-a membership plan of this version (`shadow_runs.plan.PLANS`: independent coins, or the fixed
-remainder) are read: an earlier plan's bounds came from a relation the plan no longer has.
-`Experiment`, `ExperimentError` and `experiment_labels` live in `audit.experiment`, which reads no
-file (the statistics import them from there), and are importable from here too.
+`load_experiment` and `load_audited` raise `ExperimentError`, one line naming the path, on anything
+unusable. Only membership plans of this version (`shadow_runs.plan.PLANS`) are read: an earlier
+plan's bounds came from a relation the plan no longer has.
 """
 
 from __future__ import annotations

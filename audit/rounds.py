@@ -1,22 +1,11 @@
 """An audit in rounds (`--until-decided`): train the runs up to each look of a schedule fixed in
 advance, read the verdict at that look's share of the error, and stop once it is decided.
 
-The statistics are `audit.stats.sequential`'s (Bonferroni over the looks: look k tests at
-1 - α_k with the α_k summing to 1 - confidence, so the claim is called violated with probability at
-most α whatever the stopping rule). Each look is the fixed-design audit of its first n_k runs, its
-targets the first half of them (`default_targets`), its choices made on its own reference runs.
-
-A look whose verdict is "violated" stops the audit: where the runs record a mechanism, that verdict
-is the one decision of the ε test and the claimed mechanism's own curve, each at half the look's share
-of the error (`audit.stats.guesses.verdict_levels`, as in a fixed design; recorded as
-`Schedule.tests` from the first look, whose runs' metadata decide it, a property of the victim, not
-of any coin). A claim at or above the ceiling the final look could reach (a perfect
-attack on its canaries at the final share) stops it as "not testable" within the budget;
-otherwise the looks go on to `--n-shadow`.
-
-summary.json is the last look's, with `sequential` added: the schedule, each look's runs,
-confidence, verdict and bound, why the audit stopped, and the fixed-design bound of the same runs
-at the full confidence beside it (descriptive: read after stopping, it is not valid).
+The claim is called violated with probability at most α whatever the stopping rule (Bonferroni
+over the looks, `audit.stats.sequential`). Each look is the fixed-design audit of its first n_k
+runs, choices made on its own reference runs; where runs record a mechanism, both tests at half
+the look's share (`audit.stats.guesses.verdict_levels`). summary.json is the last look's with
+`sequential` added; its fixed-design bound at full confidence is descriptive, not valid.
 """
 
 from __future__ import annotations

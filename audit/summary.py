@@ -1,11 +1,7 @@
-"""summary.json of an audit (docs/contracts.md, "summary.json"): metrics of every attack pooled
-over the target runs, with the one-run ε bound where the design supports one and a note saying
-what the ε numbers are (or why there are none).
-
-`summarise` is the audit of shadow runs (`audit.lira`, `audit.loss`, `audit.ganleak`),
-`release_summary` the audit of one user's release (`audit.release`); both share
-`attacks_summary` and the first keys, and both make the ε verdict in words once, from the claim the
-command was given, with the result (`audit.result.AuditResult`): the terminal only formats it.
+"""summary.json of an audit (docs/contracts.md, "summary.json"): metrics of every attack pooled over
+the target runs, with the one-run ε bound where the design supports one and a note saying what the
+ε numbers are (or why there are none). `summarise` audits shadow runs, `release_summary` one
+user's release; both make the ε verdict once, with the result (`audit.result.AuditResult`).
 """
 
 from __future__ import annotations
@@ -310,13 +306,10 @@ def attacks_summary(
     choices: dict | None = None,
     mechanism: SubsampledGaussian | None = None,
 ) -> dict:
-    """attack -> `attack_summary` of its scores, with `reference_choice`: what the reference runs
-    chose for it (views, guess counts) or null; `natural_group` whether the natural examples of an
-    audit with canaries have coins, and so a group. The bound uses `delta` (the victim's, 0 for
-    non-DP victims, or a release's claimed one); its tie-breaking (and the advantage's halves)
-    are seeded by (master seed, attack name), so each attack's numbers do not depend on the others.
-    Each attack's bounds hold at `confidence` on their own: a maximum over attacks is paid for in
-    `verdict_entry`, never taken here."""
+    """attack -> `attack_summary` of its scores, with `reference_choice` (what the reference runs chose
+    for it, or null). Each attack's bounds use `delta`, are seeded by (master seed, attack name) alone,
+    and hold at `confidence` on their own: a maximum over attacks is paid for in `verdict_entry`.
+    """
     choices = choices or {}
     entries = {}
     for attack, s in scores.items():
@@ -363,17 +356,14 @@ def verdict_entry(
     mechanism: SubsampledGaussian | None = None,
 ) -> dict | None:
     """summary.json's `verdict`: the one ε lower bound an ε verdict rests on, paid for
-    (`audit.stats.guesses.verdict_bound`): the attack, views and f_{ε,δ} guess count the reference
-    runs chose, in one test; or, when no attack could be tuned, the largest of every attack's grid
-    bounds at the level split across them. Only attacks that scored every canary take part
-    (`candidates`). With a claimed `mechanism` (and δ > 0), `mechanism` holds the test of its own
-    curve (`audit.stats.guesses.mechanism_verdict`) on the attack the reference runs predict
-    strongest for it (`audit.evaluate.mechanism_attack`), with its own tuned count (or the grid),
-    else null; `levels` the level each test runs at (`verdict_levels`: two tests, half the error each).
-    With `settings.verdict_attack` (`--verdict-attack`) both rest on that attack alone, its count
-    tuned on the references or fixed where they predict 0 (`chosen_by` "declared" or "fixed"): no
-    choice reads a target's coin, so Steinke, Nasr & Jagielski's Theorem 3.1 and the f-DP test hold
-    at their level (the self-test's tuned rows, one attack, measure this case)."""
+    (`audit.stats.guesses.verdict_bound`): the attack, views and f_{ε,δ} count the reference runs
+    chose, in one test; or, when none could be tuned, the largest grid bound at the level split across
+    attacks. Only attacks that scored every canary take part. With a claimed `mechanism` (δ > 0),
+    `mechanism` holds its own curve's test (`audit.stats.guesses.mechanism_verdict`) on the attack of
+    `audit.evaluate.mechanism_attack`, and `levels` each test's level (`verdict_levels`: half the error
+    each). `settings.verdict_attack` fixes the attack (`chosen_by` "declared" or "fixed"): no choice
+    reads a target's coin, so Steinke, Nasr & Jagielski's Theorem 3.1 and the f-DP test hold.
+    """
     groups = {}
     for attack, s in scores.items():
         s, keep = s[:, columns], membership[:, columns]

@@ -1,16 +1,10 @@
-"""A batched command (`batch = K` in its pipeline file): up to K seeds fitted in one call, so a library
-that takes seconds to import pays it once for K releases (docs/contracts.md, "A pipeline as a command").
+"""A batched command (`batch = K` in its pipeline file): up to K seeds fitted in one call, so a slow
+import is paid once for K releases (docs/contracts.md, "Batched commands").
 
-A call's temporary directory holds `jobs.json` ({jobs}, MIA_JOBS): a JSON list with one object per seed,
-`{"seed": s, "members": path, "out": path, "claim": path}`, each job's files in a folder of its own
-(job-0/, job-1/, ...); the values every seed shares ({epsilon}, {delta}, {expected_members}, {schema},
-{kind}) are handed as to an unbatched command. The command writes each job's release to its `out` (its
-claim, optionally, to its `claim`), fitting the jobs in the list's order, and exits 0 within K x timeout_s.
-
-A failure names the seed it is about (`SeedFailed.runs`: its place in the pack): the first job without a
-release where the command exited non-zero or ran out of time (the seed it was on), the job whose release
-is missing or malformed where it exited 0, and every seed of the call only where it failed after writing
-all K releases.
+`jobs.json` ({jobs}, MIA_JOBS) lists `{"seed", "members", "out", "claim"}` per seed, each job in a
+folder of its own; shared values are handed as to an unbatched command. A failure names the seed
+it is about (`SeedFailed.runs`), and every seed of the call only where it failed after writing all
+K releases.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
-"""A pipeline given as a command, run once per seed in whatever environment it names (a virtual
-environment's interpreter, a container, another language): its TOML file, the files a run hands the
-command and reads back, and the command run under a time limit. The victim is `command`
-(`victims.pipelines.command`); the contract is docs/contracts.md, "A pipeline as a command".
-
-The TOML file (paths in it are relative to its own directory, where the command also runs):
-
-    kind = "table"                      # or "images": what the pool holds and the release is
-    command = ["python", "pipeline.py", "{members}", "{seed}", "{out}"]
-    timeout_s = 600                     # per run (default 3600)
-    batch = 8                           # optional: up to 8 seeds per call, handed as jobs ({jobs})
-    requirements = "requirements.lock"  # optional: a lock or requirements file, hashed
-    source = ["pipeline.py"]            # optional: more files hashed (the pipeline's own code)
-
-The command, the executable it resolves to, and the SHA-256 of the TOML file, the requirements file
-and the source files are the run store's `victim_source.environment`: a changed environment is
-refused as changed code is (`victims.source`).
+"""A pipeline given as a command, run once per seed in whatever environment it names: its TOML
+file, the files a run hands the command and reads back, and the command run under a time limit.
+The victim is `command` (`victims.pipelines.command`); the contract and the TOML keys are
+docs/contracts.md, "A pipeline as a command". The command, its executable and the SHA-256 of the
+TOML, requirements and source files are the store's `victim_source.environment`: a changed
+environment is refused as changed code is (`victims.source`).
 """
 
 from __future__ import annotations

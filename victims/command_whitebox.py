@@ -1,18 +1,11 @@
 """White-box observations of a command's record canaries, read from the noisy measurements its claim
-hands back (docs/contracts.md, "A pipeline as a command"; `thirdparty/adapters/dpmm_synth.py`
-writes them for dpmm with `--preprocessing none`).
+hands back (docs/contracts.md, "A pipeline as a command"; `thirdparty/adapters/dpmm_synth.py`).
 
-A claim may carry `measurements_cells`: a list of {"columns": [names], "sigma": σ, "noisy": [counts]},
-each the noisy counts of one marginal over the named columns' public cells, flattened in C order over
-the columns' codes (`Schema.codes`: a categorical column's index in its public categories). A
-white-box auditor knows every record but the canary's coin, so for canary j and measurement m it
-observes o_{m,j} = (the noisy count of the canary's cell) - (the members other than the canary in
-that cell): N(b_j, s_m^2) for a Gaussian measurement of sensitivity 1 with noise s_m, b_j the coin,
-the convention of `attacks.whitebox` and of the `marginals` victim (`whitebox_observations`). Its
-sum over m is the white-box score the dpmm audit's white-box features come close to (the target's
-noisy 1-way counts), over every measured marginal.
-
-Nothing here runs the command; `measured_observations` is pure, tested on a claim written by hand.
+A claim's `measurements_cells` lists {"columns", "sigma", "noisy"}, one marginal's noisy counts
+over the columns' public cells in C order (`Schema.codes`). Knowing every record but the
+canary's coin, the auditor observes o_{m,j} = (noisy count of canary j's cell) - (the other
+members in it): N(b_j, s_m^2) for a sensitivity-1 Gaussian measurement, as in `attacks.whitebox`.
+`measured_observations` is pure; nothing here runs the command.
 """
 
 from __future__ import annotations

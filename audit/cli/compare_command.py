@@ -1,13 +1,8 @@
 """`python -m audit.compare`: audited experiments against the naive baseline.
 
-    python -m audit.compare EXP_DIR [EXP_DIR ...] --baseline EXP_DIR [--attack A ...]
-        [--group all|init|other_members ...] [--out FILE.json] [--seed 0] [--n-boot 1000]
-        [--n-boot-eps 0] [--confidence 0.95] [--alpha 0.05]
-
-Prints two markdown tables and a legend (`audit.reporting.comparison_tables`); `--out` also
-writes the numbers as JSON. The protocol: docs/contracts.md, "Comparing with the naive
-baseline". Bad input (a missing directory or file, an attack an experiment did not score,
---n-boot < 1, ...) exits with status 2 and one line on stderr; nothing is written.
+Prints two markdown tables and a legend (`audit.reporting.comparison_tables`); `--out` also writes
+the numbers as JSON. The protocol: docs/contracts.md, "Comparing with the naive baseline". Bad
+input exits 2 with one line on stderr; nothing is written.
 """
 
 from __future__ import annotations

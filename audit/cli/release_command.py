@@ -1,18 +1,10 @@
 """`python -m audit.release`: audit a data release the user already made, with one of our pipelines
 or a generator of their own (the command line of `audit.releases.audit`).
 
-    python -m audit.release --pool POOL.npz --release RELEASE.npz --victim NAME --n-shadow R
-    python -m audit.release --dataset TABLE --members MEMBERS --release RELEASE.csv --victim NAME --n-shadow R
-        [--claimed-epsilon E] [--claimed-delta D] [--out DIR] [--runs-dir runs] [--seed 0]
-        [--inclusion-rate 0.5] [--executor ray|inline] [--workers W] [--device auto]
-        [victim flags] [report flags]
-
-R shadow runs of `--victim` on the same pool are the reference runs; the user's release is the
-one target, with the user's membership as ground truth (`audit.releases`); R random real subsets
-of the release's size are its baseline. The inputs, what is
-run, the outputs and when there is an ε verdict: docs/contracts.md, "audit.release". Bad or
-inconsistent inputs exit with status 2 and one line on stderr before anything is written; an
---out holding the audit of another release is refused untouched.
+R shadow runs of `--victim` on the same pool are the reference runs; the user's release is the one
+target, its membership the ground truth; R random real subsets of its size are its baseline
+(docs/contracts.md, "audit.release"). Bad inputs exit 2 with one line before anything is written;
+an --out holding another release's audit is refused untouched.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """`python -m audit.report RUN_DIR [RUN_DIR ...]`: an audit report, `report.html` and `report.json`.
 
-    python -m audit.report RUN_DIR [RUN_DIR ...] [--baseline RUN_DIR] [--claimed-epsilon E]
-        [--claimed-delta D] [--out DIR] [--seed 0] [--n-boot 1000] [--n-boot-eps 0]
-        [--alpha 0.05] [--top-k 16] [--data-root DIR]
-
-A RUN_DIR is an audited experiment directory (`<runs-dir>/<experiment-id>`, after `python -m
-audit.lira`) or a folder holding such directories (each one is taken). The report goes to
-`--out` (default: `RUN_DIR/audit/` for one experiment, the current directory for several).
-Which claim is checked, how the verdicts are reached and every report.json key:
-docs/contracts.md, "report.json and report.html". Bad input (a missing or unaudited directory,
-a bad number, --out not a directory) exits with status 2 and one line on stderr; nothing is
-written.
+A RUN_DIR is an audited experiment directory or a folder of them; the report goes to `--out`
+(default `RUN_DIR/audit/` for one, the current directory for several). The claim checked, the
+verdicts and report.json's keys: docs/contracts.md, "report.json and report.html". Bad input exits
+2 with one line on stderr; nothing is written.
 """
 
 from __future__ import annotations

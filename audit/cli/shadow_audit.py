@@ -1,12 +1,8 @@
 """The audit of shadow runs behind `python -m audit.lira`, `audit.loss` and `audit.ganleak`.
 
-Flags -> a frozen victim config (its `--flags` are generated from the victim dataclasses,
-`audit.cli.victim_flags`) -> the pool, with its canaries if --canaries (victims.canaries) ->
-the membership plan (`--plan`; the victims are handed its public rate, `shadow_runs.plan.public_inclusion_rate`)
--> missing runs trained (Ray by default; `--runs-per-task` per task) and stored
-as they arrive -> the command's attacks (`attacks.registry`), metrics and epsilon bounds ->
-summary.json (`audit.summary`), scores.npz, roc.png (`audit.outputs`).
-Bad input exits with status 2 and one line naming the value, before anything is written.
+Flags -> a frozen victim config -> the pool and canaries -> the membership plan -> missing runs
+trained and stored as they arrive -> attacks, metrics and ε bounds -> summary.json, scores.npz,
+roc.png. Bad input exits 2 with one line naming the value, before anything is written.
 """
 
 from __future__ import annotations

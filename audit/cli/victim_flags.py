@@ -1,10 +1,7 @@
 """Victim flags, generated from the victim dataclasses: one `--flag` per (nested) field, so the
-victim registry is the single source of the flags; the generated table is snapshotted in
-tests/snapshots/flags.txt, so a renamed field shows as a renamed flag in a diff.
-
-`victim_overrides(args)` reads the flags given on a command line into a mapping of field paths
-("train__steps") to values; `victims.overrides.build_victim(name, overrides)` builds the victim
-from such a mapping (a caller adds its own entries to the mapping, never to argparse's namespace).
+victim registry is the single source of the flags (snapshotted in tests/snapshots/flags.txt).
+`victim_overrides(args)` reads them into field paths ("train__steps") -> values, from which
+`victims.overrides.build_victim` builds the victim; callers add to that mapping, never to argparse's.
 """
 
 from __future__ import annotations

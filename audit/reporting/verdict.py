@@ -1,39 +1,12 @@
 """Verdicts in plain words, each given only when the numbers behind it support it.
 
-Two questions are answered for every audited experiment:
-
-* Is the leakage consistent with an ε claim? `epsilon_verdict` takes ε lower bounds by the f-DP
-  test of the claim's curve f_{ε,δ} (`audit.stats.guesses.verdict_bound`) that hold *jointly* at
-  `confidence`: either one attack, its views and its guess count chosen on the reference runs
-  before any target was judged (rule "tuned", one bound at the full confidence), or every
-  attack on the grid at 1 - (1 - confidence) / k for k attacks (rule "grid", Bonferroni), so that
-  "some attack shows ε > claimed" is itself a 95% statement; and the design's ceiling under the
-  same rule and level: the bound a perfect attack would get, one for all attacks or one per attack.
-  - "claimed ε violated at 95% confidence" when some bound exceeds the claimed ε (the
-    attacks that do are named);
-  - "not testable with this design" when the claimed ε is at or above the ceiling: not even a
-    perfect attack could have exceeded it, so finding no violation says nothing. The reason
-    says how many canaries (and target runs) would make the claim testable, or that one-run
-    auditing cannot certify that much at this δ with any number of canaries;
-  - "leakage consistent with the claimed ε" when every bound is at most the claimed ε and the
-    claim lies below the ceiling. The bounds are lower bounds: this says that these attacks
-    found no violation, not that the claim is proven;
-  - "no ε claim was checked" when the victim has no formal ε and none was claimed.
-  `no_fair_coins_verdict` replaces all of these when the membership was not drawn by
-  independent fair coins (a release whose members the custodian chose, a plan with
-  --inclusion-rate other than 0.5): the one-run theorem does not apply, and no ε verdict is given.
-* Is the release any better than publishing a random real subset of the same size?
-  `subset_verdict` reads the tests of an `audit.stats.significance.Comparison` (victim minus `subset`,
-  Holm-adjusted): "no measurable advantage over publishing a random real subset of the same
-  size" when no attack metric of the victim is significantly *lower* than the subset's (a
-  privacy gain); "measurably less leakage than a random real subset of the same size" when
-  some is (named). `no_subset_verdict` says that the question was not checked.
-* A release audit (`audit.release`) answers the custodian's two questions first:
-  `release_leakage_verdict`, how many of the members the strongest attack finds at thresholds an
-  attacker fixes on the reference runs, with the counts and the ε bound when the coins allow one;
-  and `release_subset_verdict`, the release against random real subsets of the same size by a
-  Student-t prediction test ("less", "no measurable difference" or "more"). Both read
-  summary.json (`audit.releases.leakage` computes them).
+`epsilon_verdict`: is the leakage consistent with an ε claim? It reads ε lower bounds of the
+f-DP test of f_{ε,δ} that hold jointly at `confidence` (one tuned attack, or every attack at
+Bonferroni's level) and the design's ceiling under the same rule: "violated", "not testable with
+this design", "consistent" (these attacks found no violation; not a proof), or no claim checked.
+No ε verdict without independent fair coins (`no_fair_coins_verdict`). `subset_verdict`: is the
+release better than a random real subset of the same size (Holm-adjusted tests)? The release
+audit's two verdicts are `release_leakage_verdict` and `release_subset_verdict`.
 """
 
 from __future__ import annotations
@@ -125,16 +98,11 @@ def epsilon_verdict(
 ) -> Verdict:
     """The ε verdict from per-attack lower bounds that hold jointly at `confidence`.
 
-    `ceiling` is the design's ceiling (`audit.stats.epsilon.epsilon_ceiling`) at the bounds' own
-    per-attack confidence 1 - (1 - confidence) / len(bounds) and at `delta`: one number, or one per
-    attack (an attack that scored fewer canaries has a lower one). `claim` is the claim checked,
-    with both parts set (`audit.claim.checked_claim`: its ε and where it comes from, "formal" for an
-    accountant's ε, "claimed" for the user's), or None; `delta` is the δ the bounds were computed
-    with. `n_canaries` (m) and `per_target` (canaries per target run, the pool size)
-    let an untestable claim's reason say how many canaries and target runs would test it. `rule`
-    says how the bounds were paid for: "tuned" (one attack and count chosen on the reference runs)
-    or "grid" (Bonferroni over the grid and the attacks); `chosen_by` "fixed" says that the tuned
-    rule's attack and count were fixed in advance (summary.json's `verdict.chosen_by`).
+    `ceiling` is the design's ceiling (`audit.stats.epsilon.epsilon_ceiling`) at the bounds'
+    per-attack confidence and `delta`: one number, or one per attack. `claim` is the checked claim
+    (`audit.claim.checked_claim`) or None. `n_canaries` and `per_target` let an untestable claim's
+    reason say what design would test it. `rule` is how the bounds were paid for ("tuned" or "grid",
+    Bonferroni); `chosen_by` "fixed" says the tuned attack and count were fixed in advance.
     """
     ceilings = _ceilings(bounds, ceiling)
     paid = _paid(rule, len(bounds), confidence, chosen_by)

@@ -1,75 +1,16 @@
 """Self-test of the ε verdicts on mechanisms whose true ε is known: ``python -m audit.selftest``.
 
-Every repetition goes through what a victim's audit goes through: the plan of
-`shadow_runs.plan` (`membership_matrix` with fair coins over target runs and as many reference
-runs, `target_runs` first), the mechanism applied to every run's coins (independent noise per
-run), the targets' scores pooled as `audit.evaluate.attack_summary` pools them (members =
-scores[keep[targets]], non-members = scores[~keep[targets]]) and bounded by the very function
-`MembershipScores.summary` calls, `audit.stats.guesses.bounds_of`, under both guess rules:
-
-* ``tuned``: the reference runs' scores ranked against their own (public) coins
-  (`RankedGuesses.of`), and per analysis the count `audit.stats.guesses.tune` chooses for the
-  targets' m, applied once to the targets at the full confidence;
-* ``grid``: the fixed grid of `audit.stats.epsilon.guess_grid` with Bonferroni (today's rule).
-
-and each of the analyses ``steinke`` (`eps_lower`, Steinke, Nasr & Jagielski), ``fdp``
-(`eps_lower_fdp`, the f-DP test of f_{ε,δ}, Mahloujifar, Melis & Chaudhuri) and ``gaussian``
-(`mu_lower`, the largest μ whose μ-GDP is rejected, with `eps_gaussian`, its ε at δ). The δ of a
-repetition is the design's: 0 for the pure mechanisms, `APPROX_DELTA` = 1e-5 for the Gaussian
-mechanism and randomised response with a published coin. Only the mechanism differs from an
-audit, and its true ε (and μ, where it has one) is known, so a bound above it is a false alarm.
-The one-run theorems make the false-alarm rate of every (rule, analysis) at most 1 - confidence
-(5%) whatever the mechanism; the table shows the measured rate with its 95% Clopper–Pearson
-interval, and how close the bound comes to the truth (the median bound over the true ε or μ).
-
-Mechanisms (`audit.selftest.mechanisms`; all ε are with respect to adding or removing one canary,
-the relation the plan's independent coins realise):
-
-* randomised response on each membership bit, tight at ε0 (`randomised_response`);
-* randomised response that publishes the coin with probability δ (`published_coin_response`):
-  exactly (ε0, δ)-DP, trade-off f_{ε0,δ};
-* a Gaussian mechanism of known μ (`gaussian_mechanism`): exactly μ-GDP, μ chosen so that its ε
-  at δ = 1e-5 is ε0 (`gaussian_mu`);
-* a Laplace class sum, exactly ε0-DP (`laplace_class_sum`, scored by `laplace_scores`);
-* the white-box view of a Poisson-subsampled Gaussian mechanism composed over steps
-  (`whitebox_gaussian`): per canary and step, its projection of the noisy sum, N(b, σ²) with
-  b = 1 when the canary is IN and sampled (probability q), scored by the audit's own white-box
-  likelihood ratio (`attacks.whitebox.likelihood_ratio`). σ is opacus's RDP calibration to a
-  claimed ε at `WHITEBOX_RATE` and `WHITEBOX_STEPS` (what `dpsgd` records), and the truth it is
-  judged against is the PRV accountant's ε for the same (σ, q, steps) (Gopi et al.; tighter than
-  the RDP claim, so the harder test of validity); μ-GDP is descriptive there;
-* null scores, independent of the coins, ε = 0 (`null_scores`); and the same with
-  `NULL_ATTACKS` independent null attacks per repetition whose reported maximum is paid for:
-  each attack bounded at confidence 1 - (1 - confidence) / `NULL_ATTACKS` (Bonferroni), as the
-  suite must whenever it reports a maximum over attacks.
-
-The Gaussian family (`mu_lower`) is judged only where the mechanism's trade-off is Gaussian: on
-the Gaussian mechanism (alarm: mu_lower > μ) and on the null (μ = 0: alarm: mu_lower > 0). On
-Laplace and randomised response its μ, and the ε at δ it implies, are descriptive only: those
-mechanisms are not μ-GDP at the μ whose (ε, δ) matches (randomised response with a published
-coin is not μ-GDP for any μ: it reveals some coins with certainty), so an ε at δ above ε0 there
-is no false alarm about anything the mechanism claims.
-
-For comparison the self-test also audits the Laplace class sum under the plan the suite used
-before (`complement_pair_plan`: complementary pairs of runs, each taking half of every class),
-where IN versus OUT of a canary replaced one record by another. That is not the relation the
-theorem (nor the mechanism's ε0) is about: this mechanism leaks up to 2 ε0 about a replacement
-(an atypical record for a typical one), and with a guessing rule that ranks the atypical
-records first the old plan declares the sound ε0 = 1 violated in nearly every repetition. (The
-plain pooled score puts the atypical records at the bottom, where the grid uses them only as OUT
-guesses beside as many IN guesses on typical records, and does not show it: both rows are
-printed, and the same two rules under the independent plan.) Those rows are shown marked
-"not judged" (`audit.selftest.command.RETIRED`, `NOT_JUDGED`) and do not enter the verdict.
-
-The command ends with one line (`verdict`): passed, or which judged rows failed and why. A row
-fails when its alarm rate is significantly above the allowed 1 - confidence (one-sided exact
-binomial test at 0.05 / the number of judged rows, Bonferroni), so a sound suite fails with
-probability at most 5% all rows together; the command then exits 1.
-
-The bounds are deterministic functions of (analysis, m, guesses, correct, δ, level), and the same
-ones recur from repetition to repetition; the command shares one `audit.stats.guesses.BoundCache`
-among all of them so that 200 repetitions of every row take minutes rather than an hour. The
-figures are those computed without it (tests/audit/test_selftest.py checks it).
+Each repetition runs an audit's path (the `shadow_runs.plan` coins, the targets' scores pooled as
+`audit.evaluate.attack_summary` pools them, bounded by `audit.stats.guesses.bounds_of`) on a
+mechanism of known ε (or μ), under the ``tuned`` and ``grid`` (Bonferroni) guess rules and the
+analyses ``steinke`` (Steinke, Nasr & Jagielski), ``fdp`` (f_{ε,δ}, Mahloujifar, Melis &
+Chaudhuri) and ``gaussian`` (μ-GDP, judged only where the trade-off is Gaussian). ε is with
+respect to adding or removing one canary, the relation the plan's independent coins realise.
+The one-run theorems make every row's false-alarm rate at most 1 - confidence; the table shows
+it with its 95% Clopper–Pearson interval. A row fails when its rate is significantly above that
+(one-sided exact binomial test at 0.05 / judged rows, Bonferroni), so a sound suite fails with
+probability at most 5%. The mechanisms, and the retired complementary-pairs rows shown "not
+judged", are described in docs/results/selftest.md.
 """
 
 from __future__ import annotations
@@ -568,18 +509,12 @@ def verdict(
 ) -> tuple[bool, str]:
     """(passed, closing line) of the self-test from its `results` ((design, `bounds` of it) pairs).
 
-    Pass rule: a judged row (`judged_rows`) fails when its alarm rate is significantly above the
-    allowed rate 1 - `confidence`: the one-sided exact binomial test of H0: rate <= 1 - confidence,
-    p-value P[Binomial(reps, 1 - confidence) >= alarms], rejects at level `family_level` / N, N the
-    number of judged rows (Bonferroni; equivalently, the one-sided Clopper–Pearson lower limit at
-    confidence 1 - `family_level` / N lies above the allowed rate). Whatever the dependence between
-    rows (they share repetitions), a suite whose every row alarms at most at the allowed rate thus
-    fails with probability at most `family_level`: a true rate of exactly 5% does not fail by chance
-    half the time, as a point estimate above 5% would. The test passes when no row fails.
-
-    The passing line names the largest measured rate (the first such row in the order printed); the
-    failing line names every failing row with its alarms / reps, the 95% Clopper–Pearson interval of
-    its rate (as in the table), its p-value and the threshold. Raises ValueError if no row is judged.
+    A judged row (`judged_rows`) fails when the one-sided exact binomial test of H0: alarm rate <=
+    1 - `confidence` rejects at `family_level` / N, N the judged rows (Bonferroni), so a suite whose
+    every row alarms at most at the allowed rate fails with probability at most `family_level`,
+    whatever the rows' dependence. The passing line names the largest measured rate; the failing
+    line names each failing row with alarms / reps, its 95% Clopper–Pearson interval, p-value and
+    threshold. Raises ValueError if no row is judged.
     """
     rows = [*judged_rows(results, confidence=confidence), *more]  # `more`: rows judged elsewhere (sequential looks)
     if not rows:

@@ -1,29 +1,10 @@
 """Simulated mechanisms of known ε for the self-test (`audit.selftest.designs`): each takes the coins
 of some runs [R, n] (and a generator) and returns the scores [R, n] an attack would rank.
 
-Every ε here is with respect to adding or removing one canary, the relation the plan's
-independent coins realise, and each docstring proves its mechanism's ε (or μ):
-
-* `randomised_response`: each membership bit told truthfully with probability e^ε0 / (1 + e^ε0),
-  pure ε0-DP and tight;
-* `published_coin_response`: the same, with the coin published with probability δ: exactly
-  (ε0, δ)-DP, trade-off curve f_{ε0,δ};
-* `gaussian_mechanism`: coin·μ + N(0, 1), exactly μ-GDP, μ (`gaussian_mu`) such that its ε at
-  δ = 1e-5 is ε0;
-* `laplace_mechanism`: a Laplace class sum (`laplace_class_sum` on `class_pool`, scored by
-  `laplace_scores`), exactly ε0-DP, up to 2 ε0 under a replace-one relation;
-* `whitebox_gaussian`: the white-box view of a Poisson-subsampled Gaussian mechanism composed over
-  steps, scored by the audit's own likelihood ratio (`attacks.whitebox.likelihood_ratio`), σ
-  from opacus's RDP calibration (`whitebox_sigma`), true ε from the PRV accountant
-  (`whitebox_true_epsilon`);
-* `marginal_counts`: the white-box view of a DP table of marginals (`victims.pipelines.marginals`):
-  per canary the noisy count of its own cell in each of `MARGINALS` Gaussian-noised marginals, less
-  the other records' count, scored by the same likelihood ratio at sample rate 1; exactly μ-GDP
-  with μ = √k / σ;
-* `null_scores`: scores independent of the coins, ε = 0.
-
-A new mechanism is one function here with the signature `(keep, epsilon, rng) -> scores` and its
-proof in the docstring, then a `Design` row in `audit.selftest.designs.designs`.
+Every ε is with respect to adding or removing one canary, the relation the plan's independent
+coins realise, and each function's docstring proves its mechanism's ε (or μ). A new mechanism is
+one function `(keep, epsilon, rng) -> scores` with its proof, then a `Design` row in
+`audit.selftest.designs.designs`.
 """
 
 from __future__ import annotations

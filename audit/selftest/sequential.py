@@ -1,29 +1,13 @@
 """The self-test of sequential audits (`audit.stats.sequential`): exact mechanisms of known ε, looked
 at after every target run with each look at its share of the error, over seeded repetitions.
 
-A repetition draws the design's coins and the mechanism's scores for all its runs once (as
-`audit.selftest.designs.repetition_bounds` does), then looks after t = 1, 2, ... target runs:
-look k sees the first t_k target runs and as many reference runs, chooses its guess count on
-those references (the verdict's rule) and bounds the targets at its confidence 1 - α_k. The runs of
-a mechanism here are independent of each other, so the first t runs of a repetition are exactly
-what an audit stopped after t runs would have seen.
-
-A false alarm is a repetition in which some look's bound exceeds the truth (`truth`: ε0, or the
-claimed mechanism's ε bracketed from below for its own curve): the event the theorem of
-`audit.stats.sequential` bounds by α, whatever the stopping rule. A detection (the σ-halved row,
-whose claim is false) is the same event; the look it happens at is the runs the audit needed.
-
-The combined rows (`combined_row`) check the rule the audits use where the runs record the
-mechanism their accountant composed (`Schedule(..., tests=2)`): each look runs both the ε verdict's
-test and the claimed mechanism's own curve, each at `schedule.confidence_at(k)` = 1 - α_k / 2, on the
-same coins, scores and tie orders, and rejects if either does. A false alarm there is a repetition
-in which some look's bound of either test exceeds that test's own truth: the union, over the two
-tests, of the per-test rows' alarms at the halved shares, which the theorem bounds by α too.
-
-A fixed design is the schedule of one look at all its target runs (`fixed_schedule`): `combined_row`
-on it is the one decision a fixed-design audit makes where its runs record a mechanism
-(`audit.stats.guesses.verdict_levels`), both tests at 1 - (1 - confidence) / 2 on the design's coins,
-scores and tie orders, judged on the fixed designs of exact mechanisms (`fixed_combined_designs`).
+Runs of a mechanism are independent, so a repetition's first t runs are what an audit stopped
+after t runs would have seen. A false alarm is a repetition in which some look's bound exceeds
+the truth, the event the theorem bounds by α whatever the stopping rule; on the σ-halved row,
+whose claim is false, it is a detection. `combined_row` checks the two-test rule
+(`Schedule(..., tests=2)`): both tests at 1 - α_k / 2 on the same coins, an alarm when either
+exceeds its own truth (Bonferroni bounds it by α). On `fixed_schedule` (one look) it is the one
+decision of a fixed-design audit (`audit.stats.guesses.verdict_levels`).
 """
 
 from __future__ import annotations

@@ -1,26 +1,12 @@
 """Which canaries an audit guesses on, and every one-run bound of one set of guesses.
 
-A one-run bound (`audit.stats.epsilon`, `audit.stats.fdp`) holds for guesses made by a rule that
-never sees the coins it is judged on. The guesses are always the k₊ highest scores guessed IN and
-the k₋ lowest guessed OUT (ties broken by an order drawn independently of the coins); what must
-not depend on the judged coins is the choice of (k₊, k₋). Two rules make it:
-
-* ``"tuned"``: one count, chosen on the reference runs. Their coins are public: each reference
-  run is scored as a pseudo-target with the other references as its shadows (never a target run),
-  and the count whose bound, predicted from the pseudo-targets' precision at the same fractions of
-  m, is largest is applied once to the real targets, at the full level 1 - confidence. Validity:
-  the choice is a function of the reference runs alone, which are independent of the target runs'
-  coins (each run is trained on its own coins and seed), so conditionally on it the guesses are
-  those of a rule fixed in advance and the theorem applies unchanged.
-* ``"grid"``: every count of `audit.stats.epsilon.guess_grid` (fixed by m alone), each tested at
-  level (1 - confidence) / |grid| (Bonferroni): the fallback when too few reference runs remain
-  to score pseudo-targets, and the rule of `audit.epsilon.epsilon_lower_bound`.
-
-`bounds_of` reports, for one set of scores and one rule, every bound of `audit.stats.bounds`
-(today the Steinke-Nasr-Jagielski bound `eps_lower`, the f-DP test of f_{ε,δ} `eps_lower_fdp`, the
-claim's own curve and the verdict's bound, and the Gaussian family `mu_lower` with `eps_gaussian`
-at the audit's δ, descriptive), each beside the ceiling a perfect attack would reach under the same
-rule. `verdict_bound` is the one bound a verdict rests on (`audit.stats.bounds.VERDICT_BOUND`).
+A one-run bound holds for guesses made by a rule that never sees the coins it is judged on: the
+k₊ highest scores guessed IN, the k₋ lowest OUT (ties by a coin-independent order), the counts
+chosen by ``"tuned"`` (one count chosen on the public reference runs scored as pseudo-targets,
+independent of the targets' coins, applied at the full level) or ``"grid"`` (every count of
+`audit.stats.epsilon.guess_grid` at Bonferroni's level). `bounds_of` reports every bound of
+`audit.stats.bounds` beside the ceiling of a perfect attack under the same rule; `verdict_bound`
+is the one a verdict rests on (`audit.stats.bounds.VERDICT_BOUND`).
 """
 
 from __future__ import annotations
@@ -217,12 +203,9 @@ def tuned_candidates(m: int) -> tuple[Guesses, ...]:
 def fixed_count(m: int) -> Guesses:
     """The guess count fixed before any run, for when the reference runs cannot tell counts apart
     (every predicted bound 0): the half-IN candidate of `tuned_candidates(m)` whose total is nearest
-    `FIXED_GUESSES_PER_ROOT_M` √m (the larger on a tie), e.g. (16, 16) of m = 64, (32, 32) of 256,
-    (64, 64) of 1,024. A function of m alone, so any test at it holds at its full level.
-
-    Why 4√m: over Gaussian scores (members shifted by μ, `python bench/fixed_count.py`, 60
-    repetitions a cell), its median f_{ε,δ} bound was 78-100% of the best candidate's (chosen after the fact) for
-    μ from 1 to 3 and m from 64 to 1,024, where the best count itself moves with μ."""
+    `FIXED_GUESSES_PER_ROOT_M` √m (the larger on a tie). A function of m alone, so any test at it
+    holds at its full level (why 4√m: docs/results/tightness.md).
+    """
     if m < 1:
         raise ValueError(f"m must be >= 1, got {m}")
     target = FIXED_GUESSES_PER_ROOT_M * math.sqrt(m)
@@ -260,15 +243,11 @@ def tune(
     cache: BoundCache | None = None,
 ) -> TunedChoice:
     """The candidate count (`tuned_candidates(m)`) whose bound at the real m, predicted from the
-    pseudo-targets' precision at the same fractions of their own m (its `cautious_precision`, so
-    that a few lucky reference guesses do not pick a tiny count), is largest; ties (all 0, say) go
-    to the count whose pseudo-target hits lie most standard deviations above chance.
-
-    `pseudo` must rank the reference runs' scores against their public coins only.
-
-    A bound that tests a claimed mechanism takes the count of the Gaussian family (`GAUSSIAN`):
-    at q = 1 its test is exactly that one, and tuning on the mechanism's own curves would build a
-    curve for every candidate's search (measured on a 16-run white-box dpsgd audit: 96 of 150 s)."""
+    pseudo-targets' cautious precision at the same fractions of their own m, is largest; ties go to
+    the count whose pseudo-target hits lie most standard deviations above chance. `pseudo` must rank
+    the reference runs' scores against their public coins only. A claimed mechanism's test takes the
+    Gaussian family's count (`GAUSSIAN`; exactly that test at q = 1), not one tuned per curve.
+    """
     if get_bound(analysis).needs_mechanism:
         return tune(pseudo, m=m, analysis=GAUSSIAN.name, delta=delta, confidence=confidence, cache=cache)
     check_analysis(analysis)
@@ -354,13 +333,10 @@ def bounds_of(
     mechanism: SubsampledGaussian | None = None,
 ) -> dict:
     """Every registered bound (`audit.stats.bounds.BOUNDS`) of one group of canaries (member = coin
-    IN) under one rule: "tuned" with the count chosen for each analysis in `tuned`, else "grid". A
-    bound that tests a claimed mechanism is computed with `mechanism` under "tuned" only, and null
-    without one, under "grid", or when `tuned` has no count for it.
-    The summary.json keys of a group (`audit.stats.bounds.SUMMARY_KEYS`): guess_rule; per bound its
-    lower and ceiling keys (eps_lower / eps_ceiling for Steinke et al., eps_lower_fdp /
-    eps_ceiling_fdp for f_{ε,δ}, mu_lower / mu_ceiling for μ-GDP) and a μ bound's ε at `delta`
-    (eps_gaussian; descriptive); guesses."""
+    IN) under one rule: "tuned" with each analysis's count in `tuned`, else "grid". A claimed
+    mechanism's bound is computed under "tuned" only, else null. Returns the group's summary.json
+    keys (`audit.stats.bounds.SUMMARY_KEYS`).
+    """
     steinke._check_delta(delta)
     steinke._check_confidence(confidence)
     ranked = RankedGuesses.of(member_scores, nonmember_scores, rng=rng)
@@ -407,14 +383,12 @@ def fdp_epsilon_lower_bound(
 ) -> float:
     """The largest ε that the f-DP one-run test (`audit.stats.fdp`) rejects at `confidence`.
 
-    `tradeoff` "eps-delta": the (ε, δ) claims' own curve f_{ε,δ}; the result is the largest ε whose
-    (ε, `delta`) claim is rejected. "gaussian": the largest μ whose μ-GDP is rejected, returned as
-    the ε at `delta` that μ-GDP implies (holds only for a Gaussian trade-off; needs `delta` > 0).
-    The guesses are the grid's with Bonferroni (like `audit.epsilon.epsilon_lower_bound`), or the
-    single count `guesses` if it was fixed without the coins of these scores (for example tuned on
-    reference runs, `tune`), tested at the full level. The scores must be those of canaries drawn
-    by independent fair coins (members: coin IN). On scores without signal it returns 0 with
-    probability >= `confidence`."""
+    `tradeoff` "eps-delta": the largest ε whose (ε, `delta`) curve f_{ε,δ} is rejected; "gaussian":
+    the ε at `delta` of the largest rejected μ-GDP (valid only for a Gaussian trade-off; `delta` > 0).
+    Guesses: the grid with Bonferroni, or `guesses` at the full level if fixed without these scores'
+    coins. The scores must be canaries' under independent fair coins; on scores without signal it
+    returns 0 with probability >= `confidence`.
+    """
     steinke._check_delta(delta)
     steinke._check_confidence(confidence)
     fdp.check_tradeoff(tradeoff)
@@ -432,15 +406,12 @@ def fdp_epsilon_lower_bound(
 def verdict_bound(
     groups: dict, *, chosen: str | None, guesses: Guesses | None, delta: float, confidence: float, rng_of
 ) -> dict:
-    """The one ε lower bound a verdict rests on, by the verdict's bound (`audit.stats.bounds.
-    VERDICT_BOUND`, the f-DP test of f_{ε,δ}), paid for: `groups` maps each attack to its (member
-    scores, non-member scores) of the canaries, `rng_of(attack)` gives its tie-breaking.
-
-    With `chosen` and `guesses` (the attack and its count for that bound, chosen on the reference
-    runs before any target was judged) the bound is that attack's test at the full `confidence`,
-    its ceiling the tuned rule's. Without them every attack is tested on the grid at
-    1 - (1 - confidence) / k (Bonferroni over the grid and the k attacks), and the largest bound
-    holds at `confidence` jointly. Returns the summary.json `verdict` keys."""
+    """The one ε lower bound a verdict rests on (`audit.stats.bounds.VERDICT_BOUND`, the f-DP test of
+    f_{ε,δ}), paid for: `groups` maps each attack to its canaries' (member, non-member) scores. With
+    `chosen` and `guesses` (chosen on the reference runs) one test at the full `confidence`; without,
+    every attack on the grid at Bonferroni's level, the largest bound holding jointly. Returns the
+    summary.json `verdict` keys.
+    """
     steinke._check_delta(delta)
     steinke._check_confidence(confidence)
     if not groups:
@@ -494,18 +465,13 @@ def mechanism_verdict(
     rng_of,
 ) -> dict:
     """summary.json's `verdict.mechanism`: the f-DP test of the claimed mechanism's own curve
-    (`audit.stats.mechanism`), beside the ε verdict. With `chosen` and `guesses` (the verdict's
-    attack and the count its reference runs chose for this test) one test at the full
-    `confidence`; otherwise every attack (`groups`, as for `verdict_bound`) on the grid at
-    1 - (1 - confidence) / k, each count at that share of the grid (Bonferroni), rejected if any is.
-
-    `rejected`: whether the claimed (σ, q, T) itself is rejected, i.e. the implementation leaks
-    more than its own accounting allows: σ* <= the claimed σ, the claim searched on the grid
-    (`audit.stats.mechanism.claim_rejected`), so the two never disagree. `noise_rejected` (σ*) and
-    `eps_lower`: the strongest member of the family (same q and T, any σ) the canaries rule out,
-    and the ε at `delta` it would spend, bracketed from below (`epsilon_at(..., side="lower")`;
-    relative to the family; 0 when no member is ruled out). `eps_claimed`: the claimed
-    mechanism's own ε at `delta`, bracketed from above (`audit.stats.mechanism.epsilon_at`)."""
+    (`audit.stats.mechanism`), beside the ε verdict: with `chosen` and `guesses` one test at the full
+    `confidence`, else every attack on the grid at Bonferroni's share, rejected if any is.
+    `rejected`: the claimed (σ, q, T) is rejected (σ* <= the claimed σ on the grid,
+    `audit.stats.mechanism.claim_rejected`). `noise_rejected` (σ*) and `eps_lower`: the strongest
+    family member ruled out and its ε at `delta`, bracketed from below (relative to the family; 0 when
+    none). `eps_claimed`: the claimed mechanism's ε at `delta`, bracketed from above.
+    """
     if chosen is not None and guesses is not None:
         member, nonmember = groups[chosen]
         ranked = RankedGuesses.of(member, nonmember, rng=rng_of(chosen))

@@ -1,13 +1,9 @@
 """The dpmm audit's own μ figure from one threshold's counts, for comparison only (labelled so
 wherever it is printed): not a frequentist confidence bound, and not the suite's certifier.
 
-The audit in dpmm's repository (Ganev, Annamalai & Kulynych, TPDP 2026;
-`experimental/audit_dpmm/code/audit_utils.py`, `JointBetaMu`, after Zanella-Béguelin et al. 2023,
-"Bayesian Estimation of Differential Privacy") puts independent Jeffreys posteriors on the rates,
-FPR ~ Beta(0.5 + FP, 0.5 + TN) and FNR ~ Beta(0.5 + FN, 0.5 + TP), and reports the μ at which the
-posterior mass of the μ-GDP region {FNR >= β_μ(FPR)}, β_μ(f) = Φ(Φ⁻¹(1 - f) - μ) (riskcal's
-`get_beta_from_gdp`), equals α: at "90%" α = 0.1. The same integral and root here, with scipy
-(riskcal is not a dependency of the suite; β_μ is one line).
+As dpmm's audit (Ganev, Annamalai & Kulynych, TPDP 2026, `JointBetaMu`, after Zanella-Béguelin et
+al. 2023): Jeffreys posteriors on FPR and FNR, and the μ at which the posterior mass of the μ-GDP
+region {FNR >= Φ(Φ⁻¹(1 - FPR) - μ)} equals α (at "90%", α = 0.1), computed with scipy.
 """
 
 from __future__ import annotations

@@ -1,54 +1,21 @@
 """The claimed mechanism's own trade-off curve: the f-DP one-run test (`audit.stats.fdp`) against the
-curve of the very mechanism a DP victim's accountant composes, a Poisson-subsampled Gaussian with
-public noise multiplier σ, sampling rate q and T steps (the Gaussian mechanism G_{√T/σ} when q = 1).
+curve of the mechanism a DP victim's accountant composes, a Poisson-subsampled Gaussian with noise
+multiplier σ, sampling rate q and T steps (G_{√T/σ} when q = 1). It says whether (σ, q, T) is
+rejected, and the smallest rejected σ* with the ε it would spend at the audit's δ (relative to
+the family; nothing about a pipeline of another kind).
 
-Why a second test. The verdict tests the canaries against f_{ε,δ}, the weakest curve any (ε, δ)-DP
-mechanism may have. A DP victim claims more than (ε, δ): its accountant states one mechanism, and
-that mechanism's curve lies well above f_{ε,δ} (a subsampled Gaussian spends its δ over a range of
-ε, not at one kink), so the same canaries reject it sooner. Two figures come from it:
+Validity, under adding or removing one canary with independent fair coins:
 
-* **whether the claimed mechanism is rejected**: the implementation leaks more than its own
-  accounting allows (too little noise, no clipping, a wrong rate or step count told to the
-  accountant). It is a statement about (σ, q, T), not about ε.
-* **the strongest member of the family the canaries rule out**: with q and T fixed, the smallest
-  noise multiplier σ* whose curve is rejected (every σ ≥ σ* is rejected, below), and the ε that σ*
-  would spend at the audit's δ (`MechanismFamily.epsilon`). That ε is relative to the family: it
-  says "if this pipeline is a subsampled Gaussian at this rate and step count, its ε is at least
-  that", and nothing about a pipeline of another kind.
-
-Validity (what is assumed). The theorem of `audit.stats.fdp` holds for any trade-off function f
-for which the released output is f-DP under adding or removing one canary, canaries included by
-independent fair coins and guesses made without the judged coins. Here:
-
-1. The auditor's whole view (the final model, or every noisy release for a white-box audit) is a
-   post-processing of T adaptively composed releases, each a Poisson-subsampled Gaussian at (σ, q)
-   of sums clipped to norm C (adaptive composition of trade-off functions, Dong, Roth and Su 2022,
-   Thm 3.2; post-processing, their Prop 2.8). This is the accountant's own assumption: the test
-   asks whether the implementation meets it.
-2. The curve is computed pessimistically, never above the true one (`tradeoff_points`): per step
-   the privacy loss L = log(1 - q + q e^{(2x - 1)/(2σ²)}) of the remove pair P = (1-q) N(0, σ²) +
-   q N(1, σ²), Q = N(0, σ²) is rounded UP onto a grid (`LOSS_RESOLUTION`), P-mass beyond the
-   grid goes to +∞ (a loss Q never produces) and the Q-mass the rounding takes away to -∞ (a loss
-   P never produces). Rounding the loss up raises every hockey-stick divergence H_{e^ε}(P‖Q) and
-   H_{e^ε}(Q‖P), for every real ε (a pointwise check per grid cell), hence lowers the trade-off
-   curve T(P, Q)(α) = sup_ε 1 - H_{e^ε}(Q‖P) - e^ε α; composition keeps the order (tensor products
-   of trade-off functions are monotone, Dong et al. Lemma C.1), and so does the same rounding
-   after each convolution (mass below the composed grid is moved up to its first point). Each
-   side's curve is then carried by a few thousand of its own segment lines, whose upper envelope
-   supports it from below (`LossDistribution.tradeoff`). The remaining error is floating point
-   (~1e-14 per value).
-3. Add and remove: the relation is symmetric, so the mechanism is f-DP for f = min(T(P,Q),
-   T(Q,P)) = min(f_rem, f_rem⁻¹), and for its lower convex envelope, the curve used here (what
-   Zhu, Dong and Wang 2022 show is tight for Poisson subsampling).
-4. The smallest rejected σ*: a larger σ is a post-processing of a smaller one (add independent
-   noise), so the true curves increase with σ and so does the test's rejection (`audit.stats.fdp`:
-   a pointwise larger inverse blow-up is rejected whenever a smaller one is). The search
-   (`smallest_rejected_noise`) bisects over the fixed grid `NOISE_GRID`, so σ* is a grid point;
-   tests/audit/test_mechanism.py checks that the discretised curves are ordered in σ on it.
-
-Not assumed: that the pipeline is a subsampled Gaussian at all. If it is something else, the
-rejection of (σ, q, T) still says its releases are not what the accountant composed; only the ε
-of σ* is then meaningless (it is labelled relative to the family).
+1. The auditor's view is a post-processing of T adaptively composed subsampled Gaussian releases
+   (Dong, Roth and Su 2022, Thm 3.2 and Prop 2.8): the accountant's own assumption, under test.
+2. The curve is never above the true one (`tradeoff_points`): the per-step privacy loss is
+   rounded UP onto a grid (`LOSS_RESOLUTION`), mass beyond it sent to ±∞, which raises every
+   hockey-stick divergence and so lowers the curve; composition keeps the order (Dong et al.
+   Lemma C.1). The remaining error is floating point (~1e-14).
+3. Add and remove are symmetric: f = min(f_rem, f_rem⁻¹) and its lower convex envelope (tight
+   for Poisson subsampling, Zhu, Dong and Wang 2022).
+4. True curves increase with σ (post-processing), so rejection is monotone in σ; σ* is a point of
+   `NOISE_GRID` (tests/audit/test_mechanism.py checks the ordering on it).
 """
 
 from __future__ import annotations
@@ -117,18 +84,13 @@ class SubsampledGaussian:
 
 @dataclass(frozen=True)
 class LossDistribution:
-    """A composed privacy loss ℓ = log(dA/dB) under A on a grid: A-masses `a` at losses
-    `index · step` (ascending).
+    """A composed privacy loss ℓ = log(dA/dB) under A on a grid: A-masses `a` at losses `index · step`.
 
-    Pessimistic (the default; every loss rounded up): the rest of A at ℓ = +∞ (where B has none);
-    B-masses e^{-ℓ} a at each, the rest of B at ℓ = -∞ (where A has none). Its hockey-stick
-    divergences are upper bounds on the true ones.
-
-    `optimistic` (every loss rounded DOWN, `loss_distribution(..., optimistic=True)`): A-mass
-    above the grid sits on its top point, the rest of A at ℓ = -∞ (where it adds nothing to a
-    hockey-stick divergence at ε >= 0); its divergences are lower bounds on the true ones, so the ε
-    at δ read from it is a lower bracket of the true ε (`epsilon_at(..., side="lower")`). Only the
-    divergences are read from it, never a trade-off curve."""
+    Pessimistic (the default; every loss rounded up, the rest of A at +∞, of B at -∞): its
+    hockey-stick divergences are upper bounds on the true ones. `optimistic` (every loss rounded
+    DOWN, the rest of A at -∞): lower bounds, so the ε at δ read from it is a lower bracket of the
+    true ε (`epsilon_at(..., side="lower")`); never read as a trade-off curve.
+    """
 
     step: float
     index: np.ndarray  # int64 [n]

@@ -1,49 +1,17 @@
 """Sequential audits: the verdict looked at after every round of runs, valid wherever the audit stops.
 
-An audit that trains its runs in rounds and stops once its question is decided must not read each
-round's verdict at the full confidence: with K looks at level α each, a correct pipeline would be
-called "violated" at some look with probability up to Kα. The suite spends the error instead.
+The theorem (Bonferroni over a schedule of looks fixed in advance; the fixed-share member of Lan &
+DeMets' spending family, Biometrika 1983): if look k after n_1 < ... < n_K runs (fixed before any
+run) runs a fixed-design test of level α_k and Σ α_k <= α, then P_H0[some look rejects] <= α,
+whatever rule decides to stop. Each look's test is one of the suite's fixed-design tests as it
+stands, choices made on that look's public reference runs; no dependence between looks is assumed.
 
-The theorem (Bonferroni's inequality over a schedule of looks fixed in advance; a group-sequential
-design with the error spent in fixed shares, the conservative member of Lan & DeMets' spending
-family, Biometrika 1983):
-
-    Let the looks k = 1 .. K come after n_1 < n_2 < ... < n_K runs, numbers fixed before any run
-    is trained, and let look k run a test of level α_k on the first n_k runs: a test whose
-    fixed-design theorem gives P_H0[look k rejects] <= α_k. If α_1 + ... + α_K <= α, then
-    P_H0[some look rejects] <= α, whatever rule decides, from everything seen so far, to stop
-    after a look: a stopped audit has rejected only if one of its looks did.
-
-Each look's test is one of the suite's fixed-design tests as they stand (the ε verdict's f_{ε,δ}
-test, the claimed mechanism's own curve, the one-run ε bound), each valid at its level on the n_k
-runs it sees, with its choices (attack, guess count) made on the reference runs of that look,
-whose coins are public. Nothing about the dependence between looks is assumed, which is what lets
-every test of the suite be used sequentially unchanged; the price is the level: a look's bound at
-α_k instead of α, small where the guesses are many: on randomised response at ε0 = 2 with 5,000
-canaries the fixed design's bound was 1.65–1.95 over master seeds 0–4, the last of four looks' (at
-α/4) 1.83–1.90 (tests/audit/test_sequential.py).
-
-The shares (`Schedule.alphas`): α_k = α (n_k - n_{k-1}) / n_K, each round's share of the error in
-proportion to the runs it adds, so a doubling schedule spends about half of α at its last look
-and little at its first, where only a blatant leak can show.
-
-Two tests a look (`Schedule.tests`): where the runs record the mechanism their accountant composed,
-a look runs both the ε verdict's test and the own curve's, each at level α_k / 2, and rejects if
-either does: by Bonferroni again, P_H0[look k rejects] <= α_k (a correct pipeline satisfies both
-nulls). Whether a look runs one test or two is fixed by the victim (whether its runs record a
-mechanism), never by what a look found, so the split is fixed in advance too. Measured on exact
-mechanisms by `audit.selftest.sequential.combined_row` (a look after each of 10 target runs, 200
-repetitions, an alarm some look of either test above its own truth): 0 of 200 on the Gaussian
-mechanism at ε0 = 1 and 0 of 200 on the white-box subsampled Gaussian at the claim 1 (95% CI 0-1.8%
-each); its σ-halved claim of 4 detected in 200 of 200 after a median of 2 target runs
-(docs/results/sequential.md).
-
-Stopping (`decide`): "violated" at the first look that rejects; "not testable" (futility) at the
-first look where the most favourable outcome of the final look could no longer reject, which for
-the count tests is the final look's ceiling (every guess right) at the final share: at or below
-the claim, no run can change the answer; "budget spent" after the last look. Futility only ever
-stops an audit that has not rejected, so it cannot add a false alarm; the ceiling makes it
-conservative in the other direction too (it never stops an audit that could still reject).
+The shares (`Schedule.alphas`): α_k = α (n_k - n_{k-1}) / n_K. Where the runs record a mechanism
+(`Schedule.tests`), a look runs the ε verdict's test and the own curve's, each at α_k / 2
+(Bonferroni), a split fixed by the victim, never by a look's result. Stopping (`decide`):
+"violated" at the first rejecting look; "not testable" once the final look's ceiling (every guess
+right, at its share) cannot reject, which never stops an audit that could still reject nor adds
+a false alarm; "budget spent" after the last look. Figures: docs/results/sequential.md.
 """
 
 from __future__ import annotations

@@ -1,50 +1,20 @@
 """Adapter: a dpmm pipeline (MST, AIM, PrivBayes) as `--victim command`.
 
-Runs inside thirdparty/envs/dpmm (dpmm 0.1.9, its own pins); only its public API:
-`MSTPipeline` / `AIMPipeline` / `PrivBayesPipeline(epsilon=, delta=, ...)`, `.fit(df, domain=)`,
-`.generate(n_records=)`.
+Runs inside thirdparty/envs/dpmm (dpmm 0.1.9) through its public API only. Batched, each seed is
+fitted as a call of its own would fit it; OpenDP draws the noise from the OS, so no two fits agree.
 
-    python dpmm_synth.py --model mst|aim|priv-bayes --preprocessing schema|defaults|none [--n-iters N]
-                         [--select-iters N] [--no-compress] [--n-records N] --epsilon E --delta D
+--preprocessing schema: the schema's public categories, bounds and bins, no budget on
+preprocessing: nothing about the domain is read from the members. --preprocessing defaults:
+dpmm's README use, its PrivTree binner spending `proc_epsilon` = 0.1 of the claimed ε, categories
+read from the rows. --preprocessing none: no binner, categorical columns coded by the schema's
+order (dpmm's binner drops single-valued columns, so the worst-case pair fails to fit with it:
+docs/results/third-party.md). `--select-iters` changes only a post-processing of the noisy
+measurements; `cdp_rho` is memoised per process, its value unchanged.
 
-Batched (the pipeline's `batch = K`): dpmm is imported once and the call's seeds fitted one after the
-other (jobs.py), each as a call of its own fits it: a new pipeline object, Python's and numpy's global
-generators seeded by the seed. Its measurements' noise is OpenDP's, drawn from the operating system
-(`dpmm.models.base.utils.gaussian_noise`), so no two fits of one seed are equal, batched or not.
-
---preprocessing schema: `fit(df, domain=...)` with every categorical column's public categories and
-every numeric column's public bounds, a uniform binner with the schema's bins and no budget spent on
-preprocessing (`proc_epsilon=None`): nothing about the domain is read from the members.
---preprocessing defaults: `Pipeline(epsilon=ε − 0.1, delta=δ)` and `fit(df)` as dpmm's README
-shows it: its PrivTree binner spends its default `proc_epsilon` = 0.1 on the numeric columns (so the
-run claims ε in all), and the categories are read from the rows ("PrivacyLeakage: No categorical
-domain provided ... will be imputed").
-
---preprocessing none: `Pipeline(..., disable_processing=True)` and `fit(codes, domain={column: size})`,
-every column a categorical one coded by its public categories' order in the schema (numeric columns
-are refused): no binner at all. dpmm's `TableBinner` (schema and defaults alike) drops every column
-that holds one value in the private rows ("static columns", read from the rows, no budget), so on
-the worst-case table (D = ten records [0, 0, 0]) its `fit` fails for D and not for D ∪ {[1, 1, 1]};
-with the binner off the same MST fits both (docs/results/third-party.md, "The worst-case pair").
-
-Knobs, each stated in the pipeline file that sets it: `--n-iters` (dpmm's estimation iterations, the
-PGM fit the release is sampled from), `--select-iters` (MST only: the iterations of the PGM estimate
-its selection step computes from the noisy 1-way measurements, hard-coded 2,500 in
-`dpmm.models.mst.MST.select`; set by handing `select` a `FactoredInference` with that many: the
-estimate is post-processing of noisy measurements, so the mechanism and its budget are unchanged),
-`--no-compress` (dpmm's `compress=False`: the measured cells are then the schema's cells) and
-`--n-records` (the release's rows; default the public expected member count, MIA_EXPECTED_MEMBERS).
-dpmm's `cdp_rho(ε, δ)` (a bisection of about 2,000 ρ-to-δ conversions, each a 1,000-term loop: 80%
-of a fit on the worst-case table once the iterations are cut) is memoised per process: a pure
-function of the claim, its value unchanged.
-
-The claim written back is the ε and δ spent in all, and dpmm's noisy measurements
-(`gen.generator.measures`, a list of (Q, noisy answer y, σ, clique)): their count and σ, and with
---preprocessing none each one as {"columns", "sigma", "noisy"} (the noisy counts flattened in
-C order over the columns' codes, i.e. the schema's categories' order) under `measurements_cells`,
-what a white-box auditor reads the target's cells from (`victims.command_whitebox`). The σ dpmm
-records is its `sigma` before the per-clique weight: MST draws each measurement's noise with σ/w,
-w = 1/√(number of 1-way cliques), so the noise drawn is √d times the σ it records.
+The claim written back is the ε and δ spent in all and dpmm's noisy measurements (with
+--preprocessing none each as {"columns", "sigma", "noisy"}, C order over the schema's codes, under
+`measurements_cells`, read by `victims.command_whitebox`). MST draws each measurement's noise
+with σ/w, w = 1/√(number of 1-way cliques): √d times the σ it records.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """What `--victim command` hands a run and takes back, read and written with pandas alone.
 
-Shared by the adapters in this folder, which run inside the third-party environments
-(thirdparty/envs/<name>/): nothing here imports the suite. The contract is docs/contracts.md,
-"A pipeline as a command": MIA_MEMBERS (a CSV of the members in the pool's schema), MIA_SCHEMA
-(the public schema as JSON), MIA_SEED, MIA_EPSILON, MIA_DELTA, MIA_EXPECTED_MEMBERS, MIA_OUT
-(where the release goes, a CSV) and MIA_CLAIM (where the pipeline's own claim goes, a JSON object).
-The claim asked for comes as the arguments `--epsilon {epsilon} --delta {delta}` of the pipeline's
-TOML, so that the suite refuses an audit that does not give it.
+Shared by the adapters that run inside thirdparty/envs/<name>/, so nothing here imports the suite.
+The MIA_* variables and files are docs/contracts.md's, "A pipeline as a command"; the claim asked
+for comes as `--epsilon {epsilon} --delta {delta}`, so the suite refuses an audit without it.
 """
 
 from __future__ import annotations

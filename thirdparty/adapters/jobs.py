@@ -1,10 +1,8 @@
 """The seeds of one call, for an adapter whose pipeline declares `batch = K` (docs/contracts.md,
 "Batched commands"): the library is imported once, then each seed is fitted as in a call of its own.
 
-`each_job()` yields once per job of MIA_JOBS (a JSON list of {"seed", "members", "out", "claim"}), in
-its order, with MIA_SEED, MIA_MEMBERS, MIA_OUT and MIA_CLAIM set to that job's, so that handover.py's
-`read_handed`, `write_release` and `write_claim` serve it unchanged; without MIA_JOBS (an unbatched
-call) it yields once, the environment as it is. Nothing here imports the suite.
+`each_job()` yields once per job of MIA_JOBS, in order, with MIA_SEED, MIA_MEMBERS, MIA_OUT and
+MIA_CLAIM set to that job's (once, as it is, without MIA_JOBS). Nothing here imports the suite.
 """
 
 from __future__ import annotations

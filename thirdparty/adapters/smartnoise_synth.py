@@ -1,25 +1,11 @@
 """Adapter: a smartnoise-synth marginal synthesizer (MST, AIM, MWEM) as `--victim command`.
 
-Runs inside thirdparty/envs/smartnoise (smartnoise-synth 1.0.8, its own pins); only its public API:
-`Synthesizer.create(name, epsilon=, delta=)`, `.fit(data, ...)`, `.sample(n)`.
-
-    python smartnoise_synth.py --synth mst|aim|mwem --preprocessing schema|defaults [--iterations I]
-                               [--split-factor F] --epsilon E --delta D
-
-Its GANs (DP-CTGAN, PATE-CTGAN) take a one-hot "gan" transformer, not the "cube" one built here
-from the schema; they are not adapted (docs/results/third-party.md says why).
-
---preprocessing schema: a `TableTransformer` built from the public schema (a `LabelTransformer` per
-categorical column, fitted on the schema's categories alone; a `BinTransformer` with the schema's
-bounds and bins per numeric column), so nothing about the domain is read from the members.
---preprocessing defaults: what a user who names the column kinds gets, `fit(data,
-categorical_columns=..., continuous_columns=..., preprocessor_eps=...)`: the library infers the
-categories from the rows (no budget) and the numeric bounds with `preprocessor_eps` (a tenth of ε,
-subtracted from the synthesizer's ε by the library itself).
-
-The release has MIA_EXPECTED_MEMBERS rows (the public count). The claim written back is the ε and δ
-the synthesizer was created with (what the library reports spending in all), and the library's own
-noise figure where it exposes one.
+Runs inside thirdparty/envs/smartnoise (smartnoise-synth 1.0.8) through its public API only; its
+GANs are not adapted (docs/results/third-party.md). --preprocessing schema builds the transformer
+from the public schema, so nothing about the domain is read from the members; --preprocessing
+defaults lets the library infer categories from the rows and numeric bounds with a tenth of ε.
+The release has MIA_EXPECTED_MEMBERS rows; the claim written back is the ε and δ the synthesizer
+was created with, and its noise figure where the library exposes one.
 """
 
 from __future__ import annotations

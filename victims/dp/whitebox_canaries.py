@@ -1,44 +1,23 @@
 """White-box canaries: what an auditor who sees every noisy release of a DP victim's Gaussian
 mechanism observes of each canary (`--threat-model white-box`).
 
-Every DP victim (`dpsgd`, `psg`, `dpcgan`, `dpkernel`, `datalens`) releases, at each of its steps,
-a noisy SUM: the members' contributions (each of L2 norm at most Delta, by clipping or by
-construction) plus N(0, sigma^2 Delta^2) in every coordinate, over a Poisson sample at a public
-rate (rate 1 for `datalens`). The white-box auditor sees that sum at every step (Nasr et al.,
-"Tight Auditing of Differentially Private Machine Learning", USENIX Security 2023; Steinke, Nasr
-and Jagielski 2023, white-box one-run audits). The accountant's (epsilon, delta) covers exactly
-this adaptive composition of releases, so every statement it makes holds for the white-box
-auditor too: a canary record whose contribution has norm at most Delta, with an independent
-fair coin, is protected at (epsilon, delta), and the one-run bound applies to m such canaries.
+Every DP victim releases at each step a noisy SUM over a Poisson sample at a public rate: the
+members' contributions (L2 norm at most Delta) plus N(0, sigma^2 Delta^2) per coordinate. The
+accountant's (epsilon, delta) covers this adaptive composition of releases, so it holds for the
+auditor who sees every sum (Nasr et al., USENIX Security 2023; Steinke, Nasr and Jagielski 2023):
+a canary of norm at most Delta with an independent fair coin is protected at (epsilon, delta),
+and the one-run bound applies to m such canaries. `CanaryProbe` is the one hook; with no probe
+the mechanism is unchanged bit for bit.
 
-`CanaryProbe` is the one hook: the shared mechanism (`victims.dp.privacy.gaussian_release`, and the
-opacus optimiser of `dpsgd`) calls `contribute` on the clean sum before its noise is drawn and
-`observe` on the noisy sum after. With no probe the mechanism is unchanged bit for bit.
+* **gradient** canaries: canary j adds exactly Delta s_j e_{k_j} (a Dirac canary, Steinke et al.
+  section 6) when IN and sampled; the auditor observes o_{t,j} = s_j R_t[k_j] / Delta. They test
+  the noise, the rate and the accounting, not clipping, except in `dpsgd`, which gets them as
+  per-example gradients of norm `PRECLIP_OVERSHOOT` x Delta before opacus clips them.
+* **record** canaries (`mislabeled`, `outlier`; `dpsgd` only): real records; the auditor observes
+  <R_t, g_{t,j} / |g_{t,j}|> / Delta, at most 1 plus noise when sampled: they test clipping too.
 
-Two kinds of canary, each a pool row with its own coin from the plan:
-
-* **gradient** canaries (`--canary-kind gradient`): canary j is a direction of the release, the
-  coordinate k_j (distinct for every canary, drawn from the canary seed) with a sign s_j (Dirac
-  canaries, Steinke et al. section 6). In every step where its coin is IN and it is
-  Poisson-sampled (at the victim's public rate, from a stream of the run's seed that the victim's
-  own draws never see), it adds exactly Delta s_j e_{k_j} to the sum: a record of norm exactly
-  Delta. The auditor's observation at step t is o_{t,j} = s_j R_t[k_j] / Delta, where R_t is the
-  noisy sum: N(b_{t,j} + (other records' sum at k_j) / Delta, sigma^2), b_{t,j} = 1 when the
-  canary was sampled. These test the noise scale, the sampling rate and the accounting. They do
-  NOT test clipping: their contribution has norm Delta by construction, except in `dpsgd`, which
-  gets them as per-example gradients of norm `PRECLIP_OVERSHOOT` x Delta before opacus clips them
-  (`CanaryProbe.per_example_rows`): clipped, that is Delta (1 - 1e-7) along the same direction, so a
-  correct `dpsgd` releases what it would with canaries added after clipping; a `dpsgd` that skips
-  clipping releases 10 Delta, and its canaries' shifts show it.
-* **record** canaries (`mislabeled`, `outlier`; `dpsgd` only): real records the victim trains on
-  like any member. At step t the auditor computes each canary's own gradient at the step's
-  parameters, g_{t,j}, and observes o_{t,j} = <R_t, g_{t,j} / |g_{t,j}|> / Delta: its clipped
-  contribution, |clip(g_{t,j})| / Delta <= 1 when it was sampled, plus the noise. These test
-  clipping and the per-example gradients too (a victim that skips clipping shows shifts above 1).
-
-What a run stores: `whitebox` float32 [steps, canaries] (those o_{t,j}), and the mechanism's public
-`noise_multiplier` sigma and `sample_rate` q (`Observations.whitebox_mechanism`), never a
-parameter vector. The attacks on them are in `attacks.whitebox`.
+A run stores `whitebox` float32 [steps, canaries] and the public `noise_multiplier` and
+`sample_rate` (`Observations.whitebox_mechanism`), never a parameter vector.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """`command`: a pipeline given as a command, run once per seed in the environment its TOML file names
-(`--pipeline FILE.toml`; docs/contracts.md "A pipeline as a command"). Each run writes the members
-to a temporary directory, runs the command under the file's time limit, reads its release back
-through the schema (or the pool's image shape), and trains the downstream model on it as the
-built-in victims do. The command's claim, if any, replaces `--epsilon`/`--delta`; it and the ends
-of the command's output are kept in runs/<r>.json's `command`. A pipeline that declares
-`batch = K` is handed up to K seeds per call (`victims.command_jobs`). Either kind of pool.
-
-White-box (`--threat-model white-box`, record canaries on a table): a claim that hands back its noisy
-measurements' cells (`measurements_cells`, `victims.command_whitebox`) is observed as `marginals` is,
-`whitebox` [k, canaries] and `whitebox_mechanism` the largest σ it records at sample rate 1; a run whose
-claim has none fails with one line. Canaries must lie in distinct cells of every measurement."""
+(`--pipeline FILE.toml`; docs/contracts.md "A pipeline as a command"), its release read back
+through the schema (or the pool's image shape) and the downstream model trained on it as the
+built-in victims do. The command's claim, if any, replaces `--epsilon`/`--delta`. Either kind of
+pool. White-box (record canaries on a table): the claim's `measurements_cells` are observed as
+`marginals` is (`victims.command_whitebox`); a claim without them fails with one line, and
+canaries must lie in distinct cells of every measurement.
+"""
 
 from __future__ import annotations
 

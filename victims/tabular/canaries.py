@@ -1,47 +1,25 @@
 """Canaries of a table: worst-case records inside its public schema (`victims.canaries` adds them
-after the natural rows, each with its own coin, as it adds the image canaries).
+after the natural rows, each with its own coin). Drawn from the master seed's canary stream, they
+read nothing but the public schema and the audit's own pool.
 
-Both kinds are drawn from the master seed's canary stream (the generator `victims.canaries` passes
-in) and read nothing but the public schema and the audit's own pool:
+* `unseen`: N records in distinct cells of the schema's discrete domain (`Schema.codes`) that no
+  pool record falls in. Where the schema has feature categories no pool record holds, canary j
+  holds the j-th of them (cyclically) and its other cells are drawn among those the pool holds,
+  so up to U canaries each hold theirs alone; else every cell is drawn uniformly, redrawn where a
+  pool record or earlier canary holds it. A number is uniform inside its bin.
+* `extreme`: N distinct records, canary j with the (j mod M)-th numeric feature at the public
+  bound farther from the pool, its other numbers at the pool's median, every categorical column
+  (the label too) at one of the ⌈K/2⌉ rarest of its K categories: up to M canaries each open a
+  part of the domain no other record reaches.
+* `unheld`: N records, canary j with the (j mod L)-th label and in each feature column the
+  (⌊j / L⌋ mod U)-th of its U cells the pool leaves empty: two canaries share no such
+  (label, feature) cell, so every 2-way (label, feature) marginal moves there by its coin alone,
+  up to the pipeline's noise (pair with `--pool-unheld K` and the `pairs` attack).
+* `record`: one record the auditor names (`--target-record 'a=1,b=1,c=1'`; a built-in pair's
+  target by default, `victims.tabular.pools.PAIR_TARGETS`). With `--plan fixed-remainder
+  --canaries 1`, every run releases from D or D ∪ {target} by its coin. Nothing is drawn.
 
-* `unseen`: N records, each in a cell of the schema's discrete domain (`Schema.codes`: every
-  categorical column's category, every numeric column's equal-width bin, the label) that no pool
-  record falls in, distinct canaries in distinct cells. Where the schema has feature categories no
-  pool record holds, every canary holds one of them (canary j the j-th of them, cyclically) and its
-  other cells are drawn uniformly among the categories the pool holds, so that up to U canaries (U
-  unheld categories) each hold theirs alone (`attacks.tabular.support` scores a category one record
-  holds; before, a canary's other cells could take another canary's unheld category, and both
-  lost it); else every cell is drawn uniformly, and a cell a pool record (or an earlier canary)
-  holds is drawn again. A number is drawn uniformly inside its bin.
-* `extreme`: N distinct records, canary j with the (j mod M)-th of the M numeric features at a
-  public bound (the bound no pool record reaches; if neither or both are reached, the one fewer
-  pool records are near: the farther from the pool's nearest value) and its other numeric features
-  at the pool's median, and every categorical column (the label too) at one of its rare
-  categories: the ⌈K/2⌉ of its K categories that the fewest pool records hold (ties in the
-  schema's order), drawn uniformly. Up to M canaries thus each open a part of the domain no other
-  record reaches (`attacks.tabular.support`), without sharing it.
-
-* `unheld`: N records each alone in as many measured 2-way cells as the pool allows: in every
-  feature column, a cell (a category, or a numeric bin) that no pool record falls in (the most
-  common cell among the pool's records of the canary's label where the column has none), and
-  labels taking turns, canary j with the (j mod L)-th of the L labels and, in a column of U empty
-  cells, the (⌊j / L⌋ mod U)-th of them. Two canaries thus share no (label, feature) cell the pool
-  leaves empty (N ≤ L·U for the column with the fewest, U ≥ 1): each is the only record of its
-  label in every one of them, so every (label, feature) marginal of a release (the 2-way ones that
-  `marginals`, PrivBayes and MST trees through the label measure) moves by its coin alone there,
-  up to the pipeline's noise. The worst case for a marginal-based pipeline's noise, black-box: the
-  pool is the auditor's, chosen with such cells (`--pool-unheld K`, `victims.tabular.pools.unheld_subset`,
-  drops the records holding each feature's K rarest cells), and the `pairs` attack
-  (`attacks.tabular.support.pair_extension`) scores what the canary alone opens.
-
-* `record`: one record the auditor names (`--target-record 'a=1,b=1,c=1'`, every column of the
-  schema once, each value inside its public domain; a built-in pair's own target by default,
-  `victims.tabular.pools.PAIR_TARGETS`). With `--plan fixed-remainder --canaries 1` it is the
-  worst-case neighbour design: every run releases from D (the pool) or D ∪ {target}, by the
-  target's coin. Nothing is drawn.
-
-Refused (ValueError, one line) where the schema cannot hold N such records: fewer empty cells than
-N, fewer distinct extreme records, or fewer than N unheld canaries that share no cell.
+Refused (ValueError, one line) where the schema cannot hold N such records.
 """
 
 from __future__ import annotations
