@@ -1,15 +1,19 @@
 """Adapter: a dpmm pipeline (MST, AIM, PrivBayes) as `--victim command`.
 
-Runs inside thirdparty/envs/dpmm (dpmm 0.1.9) through its public API only. Batched, each seed is
-fitted as a call of its own would fit it; OpenDP draws the noise from the OS, so no two fits agree.
+Runs inside thirdparty/envs/dpmm (dpmm 0.1.9) through its public API only, unless `--select-iters`
+or `--memoise-rho` is given: those two patch dpmm's internals (below), and only the worst-case pair's
+pipeline sets them. Batched, each seed is fitted as a call of its own would fit it; OpenDP draws the
+noise from the OS, so no two fits agree.
 
 --preprocessing schema: the schema's public categories, bounds and bins, no budget on
 preprocessing: nothing about the domain is read from the members. --preprocessing defaults:
 dpmm's README use, its PrivTree binner spending `proc_epsilon` = 0.1 of the claimed ε, categories
 read from the rows. --preprocessing none: no binner, categorical columns coded by the schema's
 order (dpmm's binner drops single-valued columns, so the worst-case pair fails to fit with it:
-docs/results/third-party.md). `--select-iters` changes only a post-processing of the noisy
-measurements; `cdp_rho` is memoised per process, its value unchanged.
+docs/results/third-party.md). `--select-iters` replaces MST's selection-step estimate's 2,500
+iterations (`mst.FactoredInference`): a post-processing of the noisy 1-way measurements, the
+mechanism and its budget unchanged. `--memoise-rho` memoises the pure `cdp_rho` per process, its
+value unchanged.
 
 The claim written back is the ε and δ spent in all and dpmm's noisy measurements (with
 --preprocessing none each as {"columns", "sigma", "noisy"}, C order over the schema's codes, under
@@ -47,6 +51,7 @@ def main() -> None:
     parser.add_argument(
         "--select-iters", type=int, default=None, help="mst: the selection step's estimation iterations (dpmm: 2500)"
     )
+    parser.add_argument("--memoise-rho", action="store_true", help="dpmm's cdp_rho remembered per process")
     parser.add_argument("--no-compress", action="store_true", help="dpmm's compress=False")
     parser.add_argument("--n-records", type=int, default=None, help="release rows (default MIA_EXPECTED_MEMBERS)")
     add_claim_flags(parser)
@@ -60,14 +65,15 @@ def main() -> None:
 
 
 def set_knobs(args: argparse.Namespace) -> None:
-    """dpmm's `cdp_rho` memoised (module docstring), and MST's selection iterations where given."""
+    """The two patches of dpmm's internals, each only where its flag is given (module docstring)."""
     import dpmm.models.base.mechanisms.mechanism as mechanism
     import dpmm.models.mst as mst
     import dpmm.models.priv_bayes as priv_bayes
 
-    cached = functools.lru_cache(maxsize=None)(mst.cdp_rho)
-    for module in (mechanism, mst, priv_bayes):
-        module.cdp_rho = cached
+    if args.memoise_rho:
+        cached = functools.lru_cache(maxsize=None)(mst.cdp_rho)
+        for module in (mechanism, mst, priv_bayes):
+            module.cdp_rho = cached
     if args.select_iters is not None:
         inference, iters = mst.FactoredInference, args.select_iters
         mst.FactoredInference = lambda domain, iters_=None, **kwargs: inference(domain, **{**kwargs, "iters": iters})
