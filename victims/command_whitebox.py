@@ -14,6 +14,8 @@ import math
 
 import numpy as np
 
+from victims.tabular.schema import whitebox_observations
+
 #: the claim's key for the measured cells
 CELLS_KEY = "measurements_cells"
 
@@ -57,14 +59,9 @@ def measured_observations(
     sizes = dict(zip(names, (int(s) for s in domain_sizes)))
     canary_codes = np.asarray(canary_codes, dtype=np.int64).reshape(-1, len(names))
     member_codes = np.asarray(member_codes, dtype=np.int64).reshape(-1, len(names))
-    out = np.zeros((len(entries), len(canary_codes)), dtype=np.float64)
-    sigmas = []
-    for m, entry in enumerate(entries):
-        columns, noisy = _check_measurement(entry, m, names, sizes)
-        shape = tuple(sizes[names[c]] for c in columns)
-        cell = np.ravel_multi_index(tuple(canary_codes[:, c] for c in columns), shape)
-        held = np.ravel_multi_index(tuple(member_codes[:, c] for c in columns), shape) if len(member_codes) else []
-        others = np.bincount(np.asarray(held, dtype=np.int64), minlength=noisy.size)[cell]
-        out[m] = noisy[cell] - others
-        sigmas.append(float(entry.get("sigma", 0.0) or 0.0))
-    return out.astype(np.float32), max(sigmas)
+    checked = [_check_measurement(entry, m, names, sizes) for m, entry in enumerate(entries)]
+    marginals = tuple(columns for columns, _ in checked)
+    noisy = [counts.reshape(tuple(sizes[names[c]] for c in columns)) for columns, counts in checked]
+    held = np.zeros(len(canary_codes))  # `member_codes` holds no canary: none to take out of the counts
+    observed = whitebox_observations(noisy, member_codes, tuple(sizes.values()), marginals, canary_codes, held)
+    return observed, max(float(entry.get("sigma", 0.0) or 0.0) for entry in entries)

@@ -26,7 +26,7 @@ from victims.dp.privacy import (
 from victims.dp.whitebox_canaries import GRADIENT, training_keep
 from victims.pool import Pool
 from victims.tabular.release import Released, TableRelease
-from victims.tabular.schema import cell_counts
+from victims.tabular.schema import cell_counts, whitebox_observations
 
 #: the public choices of 2-way marginals: every (label, feature) pair, or none
 TWO_WAY = ("label", "none")
@@ -128,24 +128,6 @@ def check_canary_cells(
                     f"and {row} share cell {cell} of the marginal of {', '.join(names[c] for c in columns)}"
                 )
             seen[cell] = int(row)
-
-
-def whitebox_observations(
-    noisy: list[np.ndarray],
-    codes: np.ndarray,
-    sizes: tuple[int, ...],
-    marginals: tuple[tuple[int, ...], ...],
-    canary_codes: np.ndarray,
-    canary_in: np.ndarray,
-) -> np.ndarray:
-    """float32 [k, canaries]: marginal m's noisy count in canary j's cell less the other members in it
-    (a cell that does not exist reads 0). N(b_j, sigma^2) for the correct mechanism."""
-    out = np.zeros((len(marginals), len(canary_codes)), dtype=np.float64)
-    for m, columns in enumerate(marginals):
-        cells = tuple(canary_codes[:, c] for c in columns)
-        others = cell_counts(codes, sizes, columns)[cells] - canary_in
-        out[m] = np.nan_to_num(noisy[m][cells], nan=0.0) - others
-    return out.astype(np.float32)
 
 
 @register_victim("marginals")

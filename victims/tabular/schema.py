@@ -258,6 +258,24 @@ def cell_counts(codes: np.ndarray, sizes: tuple[int, ...], columns: tuple[int, .
     return np.bincount(cells, minlength=int(np.prod(shape))).reshape(shape).astype(np.float64)
 
 
+def whitebox_observations(
+    noisy: list[np.ndarray],
+    codes: np.ndarray,
+    sizes: tuple[int, ...],
+    marginals: tuple[tuple[int, ...], ...],
+    canary_codes: np.ndarray,
+    canary_in: np.ndarray,
+) -> np.ndarray:
+    """float32 [k, canaries]: marginal m's noisy count in canary j's cell less the other members in it
+    (a cell that does not exist reads 0). N(b_j, sigma^2) for the correct mechanism."""
+    out = np.zeros((len(marginals), len(canary_codes)), dtype=np.float64)
+    for m, columns in enumerate(marginals):
+        cells = tuple(canary_codes[:, c] for c in columns)
+        others = cell_counts(codes, sizes, columns)[cells] - canary_in
+        out[m] = np.nan_to_num(noisy[m][cells], nan=0.0) - others
+    return out.astype(np.float32)
+
+
 def _is_number(value: Any) -> bool:
     try:
         float(value)
