@@ -9,13 +9,15 @@ region {FNR >= Φ(Φ⁻¹(1 - FPR) - μ)} equals α (at "90%", α = 0.1), comput
 from __future__ import annotations
 
 import numpy as np
-from scipy import integrate, optimize, special
+from scipy import integrate, optimize
 from scipy.stats import beta as beta_distribution
+
+from audit.stats.pair_test import gaussian_curve
 
 
 def gdp_beta(fpr, mu: float):
-    """β_μ(f): the least FNR a μ-GDP mechanism allows at FPR f, Φ(Φ⁻¹(1 - f) - μ)."""
-    return special.ndtr(special.ndtri(1.0 - np.asarray(fpr, dtype=float)) - mu)
+    """β_μ(f): the least FNR a μ-GDP mechanism allows at FPR f, 1 - G_μ(f) (`pair_test.gaussian_curve`)."""
+    return 1.0 - gaussian_curve(mu)(np.asarray(fpr, dtype=float))
 
 
 def private_mass(mu: float, *, tp: int, fn: int, fp: int, tn: int) -> float:
