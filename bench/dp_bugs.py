@@ -3,8 +3,8 @@ correct one in one place, audited under both threat models beside its correct tw
 
     python bench/dp_bugs.py [--n-shadow 16] [--rows a b c ...] [--runs-dir runs/dp_bugs]
 
-The bugs are the catalogue of `victims/dp/bugs.py` (`victims.dp.bugs.BUGS`, listed by --help), one
-row each: a class loaded through the `--victim module:Class` path (`victims.dp.bugs:NoiseForTen`)
+The bugs are the catalogue of `victims/bugs.py` (`victims.bugs.BUGS`, listed by --help), one
+row each: a class loaded through the `--victim module:Class` path (`victims.bugs:NoiseForTen`)
 that CLAIMS the ε of its `epsilon` field (1 here); each audit is checked against that claim
 (`python -m audit.lira ... --claimed-epsilon EPS`). An accounting bug (d, g) records what its
 accountant was told, so the test of the claimed mechanism's own curve checks the claim, while
@@ -38,7 +38,7 @@ import sys
 import time
 from pathlib import Path
 
-from victims.dp.bugs import BUGS, path_of, twin_of
+from victims.bugs import BUGS, path_of, twin_of
 
 
 #: the worst-case black-box design's training (victims/pipelines/dpsgd.py), its canaries apart
@@ -156,7 +156,7 @@ def main() -> None:
     catalogue = "\n".join(f"  {label}  {path_of(bug):{width}} {bug.bug_what}" for label, bug in BUGS.items())
     p = argparse.ArgumentParser(
         description=__doc__,
-        epilog=f"the bugs (victims.dp.bugs.BUGS):\n{catalogue}",
+        epilog=f"the bugs (victims.bugs.BUGS):\n{catalogue}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--n-shadow", type=int, default=16)

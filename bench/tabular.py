@@ -28,7 +28,7 @@ from pathlib import Path
 
 from audit.reporting.verdict import summary_verdict
 
-DP_BUGS = "victims.dp.bugs"
+DP_BUGS = "victims.bugs"
 #: the worst-case black-box design for a marginal-based release's noise (the `*-unheld` rows)
 UNHELD_DESIGN = [
     *("--pool-unheld", "2", "--canaries", "10", "--canary-kind", "unheld", "--rows", "10000"),

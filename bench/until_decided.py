@@ -1,5 +1,5 @@
 """Runs to a decision with `--until-decided`, over seeds: the bug catalogue's white-box rows
-(`victims.dp.bugs`) and their correct twin, each audit in rounds from a first look of 4 runs, doubling
+(`victims.bugs`) and their correct twin, each audit in rounds from a first look of 4 runs, doubling
 to the budget, against the fixed design that trains the whole budget.
 
     python bench/until_decided.py [--rows a b g dpsgd1] [--seeds 10] [--n-shadow 32] [--first-look 4]
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from dp_bugs import THREATS, WORST_CASE_THREATS
-from victims.dp.bugs import BUGS, path_of
+from victims.bugs import BUGS, path_of
 
 TWINS = {"dpsgd1": "dpsgd"}
 

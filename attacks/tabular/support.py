@@ -2,7 +2,7 @@
 
 `domain_extension` (`support`): a pool record alone in holding a category, or a number beyond
 every other pool record's, is the only one that can open that part of the domain for a pipeline
-that reads its domain from its rows (`victims.dp.bugs.MarginalsDomainFromData`); its score is how
+that reads its domain from its rows (`victims.bugs.MarginalsDomainFromData`); its score is how
 many released records lie there. Under a public domain it tells nothing. `pair_extension`
 (`pairs`): the same on pairs of columns of the discrete domain, summed over the pairs a record
 alone holds; for a marginal-based pipeline it reads the record's own count through the noise, so

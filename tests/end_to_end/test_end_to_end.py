@@ -185,7 +185,7 @@ def test_the_worst_case_black_box_design_proves_a_noise_bug(tmp_path):
     # ceiling of 4.44, "violated" at every seed; the correct dpsgd at epsilon 1 in the same design
     # "consistent" at every seed. With one blank canary per run (32 coins) the same bug gave 1.16 at
     # seed 0 and 1.97, 0.63, 1.01, 1.44 at seeds 1..4: the draw's, not the design's.
-    flags = ("--victim", "victims.dp.bugs:NoiseForTen", "--epsilon", "1", "--claimed-epsilon", "1")
+    flags = ("--victim", "victims.bugs:NoiseForTen", "--epsilon", "1", "--claimed-epsilon", "1")
     root, summary = run_cli("audit.lira", tmp_path / "runs", *flags, *WORST_CASE_8, "--n-shadow", "64")
     verdict = summary["verdict"]
     # the runs record the epsilon their noise spends, and the Gaussian mechanism it is (q = 1, 10 steps)

@@ -93,14 +93,14 @@ def test_marginals_white_box_with_gradient_canaries_tests_the_own_curve(tmp_path
 def test_the_noise_bug_is_violated_white_box_and_its_domain_twin_opens_the_extreme_canarys_domain(tmp_path):
     # sigma for 10 x the claim: 1,000 gradient canaries over 4 runs (2,000 coins) see it (measured: eps >= 3.9)
     summary = audited(
-        tmp_path / "ten", "--victim", "victims.dp.bugs:MarginalsNoiseForTen", "--epsilon", "1", *SMALL,
+        tmp_path / "ten", "--victim", "victims.bugs:MarginalsNoiseForTen", "--epsilon", "1", *SMALL,
         "--n-shadow", "4", "--threat-model", "white-box", "--canaries", "1000",
     )  # fmt: skip
     assert summary["verdict"]["eps_lower"] > 1.0 and summary["verdict"]["mechanism"]["rejected"]
     # the domain read from the members: the one extreme canary (affairs at 60, beyond every fair record's 57.6)
     # opens a part of the domain only when it is in, and the support attack counts the records released there
     summary = audited(
-        tmp_path / "domain", "--victim", "victims.dp.bugs:MarginalsDomainFromData", "--epsilon", "1", *SMALL,
+        tmp_path / "domain", "--victim", "victims.bugs:MarginalsDomainFromData", "--epsilon", "1", *SMALL,
         "--n-shadow", "8", "--canaries", "1", "--canary-kind", "extreme",
     )  # fmt: skip
     (root,) = [p for p in (tmp_path / "domain").iterdir() if p.is_dir()]
@@ -114,7 +114,7 @@ def test_the_verdict_line_is_one_decision_naming_the_own_curve_where_the_epsilon
     # 200 gradient canaries x 2 targets, white-box. The runs record a mechanism, so the ε test and the own
     # curve's run at 97.5% each. Measured: the ε test's bound 3.28, below the claim and the ceiling 4.68
     # ("consistent" on its own); the claimed G_0.268 is rejected. One decision: violated, by the own curve.
-    flags = ["--victim", "victims.dp.bugs:MarginalsNoiseForTen", "--epsilon", "1", "--claimed-epsilon", "4"]
+    flags = ["--victim", "victims.bugs:MarginalsNoiseForTen", "--epsilon", "1", "--claimed-epsilon", "4"]
     flags += ["--rows", "100", "--classifier-iterations", "1", "--n-shadow", "4", "--threat-model", "white-box"]
     summary = audited(tmp_path / "runs", *flags, "--canaries", "200")
     verdict = summary["verdict"]

@@ -1,5 +1,5 @@
 """White-box audits from the command line: the refusals (exit 2, one line, nothing written), and the
-DP bugs a white-box audit must flag (slow; the bug victims are victims/dp/bugs.py's, loaded as
+DP bugs a white-box audit must flag (slow; the bug victims are victims/bugs.py's, loaded as
 module:Class)."""
 
 import json
@@ -86,7 +86,7 @@ def test_white_box_flags_the_noise_and_clipping_bugs_at_their_claim(tmp_path, bu
     result = audit(
         tmp_path,
         "--victim",
-        f"victims.dp.bugs:{bug}",
+        f"victims.bugs:{bug}",
         "--epsilon",
         "1",
         "--epochs",

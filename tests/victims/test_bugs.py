@@ -1,6 +1,6 @@
-"""The catalogue of DP bugs (`victims.dp.bugs.BUGS`) is the one list of them: every bug class is in it,
+"""The catalogue of DP bugs (`victims.bugs.BUGS`) is the one list of them: every bug class is in it,
 loads by its path, breaks a built-in twin, and has its rows in bench/dp_bugs.py and on its page.
-The accounting bugs of victims/dp/bugs.py record what their accountant was told: the claimed ε and the
+The accounting bugs of victims/bugs.py record what their accountant was told: the claimed ε and the
 claimed mechanism (`Observations.mechanism`, the curve the own-curve test checks), while training
 spends more. The audits that must flag them: tests/end_to_end/test_whitebox_audits.py."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from victims import get_victim, victim_names
-from victims.dp import bugs
-from victims.dp.bugs import BUGS, HalfRateAccountant, OneEpochAccountant, path_of, twin_of
+from victims import bugs
+from victims.bugs import BUGS, HalfRateAccountant, OneEpochAccountant, path_of, twin_of
 from victims.pipelines.dpsgd import DPSGDVictim
 from victims.nets import NetConfig
 from victims.dp.privacy import epsilon_spent

@@ -13,7 +13,7 @@ from scipy.stats import norm
 from audit.stats.mechanism import SubsampledGaussian, epsilon_at, rejects
 from shadow_runs.plan import membership_matrix
 from victims import get_victim
-from victims.dp.bugs import MarginalsDomainFromData, MarginalsNoiseForTen
+from victims.bugs import MarginalsDomainFromData, MarginalsNoiseForTen
 from victims.dp.privacy import composed_gaussian_noise, gdp_epsilon, gdp_mu_for
 from victims.dp.whitebox_canaries import WhiteBoxSpec
 from victims.pipelines.marginals import (

@@ -64,7 +64,7 @@ class DPSGDPrivacy:
     steps: int  # epochs * round(q * n_pool / B); epochs for full-batch
     noise_multiplier: float  # sigma
     batch_divisor: float  # what the noisy sum is divided by: B, or q * n_pool for full-batch
-    #: what the accountant is told, where it differs from what is trained (a bug, `victims.dp.bugs`):
+    #: what the accountant is told, where it differs from what is trained (a bug, `victims.bugs`):
     #: None, the sample rate and steps above
     accounted_rate: float | None = None
     accounted_steps: int | None = None

@@ -167,7 +167,7 @@ class MarginalsVictim(TableRelease):
         return composed_gaussian_noise(epsilon=self.epsilon, delta=self.delta, compositions=len(self.marginals(pool)))
 
     def drawn_noise(self, pool: Pool) -> float:
-        """The sigma the noise is drawn with: the claim's (`victims.dp.bugs.MarginalsNoiseForTen` differs)."""
+        """The sigma the noise is drawn with: the claim's (`victims.bugs.MarginalsNoiseForTen` differs)."""
         return self.claimed_noise(pool)
 
     def domain(self, pool: Pool, members: np.ndarray):

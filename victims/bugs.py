@@ -1,7 +1,7 @@
 """Deliberately broken DP victims: each differs from its correct built-in twin in one overridden
 method, so an audit's power can be measured on a claim known to be false.
 
-Not registered as `--victim` names: loaded by path (`--victim victims.dp.bugs:NoiseForTen`), each
+Not registered as `--victim` names: loaded by path (`--victim victims.bugs:NoiseForTen`), each
 CLAIMS the epsilon of its `epsilon` field. `@dp_bug(label, what)` puts a class in the catalogue
 `BUGS`, which `bench/dp_bugs.py` audits and docs/results/white-box.md, "The catalogue of bugs", lists."""
 
@@ -45,7 +45,7 @@ def twin_of(cls: type) -> str:
 
 
 def path_of(cls: type) -> str:
-    """The `--victim` path that loads a bug class: `victims.dp.bugs:Class`."""
+    """The `--victim` path that loads a bug class: `victims.bugs:Class`."""
     return f"{__name__}:{cls.__name__}"
 
 
