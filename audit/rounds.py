@@ -14,7 +14,6 @@ import sys
 from dataclasses import replace
 from typing import Callable
 
-from audit.claim import checked_claim
 from audit.reporting.verdict import EPSILON_VIOLATED
 from audit.stats.bounds import VERDICT_BOUND
 from audit.stats.guesses import EPS_TEST, OWN_CURVE, ceiling
@@ -97,8 +96,7 @@ def _look(found: AuditResult, schedule: Schedule, k: int) -> tuple[Look, dict]:
 
 
 def _claimed_epsilon(found: AuditResult) -> float | None:
-    epsilon = None if found.claim is None else found.claim.epsilon
-    claim = checked_claim(epsilon, found.delta or 0.0, formal_epsilon=found.formal_epsilon)
+    claim = found.checked_claim()
     return None if claim is None else claim.epsilon
 
 

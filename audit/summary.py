@@ -7,11 +7,10 @@ user's release; both make the ε verdict once, with the result (`audit.result.Au
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from audit.claim import Claim, checked_claim, verdict_delta
 from audit.evaluate import (
     StoredRuns,
     attack_summary,
@@ -24,7 +23,6 @@ from audit.evaluate import (
     untold,
     verdict_attack,
 )
-from audit.reporting.verdict import audit_verdict
 from audit.result import AuditResult
 from audit.stats.bounds import MECHANISM, VERDICT_BOUND
 from audit.stats.epsilon import bound_applies, unfair_coins_reason
@@ -105,11 +103,11 @@ def summarise(
     canaries: CanaryColumns | None,
     settings: EvaluationSettings,
     choices: dict | None = None,
-    claim: Claim | None = None,
+    claimed_delta: float | None = None,
 ) -> AuditResult:
-    """summary.json of an audit of shadow runs, and its verdict: metrics of every attack, pooled over
-    the targets; `choices` (attack -> `audit.evaluate.ReferenceChoice` or None) what the reference
-    runs chose; `claim` the claim the command was given (`recorded_claim`), whose δ the verdict is at."""
+    """summary.json of an audit of shadow runs, before its claim is judged (`audit.reporting.verdict.judged`):
+    metrics of every attack, pooled over the targets; `choices` (attack -> `audit.evaluate.ReferenceChoice`
+    or None) what the reference runs chose; the verdict's bound at `claimed_delta`, else the audit's own δ."""
     membership, init_mask = runs.keep[targets], runs.init_mask[targets]
     fair = bound_applies(settings.inclusion_rate)
     accuracies = [m["test_accuracy"] for m in runs.meta]
@@ -151,7 +149,7 @@ def summarise(
             membership,
             columns,
             choices or {},
-            delta=verdict_delta(claim, own_delta),
+            delta=own_delta if claimed_delta is None else claimed_delta,
             settings=settings,
             mechanism=mechanism,
         )
@@ -162,9 +160,9 @@ def summarise(
         evaluation.update(canary_evaluation(experiment, n_targets=len(targets), fair=fair, settings=settings))
     if unscored:
         evaluation["attacks_without_canary_scores"] = unscored
-    result = AuditResult(
+    return AuditResult(
         **identity,
-        claim=recorded_claim(claim, own_delta),
+        claim=None,  # judged: `audit.reporting.verdict.judged`
         utility={
             "test_accuracy": float(np.mean(accuracies)),
             "test_accuracy_std": float(np.std(accuracies)),
@@ -174,7 +172,6 @@ def summarise(
         attacks=attacks,
         bound=bound,
     )
-    return _with_verdict(result, claim)
 
 
 def canary_evaluation(experiment: dict, *, n_targets: int, fair: bool, settings: EvaluationSettings) -> dict:
@@ -212,15 +209,15 @@ def release_summary(
     experiment: dict,
     variance: str,
     settings: EvaluationSettings,
-    claim: Claim | None = None,
+    claimed_delta: float | None = None,
     choices: dict | None = None,
 ) -> AuditResult:
-    """summary.json of the release audit, and its verdict: the same keys (one target: the release,
-    whose members are `member`, bool [n_pool], and whose real images are the pool rows `init_idx`)
-    with the claim the command was given (`recorded_claim`). `coins` is the (rate, seed) of the coins
-    the members were drawn by, None where the custodian chose them. Its attacks' bounds use the
-    audit's own δ (the pipeline's, 0 for a non-DP one) whatever is claimed; its verdict is at the
-    claim's δ."""
+    """summary.json of the release audit, before its claim is judged (`audit.reporting.verdict.judged`):
+    the same keys (one target: the release, whose members are `member`, bool [n_pool], and whose real
+    images are the pool rows `init_idx`). `coins` is the (rate, seed) of the coins the members were
+    drawn by, None where the custodian chose them. Its attacks' bounds use the audit's own δ (the
+    pipeline's, 0 for a non-DP one) whatever is claimed; its verdict's bound is at `claimed_delta`, else
+    that own δ."""
     identity = _identity(experiment, shadows, target_runs=[0])
     own_delta = identity["delta"] or 0.0
     rate, seed = coins if coins is not None else (None, None)
@@ -233,9 +230,9 @@ def release_summary(
     membership, init = member[None], np.zeros((1, member.size), dtype=bool)
     init[0, init_idx] = True
     shadow_accuracy = [m["test_accuracy"] for m in shadows.meta]
-    result = AuditResult(
+    return AuditResult(
         **identity,
-        claim=recorded_claim(claim, own_delta),
+        claim=None,  # judged: `audit.reporting.verdict.judged`
         utility={
             "test_accuracy": obs.test_accuracy,
             "test_accuracy_std": 0.0,
@@ -258,39 +255,17 @@ def release_summary(
         ),
         bound=(
             verdict_entry(
-                scores, membership, slice(None), choices or {}, delta=verdict_delta(claim, own_delta), settings=settings
+                scores,
+                membership,
+                slice(None),
+                choices or {},
+                delta=own_delta if claimed_delta is None else claimed_delta,
+                settings=settings,
             )
             if fair
             else None
         ),
     )
-    return _with_verdict(result, claim)
-
-
-def _with_verdict(result: AuditResult, claim: Claim | None) -> AuditResult:
-    """`result` with its ε verdict, made from the claim the command was given (`claim`, either part
-    None where not given): its ε, else the victim's formal ε, at the δ summary.json's `verdict` is at
-    (`verdict_delta`). summary.json's `verdict` records it: its `kind`, `text`, `reason` and `rejected_by`."""
-    checked = checked_claim(
-        None if claim is None else claim.epsilon,
-        verdict_delta(claim, result.delta or 0.0),
-        formal_epsilon=result.formal_epsilon,
-    )
-    verdict = audit_verdict(result, checked)
-    bound = result.bound
-    if verdict is not None:
-        decision = verdict.to_json()
-        bound = {**bound, **{key: decision[key] for key in ("kind", "text", "reason", "rejected_by")}}
-    return replace(result, bound=bound, verdict=verdict)
-
-
-def recorded_claim(claim: Claim | None, own_delta: float) -> Claim | None:
-    """The claim an audit records (`AuditResult.claim`): the one its command was given
-    (`--claimed-epsilon`, `--claimed-delta`), None where none was; a claimed ε without its δ is at
-    the audit's own δ. `AuditResult.checked_claim` reads it back."""
-    if claim is None:
-        return None
-    return Claim.given(claim.epsilon, own_delta if claim.epsilon is not None and claim.delta is None else claim.delta)
 
 
 def attacks_summary(

@@ -33,6 +33,7 @@ from audit.evaluate import StoredRuns, run_delta, score_attacks, top_level_bound
 from audit.executor import RayUnavailable, ray_session
 from audit.pipeline import check_canary_coins, experiment_record, train_missing_runs
 from audit.reporting.remarks import remarks
+from audit.reporting.verdict import judged
 from audit.rounds import FIRST_LOOK, audit_in_rounds
 from audit.stats.sequential import Schedule, schedule
 from audit.result import AuditResult
@@ -242,7 +243,7 @@ class ShadowAudit:
             confidence=confidence,
             bounded=top_level_bounded(args.inclusion_rate, canaries),
         )
-        result = summarise(
+        summary = summarise(
             runs,
             scores,
             targets,
@@ -251,8 +252,9 @@ class ShadowAudit:
             canaries=canaries,
             settings=replace(evaluation_settings(args), confidence=confidence),
             choices=choices,
-            claim=self.claim,
+            claimed_delta=None if self.claim is None else self.claim.delta,
         )
+        result = judged(summary, self.claim)
         self.scored[n_runs, confidence] = (runs, scores, targets, choices, variance)
         return result
 
@@ -262,7 +264,7 @@ class ShadowAudit:
         runs, scores, targets, choices, variance = self.scored[result.n_shadow, result.confidence]
         if self.looks is None and pair_design.applies(self.plan, self.experiment.get("canaries")):
             result = replace(
-                result, pair_test=pair_test(result, runs, scores, choices, targets, variance, self.canaries, self.claim)
+                result, pair_test=pair_test(result, runs, scores, choices, targets, variance, self.canaries)
             )
         # scores.npz and the ROC plot take attacks that scored every example the bound is over (a white-box
         # attack scores the canaries only, NaN on the natural examples); one that scored a subset of those
@@ -283,12 +285,12 @@ class ShadowAudit:
         return result, path
 
 
-def pair_test(result: AuditResult, runs, scores, choices, targets, variance, canaries, claim) -> dict:
+def pair_test(result: AuditResult, runs, scores, choices, targets, variance, canaries) -> dict:
     """summary.json's `pair_test` (`audit.pair_design`) of a fixed design's runs: the canary column's
     scores, at the audit's confidence and the checked claim's δ (else the audit's own)."""
     column = int(np.flatnonzero(canaries.scored)[0])
     samples = pair_design.pair_samples(runs, scores, choices, targets, variance=variance, column=column)
-    checked = result.checked_claim(claim)
+    checked = result.checked_claim()
     delta = checked.delta if checked is not None else (result.delta or 0.0)
     return pair_design.pair_entry(samples, confidence=result.confidence, delta=delta, claim=checked)
 

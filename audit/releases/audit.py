@@ -25,6 +25,7 @@ from audit.releases.table_inputs import read_table_inputs
 from audit.releases.leakage import compare_with_subsets, leave_one_out, release_leakage
 from audit.releases.target import check_out_dir, release_id, target_run, victim_for, with_target
 from audit.reporting.build import Report, Settings, build_report, write_report
+from audit.reporting.verdict import judged
 from audit.results import load_audited
 from audit.result import AuditResult
 from audit.summary import EvaluationSettings, release_summary
@@ -224,7 +225,7 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[AuditResult, Report, P
         alpha=request.report.alpha,
     )
     comparison = _subset_comparison(prepared, release_flag)
-    result = release_summary(
+    summary = release_summary(
         scores,
         inputs.member,
         inputs.init_idx,
@@ -234,10 +235,10 @@ def run_release_audit(prepared: PreparedRelease) -> tuple[AuditResult, Report, P
         experiment=prepared.experiment,
         variance=variance,
         settings=settings,
-        claim=request.report.claim,
+        claimed_delta=None if request.report.claim is None else request.report.claim.delta,
         choices=choices,
     )
-    result = replace(result, release_leakage=leakage, subset_baseline=comparison)
+    result = replace(judged(summary, request.report.claim), release_leakage=leakage, subset_baseline=comparison)
     built, html_path, json_path = _write_audit_and_report(
         prepared, result, scores, obs.to_store(meta), init_mask=runs.init_mask[targets]
     )

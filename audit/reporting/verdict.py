@@ -169,10 +169,26 @@ def epsilon_verdict(
     )
 
 
+def judged(result: AuditResult, claim: Claim | None) -> AuditResult:
+    """`result` (`audit.summary`'s, its bound at the claim's δ) with the claim its command was given
+    (`claim`, either part None where not given; a claimed ε without its δ is at the audit's own δ) and
+    the verdict on it, made here once: the claimed ε, else the victim's formal ε (`checked_claim`).
+    summary.json's `verdict` records its `kind`, `text`, `reason` and `rejected_by`."""
+    if claim is not None and claim.epsilon is not None and claim.delta is None:
+        claim = Claim.given(claim.epsilon, result.delta or 0.0)
+    result = replace(result, claim=claim)
+    verdict = audit_verdict(result, result.checked_claim())
+    if verdict is None:
+        return replace(result, verdict=None)
+    decision = verdict.to_json()
+    bound = {**result.bound, **{key: decision[key] for key in ("kind", "text", "reason", "rejected_by")}}
+    return replace(result, bound=bound, verdict=verdict)
+
+
 def audit_verdict(result: AuditResult, claim: Claim | None) -> Verdict | None:
     """The ε verdict of an audit: its paid-for bound (`result.bound`, summary.json's `verdict`, at the
     claim's δ) against `claim`, the claim checked with both parts set (`audit.claim.checked_claim`;
-    None: "no ε claim was checked"); None where no bound applies. `audit.summary` makes it once;
+    None: "no ε claim was checked"); None where no bound applies. `judged` makes it once;
     `summary_verdict` makes it again from a summary.json re-read."""
     found = result.bound
     if not found:
