@@ -20,7 +20,6 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def walk(victim: str, claimed: float) -> tuple[dict[str, set[str]], list[tuple[str, str]], list[tuple[str, str]], int]:
