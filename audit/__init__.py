@@ -10,6 +10,7 @@ import importlib
 _EXPORTS = {
     "AuditResult": "audit.result",
     "load": "audit.api",
+    "roc_scores": "audit.api",
     "run": "audit.api",
     "MembershipScores": "audit.stats.metrics",
     "advantage": "audit.stats.metrics",

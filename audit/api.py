@@ -1,7 +1,7 @@
 """The audit from Python (docs/contracts.md, "Python API"): `run` audits a victim as `python -m
 audit.lira` (or `audit.loss`, `audit.ganleak`) does, with the same flags as keyword arguments and the
 same lines on the terminal, and returns its `AuditResult`; `load` returns the result an audited
-store holds."""
+store holds, `roc_scores` the scores its ROC curves are drawn from."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ import json
 from pathlib import Path
 from typing import Mapping
 
+import numpy as np
+
 from audit.cli.shadow_audit import AuditRefused, run as run_flags
 from audit.reporting.verdict import summary_verdict
 from audit.result import AuditResult
+from audit.results import load_audited
 
 #: `run`'s commands: the module whose attacks it runs
 COMMANDS = ("lira", "loss", "ganleak")
@@ -43,3 +46,23 @@ def reread(data: Mapping) -> AuditResult:
     """The result summary.json's content `data` holds, with its verdict in words against the claim it
     records: the verdict its audit printed."""
     return AuditResult.from_json(data, verdict=summary_verdict(data))
+
+
+def roc_scores(store: str | Path) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """The scores an experiment directory's ROC curves are drawn from (`audit.reporting.figures.plot_roc`),
+    read from its audit/scores.npz by `audit.results`, the one reader of it: group -> attack ->
+    (member scores, non-member scores), pooled over the targets, for each attack scores.npz holds.
+    Group "all": the records the ε bound is over (every pool example; with --canaries, the canary
+    records). Then, without canaries, the members' sub-groups where the release started from real
+    records ("init", "other_members": descriptive, no ε); with canaries, the "natural" examples (an
+    attack that scored none of them left out). `audit.results.ExperimentError` (a ValueError, one
+    line naming the path) where the store is unusable."""
+    audited = load_audited(store)
+    groups = {"all": {a: audited.bound_scores(a) for a in audited.attacks}}
+    if audited.canaries:
+        natural = {a: audited.group_scores(a, "natural") for a in audited.attacks}
+        groups["natural"] = {a: pair for a, pair in natural.items() if min(map(len, pair)) > 0}
+    else:
+        subgroups = [g for g in audited.experiment.group_masks() if g != "all"]
+        groups.update({g: {a: audited.scores(a, g) for a in audited.attacks} for g in subgroups})
+    return groups

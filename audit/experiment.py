@@ -137,19 +137,25 @@ class Experiment:
 
 
 def experiment_labels(experiments: Sequence[Experiment]) -> list[str]:
-    """Short names: the victim, its headline config keys, and the keys that differ between
-    experiments of the same victim ("dm ipc=10 init=real"); the directory name breaks ties."""
-    flat = [_flatten(e.config) for e in experiments]
+    """`result_labels` of the experiments' results, their directory names breaking ties."""
+    return result_labels([e.result for e in experiments], [e.path.name for e in experiments])
+
+
+def result_labels(results: Sequence[AuditResult], names: Sequence[str]) -> list[str]:
+    """Short names of audits side by side: the victim, its headline config keys, and the keys that
+    differ between audits of the same victim ("dm ipc=10 init=real"); where two are alike, each
+    followed by its name in `names` (its directory's, "dm ipc=10 (dm-digits-4dfc0c6028)")."""
+    flat = [_flatten(r.config) for r in results]
     labels = []
-    for exp, config in zip(experiments, flat):
-        same_victim = [c for e, c in zip(experiments, flat) if e.victim == exp.victim]
+    for result, config in zip(results, flat):
+        same_victim = [c for r, c in zip(results, flat) if r.victim == result.victim]
         varying = sorted(
             k for k in config if k not in HEADLINE_KEYS and len({_format_value(c.get(k)) for c in same_victim}) > 1
         )
         keys = [k for k in HEADLINE_KEYS if k in config] + varying
-        labels.append(" ".join([exp.victim, *(f"{k}={_format_value(config[k])}" for k in keys)]))
+        labels.append(" ".join([result.victim, *(f"{k}={_format_value(config[k])}" for k in keys)]))
     counts = Counter(labels)
-    return [f"{label} ({exp.path.name})" if counts[label] > 1 else label for label, exp in zip(labels, experiments)]
+    return [f"{label} ({name})" if counts[label] > 1 else label for label, name in zip(labels, names)]
 
 
 def _flatten(config: Mapping, prefix: str = "") -> dict:

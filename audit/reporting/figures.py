@@ -1,7 +1,8 @@
 """Figures of the report and the notebooks: ROC curves (linear or log-log), image grids; PNG bytes.
 
-Everything draws with matplotlib's Agg backend on figures it creates and closes, so nothing here
-needs a display or leaves global state behind.
+Everything draws on figures it makes itself (`matplotlib.figure.Figure`, saved through the Agg
+canvas), never through pyplot: nothing here needs a display, switches the backend a notebook or
+program is using, or leaves a figure open behind.
 """
 
 from __future__ import annotations
@@ -17,13 +18,11 @@ from audit.stats.metrics import auc, roc
 SCALES = ("log", "linear")
 
 
-def _pyplot():
-    import matplotlib
+def _figure(**kwargs):
+    """A figure of its own, known to no pyplot state and no backend."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(**kwargs)
 
 
 def plot_roc(ax, curves: Mapping[str, tuple[np.ndarray, np.ndarray]], *, scale: str = "log", title: str = "") -> None:
@@ -51,13 +50,9 @@ def plot_roc(ax, curves: Mapping[str, tuple[np.ndarray, np.ndarray]], *, scale: 
 
 def roc_png(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], *, title: str = "", scale: str = "log") -> bytes:
     """`plot_roc` on a figure of its own, as PNG bytes."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(4.6, 4.6), dpi=100)
-    try:
-        plot_roc(ax, curves, scale=scale, title=title)
-        return _png(fig)
-    finally:
-        plt.close(fig)
+    fig = _figure(figsize=(4.6, 4.6), dpi=100)
+    plot_roc(fig.subplots(), curves, scale=scale, title=title)
+    return _png(fig)
 
 
 def to_display(images: np.ndarray) -> np.ndarray:
@@ -82,19 +77,16 @@ def image_grid_png(
         raise ValueError("no images to show")
     columns = max(1, min(columns, len(shown)))
     rows = -(-len(shown) // columns)
-    plt = _pyplot()
-    fig, axes = plt.subplots(rows, columns, figsize=(columns * size, rows * (size + 0.25)), dpi=100, squeeze=False)
-    try:
-        for ax in axes.ravel():
-            ax.axis("off")
-        for ax, image, caption in zip(axes.ravel(), shown, captions):
-            ax.imshow(image, cmap="gray" if image.ndim == 2 else None, vmin=0, vmax=1, interpolation="nearest")
-            ax.set_title(caption, fontsize=7)
-        if title:
-            fig.suptitle(title, fontsize=9)
-        return _png(fig)
-    finally:
-        plt.close(fig)
+    fig = _figure(figsize=(columns * size, rows * (size + 0.25)), dpi=100)
+    axes = fig.subplots(rows, columns, squeeze=False)
+    for ax in axes.ravel():
+        ax.axis("off")
+    for ax, image, caption in zip(axes.ravel(), shown, captions):
+        ax.imshow(image, cmap="gray" if image.ndim == 2 else None, vmin=0, vmax=1, interpolation="nearest")
+        ax.set_title(caption, fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    return _png(fig)
 
 
 def data_uri(png: bytes) -> str:

@@ -1,8 +1,10 @@
-"""The Python API (`audit.run`, `audit.load`) and the result it returns (`audit.result.AuditResult`):
-the same numbers as the command line's summary.json, a value that round-trips through that JSON."""
+"""The Python API (`audit.run`, `audit.load`, `audit.roc_scores`) and the result it returns
+(`audit.result.AuditResult`): the same numbers as the command line's summary.json, a value that
+round-trips through that JSON; the ROC's scores as scores.npz holds them."""
 
 import json
 
+import numpy as np
 import pytest
 
 import audit
@@ -75,3 +77,29 @@ def test_a_result_round_trips_through_its_json_keys_and_their_order():
     release = {**data, "release_leakage": {"warnings": []}, "subset_baseline": {"outcome": None}}
     del release["pair_test"], release["sequential"]
     assert json.dumps(AuditResult.from_json(release).to_json()) == json.dumps(release)
+
+
+def test_roc_scores_are_the_stored_scores_by_group_and_attack(tmp_path):
+    from shadow_runs.plan import PLAN
+
+    store = tmp_path / "subset-digits-0123456789"
+    (store / "audit").mkdir(parents=True)
+    (store / "runs").mkdir()
+    (store / "experiment.json").write_text(json.dumps({"victim": "subset", "plan": PLAN}))
+    summary = {"victim": "subset", "config": {"ipc": 1}, "n_shadow": 1, "target_runs": [0]}
+    summary["attacks"] = {"loss": {"eps_ceiling": 1.0}, "ganleak_pbb": {"eps_ceiling": 1.0}}  # pbb has no scores
+    (store / "audit" / "summary.json").write_text(json.dumps(summary))
+    (store / "runs" / "00000.json").write_text(json.dumps({"test_accuracy": 0.5}))
+    # one target, 6 records: the first 4 members, of which the first 2 the release's init rows
+    membership, init = np.array([[1, 1, 1, 1, 0, 0]], bool), np.array([[1, 1, 0, 0, 0, 0]], bool)
+    np.savez(store / "audit" / "scores.npz", target_runs=[0], membership=membership, init=init, loss=[np.arange(6.0)])
+    found = audit.roc_scores(store)
+    as_lists = {g: {a: [s.tolist() for s in pair] for a, pair in attacks.items()} for g, attacks in found.items()}
+    assert as_lists == {
+        "all": {"loss": [[0, 1, 2, 3], [4, 5]]},
+        "init": {"loss": [[0, 1], [4, 5]]},  # each sub-group of members against every non-member
+        "other_members": {"loss": [[2, 3], [4, 5]]},
+    }
+    (store / "audit" / "scores.npz").unlink()
+    with pytest.raises(ValueError, match="scores.npz: missing"):  # ExperimentError, one line naming the file
+        audit.roc_scores(store)

@@ -1,5 +1,5 @@
-"""Both notebooks, executed end to end (nbclient, a real Jupyter kernel) on the tiny audits, so
-they cannot rot. The notebooks in git carry no outputs."""
+"""The notebooks, executed end to end (nbclient, a real Jupyter kernel) on tiny audits, so they
+cannot rot. The notebooks in git carry no outputs."""
 
 import json
 import os
@@ -46,7 +46,7 @@ def outputs(notebook, kind):
     return [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs if kind(o)]
 
 
-@pytest.mark.parametrize("name", ["roc_curves.ipynb", "walkthrough.ipynb"])
+@pytest.mark.parametrize("name", ["roc_curves.ipynb", "table_audit.ipynb", "walkthrough.ipynb"])
 def test_notebooks_are_stored_without_outputs(name):
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     assert all(not c.outputs and c.execution_count is None for c in notebook.cells if c.cell_type == "code")
@@ -78,3 +78,15 @@ def test_walkthrough_goes_from_audit_run_to_the_verdict(runs_dir, monkeypatch):
     data = json.loads((runs_dir / "report.json").read_text())
     assert [e["victim"] for e in data["experiments"]] == ["dm", "subset"]
     assert os.path.isfile(runs_dir / "report.html")
+
+
+def test_table_notebook_audits_a_table_and_plots_its_roc(tmp_path, monkeypatch):
+    # the smallest table audit of tests/end_to_end/test_tabular_audits.py (SMALL, 4 runs), with a claim
+    flags = {"epsilon": 1, "rows": 300, "classifier_iterations": 10, "executor": "inline", "quiet": True}
+    env = {"AUDIT_RUNS_DIR": str(tmp_path), "AUDIT_N_SHADOW": "4", "AUDIT_FLAGS": json.dumps(flags)}
+    notebook = execute("table_audit.ipynb", env, monkeypatch)
+    text = "".join(o.get("text", "") for o in outputs(notebook, lambda o: o.output_type == "stream"))
+    assert "marginals on fair: " in text
+    assert "  verdict: claimed ε = 1 at δ = 1e-05: leakage consistent with the claimed ε; ε ≥ " in text
+    # one figure, linear and log-log side by side
+    assert len(outputs(notebook, lambda o: "image/png" in o.get("data", {}))) == 1
