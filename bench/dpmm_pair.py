@@ -109,16 +109,8 @@ def fit(args) -> None:
     pool = pair_pool()
     store = args.out / "fits.npz"
     args.out.mkdir(parents=True, exist_ok=True)
-    found = (
-        dict(np.load(store))
-        if store.exists()
-        else {
-            "coin": np.zeros(0, bool),
-            "cells": np.zeros((0, 8)),
-            "observed": np.zeros((0, 5)),
-            "seconds": np.zeros(0),
-        }
-    )
+    # `observed` has a column per measurement the pipeline keeps (5 for dpmm's MST, 3 with --one-way-only)
+    found = dict(np.load(store)) if store.exists() else {"coin": np.zeros(0, bool)}
     rng = np.random.default_rng([args.seed, len(found["coin"])])
     while len(found["coin"]) < args.runs:
         k = min(args.batch, args.runs - len(found["coin"]))
@@ -126,9 +118,8 @@ def fit(args) -> None:
         seeds = [int(s) for s in rng.integers(0, 2**31, size=k)]
         seconds, fitted = one_call(spec, pool, coins, seeds)
         cells, observed = run_features(pool, fitted, coins)
-        found = {"coin": np.concatenate([found["coin"], coins]), "cells": np.concatenate([found["cells"], cells]),
-                 "observed": np.concatenate([found["observed"], observed]),
-                 "seconds": np.append(found["seconds"], seconds)}  # fmt: skip
+        call = {"coin": coins, "cells": cells, "observed": observed, "seconds": np.array([seconds])}
+        found = {key: np.concatenate([found[key], value]) if key in found else value for key, value in call.items()}
         np.savez(store, **found)
         print(
             f"{len(found['coin'])} runs, call of {k} in {seconds:.1f} s ({k / seconds * 3600:.0f} fits/h)", flush=True
