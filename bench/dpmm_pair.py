@@ -13,8 +13,9 @@ keeps what it fitted): the coin, the release's 8 cell counts, and the white-box 
 (`victims.command_whitebox.measured_observations`: each noisy measurement's count in the target's
 cell, less the members in it other than the target), with the call's seconds.
 
-`certify`: the runs split at random (`--split-seed`) into references (`--references`, a fraction)
-and judged runs. The scores, each a fixed function of one run's output:
+`certify`: the noise each measurement drew (its observation's standard deviation over the OUT fits,
+where the target's cells hold no member), and the runs split at random (`--split-seed`) into
+references (`--references`, a fraction) and judged runs. The scores, each a fixed function of one run's output:
 
 * black-box (the release): `released_target`, the released rows equal to the target; `released_cells`,
   the released rows holding the target's value, summed over the columns (its 1-way counts);
@@ -109,16 +110,8 @@ def fit(args) -> None:
     pool = pair_pool()
     store = args.out / "fits.npz"
     args.out.mkdir(parents=True, exist_ok=True)
-    found = (
-        dict(np.load(store))
-        if store.exists()
-        else {
-            "coin": np.zeros(0, bool),
-            "cells": np.zeros((0, 8)),
-            "observed": np.zeros((0, 5)),
-            "seconds": np.zeros(0),
-        }
-    )
+    # `observed` has a column per measurement the pipeline keeps (5 for dpmm's MST, 3 with --one-way-only)
+    found = dict(np.load(store)) if store.exists() else {"coin": np.zeros(0, bool)}
     rng = np.random.default_rng([args.seed, len(found["coin"])])
     while len(found["coin"]) < args.runs:
         k = min(args.batch, args.runs - len(found["coin"]))
@@ -126,9 +119,8 @@ def fit(args) -> None:
         seeds = [int(s) for s in rng.integers(0, 2**31, size=k)]
         seconds, fitted = one_call(spec, pool, coins, seeds)
         cells, observed = run_features(pool, fitted, coins)
-        found = {"coin": np.concatenate([found["coin"], coins]), "cells": np.concatenate([found["cells"], cells]),
-                 "observed": np.concatenate([found["observed"], observed]),
-                 "seconds": np.append(found["seconds"], seconds)}  # fmt: skip
+        call = {"coin": coins, "cells": cells, "observed": observed, "seconds": np.array([seconds])}
+        found = {key: np.concatenate([found[key], value]) if key in found else value for key, value in call.items()}
         np.savez(store, **found)
         print(
             f"{len(found['coin'])} runs, call of {k} in {seconds:.1f} s ({k / seconds * 3600:.0f} fits/h)", flush=True
@@ -161,6 +153,13 @@ def certify(args) -> None:
         f"({(reference & coin).sum()} IN), judged {(~reference).sum()} ({(~reference & coin).sum()} IN)"
     )
     print(f"call seconds: {found['seconds'].sum():.0f} s in all, {n / found['seconds'].sum() * 3600:.0f} fits/h")
+    out_std = found["observed"][~coin].std(axis=0, ddof=1)
+    shift = all_scores["noisy_all"][coin].mean() - all_scores["noisy_all"][~coin].mean()
+    print(
+        f"the noise drawn: each measurement's target-cell observation over the OUT fits has std "
+        f"{[round(float(v), 3) for v in out_std]}; noisy_all's IN - OUT mean over its OUT std "
+        f"{shift / all_scores['noisy_all'][~coin].std(ddof=1):.3f}"
+    )
     print(
         f"claim (1, 1e-2): the dpmm audit's mu {ANCHOR_MU}, the Gaussian mechanism exactly (1, 1e-2)-DP "
         f"{gdp_mu_for(EPSILON, DELTA):.4f}"

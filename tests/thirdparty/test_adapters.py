@@ -2,12 +2,16 @@
 third-party environments (CI builds none): every pipeline file loads and names files that are there,
 the adapters' shared hand-over reads what `--victim command` hands a run and writes a release the
 pool's schema reads back exactly, and bench/third_party.py's cut of fair holds none of its four
-unheld categories, so each unseen canary holds one of its own."""
+unheld categories, so each unseen canary holds one of its own; dpmm's adapter's `--one-way-only`
+patch (on stand-in dpmm modules) and the pair bench's store, appended a call at a time."""
 
 import argparse
 import json
+import math
 import os
+import subprocess
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -26,8 +30,8 @@ jobs = pytest.importorskip("jobs")
 def test_every_pipeline_file_loads_and_passes_the_claim():
     files = sorted((ROOT / "thirdparty" / "pipelines").glob("*.toml"))
     # 6 configurations (smartnoise MST, AIM, MWEM; dpmm MST, AIM, PrivBayes) x 2 preprocessings, and dpmm MST
-    # on the worst-case pair
-    assert len(files) == 13
+    # on the worst-case pair, shipped and with its whole budget on the 1-way marginals
+    assert len(files) == 14
     for path in files:
         spec = load_pipeline(str(path))
         assert spec.kind == "table" and spec.requirements.name.endswith(".lock")
@@ -37,7 +41,7 @@ def test_every_pipeline_file_loads_and_passes_the_claim():
         dpmm = path.name.startswith("dpmm-")
         assert len(spec.environment()["files"]) == (5 if dpmm else 4)
         # dpmm's adapter fits a call's seeds after one import; on the pair a fit is a tenth of a second
-        assert spec.batch == ((100 if path.name == "dpmm-mst-pair.toml" else 8) if dpmm else None)
+        assert spec.batch == ((100 if path.name.startswith("dpmm-mst-pair") else 8) if dpmm else None)
 
 
 def test_the_hand_over_round_trips_a_members_table(tmp_path, monkeypatch):
@@ -92,3 +96,69 @@ def test_the_cut_holds_none_of_the_four_unheld_categories(tmp_path):
     assert pool.n_pool == 1000 and pool.schema == load_fair().schema
     for column, category in third_party.UNHELD:
         assert not (table[column].to_numpy(dtype=float) == category).any()
+
+
+def stand_in_dpmm(monkeypatch) -> type:
+    """dpmm's three patched modules as stand-ins (sys.modules), their MST keeping the shipped σ √(3/(2ρ))
+    and selecting one 2-way clique; returns that MST."""
+
+    class MST:
+        def __init__(self, rho):
+            self.rho, self.sigma = rho, math.sqrt(3 / (2 * rho))
+
+        def select(self, data, rho, measurement_log):
+            return [("a", "b")]
+
+    names = ["dpmm", "dpmm.models", "dpmm.models.base", "dpmm.models.base.mechanisms"]
+    names += ["dpmm.models.base.mechanisms.mechanism", "dpmm.models.mst", "dpmm.models.priv_bayes"]
+    for name in names:
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    for name in names[1:]:
+        parent, _, child = name.rpartition(".")
+        setattr(sys.modules[parent], child, sys.modules[name])
+    sys.modules["dpmm.models.mst"].MST = MST
+    return MST
+
+
+def test_one_way_only_spends_the_whole_rho_on_the_1_way_marginals(monkeypatch):
+    adapter = pytest.importorskip("dpmm_synth")
+    # σ = √(1/(2ρ)): ρ = 1/2 -> 1, ρ = 2 -> 1/2; the d measurements, each drawn with σ√d, spend
+    # d·1/(2dσ²) = ρ, and the target's d cells move by 1 each: μ = √d/(σ√d) = 1/σ = √(2ρ) (1 at ρ = 1/2)
+    assert adapter.one_way_sigma(0.5) == 1.0 and adapter.one_way_sigma(2.0) == 0.5
+    mst = stand_in_dpmm(monkeypatch)
+    knobs = {"memoise_rho": False, "select_iters": None}
+    adapter.set_knobs(argparse.Namespace(**knobs, one_way_only=False))
+    assert mst(0.5).sigma == math.sqrt(3) and mst(0.5).select(None, 0.1, []) == [("a", "b")]  # untouched
+    adapter.set_knobs(argparse.Namespace(**knobs, one_way_only=True))
+    assert mst(0.5).sigma == 1.0 and mst(2.0).sigma == 0.5 and mst(0.5).rho == 0.5
+    assert mst(0.5).select(None, 0.1, []) == []  # nothing selected, so no 2-way marginal is measured
+
+
+def test_one_way_only_is_refused_for_a_model_that_is_not_mst():
+    adapter = ROOT / "thirdparty" / "adapters" / "dpmm_synth.py"
+    flags = ["--model", "aim", "--preprocessing", "none", "--one-way-only", "--epsilon", "1", "--delta", "0.01"]
+    done = subprocess.run([sys.executable, str(adapter), *flags], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "dpmm_synth.py: --one-way-only is MST's, not --model aim's\n"
+
+
+def test_the_pair_bench_appends_each_call_s_fits_whatever_the_measurements(tmp_path, monkeypatch):
+    import dpmm_pair
+
+    calls = []
+
+    def one_call(spec, pool, coins, seeds):
+        calls.append(len(coins))
+        return 2.0, [None] * len(coins)
+
+    def run_features(pool, fitted, coins):  # 3 measurements a fit, as with --one-way-only
+        return np.zeros((len(coins), 8)), np.full((len(coins), 3), float(len(calls)))
+
+    monkeypatch.setattr(dpmm_pair, "one_call", one_call)
+    monkeypatch.setattr(dpmm_pair, "run_features", run_features)
+    dpmm_pair.main(["fit", "--out", str(tmp_path), "--runs", "5", "--batch", "2"])
+    dpmm_pair.main(["fit", "--out", str(tmp_path), "--runs", "7", "--batch", "2"])
+    found = np.load(tmp_path / "fits.npz")
+    # calls of 2, 2, 1 fits, then 2 more: call j's 3 observations are j
+    assert calls == [2, 2, 1, 2] and found["coin"].shape == (7,) and found["seconds"].tolist() == [2.0] * 4
+    assert found["observed"].shape == (7, 3) and found["observed"][:, 0].tolist() == [1, 1, 2, 2, 3, 4, 4]

@@ -1,9 +1,9 @@
 """Adapter: a dpmm pipeline (MST, AIM, PrivBayes) as `--victim command`.
 
-Runs inside thirdparty/envs/dpmm (dpmm 0.1.9) through its public API only, unless `--select-iters`
-or `--memoise-rho` is given: those two patch dpmm's internals (below), and only the worst-case pair's
-pipeline sets them. Batched, each seed is fitted as a call of its own would fit it; OpenDP draws the
-noise from the OS, so no two fits agree.
+Runs inside thirdparty/envs/dpmm (dpmm 0.1.9) through its public API only, unless `--select-iters`,
+`--memoise-rho` or `--one-way-only` is given: those three patch dpmm's internals (below), and only
+the worst-case pair's pipelines set them. Batched, each seed is fitted as a call of its own would fit
+it; OpenDP draws the noise from the OS, so no two fits agree.
 
 --preprocessing schema: the schema's public categories, bounds and bins, no budget on
 preprocessing: nothing about the domain is read from the members. --preprocessing defaults:
@@ -13,7 +13,10 @@ order (dpmm's binner drops single-valued columns, so the worst-case pair fails t
 docs/results/third-party.md). `--select-iters` replaces MST's selection-step estimate's 2,500
 iterations (`mst.FactoredInference`): a post-processing of the noisy 1-way measurements, the
 mechanism and its budget unchanged. `--memoise-rho` memoises the pure `cdp_rho` per process, its
-value unchanged.
+value unchanged. `--one-way-only` (mst) changes the mechanism, as the dpmm audit's own MST does: no
+2-way cliques are selected (`MST.select` returns none, spending nothing) so none are measured, and
+MST's recorded σ is `one_way_sigma(ρ)`, so its 1-way measurements spend the whole ρ; the release is
+sampled from the model estimated on those alone.
 
 The claim written back is the ε and δ spent in all and dpmm's noisy measurements (with
 --preprocessing none each as {"columns", "sigma", "noisy"}, C order over the schema's codes, under
@@ -25,7 +28,9 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import random
+import sys
 
 import numpy as np
 from handover import Handed, add_claim_flags, read_handed, write_claim, write_release
@@ -52,10 +57,14 @@ def main() -> None:
         "--select-iters", type=int, default=None, help="mst: the selection step's estimation iterations (dpmm: 2500)"
     )
     parser.add_argument("--memoise-rho", action="store_true", help="dpmm's cdp_rho remembered per process")
+    parser.add_argument("--one-way-only", action="store_true", help="mst: the whole budget on the 1-way marginals")
     parser.add_argument("--no-compress", action="store_true", help="dpmm's compress=False")
     parser.add_argument("--n-records", type=int, default=None, help="release rows (default MIA_EXPECTED_MEMBERS)")
     add_claim_flags(parser)
     args = parser.parse_args()
+    if args.one_way_only and args.model != "mst":
+        print(f"dpmm_synth.py: --one-way-only is MST's, not --model {args.model}'s", file=sys.stderr)
+        raise SystemExit(2)
     from dpmm.pipelines import AIMPipeline, MSTPipeline, PrivBayesPipeline
 
     set_knobs(args)
@@ -64,8 +73,16 @@ def main() -> None:
         fit(args, pipeline_class, read_handed(args))
 
 
+def one_way_sigma(rho: float) -> float:
+    """The σ MST records for its d 1-way measurements to spend all of ρ (zCDP): each is drawn with
+    σ·√d (module docstring) and moves by at most 1 between neighbours, so each spends 1/(2dσ²) and
+    the d together 1/(2σ²) = ρ: σ = √(1/(2ρ)), whatever d. Then a record moving one cell in each of
+    the d marginals is told apart at μ = √d/(σ·√d) = √(2ρ)."""
+    return math.sqrt(1 / (2 * rho))
+
+
 def set_knobs(args: argparse.Namespace) -> None:
-    """The two patches of dpmm's internals, each only where its flag is given (module docstring)."""
+    """The three patches of dpmm's internals, each only where its flag is given (module docstring)."""
     import dpmm.models.base.mechanisms.mechanism as mechanism
     import dpmm.models.mst as mst
     import dpmm.models.priv_bayes as priv_bayes
@@ -77,6 +94,15 @@ def set_knobs(args: argparse.Namespace) -> None:
     if args.select_iters is not None:
         inference, iters = mst.FactoredInference, args.select_iters
         mst.FactoredInference = lambda domain, iters_=None, **kwargs: inference(domain, **{**kwargs, "iters": iters})
+    if args.one_way_only:
+        init = mst.MST.__init__
+
+        def one_way_init(self, *pos, **kwargs):
+            init(self, *pos, **kwargs)
+            self.sigma = one_way_sigma(self.rho)
+
+        mst.MST.__init__ = one_way_init
+        mst.MST.select = lambda self, *pos, **kwargs: []
 
 
 def schema_codes(handed: Handed):
@@ -129,7 +155,8 @@ def fit(args: argparse.Namespace, pipeline_class, handed: Handed) -> None:
         {
             "epsilon": handed.epsilon,
             "delta": handed.delta,
-            "accountant": f"dpmm {args.model} (zCDP; preprocessing {args.preprocessing})",
+            "accountant": f"dpmm {args.model} (zCDP; preprocessing {args.preprocessing}"
+            + ("; the whole ρ on the 1-way marginals)" if args.one_way_only else ")"),
             "library": "dpmm 0.1.9",
             "preprocessing": args.preprocessing,
             "measurements": len(measures),
