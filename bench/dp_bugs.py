@@ -36,7 +36,7 @@ from pathlib import Path
 
 from audit.reporting.verdict import EPSILON_VIOLATED
 from audit.result import AuditResult
-from timing import Audited, audit_into, verdict_word
+from timing import AuditOutcome, audit_into, verdict_word
 from victims.dp.bugs import BUGS, path_of, twin_of
 
 
@@ -97,13 +97,13 @@ THREATS = {  # label -> canary flags
 DPSGD_ROWS = tuple(label for label, row in ROWS.items() if row[3] == "dpsgd")
 
 
-def audit(where: Path, flags: list[str], claim: float) -> Audited:
+def audit(where: Path, flags: list[str], claim: float) -> AuditOutcome:
     """One audit checked against `claim` (`--claimed-epsilon`); the stores of `where` share one
     pretrained start."""
     return audit_into(where, [*flags, "--claimed-epsilon", str(claim)])
 
 
-def row(label: str, threat: str, done: Audited, claim: float) -> str:
+def row(label: str, threat: str, done: AuditOutcome, claim: float) -> str:
     """One table row: the verdict's bound against the claim, and the claimed mechanism's own curve."""
     what, result = ROWS[label][0], done.result
     found = result.bound

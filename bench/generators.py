@@ -21,7 +21,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from timing import Audited, audit_into, verdict_cells
+from timing import AuditOutcome, audit_into, verdict_cells
 
 GENERATORS = ("dpcgan", "psg", "dpkernel", "datalens")
 ROWS = {  # label -> (audit flags, whether GAN-Leaks applies)
@@ -38,14 +38,14 @@ ROWS = {  # label -> (audit flags, whether GAN-Leaks applies)
 }
 
 
-def audit(where: Path, flags: list[str], ganleak: bool, extra: list[str]) -> Audited:
+def audit(where: Path, flags: list[str], ganleak: bool, extra: list[str]) -> AuditOutcome:
     """`audit.lira`, then for a generator `audit.ganleak`, on one store: the last audit keeps both's attacks."""
     for command in ("lira", *(["ganleak"] if ganleak else [])):
         done = audit_into(where, [*flags, *extra], command=command)
     return done
 
 
-def row(label: str, done: Audited) -> str:
+def row(label: str, done: AuditOutcome) -> str:
     s = done.result
     attacks = s.attacks
     scored = max(a["n_members"] + a["n_nonmembers"] for a in attacks.values())

@@ -23,7 +23,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from timing import Audited, audit_into
+from timing import AuditOutcome, audit_into
 
 DP_BUGS = "victims.dp.bugs"
 #: the worst-case black-box design for a marginal-based release's noise (the `*-unheld` rows)
@@ -92,13 +92,13 @@ ROWS = {
 }
 
 
-def audit(flags: list[str], *, dataset: str, n_shadow: int, seed: int, runs_dir: Path) -> Audited:
+def audit(flags: list[str], *, dataset: str, n_shadow: int, seed: int, runs_dir: Path) -> AuditOutcome:
     """One audit of `flags` on `dataset` (its lines on stdout discarded); its store is the newest under `runs_dir`."""
     args = ["--dataset", dataset, "--n-shadow", str(n_shadow), *flags, "--seed", str(seed)]
     return audit_into(runs_dir, args, show=False)
 
 
-def row_figures(row: str, done: Audited) -> dict:
+def row_figures(row: str, done: AuditOutcome) -> dict:
     """The row's figures from its audit's result and its runs' seconds (`s_per_run`: their mean)."""
     result = done.result
     attacks = result.attacks

@@ -24,7 +24,7 @@ AUDITS = ("lira", "loss", "ganleak", "release")
 
 
 @dataclass(frozen=True)
-class Audited:
+class AuditOutcome:
     """One audit command's outcome: `store`, the experiment directory it wrote (`timed_audit`'s is
     removed once it returns); `result`, the audit that store holds; `wall_s`, the whole command's
     seconds (imports, Ray's start, training, scoring); `run_seconds`, the seconds each run the store
@@ -59,7 +59,7 @@ def run(command: str, args: list[str], *, timeout: float | None = None, show: bo
 
 def audit_into(
     where: Path | str, args: list[str], *, command: str = "lira", timeout: float | None = None, show: bool = True
-) -> Audited:
+) -> AuditOutcome:
     """Run `python -m audit.<command> <args> --runs-dir <where> --quiet` (a second call re-scores or
     extends the store there) and read back what it wrote: the store is the newest audited one under
     `where` (the stores of a runs directory may share it, as dpsgd's pretrained start). `timeout` and
@@ -71,12 +71,12 @@ def audit_into(
     newest = max(Path(where).glob("*/audit/summary.json"), key=lambda path: path.stat().st_mtime_ns)
     store = newest.parents[1]
     seconds = tuple(json.loads(p.read_text())["wall_s"] for p in sorted((store / "runs").glob("*.json")))
-    return Audited(store, audit.load(store), wall, seconds, ("-m", f"audit.{command}", *argv))
+    return AuditOutcome(store, audit.load(store), wall, seconds, ("-m", f"audit.{command}", *argv))
 
 
-def timed_audit(args: list[str], *, command: str = "lira", timeout: float | None = None) -> Audited:
+def timed_audit(args: list[str], *, command: str = "lira", timeout: float | None = None) -> AuditOutcome:
     """`audit_into` an empty temporary runs directory, so every run is trained; the directory is
-    removed once it returns (`Audited.store` then names nothing)."""
+    removed once it returns (`AuditOutcome.store` then names nothing)."""
     with tempfile.TemporaryDirectory() as runs_dir:
         return audit_into(runs_dir, args, command=command, timeout=timeout)
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from audit.reporting.verdict import EPSILON_VIOLATED
 from dp_bugs import THREATS, WORST_CASE_THREATS
-from timing import Audited, audit_into
+from timing import AuditOutcome, audit_into
 from victims.dp.bugs import BUGS, path_of
 
 TWINS = {"dpsgd1": "dpsgd"}
@@ -41,7 +41,7 @@ def victim_flags(row: str) -> list[str]:
     return ["--victim", victim, "--epsilon", "1", "--epochs", "10"]
 
 
-def run_audit(row: str, seed: int, n_shadow: int, runs_dir: Path, *, threat: str, rounds: list[str]) -> Audited:
+def run_audit(row: str, seed: int, n_shadow: int, runs_dir: Path, *, threat: str, rounds: list[str]) -> AuditOutcome:
     """One `audit.lira` audit of `row` at master seed `seed` (its lines on stdout discarded); a row's
     seeds are stores side by side in `runs_dir` (they share dpsgd's pretrained start)."""
     args = [*victim_flags(row), *THREATS[threat], "--claimed-epsilon", "1", "--n-shadow", str(n_shadow), *rounds]
