@@ -17,9 +17,6 @@ is √10 / σ = 2.0 (σ = 1.583): one blank canary reaches it.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -27,13 +24,14 @@ import numpy as np
 from scipy import stats
 
 from dp_bugs import WORST_CASE
+from timing import audit_into
 
 
-def canary_separations(store: Path) -> np.ndarray:
-    """μ = √2 Φ⁻¹(AUC) of each canary's loss (view 0 of its logits) over every run of `store`."""
+def canary_separations(store: Path, n_canaries: int) -> np.ndarray:
+    """μ = √2 Φ⁻¹(AUC) of the loss (view 0 of its logits) of each of the last `n_canaries` pool rows,
+    the canaries, over every run of `store`."""
     keep = np.load(store / "keep.npy")
     labels = np.load(store / "pool_labels.npy")
-    n_canaries = json.loads((store / "experiment.json").read_text())["canaries"]["n"]
     files = sorted((store / "runs").glob("*.npz"))
     logits = np.stack([np.load(f)["logits"][:, 0, :] for f in files]).astype(np.float64)
     keep = keep[: len(files)]
@@ -64,10 +62,8 @@ def main() -> None:
             where = runs_dir / f"{kind}-{n}"
             flags = ["--victim", "dpsgd", "--epsilon", f"{args.epsilon:g}", "--epochs", "10", *WORST_CASE]
             flags += ["--canaries", n, "--canary-kind", kind, "--n-shadow", str(args.n_shadow)]
-            flags += ["--seed", str(args.seed), "--runs-dir", str(where), "--quiet"]
-            subprocess.run([sys.executable, "-m", "audit.lira", *flags], check=True, stdout=subprocess.DEVNULL)
-            (store,) = (path.parent for path in where.glob("*/experiment.json"))
-            mu = canary_separations(store)
+            done = audit_into(where, [*flags, "--seed", str(args.seed)], show=False)
+            mu = canary_separations(done.store, done.result.canaries["n"])
             print(
                 f"| {n} {kind} | {n} | {np.median(mu):.2f} ({np.percentile(mu, 10):.2f}-{np.percentile(mu, 90):.2f}) |",
                 flush=True,

@@ -13,15 +13,15 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
+from audit.outputs import write_audit
+from audit.result import AuditResult
 from shadow_runs.plan import PLAN
+from timing import run
 
 ATTACKS = ("loss", "lira_online", "lira_offline")
 
@@ -35,17 +35,21 @@ def write_fake(where: Path, *, index: int, targets: int, n: int, runs: int) -> P
     init = membership & (rng.random((targets, n)) < 0.07)
     shift = 0.05 * index
     scores = {a: rng.normal(size=(targets, n)) + shift * membership + 2.0 * init for a in ATTACKS}
-    np.savez(exp / "audit" / "scores.npz", target_runs=np.arange(targets), membership=membership, init=init, **scores)
-    summary = {
-        "victim": "subset" if index == 0 else "fake",
-        "dataset": "digits",
-        "config": {"ipc": 10, "shift": shift},
-        "target_runs": list(range(targets)),
-        "delta": None,
-        "evaluation": {"confidence": 0.95, "plan": PLAN, "inclusion_rate": 0.5},
-        "attacks": {},
-    }
-    (exp / "audit" / "summary.json").write_text(json.dumps(summary))
+    result = AuditResult(
+        victim="subset" if index == 0 else "fake",
+        dataset="digits",
+        config={"ipc": 10, "shift": shift},
+        n_shadow=runs,
+        target_runs=tuple(range(targets)),
+        formal_epsilon=None,
+        delta=None,
+        claim=None,
+        utility={},
+        evaluation={"confidence": 0.95, "plan": PLAN, "inclusion_rate": 0.5},
+        attacks={},
+        bound=None,
+    )
+    write_audit(exp / "audit", result=result, scores=scores, membership=membership, init_mask=init)
     for r in range(runs):
         (exp / "runs" / f"{r:05d}.json").write_text(json.dumps({"test_accuracy": 0.9 + 0.01 * rng.normal()}))
     return exp
@@ -63,10 +67,9 @@ def main() -> None:
             write_fake(Path(tmp), index=i, targets=args.targets, n=args.n, runs=args.runs)
             for i in range(args.experiments)
         ]
-        command = [sys.executable, "-m", "audit.compare", *map(str, dirs[1:]), "--baseline", str(dirs[0]), *extra]
-        start, cpu_before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-        wall, cpu_after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        wall = run("compare", [*dirs[1:], "--baseline", dirs[0], *extra], show=False)
+        cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
     print(
         f"{args.experiments} experiments x {args.targets} targets x {args.n} examples x {len(ATTACKS)} attacks "

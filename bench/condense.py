@@ -18,14 +18,12 @@ python bench/condense.py grid [--n-shadow 64] [--runs-dir runs/condense-grid] [-
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from timing import audit_into, timed_audit
+from timing import audit_into, audited_stores, run, timed_audit
 
 CONDENSATION = ("dm", "dsa", "kip")
 ATTACKS = ("loss", "lira_online", "dcr_lira")  # compared: the model attacks and the strongest release attack
@@ -57,14 +55,15 @@ def speed(repeats: int, ipc: int) -> None:
 
 
 def headline(n_shadow: int, extra: list[str]) -> None:
-    wall, per_run, summary = timed_audit(["--victim", "dm", "--n-shadow", str(n_shadow), *extra])
+    done = timed_audit(["--victim", "dm", "--n-shadow", str(n_shadow), *extra])
+    result, wall, per_run = done.result, done.wall_s, done.run_seconds
     print(f"python -m audit.lira --victim dm --n-shadow {n_shadow} {' '.join(extra)}".rstrip())
     print(
         f"wall {wall:.1f} s ({wall / 60:.2f} min); {statistics.mean(per_run):.2f} s per shadow run in its worker "
         f"(median {statistics.median(per_run):.2f}, max {max(per_run):.2f}); "
-        f"test accuracy {summary['utility']['test_accuracy']:.3f}"
+        f"test accuracy {result.utility['test_accuracy']:.3f}"
     )
-    for name, a in summary["attacks"].items():
+    for name, a in result.attacks.items():
         init = a.get("subgroups", {}).get("init")
         print(
             f"  {name:<13} AUC {a['auc']:.3f}  eps_lower {a['eps_lower']:.2f} (ceiling {a['eps_ceiling']:.2f})"
@@ -79,15 +78,11 @@ def headline(n_shadow: int, extra: list[str]) -> None:
 
 def grid(n_shadow: int, runs_dir: Path, ipcs: list[int], extra: list[str]) -> None:
     def audit(label: str, flags: list[str]) -> Path:
-        where = runs_dir / label
-        start = time.perf_counter()
-        audit_into(where, [*flags, "--n-shadow", str(n_shadow), *extra])
-        print(f"# {label}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
-        (experiment,) = [p for p in where.iterdir() if p.is_dir()]
-        return experiment
+        done = audit_into(runs_dir / label, [*flags, "--n-shadow", str(n_shadow), *extra])
+        print(f"# {label}: {done.wall_s:.0f} s", file=sys.stderr, flush=True)
+        return done.store
 
     real = audit("real", ["--victim", "real"])
-    compare = [sys.executable, "-m", "audit.compare"]
     for ipc in ipcs:
         baseline = audit(f"subset_ipc{ipc}", ["--victim", "subset", "--ipc", str(ipc)])
         victims = [
@@ -96,27 +91,11 @@ def grid(n_shadow: int, runs_dir: Path, ipcs: list[int], extra: list[str]) -> No
             for init in ("real", "random")
         ]
         print(f"\n## ipc {ipc}: against subset ipc {ipc}\n", flush=True)
-        subprocess.run(
-            [
-                *compare,
-                *map(str, victims),
-                "--baseline",
-                str(baseline),
-                "--attack",
-                *ATTACKS,
-                "--group",
-                "all",
-                "init",
-                "other_members",
-                "--out",
-                str(runs_dir / f"compare_ipc{ipc}.json"),
-            ],
-            check=True,
-        )
+        groups = ["--group", "all", "init", "other_members"]
+        out = ["--out", runs_dir / f"compare_ipc{ipc}.json"]
+        run("compare", [*victims, "--baseline", baseline, "--attack", *ATTACKS, *groups, *out])
         print(f"\n## real (every member, no release) against subset ipc {ipc}\n", flush=True)
-        subprocess.run(
-            [*compare, str(real), "--baseline", str(baseline), "--attack", "loss", "lira_online"], check=True
-        )
+        run("compare", [real, "--baseline", baseline, "--attack", "loss", "lira_online"])
 
 
 def _cell(attack: dict | None, group: str) -> str:
@@ -140,11 +119,10 @@ def overview(runs_dir: Path) -> None:
         "| dcr_lira, all |"
     )
     print("|---|---|---|---|---|---|---|")
-    for path in sorted(runs_dir.glob("*/*/audit/summary.json")):
-        s = json.loads(path.read_text())
-        a = s["attacks"]
+    for store, s in audited_stores(runs_dir, "*/*"):
+        a = s.attacks
         print(
-            f"| {path.parts[-4]} | {s['utility']['test_accuracy']:.3f} ({s['utility']['test_accuracy_std']:.3f}) "
+            f"| {store.parent.name} | {s.utility['test_accuracy']:.3f} ({s.utility['test_accuracy_std']:.3f}) "
             f"| {_cell(a['lira_online'], 'all')} | {_cell(a['loss'], 'init')} | {_cell(a.get('dcr_lira'), 'init')} "
             f"| {_cell(a.get('dcr_lira'), 'other_members')} | {_cell(a.get('dcr_lira'), 'all')} |"
         )

@@ -33,18 +33,19 @@ def main() -> None:
     print(f"| victim | one run in its worker, s (median of {args.n_shadow}) | wall of {args.n_shadow} runs, s |")
     print("|---|---|---|")
     for victim in args.victims:
-        wall, per_run, _ = timed_audit(["--victim", victim, "--n-shadow", str(args.n_shadow), *workers])
-        print(f"| {victim} | {statistics.median(per_run):.2f} | {wall:.1f} |", flush=True)
+        done = timed_audit(["--victim", victim, "--n-shadow", str(args.n_shadow), *workers])
+        print(f"| {victim} | {statistics.median(done.run_seconds):.2f} | {done.wall_s:.1f} |", flush=True)
 
     victim, sizes = args.growth[0], [int(r) for r in args.growth[1:]]
     walls = []
     print(f"\n| {victim}: --n-shadow R | wall, s | verdict's bound | ceiling |")
     print("|---|---|---|---|")
     for r in sizes:
-        wall, _, summary = timed_audit(["--victim", victim, "--n-shadow", str(r), *workers])
-        walls.append(wall)
-        found = summary.get("verdict") or {}
-        print(f"| {r} | {wall:.1f} | {found.get('eps_lower', float('nan')):.2f} | {found.get('eps_ceiling', 0):.2f} |")
+        done = timed_audit(["--victim", victim, "--n-shadow", str(r), *workers])
+        walls.append(done.wall_s)
+        found = done.result.bound or {}
+        bound, ceiling = found.get("eps_lower", float("nan")), found.get("eps_ceiling", 0)
+        print(f"| {r} | {done.wall_s:.1f} | {bound:.2f} | {ceiling:.2f} |")
     if len(sizes) >= 2:
         b, a = np.polyfit(sizes, walls, 1)
         print(f"\nwall ~ {a:.0f} s + {b:.2f} s x R ({victim}, {args.workers} workers); R = 256: {a + 256 * b:.0f} s")

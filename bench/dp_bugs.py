@@ -32,12 +32,11 @@ victims at ε = 1 and 4 (dpsgd also 10), reported against their own ε.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
-import time
 from pathlib import Path
 
+from audit.reporting.verdict import EPSILON_VIOLATED
+from audit.result import AuditResult
+from timing import AuditOutcome, audit_into, verdict_word
 from victims.bugs import BUGS, path_of, twin_of
 
 
@@ -98,56 +97,40 @@ THREATS = {  # label -> canary flags
 DPSGD_ROWS = tuple(label for label, row in ROWS.items() if row[3] == "dpsgd")
 
 
-def audit(where: Path, flags: list[str], claim: float) -> tuple[dict, float]:
-    """(summary.json, minutes) of one audit checked against `claim` (`--claimed-epsilon`)."""
-    start = time.perf_counter()
-    command = [sys.executable, "-m", "audit.lira", *flags, "--claimed-epsilon", str(claim)]
-    subprocess.run([*command, "--runs-dir", str(where), "--quiet"], check=True)
-    minutes = (time.perf_counter() - start) / 60
-    # the stores of a runs directory share one pretrained start; this audit's summary is the newest
-    newest = max(where.glob("*/audit/summary.json"), key=lambda path: path.stat().st_mtime_ns)
-    return json.loads(newest.read_text()), minutes
+def audit(where: Path, flags: list[str], claim: float) -> AuditOutcome:
+    """One audit checked against `claim` (`--claimed-epsilon`); the stores of `where` share one
+    pretrained start."""
+    return audit_into(where, [*flags, "--claimed-epsilon", str(claim)])
 
 
-def row(label: str, threat: str, summary: dict, claim: float, minutes: float) -> str:
+def row(label: str, threat: str, done: AuditOutcome, claim: float) -> str:
     """One table row: the verdict's bound against the claim, and the claimed mechanism's own curve."""
-    from audit.reporting.verdict import summary_verdict
-
-    what = ROWS[label][0]
-    found = summary.get("verdict") or {}
-    verdict = summary_verdict(summary)
-    word = {
-        "epsilon_violated": "violated",
-        "epsilon_consistent": "consistent",
-        "epsilon_not_testable": "not testable",
-    }.get(verdict.kind if verdict else None, "-")
+    what, result = ROWS[label][0], done.result
+    found = result.bound
     cell = f"{found['eps_lower']:.2f} ({found['attack']}) / {found['eps_ceiling']:.2f}" if found else "-"
-    own = found.get("mechanism")
+    own = result.own_curve
     own_cell = "-"
     if own:
         outcome = "**rejected**" if own["rejected"] else "not rejected"
         own_cell = f"{outcome}; ε ≥ {own['eps_lower']:.2f} of {own['eps_claimed']:.2f}"
     return (
-        f"| {label} | {what} | {threat} | {claim:g} | {cell} | {word} | {own_cell} | {summary['n_shadow']} | "
-        f"{minutes:.1f} |"
+        f"| {label} | {what} | {threat} | {claim:g} | {cell} | {verdict_word(result)} | {own_cell} | "
+        f"{result.n_shadow} | {done.wall_s / 60:.1f} |"
     )
 
 
-def seeds_row(label: str, threat: str, summaries: list[dict]) -> str:
+def seeds_row(label: str, threat: str, results: list[AuditResult]) -> str:
     """One row over the seeds of an audit: how often the claim was violated and the own curve
     rejected, and the own curve's ε (the strongest member of the family ruled out) as a median with
     its 10th and 90th percentiles."""
     import numpy as np
 
-    from audit.reporting.verdict import summary_verdict
-
-    violated = sum(summary_verdict(s).kind == "epsilon_violated" for s in summaries)
-    own = [s["verdict"].get("mechanism") for s in summaries]
-    own = [o for o in own if o]
+    violated = sum(r.verdict is not None and r.verdict.kind == EPSILON_VIOLATED for r in results)
+    own = [r.own_curve for r in results if r.own_curve]
     rejected = sum(o["rejected"] for o in own)
     eps = np.array([o["eps_lower"] for o in own])
     spread = f"{np.median(eps):.2f} ({np.percentile(eps, 10):.2f}-{np.percentile(eps, 90):.2f})" if own else "-"
-    n = len(summaries)
+    n = len(results)
     return f"| {label} | {threat} | {n} | {violated}/{n} | {rejected}/{len(own)} | {spread} |"
 
 
@@ -184,9 +167,9 @@ def main() -> None:
                     TABLE_THREATS.get(threat, THREATS[threat]) if ROWS[label][3] == "marginals" else THREATS[threat]
                 )
                 design = [*canaries, "--n-shadow", str(args.n_shadow), "--seed", str(seed)]
-                summary, minutes = audit(where, [*flags, *design], claim)
-                print(row(label, threat, summary, claim, minutes), flush=True)
-                found.append(summary)
+                done = audit(where, [*flags, *design], claim)
+                print(row(label, threat, done, claim), flush=True)
+                found.append(done.result)
             if args.seeds > 1:
                 over_seeds.append(seeds_row(label, threat, found))
     if over_seeds:

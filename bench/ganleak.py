@@ -17,15 +17,13 @@ python bench/ganleak.py audit [--per-class 20] [--n-shadow 16] [--runs-dir DIR] 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import torch
 
+from timing import audit_into
 
 from shadow_runs.plan import membership_matrix
 from victims import get_victim, load_pool
@@ -91,35 +89,16 @@ def audit(per_class: int, n_shadow: int, runs_dir: Path, extra: list[str]) -> No
     data = write_class_balanced_subset(load_pool("digits"), per_class, runs_dir / f"digits-{per_class}.npz")
     if "--victim" not in extra:
         extra = ["--victim", "cgan", *extra]
-    command = [
-        sys.executable,
-        "-m",
-        "audit.ganleak",
-        "--dataset",
-        str(data),
-        "--n-shadow",
-        str(n_shadow),
-        "--runs-dir",
-        str(runs_dir),
-        "--quiet",
-        *extra,
-    ]
-    start = time.perf_counter()
-    subprocess.run(command, check=True)
-    wall = time.perf_counter() - start
-    victim = extra[extra.index("--victim") + 1]
-    # the experiment this command wrote (the newest summary of this victim on this pool)
-    path = max(runs_dir.glob(f"{victim}-digits-{per_class}-*/audit/summary.json"), key=lambda p: p.stat().st_mtime)
-    summary = json.loads(path.read_text())
-    per_run = [json.loads(p.read_text())["wall_s"] for p in path.parent.parent.glob("runs/*.json")]
-    print(" ".join(command[1:]))
+    done = audit_into(runs_dir, ["--dataset", data, "--n-shadow", n_shadow, *extra], command="ganleak")
+    result = done.result
+    print(" ".join(done.argv))
     print(
-        f"wall {wall:.1f} s; {statistics.mean(per_run):.2f} s per run in its worker; test accuracy "
-        f"{summary['utility']['test_accuracy']:.3f}; formal epsilon {summary['formal_epsilon']}"
+        f"wall {done.wall_s:.1f} s; {statistics.mean(done.run_seconds):.2f} s per run in its worker; test accuracy "
+        f"{result.utility['test_accuracy']:.3f}; formal epsilon {result.formal_epsilon}"
     )
     print("| attack | AUC | TPR@1% FPR (FP) | TPR@0.1% FPR (FP) | members / non-members | eps_lower | eps_ceiling |")
     print("|---|---|---|---|---|---|---|")
-    for name, a in summary["attacks"].items():
+    for name, a in result.attacks.items():
         print(
             f"| {name} | {a['auc']:.3f} | {a['tpr_at_fpr']['0.01']:.4f} ({a['fp_at_fpr']['0.01']}) "
             f"| {a['tpr_at_fpr']['0.001']:.4f} ({a['fp_at_fpr']['0.001']}) | {a['n_members']} / {a['n_nonmembers']} "

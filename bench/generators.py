@@ -18,13 +18,10 @@ wall time of a run in its worker.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
-from timing import verdict_cells
+from timing import AuditOutcome, audit_into, verdict_cells
 
 GENERATORS = ("dpcgan", "psg", "dpkernel", "datalens")
 ROWS = {  # label -> (audit flags, whether GAN-Leaks applies)
@@ -41,16 +38,16 @@ ROWS = {  # label -> (audit flags, whether GAN-Leaks applies)
 }
 
 
-def audit(where: Path, flags: list[str], ganleak: bool, extra: list[str]) -> tuple[dict, list[float]]:
-    for module in ("audit.lira", *(["audit.ganleak"] if ganleak else [])):
-        subprocess.run([sys.executable, "-m", module, *flags, "--runs-dir", str(where), "--quiet", *extra], check=True)
-    root = next(where.glob("*/audit/summary.json")).parent.parent
-    walls = [json.loads(p.read_text())["wall_s"] for p in (root / "runs").glob("*.json")]
-    return json.loads((root / "audit" / "summary.json").read_text()), walls
+def audit(where: Path, flags: list[str], ganleak: bool, extra: list[str]) -> AuditOutcome:
+    """`audit.lira`, then for a generator `audit.ganleak`, on one store: the last audit keeps both's attacks."""
+    for command in ("lira", *(["ganleak"] if ganleak else [])):
+        done = audit_into(where, [*flags, *extra], command=command)
+    return done
 
 
-def row(label: str, s: dict, walls: list[float]) -> str:
-    attacks = s["attacks"]
+def row(label: str, done: AuditOutcome) -> str:
+    s = done.result
+    attacks = s.attacks
     scored = max(a["n_members"] + a["n_nonmembers"] for a in attacks.values())
     # the strongest among the attacks that scored every example (ganleak_pbb scores a few only)
     strongest = max(
@@ -59,11 +56,11 @@ def row(label: str, s: dict, walls: list[float]) -> str:
     )
     top = attacks[strongest]
     bound, ceiling, verdict = verdict_cells(s)  # the verdict's paid-for bound, not a max over attacks
-    formal = "-" if s["formal_epsilon"] is None else f"{s['formal_epsilon']:.2f}"
+    formal = "-" if s.formal_epsilon is None else f"{s.formal_epsilon:.2f}"
     return (
-        f"| {label} | {formal} | {s['utility']['test_accuracy']:.3f} ({s['utility']['test_accuracy_std']:.3f}) "
+        f"| {label} | {formal} | {s.utility['test_accuracy']:.3f} ({s.utility['test_accuracy_std']:.3f}) "
         f"| {strongest} | {top['auc']:.3f} | {top['tpr_at_fpr']['0.001']:.4f} ({top['fp_at_fpr']['0.001']}) "
-        f"| {bound} | {ceiling} | {verdict} | {statistics.mean(walls):.1f} |"
+        f"| {bound} | {ceiling} | {verdict} | {statistics.mean(done.run_seconds):.1f} |"
     )
 
 
@@ -81,8 +78,8 @@ def main() -> None:
     for label in args.rows:
         flags, ganleak = ROWS[label]
         where = args.runs_dir / label.replace(" ", "_").replace("=", "")
-        summary, walls = audit(where, [*flags, "--n-shadow", str(args.n_shadow)], ganleak, extra)
-        print(row(label, summary, walls), flush=True)
+        done = audit(where, [*flags, "--n-shadow", str(args.n_shadow)], ganleak, extra)
+        print(row(label, done), flush=True)
 
 
 if __name__ == "__main__":

@@ -386,7 +386,7 @@ def shared_gpu(args, record, affordable, elapsed, one_run: dict[str, dict[int, f
             ]
             try:
                 with BusyShare() as busy:
-                    wall, in_task, summary = timed_audit(command, timeout=max(1.0, args.budget_s - elapsed()))
+                    done = timed_audit(command, timeout=max(1.0, args.budget_s - elapsed()))
             except Exception as error:  # noqa: BLE001 - a failed step is reported, the rest still run
                 record({"part": "shared", "victim": name, "tasks_on_gpu": shares, "k": k, "error": repr(error)})
                 continue
@@ -398,11 +398,11 @@ def shared_gpu(args, record, affordable, elapsed, one_run: dict[str, dict[int, f
                     "tasks_on_gpu": shares,
                     "k": k,
                     "n_shadow": args.share_runs,
-                    "wall_s": round(wall, 1),
+                    "wall_s": round(done.wall_s, 1),
                     "busy_share": busy.share,
-                    "runs_per_hour": round(3600 * args.share_runs / wall),
-                    "s_per_run_in_task": round(sum(in_task) / len(in_task), 3),
-                    "test_accuracy": summary["utility"]["test_accuracy"],
+                    "runs_per_hour": round(3600 * args.share_runs / done.wall_s),
+                    "s_per_run_in_task": round(sum(done.run_seconds) / len(done.run_seconds), 3),
+                    "test_accuracy": done.result.utility["test_accuracy"],
                 }
             )
 

@@ -36,17 +36,18 @@ ROWS = [  # (label, audit flags)
 
 
 def headline(n_shadow: int, extra: list[str]) -> None:
-    wall, per_run, summary = timed_audit(["--victim", "psg", "--n-shadow", str(n_shadow), *extra])
-    lira = summary["attacks"]["lira_online"]
+    done = timed_audit(["--victim", "psg", "--n-shadow", str(n_shadow), *extra])
+    result, wall, per_run = done.result, done.wall_s, done.run_seconds
+    lira = result.attacks["lira_online"]
     print(f"python -m audit.lira --victim psg --n-shadow {n_shadow} {' '.join(extra)}".rstrip())
     print(
         f"wall {wall:.1f} s ({wall / 60:.2f} min); {statistics.mean(per_run):.2f} s per shadow run in its worker "
         f"(median {statistics.median(per_run):.2f}, max {max(per_run):.2f})"
     )
     print(
-        f"formal epsilon {summary['formal_epsilon']:.3f}, test accuracy {summary['utility']['test_accuracy']:.3f}, "
+        f"formal epsilon {result.formal_epsilon:.3f}, test accuracy {result.utility['test_accuracy']:.3f}, "
         f"LiRA online AUC {lira['auc']:.3f}, eps_hat {lira['eps_hat']:.2f}, eps_lower {lira['eps_lower']:.2f}, "
-        f"eps_ceiling {lira['eps_ceiling']:.2f}; verdict {' / '.join(verdict_cells(summary))}"
+        f"eps_ceiling {lira['eps_ceiling']:.2f}; verdict {' / '.join(verdict_cells(result))}"
     )
 
 
@@ -58,12 +59,12 @@ def table(n_shadow: int, runs_dir: Path, extra: list[str]) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for label, flags in ROWS:
         where = runs_dir / label.replace(" ", "_").replace("=", "")
-        s = audit_into(where, [*flags, "--n-shadow", str(n_shadow), *extra])
-        lira = s["attacks"]["lira_online"]
+        s = audit_into(where, [*flags, "--n-shadow", str(n_shadow), *extra]).result
+        lira = s.attacks["lira_online"]
         bound, ceiling, verdict = verdict_cells(s)  # the verdict's paid-for bound, not a max over attacks
-        formal = "-" if s["formal_epsilon"] is None else f"{s['formal_epsilon']:.2f}"
+        formal = "-" if s.formal_epsilon is None else f"{s.formal_epsilon:.2f}"
         print(
-            f"| {label} | {formal} | {s['utility']['test_accuracy']:.3f} ({s['utility']['test_accuracy_std']:.3f}) "
+            f"| {label} | {formal} | {s.utility['test_accuracy']:.3f} ({s.utility['test_accuracy_std']:.3f}) "
             f"| {lira['auc']:.3f} | {lira['tpr_at_fpr']['0.001']:.4f} ({lira['fp_at_fpr']['0.001']}) "
             f"| {lira['eps_hat']:.2f} | {bound} | {ceiling} | {verdict} |",
             flush=True,

@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 from audit.releases.files import draw_membership, write_pool, write_release
+from timing import audit_into
 from victims import get_victim, load_pool
 from victims.pool import make_pool
-
-ROOT = Path(__file__).resolve().parents[1]
 
 MEMBERSHIP_SEED = 2024
 
@@ -55,19 +51,14 @@ def main() -> None:
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     pool_file, release_file = make_files(args.out, victim=args.victim, n_pool=args.n_pool, ipc=args.ipc)
-    command = [
-        sys.executable, "-m", "audit.release", "--pool", str(pool_file), "--release", str(release_file),
-        "--victim", args.victim, "--n-shadow", str(args.n_shadow), "--runs-dir", str(args.out / "runs"),
-        "--workers", str(args.workers), "--quiet",
-    ]  # fmt: skip
-    start = time.perf_counter()
-    subprocess.run(command, check=True, cwd=ROOT)
-    wall = time.perf_counter() - start
-    audits = sorted((args.out / "runs").glob("release-*/audit/report.json"))
-    report = json.loads(audits[-1].read_text())
+    flags = ["--pool", pool_file, "--release", release_file, "--victim", args.victim, "--n-shadow", args.n_shadow]
+    done = audit_into(args.out / "runs", [*flags, "--workers", args.workers], command="release")
+    # the verdicts are the report's (audit/report.json, which the release audit writes beside its summary): audit
+    # has no loader for that file, so it is read here
+    report = json.loads((done.store / "audit" / "report.json").read_text())
     for verdict in report["experiments"][0]["verdicts"]:
         print(f"- {verdict['text']}\n    {verdict['reason']}")
-    print(f"whole audit ({args.n_shadow} runs of {args.victim} and {args.n_shadow} subset runs): {wall:.0f} s")
+    print(f"whole audit ({args.n_shadow} runs of {args.victim} and {args.n_shadow} subset runs): {done.wall_s:.0f} s")
 
 
 if __name__ == "__main__":

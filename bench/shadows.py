@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +26,7 @@ from attacks.rmia import rmia_offline, rmia_online
 from audit.evaluate import StoredRuns
 from audit.stats.metrics import auc, tpr_at_fpr
 from shadow_runs.store import RunStore
+from timing import audit_into
 from victims import load_pool
 
 VICTIMS = {  # label -> audit.lira flags
@@ -53,23 +52,7 @@ METRICS = {  # label -> f(member scores, non-member scores)
 
 def train(label: str, runs_dir: Path, n_runs: int) -> RunStore:
     """The victim's store with at least `n_runs` runs (trained by the audit CLI itself)."""
-    where = runs_dir / label
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "audit.lira",
-            *VICTIMS[label],
-            "--n-shadow",
-            str(n_runs),
-            "--runs-dir",
-            str(where),
-            "--quiet",
-        ],
-        check=True,
-    )
-    (root,) = [p for p in where.iterdir() if (p / "experiment.json").exists()]
-    return RunStore(root)
+    return RunStore(audit_into(runs_dir / label, [*VICTIMS[label], "--n-shadow", str(n_runs)]).store)
 
 
 def pooled(metric, scores: np.ndarray, member: np.ndarray, rows: np.ndarray) -> float:

@@ -20,13 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-from audit.reporting.verdict import summary_verdict
+from timing import AuditOutcome, audit_into
 
 DP_BUGS = "victims.bugs"
 #: the worst-case black-box design for a marginal-based release's noise (the `*-unheld` rows)
@@ -95,35 +92,24 @@ ROWS = {
 }
 
 
-def audit(flags: list[str], *, dataset: str, n_shadow: int, seed: int, runs_dir: Path) -> tuple[dict, float]:
-    """(summary.json, wall seconds) of one audit; the store is the newest under `runs_dir`."""
-    command = [sys.executable, "-m", "audit.lira", "--dataset", dataset, "--n-shadow", str(n_shadow)]
-    command += [*flags, "--seed", str(seed), "--runs-dir", str(runs_dir), "--quiet"]
-    start = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
-    path = max(runs_dir.glob("*/audit/summary.json"), key=lambda p: p.stat().st_mtime_ns)
-    return json.loads(path.read_text()), wall
+def audit(flags: list[str], *, dataset: str, n_shadow: int, seed: int, runs_dir: Path) -> AuditOutcome:
+    """One audit of `flags` on `dataset` (its lines on stdout discarded); its store is the newest under `runs_dir`."""
+    args = ["--dataset", dataset, "--n-shadow", str(n_shadow), *flags, "--seed", str(seed)]
+    return audit_into(runs_dir, args, show=False)
 
 
-def seconds_per_run(store: Path) -> float:
-    """The mean `wall_s` of the store's runs (seconds a run took in its worker)."""
-    walls = [json.loads(p.read_text())["wall_s"] for p in sorted((store / "runs").glob("*.json"))]
-    return sum(walls) / len(walls)
-
-
-def row_figures(row: str, summary: dict, store: Path) -> dict:
-    """The row's figures from its summary.json and its runs' metadata."""
-    attacks = summary["attacks"]
+def row_figures(row: str, done: AuditOutcome) -> dict:
+    """The row's figures from its audit's result and its runs' seconds (`s_per_run`: their mean)."""
+    result = done.result
+    attacks = result.attacks
     best = max(attacks, key=lambda a: attacks[a]["auc"])
-    verdict, found = summary_verdict(summary), summary.get("verdict") or {}
-    own = found.get("mechanism")
+    verdict, found, own = result.verdict, result.bound or {}, result.own_curve
     return {
         "row": row,
-        "victim": summary["victim"],
-        "formal_epsilon": summary["formal_epsilon"],
-        "test_accuracy": summary["utility"]["test_accuracy"],
-        "marginal_tv_2way": summary["utility"].get("marginal_tv_2way"),
+        "victim": result.victim,
+        "formal_epsilon": result.formal_epsilon,
+        "test_accuracy": result.utility["test_accuracy"],
+        "marginal_tv_2way": result.utility.get("marginal_tv_2way"),
         "best_attack": best,
         "auc": attacks[best]["auc"],
         "tpr_at_1pct": attacks[best]["tpr_at_fpr"]["0.01"],
@@ -133,7 +119,8 @@ def row_figures(row: str, summary: dict, store: Path) -> dict:
         "verdict_attack": found.get("attack"),
         "own_curve_rejected": None if own is None else own["rejected"],
         "own_curve_eps_lower": None if own is None else own["eps_lower"],
-        "s_per_run": seconds_per_run(store),
+        "s_per_run": sum(done.run_seconds) / len(done.run_seconds),
+        "wall_s": done.wall_s,
     }
 
 
@@ -176,9 +163,8 @@ def one_row(row: str, args: argparse.Namespace, runs_dir: Path, seed: int) -> di
     """Audit `row` with master seed `seed` in its own store; print and keep its figures."""
     where = runs_dir / row / f"seed-{seed}"
     where.mkdir(parents=True, exist_ok=True)
-    summary, wall = audit(ROWS[row], dataset=args.dataset, n_shadow=args.n_shadow, seed=seed, runs_dir=where)
-    store = max(where.glob("*/audit/summary.json"), key=lambda q: q.stat().st_mtime_ns).parents[1]
-    figures = {**row_figures(row, summary, store), "wall_s": wall, "n_shadow": args.n_shadow, "seed": seed}
+    done = audit(ROWS[row], dataset=args.dataset, n_shadow=args.n_shadow, seed=seed, runs_dir=where)
+    figures = {**row_figures(row, done), "n_shadow": args.n_shadow, "seed": seed}
     print(markdown(figures), flush=True)
     if args.jsonl:
         with args.jsonl.open("a") as f:

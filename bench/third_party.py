@@ -121,9 +121,8 @@ def main() -> None:
             where = runs_dir / name.replace(" ", "_").replace("ε=", "eps")
             where.mkdir(parents=True, exist_ok=True)
             flags = [*flags_of(config, preprocessing, epsilon), *design_flags(args, design)]
-            summary, wall = audit(flags, dataset=str(dataset), n_shadow=args.n_shadow, seed=args.seed, runs_dir=where)
-            store = max(where.glob("*/audit/summary.json"), key=lambda q: q.stat().st_mtime_ns).parents[1]
-            figures = {**row_figures(name, summary, store), "wall_s": wall}
+            done = audit(flags, dataset=str(dataset), n_shadow=args.n_shadow, seed=args.seed, runs_dir=where)
+            figures = row_figures(name, done)
             figures.update(
                 config=config, preprocessing=preprocessing, epsilon=epsilon, design=design, n_shadow=args.n_shadow
             )

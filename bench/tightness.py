@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from audit.result import AuditResult
 from timing import audit_into, verdict_cells
 
 ROWS = {  # label -> audit flags
@@ -31,19 +32,19 @@ ROWS = {  # label -> audit flags
 KINDS = ("natural", "mislabeled", "outlier", "duplicate")
 
 
-def row(label: str, kind: str, s: dict) -> str:
-    attacks = s["attacks"]
+def row(label: str, kind: str, s: AuditResult) -> str:
+    attacks = s.attacks
     strongest = max(attacks, key=lambda a: (attacks[a]["tpr_at_fpr"]["0.001"], attacks[a]["auc"]))
     top = attacks[strongest]
-    formal = s["formal_epsilon"]
+    formal = s.formal_epsilon
     # the verdict's paid-for bound (duplicate canaries: one coin moves several records, none)
     bound_text, ceiling_text, verdict = verdict_cells(s)
-    found = s.get("verdict")
+    found = s.bound
     ratio = "-" if formal is None or not found else f"{found['eps_lower'] / formal:.3f}"
-    m = s["evaluation"]["n_canaries"]
+    m = s.n_canaries
     return (
         f"| {label} | {kind} | {'-' if formal is None else f'{formal:.2f}'} "
-        f"| {s['utility']['test_accuracy']:.3f} ({s['utility']['test_accuracy_std']:.3f}) "
+        f"| {s.utility['test_accuracy']:.3f} ({s.utility['test_accuracy_std']:.3f}) "
         f"| {strongest} | {top['auc']:.3f} | {top['tpr_at_fpr']['0.001']:.4f} ({top['fp_at_fpr']['0.001']}) "
         f"| {bound_text} | {ceiling_text} | {verdict} | {m if m is not None else '-'} | {ratio} |"
     )
@@ -68,8 +69,8 @@ def main() -> None:
             flags = [*ROWS[label], "--n-shadow", str(args.n_shadow)]
             if kind != "natural":
                 flags += ["--canaries", str(args.canaries), "--canary-kind", kind]
-            s = audit_into(args.runs_dir / f"{label}_{kind}", [*flags, *extra])
-            print(row(label, kind, s), flush=True)
+            done = audit_into(args.runs_dir / f"{label}_{kind}", [*flags, *extra])
+            print(row(label, kind, done.result), flush=True)
 
 
 if __name__ == "__main__":

@@ -25,13 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
+from audit.reporting.verdict import EPSILON_VIOLATED
 from dp_bugs import THREATS, WORST_CASE_THREATS
+from timing import AuditOutcome, audit_into
 from victims.bugs import BUGS, path_of
 
 TWINS = {"dpsgd1": "dpsgd"}
@@ -42,45 +41,32 @@ def victim_flags(row: str) -> list[str]:
     return ["--victim", victim, "--epsilon", "1", "--epochs", "10"]
 
 
-def run_audit(
-    row: str, seed: int, n_shadow: int, runs_dir: Path, *, threat: str, rounds: list[str]
-) -> tuple[dict, float]:
-    """(summary.json, wall seconds) of one `audit.lira` audit of `row` at master seed `seed`."""
-    command = [
-        *(sys.executable, "-m", "audit.lira", *victim_flags(row), *THREATS[threat]),
-        *("--claimed-epsilon", "1", "--n-shadow", str(n_shadow), *rounds, "--seed", str(seed)),
-        *("--runs-dir", str(runs_dir), "--quiet"),
-    ]
-    start = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
-    # a row's seeds are stores side by side (they share dpsgd's pretrained start); this one is the newest
-    summary_path = max(runs_dir.glob("*/audit/summary.json"), key=lambda path: path.stat().st_mtime_ns)
-    return json.loads(summary_path.read_text()), wall
+def run_audit(row: str, seed: int, n_shadow: int, runs_dir: Path, *, threat: str, rounds: list[str]) -> AuditOutcome:
+    """One `audit.lira` audit of `row` at master seed `seed` (its lines on stdout discarded); a row's
+    seeds are stores side by side in `runs_dir` (they share dpsgd's pretrained start)."""
+    args = [*victim_flags(row), *THREATS[threat], "--claimed-epsilon", "1", "--n-shadow", str(n_shadow), *rounds]
+    return audit_into(runs_dir, [*args, "--seed", str(seed)], show=False)
 
 
 def fixed_audit(row: str, seed: int, n_shadow: int, runs_dir: Path, *, threat: str) -> dict:
     """The fixed design at `n_shadow` runs over the same store: its ε verdict and own-curve test."""
-    from audit.reporting.verdict import EPSILON_VIOLATED, summary_verdict
-
-    summary, wall = run_audit(row, seed, n_shadow, runs_dir, threat=threat, rounds=[])
-    verdict = summary_verdict(summary)
-    own = (summary.get("verdict") or {}).get("mechanism")
+    done = run_audit(row, seed, n_shadow, runs_dir, threat=threat, rounds=[])
+    verdict, own = done.result.verdict, done.result.own_curve
     return {
         "runs": n_shadow,
         "eps_violated": verdict is not None and verdict.kind == EPSILON_VIOLATED,
         "own_curve_rejected": None if own is None else bool(own["rejected"]),
-        "wall_s": wall,
+        "wall_s": done.wall_s,
     }
 
 
 def one_audit(
     row: str, seed: int, n_shadow: int, runs_dir: Path, *, threat: str, first_look: int, fixed: list[int]
 ) -> dict:
-    summary, wall = run_audit(
+    done = run_audit(
         row, seed, n_shadow, runs_dir, threat=threat, rounds=["--until-decided", "--first-look", str(first_look)]
     )
-    rounds = summary["sequential"]
+    rounds = done.result.sequential
     return {
         "row": row,
         "threat": threat,
@@ -88,7 +74,7 @@ def one_audit(
         "stopped": rounds["stopped"],
         "stopped_by": rounds.get("stopped_by"),
         "runs_used": rounds["runs_used"],
-        "wall_s": wall,
+        "wall_s": done.wall_s,
         "fixed": [fixed_audit(row, seed, n, runs_dir, threat=threat) for n in fixed],
     }
 

@@ -36,7 +36,7 @@ def main() -> None:
     for _ in range(args.repeats):
         baseline = None
         for workers, k in combinations:
-            wall, runs, _ = timed_audit(
+            done = timed_audit(
                 [
                     "--victim",
                     args.victim,
@@ -49,7 +49,7 @@ def main() -> None:
                     *extra,
                 ]
             )
-            per_run = sum(runs) / len(runs)
+            wall, per_run = done.wall_s, sum(done.run_seconds) / len(done.run_seconds)
             baseline = baseline or wall
             speedups[workers, k].append(baseline / wall)
             print(
