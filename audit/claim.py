@@ -8,6 +8,7 @@ is the audit's own: None until `checked_claim` fills it. The verdict is taken at
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass
 
@@ -26,6 +27,28 @@ def epsilon_ok(value: float) -> bool:
 def delta_ok(value: float) -> bool:
     """Whether `value` may be a claim's δ (`DELTA_RULE`; NaN is not)."""
     return 0 <= value < 1
+
+
+def number_argument(text: str, *, accepts, requirement: str) -> float:
+    """An argument type's number: `text` read as a float that `accepts` takes, else
+    argparse.ArgumentTypeError "must be <requirement>, got '<text>'"."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not accepts(value):  # NaN fails every comparison, so an unparsable text lands here too
+        raise argparse.ArgumentTypeError(f"must be {requirement}, got {text!r}")
+    return value
+
+
+def epsilon_argument(text: str) -> float:
+    """`--claimed-epsilon`'s type: a claim's ε (`EPSILON_RULE`)."""
+    return number_argument(text, accepts=epsilon_ok, requirement=EPSILON_RULE)
+
+
+def delta_argument(text: str) -> float:
+    """`--claimed-delta`'s type: a claim's δ (`DELTA_RULE`; 0 for pure DP)."""
+    return number_argument(text, accepts=delta_ok, requirement=DELTA_RULE)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,12 @@
 """The claim walk (issue 55's measure of how the claimed ε travels): one tiny audit run in this process
 with `--claimed-epsilon`, profiled, then
 
-* the package files whose functions hold the claim (the `Claim` or the claimed float itself) as an
-  argument or a local, with those functions (comprehensions apart: a loop over every flag is no step);
+* the package files whose functions hold the claim (the `Claim`, the claimed float itself, or the
+  verdict made from it on its way to the printed line) as an argument or a local, with those
+  functions (comprehensions apart: a loop over every flag is no step);
 * the returns that hand a claim back to a caller that gave it (the same object passed in and handed
-  back up: a pass-through), apart from those that make a new claim from its parts (the flag's parser,
-  `Claim.given`, `checked_claim`), which are listed as makers;
+  back up: a pass-through), apart from those that make a new claim or verdict from its parts (the
+  flag's type, `Claim.given`, `checked_claim`, the verdict's makers), which are listed as makers;
 * how many times the verdict is made (`audit.reporting.verdict.audit_verdict`).
 
     python bench/claim_walk.py [--victim subset] [--claimed-epsilon 4.321]
@@ -33,6 +34,8 @@ def walk(victim: str, claimed: float) -> tuple[dict[str, set[str]], list[tuple[s
     def holds(value) -> bool:
         if isinstance(value, float):
             return value == claimed
+        if type(value).__name__ == "Verdict":  # the decision made from it, on its way to the printed line
+            return f"ε = {claimed:.4g}" in str(getattr(value, "checked", ""))
         return type(value).__name__ == "Claim" and getattr(value, "epsilon", None) == claimed
 
     def profile(frame, event, arg):
@@ -76,7 +79,8 @@ def main() -> None:
     for path, functions in sorted(visits.items()):
         print(f"  {path}: {', '.join(sorted(functions))}")
     print(f"{len(passed)} pass-through returns" + "".join(f"\n  {p}: {f}" for p, f in passed))
-    print(f"{len(made)} returns of a claim made from its parts: " + ", ".join(sorted({f"{p}:{f}" for p, f in made})))
+    makers = ", ".join(sorted({f"{p}:{f}" for p, f in made}))
+    print(f"{len(made)} returns of a claim or verdict made from its parts: {makers}")
     print(f"the verdict made {verdicts} time(s)")
 
 

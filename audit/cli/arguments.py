@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import math
 import sys
 import typing
 
-from audit.claim import DELTA_RULE, EPSILON_RULE, delta_ok, epsilon_ok
+from audit.claim import delta_argument, epsilon_argument, number_argument
 
 
 class DefaultsHelpFormatter(argparse.HelpFormatter):
@@ -89,29 +88,9 @@ def int_at_least(low: int):
     return parse
 
 
-def _number(text: str, *, accepts, requirement: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not accepts(value):  # NaN fails every comparison, so an unparsable text lands here too
-        raise argparse.ArgumentTypeError(f"must be {requirement}, got {text!r}")
-    return value
-
-
 def probability(text: str) -> float:
     """An argument type: a number in (0, 1)."""
-    return _number(text, accepts=lambda v: 0 < v < 1, requirement="a number in (0, 1)")
-
-
-def positive_number(text: str) -> float:
-    """An argument type: a finite number > 0 (a claim's epsilon, `audit.claim`)."""
-    return _number(text, accepts=epsilon_ok, requirement=EPSILON_RULE)
-
-
-def delta_in_unit(text: str) -> float:
-    """An argument type: a number in [0, 1) (a claim's delta, `audit.claim`; 0 for pure DP)."""
-    return _number(text, accepts=delta_ok, requirement=DELTA_RULE)
+    return number_argument(text, accepts=lambda v: 0 < v < 1, requirement="a number in (0, 1)")
 
 
 def add_claim_flags(parser: argparse.ArgumentParser) -> None:
@@ -119,10 +98,10 @@ def add_claim_flags(parser: argparse.ArgumentParser) -> None:
     commands record it in summary.json, whose verdict is then at the claim's δ; the report checks it."""
     parser.add_argument(
         "--claimed-epsilon",
-        type=positive_number,
+        type=epsilon_argument,
         default=None,
         help="the ε the pipeline claims, checked by the verdict (default: the victim's formal ε, if any)",
     )
     parser.add_argument(
-        "--claimed-delta", type=delta_in_unit, default=None, help="the δ of that claim (default: the victim's δ, or 0)"
+        "--claimed-delta", type=delta_argument, default=None, help="the δ of that claim (default: the victim's δ, or 0)"
     )

@@ -6,9 +6,8 @@ import math
 import pytest
 
 from audit import outputs
-from audit.claim import Claim, checked_claim, verdict_delta
+from audit.claim import Claim, checked_claim, delta_argument, epsilon_argument, verdict_delta
 from audit.cli import report_command
-from audit.cli.arguments import delta_in_unit, positive_number
 from audit.reporting.build import Settings
 from audit.reporting.verdict import summary_verdict
 from audit.api import reread
@@ -55,7 +54,7 @@ def test_a_claim_on_a_victim_without_delta_is_pure_dp():
     # a non-DP victim records delta null: a claimed ε is checked at δ = 0, and δ = 0 may be given
     assert resolve_claim({"formal_epsilon": None, "delta": None}, Claim(epsilon=2.0)).delta == 0.0
     assert Claim(epsilon=2.0, delta=0.0).delta == 0.0
-    assert delta_in_unit("0") == 0.0
+    assert delta_argument("0") == 0.0
 
 
 @pytest.mark.parametrize("epsilon", [0.0, -1.0, math.inf, math.nan])
@@ -65,7 +64,7 @@ def test_an_epsilon_that_is_not_finite_and_positive_is_refused_where_it_is_made(
     with pytest.raises(ValueError, match="^formal epsilon must be a finite number > 0, got"):
         resolve_claim({"formal_epsilon": epsilon, "delta": 1e-5})
     with pytest.raises(Exception, match="must be a finite number > 0"):
-        positive_number(str(epsilon))
+        epsilon_argument(str(epsilon))
 
 
 @pytest.mark.parametrize("delta", [1.0, -1e-9, math.nan])
@@ -73,7 +72,7 @@ def test_a_delta_outside_0_1_is_refused_where_it_is_made(delta):
     with pytest.raises(ValueError, match=r"^claimed delta must be a number in \[0, 1\), got"):
         Claim(epsilon=1.0, delta=delta)
     with pytest.raises(Exception, match=r"must be a number in \[0, 1\)"):
-        delta_in_unit(str(delta))
+        delta_argument(str(delta))
 
 
 def test_the_report_flags_make_one_claim_or_none():
