@@ -84,9 +84,11 @@ def table(args: argparse.Namespace) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     totals: dict[str, list] = {}
     for pipeline in PIPELINES:
-        for store in sorted((args.runs_dir / pipeline).glob("*/audit/summary.json")):
-            store = store.parents[1]
-            summary = json.loads((store / "audit" / "summary.json").read_text())
+        stores = [path.parents[1] for path in (args.runs_dir / pipeline).glob("*/audit/summary.json")]
+        for summary, store in sorted(
+            ((json.loads((s / "audit" / "summary.json").read_text()), s) for s in stores),
+            key=lambda found: found[0]["evaluation"]["master_seed"],
+        ):
             seed, verdict = summary["evaluation"]["master_seed"], summary["verdict"]
             log = args.runs_dir / f"{pipeline}-seed{seed}.log"
             found = CPU.search(log.read_text()) if log.exists() else None
