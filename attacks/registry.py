@@ -21,7 +21,7 @@ import numpy as np
 import attacks.lira
 import attacks.rmia
 from attacks.ganleak import calibrated_scores, log_loss_statistic, reconstruction_scores
-from attacks.tabular import domias_scores, query_scores
+from attacks.tabular import calibrated_counts, domias_scores, query_scores
 from attacks.whitebox import likelihood_ratio, run_scores, step_changes, summed_projection
 from extensions import entry_points, load_entry_point, load_path
 
@@ -173,7 +173,22 @@ def queries(runs, targets, shadows, variance):
 def support(runs, targets, shadows, variance):
     """domain extension: released records where only the record could have opened the domain (a
     category no other pool record holds, a number beyond every other's)"""
-    return runs.release_support[targets].astype(np.float64)
+    return runs.release_support[targets].sum(axis=-1)
+
+
+@attack(family="release", needs=TABLE, min_runs=4, calibrated=True)
+def support_cal(runs, targets, shadows, variance):
+    """domain extension calibrated per record: each column's released records where only the record
+    could have opened the domain, against the same record's counts in its OUT reference runs, the
+    largest over its columns"""
+    return calibrated_counts(runs.release_support, runs.keep, targets, shadows=shadows)
+
+
+@attack(family="release", needs=TABLE, min_runs=4, calibrated=True)
+def queries_cal(runs, targets, shadows, variance):
+    """the counting queries calibrated per record: each query's released records matching the record,
+    against the same record's counts in its OUT reference runs, the largest over the queries"""
+    return calibrated_counts(runs.release_counts, runs.keep, targets, shadows=shadows)
 
 
 @attack(family="release", needs=TABLE, min_runs=1, calibrated=False)
@@ -241,7 +256,7 @@ def whitebox_steps(runs, targets, shadows, variance):
 #: the built-in attacks, in the order summary.json lists them
 REGISTRY: tuple[Attack, ...] = (
     *(loss, lira_online, lira_offline, rmia, rmia_offline),
-    *(dcr, dcr_lira, domias, queries, support, pairs),
+    *(dcr, dcr_lira, domias, queries, support, pairs, support_cal, queries_cal),
     *(ganleak_fbb, ganleak_pbb, ganleak_wb, ganleak_cal, ganleak_lira),
     *(whitebox, whitebox_sum, whitebox_steps),
 )

@@ -92,7 +92,8 @@ class StoredRuns:
     release_density: np.ndarray | None = None
     #: int32 [R, n, Q]: released records matching each pool record per query (`attacks.tabular.queries`), likewise
     release_counts: np.ndarray | None = None
-    #: float64 [R, n]: released records only that pool record could have put there (`attacks.tabular.support`)
+    #: float64 [R, n, D]: per column, released records only that pool record could have put there
+    #: (`attacks.tabular.support`)
     release_support: np.ndarray | None = None
     #: float64 [R, n]: released records on the pairs of columns only that pool record holds (likewise)
     release_pair_support: np.ndarray | None = None

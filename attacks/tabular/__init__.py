@@ -1,6 +1,7 @@
 """Attacks on a released table, computed once per run from arrays and the table's public column
 facts (`TableColumns`), never from a schema object or the victims: Gower's DCR (`gower`), DOMIAS's
-density (`domias`), TAPAS-style counting queries (`queries`), and domain extension (`support`)."""
+density (`domias`), TAPAS-style counting queries (`queries`), domain extension (`support`), and those
+counts calibrated per record on the reference runs (`calibrated`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attacks.tabular.calibrated import calibrated_counts
 from attacks.tabular.domias import domias_scores
 from attacks.tabular.gower import BANDWIDTH, TableColumns, gower_distances, nearest_and_density
 from attacks.tabular.queries import match_counts, queries, query_scores
@@ -21,7 +23,9 @@ class ReleaseStatistics:
     dcr: np.ndarray  # float64 [n]: minus Gower's distance to the closest released record (higher = member)
     log_density: np.ndarray  # float64 [n]: the release's log kernel density (`nearest_and_density`)
     counts: np.ndarray  # int32 [n, Q]: released records matching the record on each query (`match_counts`)
-    support: np.ndarray  # float64 [n]: released records where only the record could have opened the domain
+    support: (
+        np.ndarray
+    )  # float64 [n, D]: per column, released records where only the record could have opened the domain
     pair_support: np.ndarray  # float64 [n]: released records on the pairs of columns only the record holds
 
 
@@ -48,6 +52,7 @@ __all__ = [
     "BANDWIDTH",
     "ReleaseStatistics",
     "TableColumns",
+    "calibrated_counts",
     "domias_scores",
     "gower_distances",
     "match_counts",

@@ -3,7 +3,9 @@
 `domain_extension` (`support`): a pool record alone in holding a category, or a number beyond
 every other pool record's, is the only one that can open that part of the domain for a pipeline
 that reads its domain from its rows (`victims.bugs.MarginalsDomainFromData`); its score is how
-many released records lie there. Under a public domain it tells nothing. `pair_extension`
+many released records lie there, column by column (`support` sums the columns; `support_cal`
+calibrates each against the record's OUT reference runs, `attacks.tabular.calibrated`). Under a
+public domain it tells nothing. `pair_extension`
 (`pairs`): the same on pairs of columns of the discrete domain, summed over the pairs a record
 alone holds; for a marginal-based pipeline it reads the record's own count through the noise, so
 it tests the noise itself (`MarginalsNoiseForTen`; worst case: `--canary-kind unheld`)."""
@@ -16,17 +18,18 @@ import numpy as np
 
 
 def domain_extension(pool_values: np.ndarray, release_values: np.ndarray, categorical: np.ndarray) -> np.ndarray:
-    """float64 [n]: per pool record (values [n, D], the label last), the released records (values [k, D])
-    in the part of the domain only it holds among the pool's records."""
+    """float64 [n, D]: per pool record (values [n, D], the label last) and column, the released records
+    (values [k, D]) in the part of that column's domain only the record holds among the pool's records
+    (0 in a column where it holds nothing alone)."""
     pool_values = np.asarray(pool_values, dtype=np.float64)
     release_values = np.asarray(release_values, dtype=np.float64)
-    score = np.zeros(len(pool_values))
+    score = np.zeros(pool_values.shape)
     for j in range(pool_values.shape[1]):
         column, released = pool_values[:, j], release_values[:, j]
         if categorical[j]:
             values, counts = np.unique(column, return_counts=True)
             alone = np.isin(column, values[counts == 1])
-            score[alone] += [np.count_nonzero(released == v) for v in column[alone]]
+            score[alone, j] = [np.count_nonzero(released == v) for v in column[alone]]
             continue
         for side in (1.0, -1.0):  # above every other record, then below
             top = side * column
@@ -34,7 +37,7 @@ def domain_extension(pool_values: np.ndarray, release_values: np.ndarray, catego
             if len(order) < 2 or top[order[0]] == top[order[1]]:
                 continue  # the extreme is shared: no record opens it alone
             record, others = order[0], top[order[1]]
-            score[record] += np.count_nonzero((side * released > others) & (side * released <= top[record]))
+            score[record, j] += np.count_nonzero((side * released > others) & (side * released <= top[record]))
     return score
 
 

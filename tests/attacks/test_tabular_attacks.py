@@ -243,13 +243,16 @@ def test_domain_extension_counts_released_records_only_the_record_could_have_put
     pool = np.array([[2, 9.0, 0], [0, 5.0, 0], [1, 0.0, 1], [0, -1.0, 0], [1, 5.0, 0]])
     release = np.array([[2, 7.0, 0], [2, 9.0, 1], [0, 9.5, 0], [0, 5.0, 0], [1, -0.5, 0], [0, -1.0, 0]])
     categorical = np.array([True, False, True])
-    # record 0: category 2 twice, numbers in (5, 9]: 7 and 9 (9.5 lies beyond its own value): 4;
-    # record 2: label 1 once: 1; record 3: numbers in [-1, 0): -0.5 and -1: 2; the others hold nothing alone
-    np.testing.assert_array_equal(domain_extension(pool, release, categorical), [4, 0, 1, 2, 0])
+    # column by column: record 0: category 2 twice, numbers in (5, 9]: 7 and 9 (9.5 lies beyond its own
+    # value): (2, 2, 0); record 2: label 1 once: (0, 0, 1); record 3: numbers in [-1, 0): -0.5 and -1:
+    # (0, 2, 0); the others hold nothing alone
+    found = domain_extension(pool, release, categorical)
+    np.testing.assert_array_equal(found, [[2, 2, 0], [0, 0, 0], [0, 0, 1], [0, 2, 0], [0, 0, 0]])
+    np.testing.assert_array_equal(found.sum(axis=1), [4, 0, 1, 2, 0])  # what `support` scores
     # a tie at the extreme opens nothing alone
     tied = pool.copy()
     tied[1, 1] = 9.0
-    assert domain_extension(tied, release, categorical)[0] == 2  # its category only
+    np.testing.assert_array_equal(domain_extension(tied, release, categorical)[0], [2, 0, 0])  # its category only
 
 
 def test_pair_extension_counts_released_records_on_the_pairs_only_the_record_holds():

@@ -65,8 +65,8 @@ def stored_runs(
         # a released table: a member raises its release's density and its counts (3 queries)
         release_density=signal + rng.normal(0, 0.3, (N_RUNS, N)) if release else None,
         release_counts=rng.poisson(2 + 3 * signal[..., None], (N_RUNS, N, 3)).astype(np.int32) if release else None,
-        # and released records only a member could have put there
-        release_support=rng.poisson(2 * signal, (N_RUNS, N)).astype(np.float64) if release else None,
+        # and released records only a member could have put there, in 2 columns
+        release_support=rng.poisson(2 * signal[..., None], (N_RUNS, N, 2)).astype(np.float64) if release else None,
         # and released records on pairs of columns only a member holds
         release_pair_support=rng.poisson(1 + 2 * signal, (N_RUNS, N)).astype(np.float64) if release else None,
     )

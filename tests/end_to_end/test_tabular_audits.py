@@ -11,7 +11,7 @@ import pytest
 from audit import lira, report
 
 SMALL = ["--rows", "300", "--classifier-iterations", "10"]
-TABLE_ATTACKS = ("dcr", "dcr_lira", "domias", "queries", "support", "pairs")
+TABLE_ATTACKS = ("dcr", "dcr_lira", "domias", "queries", "support", "pairs", "support_cal", "queries_cal")
 MODEL_ATTACKS = ("loss", "lira_online", "lira_offline", "rmia", "rmia_offline")
 
 

@@ -30,8 +30,9 @@ jobs = pytest.importorskip("jobs")
 def test_every_pipeline_file_loads_and_passes_the_claim():
     files = sorted((ROOT / "thirdparty" / "pipelines").glob("*.toml"))
     # 6 configurations (smartnoise MST, AIM, MWEM; dpmm MST, AIM, PrivBayes) x 2 preprocessings, and dpmm MST
-    # on the worst-case pair, shipped and with its whole budget on the 1-way marginals
-    assert len(files) == 14
+    # on the worst-case pair: shipped, with its whole budget on the 1-way marginals, and its broken twin
+    # (a one-column domain leak planted: --domain-from-rows a)
+    assert len(files) == 15
     for path in files:
         spec = load_pipeline(str(path))
         assert spec.kind == "table" and spec.requirements.name.endswith(".lock")
@@ -41,7 +42,13 @@ def test_every_pipeline_file_loads_and_passes_the_claim():
         dpmm = path.name.startswith("dpmm-")
         assert len(spec.environment()["files"]) == (5 if dpmm else 4)
         # dpmm's adapter fits a call's seeds after one import; on the pair a fit is a tenth of a second
-        assert spec.batch == ((100 if path.name.startswith("dpmm-mst-pair") else 8) if dpmm else None)
+        pair = path.name.startswith("dpmm-mst-pair")
+        assert spec.batch == ((100 if pair else 8) if dpmm else None)
+    leak, twin = (load_pipeline(str(ROOT / "thirdparty" / "pipelines" / f)).command for f in PAIR_LEAK_AND_TWIN)
+    assert tuple(a for a in leak if a not in ("--domain-from-rows", "a")) == twin  # nothing else differs
+
+
+PAIR_LEAK_AND_TWIN = ("dpmm-mst-pair-leak-a.toml", "dpmm-mst-pair.toml")
 
 
 def test_the_hand_over_round_trips_a_members_table(tmp_path, monkeypatch):

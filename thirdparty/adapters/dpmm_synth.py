@@ -18,6 +18,13 @@ value unchanged. `--one-way-only` (mst) changes the mechanism, as the dpmm audit
 MST's recorded σ is `one_way_sigma(ρ)`, so its 1-way measurements spend the whole ρ; the release is
 sampled from the model estimated on those alone.
 
+--domain-from-rows COLUMN plants a bug, on purpose: that one categorical column's categories are
+the schema's categories some member holds (read from the private rows, no budget spent), every other
+column's the schema's, so a category of COLUMN that only the target holds is released only when the
+target is a member. A deliberately broken victim for testing audits (docs/results/white-box.md, "The
+catalogue of bugs"; docs/results/third-party.md, "A one-column domain leak"), never a configuration
+to release with.
+
 The claim written back is the ε and δ spent in all and dpmm's noisy measurements (with
 --preprocessing none each as {"columns", "sigma", "noisy"}, C order over the schema's codes, under
 `measurements_cells`, read by `victims.command_whitebox`). MST draws each measurement's noise
@@ -39,8 +46,17 @@ from jobs import each_job
 PROC_EPSILON = 0.1  # dpmm's default preprocessing budget (MMPipeline's proc_epsilon)
 
 
-def public_domain(handed: Handed) -> dict:
-    domain = {name: {"categories": handed.categories(name)} for name in handed.categorical}
+def categories(handed: Handed, name: str, from_rows: str | None) -> list[str]:
+    """The categories `name` is given: the schema's, or for the column `from_rows` (the planted bug,
+    module docstring) those of them some member holds, in the schema's order."""
+    if name != from_rows:
+        return handed.categories(name)
+    held = set(handed.members[name])
+    return [category for category in handed.categories(name) if category in held]
+
+
+def public_domain(handed: Handed, from_rows: str | None = None) -> dict:
+    domain = {name: {"categories": categories(handed, name, from_rows)} for name in handed.categorical}
     for column in handed.numeric:
         domain[column["name"]] = {"lower": float(column["lower"]), "upper": float(column["upper"])}
     return domain
@@ -60,6 +76,12 @@ def main() -> None:
     parser.add_argument("--one-way-only", action="store_true", help="mst: the whole budget on the 1-way marginals")
     parser.add_argument("--no-compress", action="store_true", help="dpmm's compress=False")
     parser.add_argument("--n-records", type=int, default=None, help="release rows (default MIA_EXPECTED_MEMBERS)")
+    parser.add_argument(
+        "--domain-from-rows",
+        metavar="COLUMN",
+        default=None,
+        help="a planted bug: COLUMN's categories read from the rows",
+    )
     add_claim_flags(parser)
     args = parser.parse_args()
     if args.one_way_only and args.model != "mst":
@@ -67,6 +89,8 @@ def main() -> None:
         raise SystemExit(2)
     from dpmm.pipelines import AIMPipeline, MSTPipeline, PrivBayesPipeline
 
+    if args.domain_from_rows is not None and args.preprocessing == "defaults":
+        parser.error("--domain-from-rows: the defaults read every column's categories from the rows already")
     set_knobs(args)
     pipeline_class = {"mst": MSTPipeline, "aim": AIMPipeline, "priv-bayes": PrivBayesPipeline}[args.model]
     for _ in each_job():
@@ -105,15 +129,15 @@ def set_knobs(args: argparse.Namespace) -> None:
         mst.MST.select = lambda self, *pos, **kwargs: []
 
 
-def schema_codes(handed: Handed):
-    """(codes, domain): the members' categories as their index in the schema's list, per column, and
-    each column's number of categories (--preprocessing none)."""
+def schema_codes(handed: Handed, given: dict[str, list[str]]):
+    """(codes, domain): the members' categories as their index in the column's `given` list, per
+    column, and each column's number of categories (--preprocessing none)."""
     if handed.numeric:
         raise SystemExit("dpmm_synth.py: --preprocessing none takes categorical columns only")
     codes = handed.members[handed.categorical].copy()
     for name in handed.categorical:
-        codes[name] = codes[name].map({v: i for i, v in enumerate(handed.categories(name))}).astype(int)
-    return codes, {name: len(handed.categories(name)) for name in handed.categorical}
+        codes[name] = codes[name].map({v: i for i, v in enumerate(given[name])}).astype(int)
+    return codes, {name: len(given[name]) for name in handed.categorical}
 
 
 def fit(args: argparse.Namespace, pipeline_class, handed: Handed) -> None:
@@ -123,13 +147,18 @@ def fit(args: argparse.Namespace, pipeline_class, handed: Handed) -> None:
     gen_kwargs = {} if args.n_iters is None else {"n_iters": args.n_iters}
     common = {"gen_kwargs": gen_kwargs, "n_jobs": 1, **({"compress": False} if args.no_compress else {})}
     rows = handed.rows if args.n_records is None else args.n_records
+    if args.domain_from_rows is not None and args.domain_from_rows not in handed.categorical:
+        raise SystemExit(
+            f"dpmm_synth.py: --domain-from-rows {args.domain_from_rows!r}: no categorical column of that name"
+        )
     if args.preprocessing == "none":
-        codes, sizes = schema_codes(handed)
+        given = {name: categories(handed, name, args.domain_from_rows) for name in handed.categorical}
+        codes, sizes = schema_codes(handed, given)
         pipeline = pipeline_class(epsilon=handed.epsilon, delta=handed.delta, disable_processing=True, **common)
         pipeline.fit(codes, domain=sizes, random_state=handed.seed)
         release = pipeline.generate(n_records=rows, random_state=handed.seed)
         for name in handed.categorical:
-            release[name] = release[name].map(dict(enumerate(handed.categories(name))))
+            release[name] = release[name].map(dict(enumerate(given[name])))
     elif args.preprocessing == "schema":
         bins = max([int(c.get("bins") or 10) for c in handed.numeric] + [2])
         pipeline = pipeline_class(
@@ -140,7 +169,7 @@ def fit(args: argparse.Namespace, pipeline_class, handed: Handed) -> None:
             proc_epsilon=None,
             n_bins=bins,
         )
-        pipeline.fit(handed.members, domain=public_domain(handed), random_state=handed.seed)
+        pipeline.fit(handed.members, domain=public_domain(handed, args.domain_from_rows), random_state=handed.seed)
         release = pipeline.generate(n_records=rows, random_state=handed.seed)
     else:
         pipeline = pipeline_class(epsilon=handed.epsilon - PROC_EPSILON, delta=handed.delta, **common)
@@ -159,6 +188,7 @@ def fit(args: argparse.Namespace, pipeline_class, handed: Handed) -> None:
             + ("; the whole ρ on the 1-way marginals)" if args.one_way_only else ")"),
             "library": "dpmm 0.1.9",
             "preprocessing": args.preprocessing,
+            **({"domain_from_rows": args.domain_from_rows} if args.domain_from_rows else {}),
             "measurements": len(measures),
             "measurement_sigmas": sigmas[:10],
             **cells,
