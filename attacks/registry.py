@@ -1,12 +1,11 @@
-"""Every attack an audit can run, registered once: its name, what it needs from the run store,
-how many runs it needs, and its scoring function.
+"""Every attack an audit can run, registered once: its name, what it needs from the run store, how many runs it needs,
+and its scoring function.
 
-`attack_names()` lists the built-in attacks of `REGISTRY`, then those of entry-point group
-`ATTACK_GROUP`; `--attack` also takes `module:function` (docs/contracts.md, "Your own attack").
-An attack scores each target run [T, n] from that target's outputs and the reference runs
-(`shadows`, bool [T, R], None for an attack that calibrates on none) alone, so no guess depends on
-a target's own coins (tests/contracts/test_registry.py). `score(runs, targets, shadows, variance)`
-reads the per-run arrays of an `audit.evaluate.StoredRuns`.
+`attack_names()` lists the built-in attacks of `REGISTRY`, then those of entry-point group `ATTACK_GROUP`; `--attack`
+also takes `module:function` (docs/contracts.md, "Your own attack"). `score(runs, targets, shadows, variance)` scores
+each target run [T, n] from the `audit.evaluate.StoredRuns` of that target and its reference runs (`shadows`, bool [T,
+R], None for an attack without any) alone, so no guess depends on a target's own coins
+(tests/contracts/test_registry.py).
 """
 
 from __future__ import annotations

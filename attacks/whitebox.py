@@ -1,15 +1,14 @@
 """White-box attacks on the canaries' step observations (`victims.dp.whitebox_canaries`).
 
-Each white-box run stores o [steps, m]. Under the claimed Poisson-subsampled Gaussian (noise
-multiplier sigma, rate q, fresh noise each step), OUT: o_t ~ N(0, sigma^2) and IN: o_t ~
-(1 - q) N(0, sigma^2) + q N(1, sigma^2), independent over steps, so the Neyman-Pearson statistic is
+Each white-box run stores o [steps, m]. Under the claimed Poisson-subsampled Gaussian (noise multiplier sigma, rate q,
+fresh noise each step), OUT: o_t ~ N(0, sigma^2) and IN: o_t ~ (1 - q) N(0, sigma^2) + q N(1, sigma^2), independent over
+steps, so the Neyman-Pearson statistic is
 
     log LR = sum_t log[(1 - q) + q exp((2 o_t - 1) / (2 sigma^2))].
 
-Every score is a valid guessing rule for the one-run bound whatever the truth; the derivation
-only says which is most powerful when the claim holds. `likelihood_ratio` is that statistic;
-`summed_projection` is sum_t o_t (robust to a wrong sigma); `step_changes`, sum_t |o_t - o_{t-1}|,
-exposes noise drawn once and reused.
+Every score is a valid guessing rule whatever the truth; the derivation only says which is most powerful when the claim
+holds. `likelihood_ratio` is that statistic; `summed_projection`, sum_t o_t (robust to a wrong sigma); `step_changes`,
+sum_t |o_t - o_{t-1}|, exposes noise drawn once and reused.
 """
 
 from __future__ import annotations

@@ -22,11 +22,10 @@ COMMANDS = ("lira", "loss", "ganleak")
 
 
 def run(victim: str, *, command: str = "lira", **flags) -> AuditResult:
-    """Audit `victim` as `python -m audit.<command> --victim VICTIM ...` does, each keyword a flag
-    (`n_shadow=8` is `--n-shadow 8`, `quiet=True` is `--quiet`, `attack=["dcr"]` is `--attack dcr`,
-    a victim's `False` its `--no-` flag), and return the result it wrote to summary.json. Progress
-    and the audit's lines are shown as on the command line. AuditRefused (a ValueError, one line)
-    for bad input, before any run is trained."""
+    """Audit `victim` as `python -m audit.<command> --victim VICTIM ...` does, each keyword a flag (`n_shadow=8` is
+    `--n-shadow 8`, `quiet=True` `--quiet`, `attack=["dcr"]` `--attack dcr`, `False` a `--no-` flag), with the same
+    terminal lines, and return the result written to summary.json. AuditRefused (a ValueError, one line) for bad input,
+    before any run is trained."""
     if command not in COMMANDS:
         raise AuditRefused(f"command must be one of {', '.join(COMMANDS)}, got {command!r}")
     return run_flags(victim, flags, **importlib.import_module(f"audit.{command}").command())
@@ -49,14 +48,11 @@ def reread(data: Mapping) -> AuditResult:
 
 
 def roc_scores(store: str | Path) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
-    """The scores an experiment directory's ROC curves are drawn from (`audit.reporting.figures.plot_roc`),
-    read from its audit/scores.npz by `audit.results`, the one reader of it: group -> attack ->
-    (member scores, non-member scores), pooled over the targets, for each attack scores.npz holds.
-    Group "all": the records the ε bound is over (every pool example; with --canaries, the canary
-    records). Then, without canaries, the members' sub-groups where the release started from real
-    records ("init", "other_members": descriptive, no ε); with canaries, the "natural" examples (an
-    attack that scored none of them left out). `audit.results.ExperimentError` (a ValueError, one
-    line naming the path) where the store is unusable."""
+    """The scores of an experiment directory's ROC curves, read from audit/scores.npz by `audit.results`: group ->
+    attack -> (member scores, non-member scores), pooled over targets. Group "all": the records the ε bound is over
+    (every pool example, or the canaries); then, without canaries, the descriptive sub-groups "init" and
+    "other_members"; with canaries, "natural". Raises `audit.results.ExperimentError` (one line naming the path) where
+    the store is unusable."""
     audited = load_audited(store)
     groups = {"all": {a: audited.bound_scores(a) for a in audited.attacks}}
     if audited.canaries:

@@ -243,13 +243,11 @@ def choose_on_references(
     confidence: float,
     mechanism: SubsampledGaussian | None = None,
 ) -> ReferenceChoice | None:
-    """Score the reference runs as pseudo-targets (`pseudo_target_scores`) on `columns` (the group
-    the bound is on: every example, or the canary records) and choose, from their public coins
-    alone: the views (for an attack with query views, the variant whose predicted verdict's bound,
-    `VERDICT_BOUND`, is larger, then the one further above chance), and per registered bound the
-    guess count for the real targets' `m` (`audit.stats.guesses.tune`; the claimed mechanism's own
-    curve too when the runs record a `mechanism`). None if too few references remain
-    (`can_choose_on_references`): the audit then falls back to the grid."""
+    """Score the reference runs as pseudo-targets on `columns` (every example, or the canary records) and choose from
+    their public coins alone: the views (the variant with the larger predicted `VERDICT_BOUND`, then further above
+    chance), and per registered bound the guess count for the targets' `m` (`audit.stats.guesses.tune`; the claimed
+    mechanism's curve too when the runs record one). None if too few references remain (`can_choose_on_references`): the
+    audit then uses the grid."""
     if not can_choose_on_references(runs, attack, targets):
         return None
     spec = get_attack(attack)
@@ -295,17 +293,15 @@ def attack_summary(
     choice: ReferenceChoice | None = None,
     mechanism: SubsampledGaussian | None = None,
 ) -> dict:
-    """Metrics of scores [T, n] pooled over targets, with the one-run ε bound and ceiling when the
-    plan's coins are fair (`fair_coins`; otherwise `eps_lower` and `eps_ceiling` are null).
+    """Metrics of scores [T, n] pooled over targets, with the one-run ε bound and ceiling when the plan's coins are fair
+    (`fair_coins`; else `eps_lower` and `eps_ceiling` are null).
 
-    Sub-groups (real images the release was initialised from, and the other members) carry leakage
-    statistics only, no ε: the mechanism chose those images, and conditioning on its choice can
-    raise TPR/FPR by up to 1/P(choice). With `canaries`, the top level is the canary records only,
-    each scored on its first row, and `natural` holds the natural examples (descriptive; not
-    without `natural_group`). A duplicate canary moves several rows with one coin, which a
-    per-record ε does not bound: its `eps_lower` and `eps_ceiling` are null. Guess counts come from
-    `choice` ("tuned") or the grid (always for `natural`); ties break in the order `seed` alone
-    draws, as the verdict and the report do. `mechanism` adds its own curve's bound.
+    Sub-groups (the release's initial real images, the other members) carry leakage statistics only, no ε: conditioning
+    on the mechanism's choice can raise TPR/FPR by up to 1/P(choice). With `canaries`, the top level is the canary
+    records, each scored on its first row, and `natural` the natural examples (descriptive). A duplicate canary moves
+    several rows with one coin, which no per-record ε bounds: its ε keys are null. Guess counts come from `choice`
+    ("tuned") or the grid (always for `natural`); ties break in the order `seed` draws. `mechanism` adds its own curve's
+    bound.
     """
     tuned = None if choice is None else choice.tuned
     if canaries is None:
@@ -413,12 +409,10 @@ def score_attacks(
     confidence: float,
     bounded: bool,
 ) -> tuple[dict, dict]:
-    """(attack -> scores [T, n], attack -> ReferenceChoice or None) for the attacks these runs can
-    score. When the top-level group (`columns`) gets a one-run bound (`bounded`), each attack's
-    views and guess counts are first chosen on the reference runs (`choose_on_references`), and
-    the targets are scored with the chosen views; otherwise with every view and no choice. The
-    counts include the claimed mechanism's own curve where the target runs record one
-    (`claimed_mechanism`), each tuned at the level its test runs at (`verdict_levels`)."""
+    """(attack -> scores [T, n], attack -> ReferenceChoice or None) for the attacks these runs can score. When the
+    top-level group (`columns`) is `bounded`, each attack's views and guess counts are first chosen on the reference
+    runs (`choose_on_references`), including the claimed mechanism's own curve where the targets record one, each tuned
+    at its test's level (`verdict_levels`); otherwise every view, no choice."""
     columns = np.arange(runs.keep.shape[1])[columns]
     mechanism = claimed_mechanism(runs.meta, targets)
     level = verdict_levels(mechanism, delta, confidence)[EPS_TEST]
@@ -448,11 +442,9 @@ def score_attacks(
 
 
 def verdict_attack(choices: dict) -> str | None:
-    """The attack the verdict uses, chosen on the reference runs alone: the largest predicted
-    verdict's bound (`VERDICT_BOUND`), then the pseudo-targets' distance above chance, then registry
-    order. None when no attack could be tuned (the verdict then pays for every attack, Bonferroni).
-    When every prediction is 0 the references cannot tell the attacks apart: `untold` says so, and
-    the verdict takes `fixed_attack` instead."""
+    """The attack the verdict uses, chosen on the reference runs alone: the largest predicted `VERDICT_BOUND`, then the
+    distance above chance, then registry order. None when no attack could be tuned (the verdict then pays for every
+    attack, Bonferroni). When every prediction is 0 (`untold`), the verdict takes `fixed_attack`."""
     tuned = [(c.predicted, c.z, -i, a) for i, (a, c) in enumerate(choices.items()) if c is not None]
     return max(tuned)[3] if tuned else None
 
@@ -473,22 +465,18 @@ def untold(choices: dict, chosen: str | None, *, own_curve: bool = False) -> boo
 
 
 def fixed_attack(choices: dict) -> str:
-    """The attack fixed in advance for an untold choice: `FIXED_ATTACK` where it was run, else the
-    first attack in registry order. With `audit.stats.guesses.fixed_count` (a function of m alone)
-    the guesses are those of a rule fixed before any run, so the one-run tests apply at their full
-    level (Steinke, Nasr & Jagielski 2023, Theorem 3.1; Mahloujifar, Melis & Chaudhuri 2024): no
-    choice reads any coin, not even the reference runs' public ones."""
+    """The attack fixed in advance for an untold choice: `FIXED_ATTACK` where it was run, else the first in registry
+    order. With `audit.stats.guesses.fixed_count` (a function of m alone) no choice reads any coin, so the one-run tests
+    apply at their full level (Steinke, Nasr & Jagielski 2023, Theorem 3.1; Mahloujifar, Melis & Chaudhuri 2024)."""
     return FIXED_ATTACK if FIXED_ATTACK in choices else next(iter(choices))
 
 
 def mechanism_attack(choices: dict) -> str | None:
-    """The attack the test of the claimed mechanism's own curve uses, chosen on the reference runs
-    alone and apart from the ε verdict's: the largest own-curve prediction (`mechanism_predicted`),
-    then the pseudo-targets' distance above chance, then registry order; None when no attack has one
-    (the test then pays for every attack on the grid). The f-DP one-run test (Mahloujifar, Melis and
-    Chaudhuri, `audit.stats.guesses.mechanism_verdict`) holds at its confidence for any attack fixed
-    independently of the targets' coins, and this choice reads only the references' public coins.
-    """
+    """The attack for the test of the claimed mechanism's own curve, chosen on the reference runs alone: the largest
+    own-curve prediction (`mechanism_predicted`), then the distance above chance, then registry order; None when no
+    attack has one (the grid then). The f-DP one-run test (Mahloujifar, Melis and Chaudhuri,
+    `audit.stats.guesses.mechanism_verdict`) holds for any attack fixed independently of the targets' coins, as this
+    choice is."""
     tuned = [
         (c.mechanism_predicted, c.mechanism_z, -i, a)
         for i, (a, c) in enumerate(choices.items())

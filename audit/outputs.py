@@ -104,11 +104,9 @@ def canary_roc_png(
 
 
 def describe(result: AuditResult, path: Path) -> str:
-    """A few lines for the terminal: per attack AUC, TPRs, eps_hat, and the one-run bound beside the
-    design's ceiling (what a perfect attack would certify), or why there is no bound; attacks at
-    chance said so; the verdict (made with the result) and the attack it rests on; the own-curve
-    test; a warning where the runs are too few for a figure shown (the last three as the report
-    shows them, `audit.reporting.remarks`); and a legend of every term the lines use (`TERMS`)."""
+    """Terminal lines: per attack AUC, TPRs, eps_hat, and the one-run bound beside the design's ceiling, or why there is
+    none; attacks at chance; the verdict and its attack; the own-curve test; warnings of too few runs (the last three as
+    the report shows them, `audit.reporting.remarks`); and a legend of the terms used (`TERMS`)."""
     noted, canaries = remarks(result), result.canaries
     runs, targets = result.n_shadow, len(result.target_runs)
     accuracy = f"test accuracy {result.utility['test_accuracy']:.3f}"

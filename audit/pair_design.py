@@ -1,12 +1,11 @@
-"""The worst-case neighbour design's certifier in an audit (summary.json's `pair_test`).
+"""The worst-case neighbour design's certifier in an audit (summary.json's `pair_test`; docs/contracts.md, "The
+worst-case neighbour design").
 
-The design (docs/contracts.md, "The worst-case neighbour design"): every run releases from D or
-D ∪ {target} by the target's fair coin. The reference runs alone, scored as pseudo-targets,
-choose the attack, direction and threshold; `audit.stats.threshold.threshold_audit` then bounds μ
-(GDP) and ε at the claim's δ on the target runs, exact, beside Nasr et al.'s Clopper–Pearson
-baseline, at the audit's confidence. A figure beside the verdict, not a second verdict: `claim`
-says whether the exact ε bound exceeds the claimed ε at its δ, and the μ bound the μ of a
-Gaussian mechanism that meets the claim exactly.
+Every run releases from D or D ∪ {target} by the target's fair coin. The reference runs, scored as pseudo-targets,
+choose the attack, direction and threshold; `audit.stats.threshold.threshold_audit` then bounds μ (GDP) and ε at the
+claim's δ on the target runs, exact, beside Nasr et al.'s Clopper–Pearson baseline. A figure beside the verdict, not a
+second verdict: `claim` says whether the exact ε bound exceeds the claimed ε, and the μ bound the μ of a Gaussian
+mechanism meeting the claim exactly.
 """
 
 from __future__ import annotations

@@ -33,10 +33,9 @@ def experiment_record(
     pool_per_class: int | None = None,
     pool_unheld: int | None = None,
 ) -> dict:
-    """experiment.json of `victim` on `pool` (docs/contracts.md "Experiment identity"): `dataset` its name
-    (`-N-per-class`, `-unheld-K` added for those pools, so the same pool written to a file is one
-    store), `canaries` and `threat_model` only where they apply (so older stores keep their names);
-    `victim_source`, the code's hash, is provenance, but a store refuses runs of other code."""
+    """experiment.json of `victim` on `pool` (docs/contracts.md "Experiment identity"): `dataset` its name (with
+    `-N-per-class`, `-unheld-K` for those pools), `canaries` and `threat_model` only where they apply; `victim_source`,
+    the code's hash, is provenance."""
     label = Path(dataset).stem if dataset.endswith((".npz", ".json")) else dataset
     if pool_per_class:
         label = f"{label}-{pool_per_class}-per-class"

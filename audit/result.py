@@ -13,10 +13,9 @@ from audit.claim import Claim, checked_claim
 
 @dataclass(frozen=True)
 class AuditResult:
-    """One audit's result: `claim` the claim its command was given (None: none); `bound` the ε lower
-    bound the verdict rests on (summary.json's `verdict`); `verdict` that verdict in words, a
-    `audit.reporting.verdict.Verdict` set by the audit and by `audit.load` (None elsewhere; not
-    compared). Nested figures (`utility`, `evaluation`, attack entries, ...) are summary.json's objects."""
+    """One audit's result: `claim` the claim its command was given (None: none); `bound` the ε lower bound the verdict
+    rests on (summary.json's `verdict`); `verdict` that verdict in words (set by the audit and `audit.load`, None
+    elsewhere; not compared). Nested figures are summary.json's objects."""
 
     victim: str
     dataset: str | None

@@ -212,12 +212,10 @@ def release_summary(
     claimed_delta: float | None = None,
     choices: dict | None = None,
 ) -> AuditResult:
-    """summary.json of the release audit, before its claim is judged (`audit.reporting.verdict.judged`):
-    the same keys (one target: the release, whose members are `member`, bool [n_pool], and whose real
-    images are the pool rows `init_idx`). `coins` is the (rate, seed) of the coins the members were
-    drawn by, None where the custodian chose them. Its attacks' bounds use the audit's own δ (the
-    pipeline's, 0 for a non-DP one) whatever is claimed; its verdict's bound is at `claimed_delta`, else
-    that own δ."""
+    """summary.json of the release audit, before its claim is judged (`audit.reporting.verdict.judged`): one target, the
+    release, whose members are `member` (bool [n_pool]) and real images the pool rows `init_idx`. `coins`: the (rate,
+    seed) the members were drawn by, None where the custodian chose them. Attack bounds are at the audit's own δ (0 for
+    a non-DP pipeline); the verdict's at `claimed_delta`, else that δ."""
     identity = _identity(experiment, shadows, target_runs=[0])
     own_delta = identity["delta"] or 0.0
     rate, seed = coins if coins is not None else (None, None)
@@ -330,15 +328,12 @@ def verdict_entry(
     settings: EvaluationSettings,
     mechanism: SubsampledGaussian | None = None,
 ) -> dict | None:
-    """summary.json's `verdict`: the one ε lower bound an ε verdict rests on, paid for
-    (`audit.stats.guesses.verdict_bound`): the attack, views and f_{ε,δ} count the reference runs
-    chose, in one test; or, when none could be tuned, the largest grid bound at the level split across
-    attacks. Only attacks that scored every canary take part. With a claimed `mechanism` (δ > 0),
-    `mechanism` holds its own curve's test (`audit.stats.guesses.mechanism_verdict`) on the attack of
-    `audit.evaluate.mechanism_attack`, and `levels` each test's level (`verdict_levels`: half the error
-    each). `settings.verdict_attack` fixes the attack (`chosen_by` "declared" or "fixed"): no choice
-    reads a target's coin, so Steinke, Nasr & Jagielski's Theorem 3.1 and the f-DP test hold.
-    """
+    """summary.json's `verdict`: the one ε lower bound an ε verdict rests on (`audit.stats.guesses.verdict_bound`): the
+    attack, views and f_{ε,δ} count chosen on the reference runs, in one test; or else the largest grid bound at the
+    level split across attacks, among attacks that scored every canary. With a claimed `mechanism` (δ > 0), `mechanism`
+    holds its own curve's test on `audit.evaluate.mechanism_attack` and `levels` each test's level (`verdict_levels`).
+    `settings.verdict_attack` fixes the attack (`chosen_by` "declared" or "fixed"): no choice reads a target's coin, so
+    Steinke, Nasr & Jagielski's Theorem 3.1 and the f-DP test hold."""
     groups = {}
     for attack, s in scores.items():
         s, keep = s[:, columns], membership[:, columns]

@@ -1,14 +1,12 @@
 """Who is IN each run, which runs are targets, and each run's seed: all from (master seed, run).
 
-Plans (docs/contracts.md, "Membership plan"): `independent-coins-v1`, every record an independent
-Bernoulli(q) coin per run, so IN versus OUT is add/remove of one record, the relation the DP
-accountants certify; and `fixed-remainder-v1`, every natural record a member of every run and the
-canaries keeping the same coins (Annamalai, Ganev and De Cristofaro, USENIX Security 2024). Either
-way the one-run theorem behind the verdict holds (Steinke, Nasr and Jagielski 2023). The plan for R
-runs is a prefix of the plan for more; a duplicate canary's rows share one coin.
-
-The first `n_targets` runs are targets, whose coins are the audit's canaries; the rest are
-references, the only shadows, so no guess looks at a coin it is judged on."""
+Plans (docs/contracts.md, "Membership plan"): `independent-coins-v1`, every record an independent Bernoulli(q) coin per
+run (IN versus OUT is add/remove of one record, the relation DP accountants certify); and `fixed-remainder-v1`, every
+natural record in every run, the canaries keeping their coins (Annamalai, Ganev and De Cristofaro, USENIX Security
+2024). Either way the one-run theorem holds (Steinke, Nasr and Jagielski 2023). The plan for R runs is a prefix of the
+plan for more; a duplicate canary's rows share one coin. The first `n_targets` runs are targets, whose coins are the
+audit's canaries; the rest are references, the only shadows.
+"""
 
 from __future__ import annotations
 

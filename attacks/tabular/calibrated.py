@@ -1,14 +1,8 @@
-"""Released counts calibrated per record: a record's count in each view (a column of the domain
-extension, `support`; a counting query, `queries`) set against the same record's counts in the
-reference runs where it is OUT, so that one view that leaks is not buried by the noise of the
-record's other views, nor one record's leak by the noise of other records'.
-
-A raw count ranks records against each other: where a pipeline reads one column's categories from
-its rows and takes the others from a public schema, the record whose category is in the leaking
-column is released there only as a member (0 records in every OUT run), while the noise of the
-public columns releases some of every other record's category, IN or OUT, and of its other cells.
-Against its own OUT runs the leaking count is the largest deviation there is (docs/results/third-party.md,
-"A one-column domain leak")."""
+"""Released counts calibrated per record: a record's count in each view (a column of the domain extension, `support`; a
+counting query, `queries`) set against its own counts in the reference runs where it is OUT, so that one leaking view is
+not buried by the noise of its other views, nor one record's leak by other records' noise. Where a pipeline reads one
+column's categories from its rows and the rest from a public schema, the leaking count is the largest deviation from the
+record's own OUT runs (docs/results/third-party.md, "A one-column domain leak")."""
 
 from __future__ import annotations
 

@@ -1,14 +1,13 @@
 """The domain-extension attacks: released records that only the target record could have put there.
 
-`domain_extension` (`support`): a pool record alone in holding a category, or a number beyond
-every other pool record's, is the only one that can open that part of the domain for a pipeline
-that reads its domain from its rows (`victims.bugs.MarginalsDomainFromData`); its score is how
-many released records lie there, column by column (`support` sums the columns; `support_cal`
-calibrates each against the record's OUT reference runs, `attacks.tabular.calibrated`). Under a
-public domain it tells nothing. `pair_extension`
-(`pairs`): the same on pairs of columns of the discrete domain, summed over the pairs a record
-alone holds; for a marginal-based pipeline it reads the record's own count through the noise, so
-it tests the noise itself (`MarginalsNoiseForTen`; worst case: `--canary-kind unheld`)."""
+`domain_extension` (`support`): a pool record alone in holding a category, or a number beyond every other pool record's,
+is the only one that can open that part of the domain for a pipeline that reads its domain from its rows
+(`victims.bugs.MarginalsDomainFromData`); it scores how many released records lie there, column by column (`support`
+sums the columns; `support_cal` calibrates each on the record's OUT reference runs, `attacks.tabular.calibrated`). Under
+a public domain it tells nothing. `pair_extension` (`pairs`): the same on pairs of discrete columns, summed over the
+pairs a record alone holds; on a marginal-based pipeline it reads the record's own count through the noise, testing the
+noise itself (`MarginalsNoiseForTen`; worst case: `--canary-kind unheld`).
+"""
 
 from __future__ import annotations
 

@@ -18,13 +18,11 @@ from audit.stats.guesses import Guesses, verdict_bound
 
 
 def verdict_evidence(audited: Audited, *, delta: float, confidence: float, seed: int) -> dict:
-    """The ε lower bounds the verdict rests on, paid for, at `delta` (the claim's): recomputed from
-    scores.npz by `audit.stats.guesses.verdict_bound`. When the audit recorded an attack and an
-    f_{ε,δ} guess count chosen on its reference runs (summary.json's `verdict`, rule "tuned"), that
-    one attack at the full `confidence`; otherwise every attack on the grid at confidence
-    1 - (1 - confidence) / k (Bonferroni). Each attack's tie-breaking is seeded by (the audit's
-    master seed, attack), as the audit's own bounds are (`audit.evaluate.tie_order`), so at the
-    audit's δ the report's bound is summary.json's; `seed` stands in where none is recorded."""
+    """The ε lower bounds the verdict rests on at `delta` (the claim's), recomputed from scores.npz by
+    `audit.stats.guesses.verdict_bound`: the recorded tuned attack and count at the full `confidence`, or else every
+    attack on the grid at 1 - (1 - confidence) / k (Bonferroni). Ties are seeded by (master seed, attack) as in the
+    audit (`audit.evaluate.tie_order`), so at its δ the bound is summary.json's; `seed` stands in where none is
+    recorded."""
     recorded = audited.result.bound or {}
     groups = {a: audited.bound_scores(a) for a in audited.attacks}
     chosen, guesses = None, None

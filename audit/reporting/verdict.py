@@ -1,12 +1,10 @@
 """Verdicts in plain words, each given only when the numbers behind it support it.
 
-`epsilon_verdict`: is the leakage consistent with an ε claim? It reads ε lower bounds of the
-f-DP test of f_{ε,δ} that hold jointly at `confidence` (one tuned attack, or every attack at
-Bonferroni's level) and the design's ceiling under the same rule: "violated", "not testable with
-this design", "consistent" (these attacks found no violation; not a proof), or no claim checked.
-No ε verdict without independent fair coins (`no_fair_coins_verdict`). `subset_verdict`: is the
-release better than a random real subset of the same size (Holm-adjusted tests)? The release
-audit's two verdicts are `release_leakage_verdict` and `release_subset_verdict`.
+`epsilon_verdict`: is the leakage consistent with an ε claim, from f_{ε,δ} lower bounds that hold jointly at
+`confidence` and the design's ceiling: "violated", "not testable with this design", "consistent" (no violation found;
+not a proof), or no claim checked; none without independent fair coins (`no_fair_coins_verdict`). `subset_verdict`: is
+the release better than a random real subset of its size (Holm-adjusted tests)? The release audit's:
+`release_leakage_verdict`, `release_subset_verdict`.
 """
 
 from __future__ import annotations
@@ -214,13 +212,10 @@ TEST_NAMES = {EPS_TEST: "the f_{ε,δ} test", OWN_CURVE: "the own curve's test"}
 
 
 def one_decision(eps: Verdict, own: Mapping | None, *, level: float) -> Verdict:
-    """The one decision of an audit's tests (`audit.stats.guesses.verdict_levels`) from `eps`, the ε
-    verdict of the f_{ε,δ} test run at `level`, and `own`, the test of the claimed mechanism's own
-    curve at its recorded level (summary.json's `verdict.mechanism`; None where the runs record no
-    mechanism: `eps` stands alone). The claim is violated if either test rejects, at 1 - the sum of
-    the two errors: the union bound over two tests, each valid at its own level (Bonferroni).
-    Otherwise the ε verdict's words stand, the own curve's outcome added to its reason.
-    `rejected_by` names the tests that rejected."""
+    """The one decision of an audit's tests (`audit.stats.guesses.verdict_levels`) from `eps`, the f_{ε,δ} verdict at
+    `level`, and `own`, the claimed mechanism's own-curve test at its recorded level (None: `eps` stands alone).
+    Violated if either rejects, at 1 - the sum of the errors (Bonferroni); otherwise the ε verdict's words stand, the
+    own curve's outcome added to its reason. `rejected_by` names the rejecting tests."""
     by_eps = (EPS_TEST,) if eps.kind == EPSILON_VIOLATED else ()
     if own is None or eps.kind == NO_FAIR_COINS:
         return replace(eps, rejected_by=by_eps)
@@ -404,13 +399,10 @@ def rate_words(fpr: float | str) -> str:
 
 
 def release_leakage_verdict(leakage: dict, *, epsilon: dict | None, no_epsilon: str | None) -> Verdict:
-    """How much a release leaks, first and in words (summary.json's `release_leakage`,
-    `audit.releases.leakage`): the members the strongest attack finds at the thresholds an
-    attacker sets on the reference runs for 1 in 1,000 and 1 in 100 non-members wrongly flagged,
-    with the counts; then the ε lower bound when the membership's coins allow one (`epsilon`:
-    summary.json's `verdict`, at the claim's δ where one was given, else the audit's own), else
-    `no_epsilon`, why there is none. A figure no better than guessing (`at_chance`) says so in the
-    sentence, and the warnings of too few reference runs end the reason."""
+    """How much a release leaks, in words (summary.json's `release_leakage`): the members the strongest attack finds at
+    reference-set thresholds for 1 in 1,000 and 1 in 100 non-members flagged, with the counts; then the ε lower bound
+    when the coins allow one (`epsilon`, at the claim's δ or the audit's), else `no_epsilon`, why not. A figure at
+    chance says so; warnings of too few reference runs end the reason."""
     tenth, one = leakage["release"]["0.001"], leakage["release"]["0.01"]
     attack = leakage["strongest"]
 

@@ -153,12 +153,10 @@ def sequential_line(design: Design, label: str, found, looks: int) -> str:
 
 
 def sequential_block(args: argparse.Namespace, results) -> SequentialBlock:
-    """The sequential rows (`audit.selftest.sequential`): a look after each target run, the
-    error spent over the looks; per row its alarms (a repetition with some look above the truth),
-    rate and 95% Clopper-Pearson interval, and for the false claim its detections and the runs to the
-    first one. Then the combined rows (`combined_row`): where the runs record a mechanism, both tests
-    a look, each at alpha_k / 2, an alarm a repetition with some look's bound of either test above its truth;
-    and the same rule at fixed designs (`fixed_schedule`: one look, each test at alpha / 2)."""
+    """The sequential rows (`audit.selftest.sequential`), a look after each target run: per row its alarms, rate and 95%
+    Clopper-Pearson interval, and for the false claim its detections and the runs to the first. Then the combined rows
+    (`combined_row`: both tests a look, each at alpha_k / 2) and the same rule at fixed designs (`fixed_schedule`: one
+    look, each test at alpha / 2)."""
     schedule = looks_schedule(args.confidence)
     lines = [
         f"sequential looks: after each of {schedule.looks} target runs, look k at confidence 1 - alpha_k, the "

@@ -1,16 +1,12 @@
 """Self-test of the ε verdicts on mechanisms whose true ε is known: ``python -m audit.selftest``.
 
-Each repetition runs an audit's path (the `shadow_runs.plan` coins, the targets' scores pooled as
-`audit.evaluate.attack_summary` pools them, bounded by `audit.stats.guesses.bounds_of`) on a
-mechanism of known ε (or μ), under the ``tuned`` and ``grid`` (Bonferroni) guess rules and the
-analyses ``steinke`` (Steinke, Nasr & Jagielski), ``fdp`` (f_{ε,δ}, Mahloujifar, Melis &
-Chaudhuri) and ``gaussian`` (μ-GDP, judged only where the trade-off is Gaussian). ε is with
-respect to adding or removing one canary, the relation the plan's independent coins realise.
-The one-run theorems make every row's false-alarm rate at most 1 - confidence; the table shows
-it with its 95% Clopper–Pearson interval. A row fails when its rate is significantly above that
-(one-sided exact binomial test at 0.05 / judged rows, Bonferroni), so a sound suite fails with
-probability at most 5%. The mechanisms, and the retired complementary-pairs rows shown "not
-judged", are described in docs/results/selftest.md.
+Each repetition runs an audit's path (`shadow_runs.plan` coins, scores pooled as `audit.evaluate.attack_summary` does,
+bounded by `audit.stats.guesses.bounds_of`) on a mechanism of known ε (or μ), under the ``tuned`` and ``grid``
+(Bonferroni) rules and the analyses ``steinke`` (Steinke, Nasr & Jagielski), ``fdp`` (f_{ε,δ}, Mahloujifar, Melis &
+Chaudhuri) and ``gaussian`` (μ-GDP, judged only where the trade-off is Gaussian). The one-run theorems make every row's
+false-alarm rate at most 1 - confidence; a row fails when its rate is significantly above (one-sided exact binomial test
+at 0.05 / judged rows, Bonferroni), so a sound suite fails with probability at most 5%. The rows:
+docs/results/selftest.md.
 """
 
 from __future__ import annotations
@@ -93,14 +89,9 @@ def independent_plan(labels: np.ndarray, n_runs: int, master_seed: int) -> np.nd
 
 
 def complement_pair_plan(labels: np.ndarray, n_runs: int, seed: int) -> np.ndarray:
-    """The OLD, unsound plan, kept to show why it was removed: bool [n_runs, n], runs in
-    complementary pairs, run 2j taking a random half (rounded down) of every class and run
-    2j + 1 the rest.
-
-    Every example is IN one run of a pair and OUT of the other, and a run's class counts are
-    fixed, so IN versus OUT of an example replaces it by another example of its class: the coins
-    are not independent and the one-run theorem does not apply.
-    """
+    """The OLD, unsound plan, kept to show why it was removed: bool [n_runs, n], runs in complementary pairs, run 2j a
+    random half (rounded down) of every class and run 2j + 1 the rest. IN versus OUT replaces an example by another of
+    its class: the coins are not independent and the one-run theorem does not apply."""
     labels = np.asarray(labels)
     if n_runs < 2 or n_runs % 2:
         raise ValueError(f"n_runs must be even and >= 2, got {n_runs}")
@@ -181,12 +172,9 @@ def attack_bounds(
     cache: BoundCache | None = None,
     mechanism: SubsampledGaussian | None = None,
 ) -> np.ndarray:
-    """[rule, key] (`RULES` x `KEYS`; an ε at δ NaN where undefined, at δ = 0) of one attack's
-    scores: the targets' scores [T, n] pooled against their coins, the reference runs' scores
-    ranked against theirs (pseudo-targets) to tune each analysis' count for the targets' m.
-
-    `rngs`: the tie orders (grid, reference ranking, tuned), independent of every coin; `cache`
-    shares the bounds' work between calls (same results)."""
+    """[rule, key] (`RULES` x `KEYS`; an ε at δ NaN where undefined) of one attack: the targets' scores [T, n] pooled
+    against their coins, each analysis' count tuned on the reference runs' scores as pseudo-targets. `rngs`: the tie
+    orders (grid, reference ranking, tuned), independent of every coin; `cache` shares work between calls."""
     grid_rng, reference_rng, tuned_rng = rngs
     member, nonmember = scores[keep], scores[~keep]
     pseudo = RankedGuesses.of(reference_scores[reference_keep], reference_scores[~reference_keep], rng=reference_rng)
@@ -273,11 +261,9 @@ def values_of(found: np.ndarray, rule: str, analysis: str) -> np.ndarray:
 
 
 def truth(design: Design, analysis: str) -> float | None:
-    """What a bound of `analysis` is judged against: ε0 for an ε bound, μ for a μ bound (μ-GDP)
-    (None where the mechanism's trade-off is not Gaussian: descriptive only); for the claimed
-    mechanism's own curve, the claimed mechanism's ε at δ bracketed from below, as the bound is
-    (`audit.stats.mechanism.epsilon_at(..., side="lower")`: a bound above it is a σ* below the
-    claimed σ, whichever bracket's gap), None without one."""
+    """What a bound of `analysis` is judged against: ε0 for an ε bound, μ for a μ bound (None where the trade-off is not
+    Gaussian); for the claimed mechanism's own curve, its ε at δ bracketed from below as the bound is
+    (`audit.stats.mechanism.epsilon_at(..., side="lower")`), None without one."""
     bound = get_bound(analysis)
     if bound.needs_mechanism:
         return None if design.claimed is None else epsilon_at(design.claimed, design.delta, side="lower")
@@ -507,14 +493,12 @@ def verdict(
     family_level: float = FAMILY_LEVEL,
     more: Iterable[JudgedRow] = (),
 ) -> tuple[bool, str]:
-    """(passed, closing line) of the self-test from its `results` ((design, `bounds` of it) pairs).
+    """(passed, closing line) of the self-test from its `results` ((design, `bounds`) pairs).
 
-    A judged row (`judged_rows`) fails when the one-sided exact binomial test of H0: alarm rate <=
-    1 - `confidence` rejects at `family_level` / N, N the judged rows (Bonferroni), so a suite whose
-    every row alarms at most at the allowed rate fails with probability at most `family_level`,
-    whatever the rows' dependence. The passing line names the largest measured rate; the failing
-    line names each failing row with alarms / reps, its 95% Clopper–Pearson interval, p-value and
-    threshold. Raises ValueError if no row is judged.
+    A judged row fails when the one-sided exact binomial test of alarm rate <= 1 - `confidence` rejects at
+    `family_level` / N, N the judged rows (Bonferroni): a sound suite fails with probability at most `family_level`,
+    whatever the rows' dependence. The lines name the largest rate, or each failing row's alarms / reps, 95%
+    Clopper–Pearson interval, p-value and threshold. ValueError if no row is judged.
     """
     rows = [*judged_rows(results, confidence=confidence), *more]  # `more`: rows judged elsewhere (sequential looks)
     if not rows:

@@ -1,11 +1,7 @@
-"""Simulated mechanisms of known ε for the self-test (`audit.selftest.designs`): each takes the coins
-of some runs [R, n] (and a generator) and returns the scores [R, n] an attack would rank.
-
-Every ε is with respect to adding or removing one canary, the relation the plan's independent
-coins realise, and each function's docstring proves its mechanism's ε (or μ). A new mechanism is
-one function `(keep, epsilon, rng) -> scores` with its proof, then a `Design` row in
-`audit.selftest.designs.designs`.
-"""
+"""Simulated mechanisms of known ε for the self-test (`audit.selftest.designs`): each maps the coins of some runs [R, n]
+(and a generator) to the scores [R, n] an attack would rank. Every ε is with respect to adding or removing one canary,
+and each function's docstring proves it. A new mechanism is one function `(keep, epsilon, rng) -> scores` with its
+proof, then a `Design` row in `audit.selftest.designs.designs`."""
 
 from __future__ import annotations
 
@@ -30,10 +26,9 @@ MARGINALS = 17
 def randomised_response(keep: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
     """Each canary's coin, told truthfully with probability p = e^ε / (1 + e^ε), flipped otherwise.
 
-    Why its ε is exactly `epsilon`: adding or removing canary i changes only output i, whose
-    probability of any value moves between p and 1 - p, a ratio of p / (1 - p) = e^ε, and no
-    smaller ε bounds it (pure ε-DP, tight, δ = 0). The score is the output itself (1.0 for IN,
-    0.0 for OUT); the many ties are broken by the bound's own independent random order.
+    Exactly ε-DP (tight, δ = 0): adding or removing canary i changes only output i, whose probabilities move between p
+    and 1 - p, a ratio of e^ε. The score is the output (1.0 IN, 0.0 OUT); ties are broken by the bound's own random
+    order.
     """
     truthful = rng.random(keep.shape) < 1.0 / (1.0 + math.exp(-epsilon))
     return np.where(truthful, keep, ~keep).astype(np.float64)
@@ -46,22 +41,15 @@ PUBLISHED_IN, TOLD_IN, TOLD_OUT, PUBLISHED_OUT = 2.0, 1.0, 0.0, -1.0
 def published_coin_response(
     keep: np.ndarray, epsilon: float, rng: np.random.Generator, *, delta: float = APPROX_DELTA
 ) -> np.ndarray:
-    """Per canary: with probability δ its coin published as it is, otherwise `randomised_response`
-    at ε0 = `epsilon`.
+    """Per canary: with probability δ its coin published as it is, otherwise `randomised_response` at ε0 = `epsilon`.
 
-    Why it is exactly (ε0, δ)-DP, with trade-off curve f_{ε0,δ}: adding or removing canary i
-    changes only output i. With p = e^ε0 / (1 + e^ε0), its distribution is, IN versus OUT:
-    published IN δ vs 0, published OUT 0 vs δ, told IN (1-δ)p vs (1-δ)(1-p), told OUT (1-δ)(1-p)
-    vs (1-δ)p. For any set S of outputs, P_IN(S) <= e^ε0 P_OUT(S) + δ (the told outputs have ratio
-    at most e^ε0, the published IN carries the δ) and symmetrically, so it is (ε0, δ)-DP. Nothing
-    smaller holds: S = {published IN, told IN} gives P_IN(S) - e^ε' P_OUT(S) = δ + (1-δ)(p - e^ε'
-    (1-p)) > δ for every ε' < ε0, and δ' < δ fails on S = {published IN} (P_OUT = 0). It is the
-    canonical mechanism whose trade-off curve is f_{ε0,δ} itself (Kairouz, Oh and Viswanath): the
-    likelihood-ratio tests between the two output laws trace exactly f_{ε0,δ}(x) = max(0, 1 - δ -
-    e^ε0 x, e^-ε0 (1 - δ - x)).
-
-    Scores (`PUBLISHED_IN` > `TOLD_IN` > `TOLD_OUT` > `PUBLISHED_OUT`): the published coins are
-    ranked as certain, above (IN) and below (OUT) every told one, the likelihood-ratio order.
+    Exactly (ε0, δ)-DP, with trade-off curve f_{ε0,δ}: adding or removing canary i changes only output i. With p = e^ε0
+    / (1 + e^ε0), IN versus OUT: published IN δ vs 0, published OUT 0 vs δ, told IN (1-δ)p vs (1-δ)(1-p), told OUT
+    (1-δ)(1-p) vs (1-δ)p. So P_IN(S) <= e^ε0 P_OUT(S) + δ for every S, and symmetrically. Nothing smaller holds: S =
+    {published IN, told IN} gives P_IN(S) - e^ε' P_OUT(S) = δ + (1-δ)(p - e^ε' (1-p)) > δ for ε' < ε0, and δ' < δ fails
+    on S = {published IN}. It is the canonical mechanism of f_{ε0,δ} (Kairouz, Oh and Viswanath): its likelihood-ratio
+    tests trace f_{ε0,δ}(x) = max(0, 1 - δ - e^ε0 x, e^-ε0 (1 - δ - x)). Scores follow the likelihood-ratio order
+    `PUBLISHED_IN` > `TOLD_IN` > `TOLD_OUT` > `PUBLISHED_OUT`.
     """
     told = randomised_response(keep, epsilon, rng)
     published = rng.random(keep.shape) < delta
@@ -82,13 +70,10 @@ def gaussian_mechanism(
 ) -> np.ndarray:
     """Per canary the output coin·μ + N(0, 1), μ = `gaussian_mu`(ε0, δ); the score is the output.
 
-    Why it is exactly μ-GDP, and exactly (ε0, δ)-DP: adding or removing canary i changes only
-    output i, from N(0, 1) to N(μ, 1); the trade-off curve between those two laws is
-    G_μ(x) = Φ(Φ⁻¹(1 - x) - μ) by definition of μ-GDP (Dong, Roth and Su), attained by the
-    likelihood-ratio (threshold) tests, so the mechanism is μ-GDP and no smaller μ holds. μ-GDP is
-    (ε, δ(ε))-DP exactly for δ(ε) = Φ(-ε/μ + μ/2) - e^ε Φ(-ε/μ - μ/2) (their Corollary 2.13,
-    `gaussian_dp_epsilon`), and μ solves δ(ε0) = δ: (ε0, δ)-DP and not (ε', δ) for ε' < ε0. The
-    output is monotone in the likelihood ratio, so it is the optimal score.
+    Exactly μ-GDP and (ε0, δ)-DP: adding or removing canary i moves output i from N(0, 1) to N(μ, 1), whose trade-off
+    curve is G_μ(x) = Φ(Φ⁻¹(1 - x) - μ) by definition (Dong, Roth and Su), attained by threshold tests. μ-GDP is exactly
+    (ε, δ(ε))-DP for δ(ε) = Φ(-ε/μ + μ/2) - e^ε Φ(-ε/μ - μ/2) (their Corollary 2.13, `gaussian_dp_epsilon`), and μ
+    solves δ(ε0) = δ. The output is monotone in the likelihood ratio: the optimal score.
     """
     return keep * gaussian_mu(epsilon, delta) + rng.standard_normal(keep.shape)
 
@@ -113,13 +98,10 @@ def whitebox_true_epsilon(sigma: float) -> float:
 
 
 def whitebox_gaussian(keep: np.ndarray, epsilon: float, rng: np.random.Generator, *, sigma: float) -> np.ndarray:
-    """The white-box likelihood-ratio scores of canaries under a Poisson-subsampled Gaussian
-    mechanism: per canary and step t, o_t = b_t + σ z_t with b_t ~ Bernoulli(`WHITEBOX_RATE`) when
-    its coin is IN (0 when OUT) and z_t ~ N(0, 1), over `WHITEBOX_STEPS` steps, scored by
-    `attacks.whitebox.likelihood_ratio` at (σ, q): what a white-box audit of a DP victim computes,
-    without the other records' share of the sums. Adding or removing the canary is this
-    mechanism's neighbouring relation; its ε is that of the subsampled Gaussian composed over the
-    steps (`epsilon` is ignored: σ fixes it)."""
+    """The white-box likelihood-ratio scores of canaries under a Poisson-subsampled Gaussian: per canary and step t, o_t
+    = b_t + σ z_t, b_t ~ Bernoulli(`WHITEBOX_RATE`) when IN (0 when OUT), z_t ~ N(0, 1), over `WHITEBOX_STEPS` steps,
+    scored by `attacks.whitebox.likelihood_ratio` at (σ, q): a white-box audit of a DP victim without the other records'
+    share of the sums. Its ε is the subsampled Gaussian's composed over the steps (`epsilon` is ignored: σ fixes it)."""
     sampled = rng.random((WHITEBOX_STEPS, *keep.shape)) < WHITEBOX_RATE
     observations = (sampled & keep).astype(np.float64) + sigma * rng.standard_normal((WHITEBOX_STEPS, *keep.shape))
     return likelihood_ratio(
@@ -136,18 +118,16 @@ def marginals_sigma(epsilon: float, marginals: int = MARGINALS, delta: float = A
 def marginal_counts(
     keep: np.ndarray, epsilon: float, rng: np.random.Generator, *, sigma: float, marginals: int = MARGINALS
 ) -> np.ndarray:
-    """The white-box likelihood-ratio scores of canaries in a table released through `marginals`
-    noisy marginals: each canary lies alone in its cell of every marginal (the canaries' cells are
-    distinct), whose released count is c_t + b + σ z_t, with c_t the count of the other records in
-    the cell (known to a white-box auditor, who subtracts it), b the canary's coin and z_t ~ N(0, 1)
-    independent across marginals and canaries. Scored by `attacks.whitebox.likelihood_ratio` at
-    (σ, q = 1), the audit's own `whitebox` attack.
+    """The white-box likelihood-ratio scores of canaries in a table released through `marginals` noisy marginals: each
+    canary alone in its cell of every marginal, released as c_t + b + σ z_t (c_t the other records' count, known to and
+    subtracted by a white-box auditor, b the coin, z_t ~ N(0, 1) independent), scored by
+    `attacks.whitebox.likelihood_ratio` at (σ, q = 1), the audit's own `whitebox` attack.
 
-    Why it is exactly μ-GDP with μ = √k / σ under adding or removing the canary: the canary moves
-    one count by 1 in each of the k marginals and nothing else; the observations less the known c_t
-    are N(b, σ²) k times independently, whose likelihood ratio depends on their sum alone,
-    N(k b, k σ²): the trade-off curve of N(0, 1) against N(√k / σ, 1), G_μ (Dong, Roth and Su).
-    With σ = `marginals_sigma`(ε0) its ε at δ = 1e-5 is ε0 (`epsilon` is ignored: σ fixes it)."""
+    Exactly μ-GDP with μ = √k / σ under adding or removing the canary: it moves one count by 1 in each of the k
+    marginals; the k observations N(b, σ²) have a likelihood ratio in their sum, N(k b, k σ²), so the curve is G_μ of
+    N(0, 1) against N(√k / σ, 1) (Dong, Roth and Su). With σ = `marginals_sigma`(ε0) its ε at δ = 1e-5 is ε0 (`epsilon`
+    is ignored).
+    """
     others = rng.poisson(20.0, size=(marginals, *keep.shape)).astype(np.float64)
     released = others + keep + sigma * rng.standard_normal((marginals, *keep.shape))
     return likelihood_ratio(
@@ -172,16 +152,12 @@ def class_pool(n_classes: int = N_CLASSES, class_size: int = CLASS_SIZE) -> tupl
 def laplace_class_sum(
     keep: np.ndarray, epsilon: float, rng: np.random.Generator, *, labels: np.ndarray, values: np.ndarray
 ) -> np.ndarray:
-    """Outputs [R, C]: per run and class, the sum of the values of the run's members of that
-    class plus Laplace(1 / ε) noise.
+    """Outputs [R, C]: per run and class, the sum of the values of the run's members of that class plus Laplace(1 / ε)
+    noise.
 
-    Why its ε is exactly `epsilon`: adding or removing one record changes one class sum of one
-    run by its value, ±1, so the sensitivity under add/remove is 1 and Laplace noise of scale
-    1 / ε makes each run ε-DP (the Laplace mechanism); the runs are independent given their
-    coins and each coin enters one run only, so the whole output is ε-DP in each coin. It is
-    exact: in the tails the likelihood ratio of two sums one apart is e^ε.
-    Under a replace-one relation (one record swapped for another of the class) the sum can move
-    by 2 (an atypical record for a typical one): up to 2 ε.
+    Exactly ε-DP in each coin: adding or removing one record changes one class sum of one run by ±1, so Laplace noise of
+    scale 1 / ε makes each run ε-DP (the Laplace mechanism), and each coin enters one run only; in the tails the
+    likelihood ratio is e^ε. Under replace-one (an atypical record for a typical one) a sum can move by 2: up to 2 ε.
     """
     n_classes = int(labels.max()) + 1
     sums = np.zeros((keep.shape[0], n_classes))
@@ -193,14 +169,12 @@ def laplace_class_sum(
 def laplace_scores(
     outputs: np.ndarray, *, labels: np.ndarray, values: np.ndarray, atypical_first: bool = False
 ) -> np.ndarray:
-    """Scores [R, n] from the class outputs [R, C]: a typical record scores its class's output (its
-    membership raises the sum), an atypical one minus it (its membership lowers the sum).
+    """Scores [R, n] from the class outputs [R, C]: a typical record scores its class's output, an atypical one minus it
+    (its membership lowers the sum).
 
-    Pooled, typical records (sums near +4) rank above atypical ones (near -4), so the grid's
-    IN guesses fall on typical records and only its OUT guesses on atypical ones. With
-    `atypical_first` every atypical score is raised by a constant that puts it above every
-    typical score, order within each kind unchanged: the IN guesses then fall on atypical
-    records. Both rules see the outputs only, never the coins, so both are valid guessing rules.
+    Pooled, typical records (sums near +4) rank above atypical ones (near -4), so IN guesses fall on typical records.
+    `atypical_first` lifts every atypical score above every typical one, order within each kind kept, so IN guesses fall
+    on atypical records. Neither reads the coins: both are valid guessing rules.
     """
     per_record = outputs[:, labels]
     scores = np.where(values > 0, per_record, -per_record)

@@ -1,13 +1,11 @@
-"""The self-test of sequential audits (`audit.stats.sequential`): exact mechanisms of known ε, looked
-at after every target run with each look at its share of the error, over seeded repetitions.
+"""The self-test of sequential audits (`audit.stats.sequential`): exact mechanisms of known ε, looked at after every
+target run with each look at its share of the error, over seeded repetitions.
 
-Runs of a mechanism are independent, so a repetition's first t runs are what an audit stopped
-after t runs would have seen. A false alarm is a repetition in which some look's bound exceeds
-the truth, the event the theorem bounds by α whatever the stopping rule; on the σ-halved row,
-whose claim is false, it is a detection. `combined_row` checks the two-test rule
-(`Schedule(..., tests=2)`): both tests at 1 - α_k / 2 on the same coins, an alarm when either
-exceeds its own truth (Bonferroni bounds it by α). On `fixed_schedule` (one look) it is the one
-decision of a fixed-design audit (`audit.stats.guesses.verdict_levels`).
+A repetition's first t runs are what an audit stopped after t runs would have seen. A false alarm is a repetition in
+which some look's bound exceeds the truth, which the theorem bounds by α whatever the stopping rule; on the σ-halved row
+(a false claim) it is a detection. `combined_row` checks the two-test rule (`Schedule(..., tests=2)`): both tests at 1 -
+α_k / 2, an alarm when either exceeds its own truth (Bonferroni). On `fixed_schedule` (one look) it is a fixed-design
+audit's decision (`audit.stats.guesses.verdict_levels`).
 """
 
 from __future__ import annotations
@@ -197,11 +195,9 @@ SEQUENTIAL_LOOKS = 10
 
 
 def sequential_designs() -> list[tuple[Design, str]]:
-    """The self-test's sequential rows, (design, analysis), each looked at after every one of
-    `SEQUENTIAL_LOOKS` target runs: randomised response at ε0 = 1 (tight: the worst case of the ε
-    verdict's f_{ε,δ} test) and the Gaussian mechanism at ε0 = 1, by the ε verdict; the white-box
-    subsampled Gaussian at the claim 1, by its own curve; and its σ-halved claim of 4, whose alarms
-    are detections (power)."""
+    """The sequential rows, (design, analysis), looked at after each of `SEQUENTIAL_LOOKS` target runs: randomised
+    response and the Gaussian mechanism at ε0 = 1 by the ε verdict; the white-box subsampled Gaussian at the claim 1 by
+    its own curve, and its σ-halved claim of 4 (alarms are detections)."""
     from dataclasses import replace
 
     from audit.selftest.designs import gaussian_design, rr_labels, whitebox_designs

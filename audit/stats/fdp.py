@@ -1,13 +1,12 @@
-"""The f-DP one-run test (Mahloujifar, Melis and Chaudhuri, "Auditing f-Differential Privacy in One
-Run", ICML 2025; their main result for the membership guessing game, by their numerical procedure):
-for m canaries included by independent fair coins, M f-DP with respect to adding or removing one
-canary, and c' guesses by a rule that never sees the coins, c of them right, the recursion of
-`fdp_rejects` ending above c'/m rejects "M is f-DP" at level τ. Rejection is monotone in the claim,
-so each bound is the largest rejected ε or μ by bisection (docs/contracts.md "The f-DP test").
+"""The f-DP one-run test (Mahloujifar, Melis and Chaudhuri, "Auditing f-Differential Privacy in One Run", ICML 2025;
+their main result for the membership guessing game, by their numerical procedure): for m canaries included by
+independent fair coins, M f-DP with respect to adding or removing one canary, and c' guesses by a rule that never sees
+the coins, c of them right, the recursion of `fdp_rejects` ending above c'/m rejects "M is f-DP" at level τ. Rejection
+is monotone in the claim, so each bound is the largest rejected ε or μ by bisection (docs/contracts.md "The f-DP test").
 
-Families (`TRADEOFFS`): ``"eps-delta"``, f_{ε,δ}, the curve of every (ε, δ)-DP mechanism (rejecting
-it rejects the (ε, δ) claim itself: the verdict's); ``"gaussian"``, G_μ (μ-GDP, Dong, Roth and Su),
-descriptive: its μ and ε at δ hold only for a mechanism whose trade-off curve is Gaussian.
+Families (`TRADEOFFS`): ``"eps-delta"``, f_{ε,δ}, the curve of every (ε, δ)-DP mechanism (the verdict's);
+``"gaussian"``, G_μ (μ-GDP, Dong, Roth and Su), descriptive: valid only for a mechanism whose trade-off curve is
+Gaussian.
 """
 
 from __future__ import annotations

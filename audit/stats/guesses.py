@@ -1,12 +1,10 @@
 """Which canaries an audit guesses on, and every one-run bound of one set of guesses.
 
-A one-run bound holds for guesses made by a rule that never sees the coins it is judged on: the
-k₊ highest scores guessed IN, the k₋ lowest OUT (ties by a coin-independent order), the counts
-chosen by ``"tuned"`` (one count chosen on the public reference runs scored as pseudo-targets,
-independent of the targets' coins, applied at the full level) or ``"grid"`` (every count of
-`audit.stats.epsilon.guess_grid` at Bonferroni's level). `bounds_of` reports every bound of
-`audit.stats.bounds` beside the ceiling of a perfect attack under the same rule; `verdict_bound`
-is the one a verdict rests on (`audit.stats.bounds.VERDICT_BOUND`).
+A one-run bound holds for guesses by a rule that never sees the coins it is judged on: the k₊ highest scores guessed IN,
+the k₋ lowest OUT (ties by a coin-independent order), the counts chosen by ``"tuned"`` (one count chosen on the
+reference runs as pseudo-targets, at the full level) or ``"grid"`` (every count of `audit.stats.epsilon.guess_grid` at
+Bonferroni's level). `bounds_of` reports every bound of `audit.stats.bounds` beside the ceiling of a perfect attack;
+`verdict_bound` is the one a verdict rests on (`audit.stats.bounds.VERDICT_BOUND`).
 """
 
 from __future__ import annotations
@@ -77,25 +75,20 @@ EPS_TEST, OWN_CURVE = "eps_verdict", "own_curve"
 
 
 def verdict_levels(mechanism: SubsampledGaussian | None, delta: float, confidence: float) -> dict[str, float]:
-    """The tests of a verdict's one decision at total `confidence`, each with its level: the
-    f_{ε,δ} test alone at `confidence`; where the runs record a mechanism whose own curve is tested
-    (`applicable`), that test too, each at 1 - (1 - confidence) / 2, the claim rejected if either
-    rejects. The union bound over two tests each valid at its level (Bonferroni): a pipeline that
-    meets its claim satisfies both nulls, so P[either rejects] <= the sum of the two errors =
-    1 - confidence. Which tests run is fixed by the runs' metadata, never by a score."""
+    """The tests of a verdict's one decision at total `confidence`, each with its level: the f_{ε,δ} test alone at
+    `confidence`, or, where the runs record a mechanism whose own curve is tested (`applicable`), both at 1 - (1 -
+    confidence) / 2, the claim rejected if either rejects. A pipeline meeting its claim satisfies both nulls, so
+    P[either rejects] <= 1 - confidence (Bonferroni). Which tests run is fixed by the runs' metadata, never by a score.
+    """
     tests = (EPS_TEST, OWN_CURVE) if MECHANISM.name in applicable(mechanism, delta) else (EPS_TEST,)
     return {test: 1.0 - (1.0 - confidence) / len(tests) for test in tests}
 
 
 class BoundCache:
-    """`bound_at` with its answers remembered: pass one to `tune`, `ceiling` and `bounds_of` to share
-    the work of many calls on the same designs (the self-test's repetitions). Same results.
-
-    bound_at(..., at_least=a) returns the bound v if the guesses reject the claim at a (then
-    v >= a), else 0. Per key (analysis, m, guesses, correct, δ, α) the cache keeps the exact v once
-    a call returned it (a call with a = 0, or one that returned v > 0), or else the smallest a the
-    bound was found below; a later call is answered from that when it can (rejection is monotone
-    in the parameter) and computed otherwise."""
+    """`bound_at` with its answers remembered, to share work across `tune`, `ceiling` and `bounds_of` calls on the same
+    designs; same results. bound_at(..., at_least=a) returns the bound v if the claim at a is rejected (v >= a), else 0.
+    Per key (analysis, m, guesses, correct, δ, α) it keeps the exact v once returned, or else the smallest a the bound
+    was found below, and answers from that when it can (rejection is monotone)."""
 
     def __init__(self) -> None:
         self.exact: dict[tuple, float] = {}
@@ -224,10 +217,9 @@ class TunedChoice:
 
 @functools.lru_cache(maxsize=65536)
 def cautious_precision(hits: int, total: int, *, level: float = TUNING_PRECISION_LEVEL) -> float:
-    """A lower confidence limit (Clopper-Pearson, one-sided at `level`) on the precision behind `hits`
-    right guesses of `total` on the pseudo-targets: a count that happened to be perfect on a few
-    reference guesses is not trusted to be perfect on the targets. Remembered (scipy's beta
-    quantile costs ~160 µs, and `tune` asks it for every candidate count of every analysis)."""
+    """A one-sided Clopper-Pearson lower limit at `level` on the precision behind `hits` right guesses of `total` on the
+    pseudo-targets: a count perfect on a few reference guesses is not trusted to be perfect on the targets. Cached
+    (`tune` asks it for every candidate of every analysis)."""
     if hits <= 0:
         return 0.0
     return float(stats.beta.ppf(1.0 - level, hits, total - hits + 1))
@@ -242,12 +234,10 @@ def tune(
     confidence: float,
     cache: BoundCache | None = None,
 ) -> TunedChoice:
-    """The candidate count (`tuned_candidates(m)`) whose bound at the real m, predicted from the
-    pseudo-targets' cautious precision at the same fractions of their own m, is largest; ties go to
-    the count whose pseudo-target hits lie most standard deviations above chance. `pseudo` must rank
-    the reference runs' scores against their public coins only. A claimed mechanism's test takes the
-    Gaussian family's count (`GAUSSIAN`; exactly that test at q = 1), not one tuned per curve.
-    """
+    """The candidate count (`tuned_candidates(m)`) whose bound at the real m, predicted from the pseudo-targets'
+    cautious precision at the same fractions of their m, is largest; ties go to the most standard deviations above
+    chance. `pseudo` must rank the reference runs' scores against their public coins only. A claimed mechanism's test
+    takes the Gaussian family's count (`GAUSSIAN`)."""
     if get_bound(analysis).needs_mechanism:
         return tune(pseudo, m=m, analysis=GAUSSIAN.name, delta=delta, confidence=confidence, cache=cache)
     check_analysis(analysis)
@@ -332,11 +322,9 @@ def bounds_of(
     cache: BoundCache | None = None,
     mechanism: SubsampledGaussian | None = None,
 ) -> dict:
-    """Every registered bound (`audit.stats.bounds.BOUNDS`) of one group of canaries (member = coin
-    IN) under one rule: "tuned" with each analysis's count in `tuned`, else "grid". A claimed
-    mechanism's bound is computed under "tuned" only, else null. Returns the group's summary.json
-    keys (`audit.stats.bounds.SUMMARY_KEYS`).
-    """
+    """Every registered bound (`audit.stats.bounds.BOUNDS`) of one group of canaries (member = coin IN) under "tuned"
+    (each analysis's count in `tuned`) or "grid"; a claimed mechanism's bound under "tuned" only, else null. Returns
+    summary.json keys (`audit.stats.bounds.SUMMARY_KEYS`)."""
     steinke._check_delta(delta)
     steinke._check_confidence(confidence)
     ranked = RankedGuesses.of(member_scores, nonmember_scores, rng=rng)
@@ -383,11 +371,10 @@ def fdp_epsilon_lower_bound(
 ) -> float:
     """The largest ε that the f-DP one-run test (`audit.stats.fdp`) rejects at `confidence`.
 
-    `tradeoff` "eps-delta": the largest ε whose (ε, `delta`) curve f_{ε,δ} is rejected; "gaussian":
-    the ε at `delta` of the largest rejected μ-GDP (valid only for a Gaussian trade-off; `delta` > 0).
-    Guesses: the grid with Bonferroni, or `guesses` at the full level if fixed without these scores'
-    coins. The scores must be canaries' under independent fair coins; on scores without signal it
-    returns 0 with probability >= `confidence`.
+    `tradeoff` "eps-delta": the largest ε whose f_{ε,δ} is rejected; "gaussian": the ε at `delta` (> 0) of the largest
+    rejected μ (valid only for a Gaussian trade-off). Guesses: the grid with Bonferroni, or `guesses` at the full level
+    if fixed without these coins. Scores must be canaries' under independent fair coins; without signal it returns 0
+    with probability >= `confidence`.
     """
     steinke._check_delta(delta)
     steinke._check_confidence(confidence)
@@ -406,12 +393,10 @@ def fdp_epsilon_lower_bound(
 def verdict_bound(
     groups: dict, *, chosen: str | None, guesses: Guesses | None, delta: float, confidence: float, rng_of
 ) -> dict:
-    """The one ε lower bound a verdict rests on (`audit.stats.bounds.VERDICT_BOUND`, the f-DP test of
-    f_{ε,δ}), paid for: `groups` maps each attack to its canaries' (member, non-member) scores. With
-    `chosen` and `guesses` (chosen on the reference runs) one test at the full `confidence`; without,
-    every attack on the grid at Bonferroni's level, the largest bound holding jointly. Returns the
-    summary.json `verdict` keys.
-    """
+    """The one ε lower bound a verdict rests on (`audit.stats.bounds.VERDICT_BOUND`, the f-DP test of f_{ε,δ}), paid
+    for: `groups` maps each attack to its canaries' (member, non-member) scores. With `chosen` and `guesses` (from the
+    reference runs) one test at the full `confidence`; else every attack on the grid at Bonferroni's level. Returns
+    summary.json's `verdict` keys."""
     steinke._check_delta(delta)
     steinke._check_confidence(confidence)
     if not groups:
@@ -464,14 +449,11 @@ def mechanism_verdict(
     confidence: float,
     rng_of,
 ) -> dict:
-    """summary.json's `verdict.mechanism`: the f-DP test of the claimed mechanism's own curve
-    (`audit.stats.mechanism`), beside the ε verdict: with `chosen` and `guesses` one test at the full
-    `confidence`, else every attack on the grid at Bonferroni's share, rejected if any is.
-    `rejected`: the claimed (σ, q, T) is rejected (σ* <= the claimed σ on the grid,
-    `audit.stats.mechanism.claim_rejected`). `noise_rejected` (σ*) and `eps_lower`: the strongest
-    family member ruled out and its ε at `delta`, bracketed from below (relative to the family; 0 when
-    none). `eps_claimed`: the claimed mechanism's ε at `delta`, bracketed from above.
-    """
+    """summary.json's `verdict.mechanism`: the f-DP test of the claimed mechanism's own curve (`audit.stats.mechanism`):
+    with `chosen` and `guesses` one test at the full `confidence`, else every attack on the grid at Bonferroni's share.
+    `rejected`: the claimed (σ, q, T) is rejected (`audit.stats.mechanism.claim_rejected`). `noise_rejected` (σ*) and
+    `eps_lower`: the strongest family member ruled out and its ε at `delta`, bracketed from below (0 when none).
+    `eps_claimed`: the claimed mechanism's ε at `delta`, bracketed from above."""
     if chosen is not None and guesses is not None:
         member, nonmember = groups[chosen]
         ranked = RankedGuesses.of(member, nonmember, rng=rng_of(chosen))

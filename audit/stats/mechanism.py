@@ -1,21 +1,18 @@
-"""The claimed mechanism's own trade-off curve: the f-DP one-run test (`audit.stats.fdp`) against the
-curve of the mechanism a DP victim's accountant composes, a Poisson-subsampled Gaussian with noise
-multiplier σ, sampling rate q and T steps (G_{√T/σ} when q = 1). It says whether (σ, q, T) is
-rejected, and the smallest rejected σ* with the ε it would spend at the audit's δ (relative to
-the family; nothing about a pipeline of another kind).
+"""The claimed mechanism's own trade-off curve: the f-DP one-run test (`audit.stats.fdp`) against the curve of a
+Poisson-subsampled Gaussian with noise multiplier σ, rate q and T steps (G_{√T/σ} when q = 1), the mechanism a DP
+victim's accountant composes. It says whether (σ, q, T) is rejected, and the smallest rejected σ* with its ε at the
+audit's δ (relative to the family only).
 
 Validity, under adding or removing one canary with independent fair coins:
 
-1. The auditor's view is a post-processing of T adaptively composed subsampled Gaussian releases
-   (Dong, Roth and Su 2022, Thm 3.2 and Prop 2.8): the accountant's own assumption, under test.
-2. The curve is never above the true one (`tradeoff_points`): the per-step privacy loss is
-   rounded UP onto a grid (`LOSS_RESOLUTION`), mass beyond it sent to ±∞, which raises every
-   hockey-stick divergence and so lowers the curve; composition keeps the order (Dong et al.
-   Lemma C.1). The remaining error is floating point (~1e-14).
-3. Add and remove are symmetric: f = min(f_rem, f_rem⁻¹) and its lower convex envelope (tight
-   for Poisson subsampling, Zhu, Dong and Wang 2022).
-4. True curves increase with σ (post-processing), so rejection is monotone in σ; σ* is a point of
-   `NOISE_GRID` (tests/audit/test_mechanism.py checks the ordering on it).
+1. The auditor's view post-processes T adaptively composed subsampled Gaussian releases (Dong, Roth
+   and Su 2022, Thm 3.2 and Prop 2.8): the accountant's own assumption, under test.
+2. The curve is never above the true one (`tradeoff_points`): losses are rounded UP onto
+   `LOSS_RESOLUTION`, mass beyond sent to ±∞, which lowers the curve; composition keeps the order
+   (Dong et al. Lemma C.1). The remaining error is floating point (~1e-14).
+3. Add and remove are symmetric: f = min(f_rem, f_rem⁻¹) and its lower convex envelope (tight for
+   Poisson subsampling, Zhu, Dong and Wang 2022).
+4. True curves increase with σ, so rejection is monotone in σ; σ* is a point of `NOISE_GRID`.
 """
 
 from __future__ import annotations
@@ -84,13 +81,10 @@ class SubsampledGaussian:
 
 @dataclass(frozen=True)
 class LossDistribution:
-    """A composed privacy loss ℓ = log(dA/dB) under A on a grid: A-masses `a` at losses `index · step`.
-
-    Pessimistic (the default; every loss rounded up, the rest of A at +∞, of B at -∞): its
-    hockey-stick divergences are upper bounds on the true ones. `optimistic` (every loss rounded
-    DOWN, the rest of A at -∞): lower bounds, so the ε at δ read from it is a lower bracket of the
-    true ε (`epsilon_at(..., side="lower")`); never read as a trade-off curve.
-    """
+    """A composed privacy loss ℓ = log(dA/dB) under A on a grid: A-masses `a` at losses `index · step`. Pessimistic
+    (default; losses rounded up, the rest of A at +∞, of B at -∞): hockey-stick divergences are upper bounds.
+    `optimistic` (rounded DOWN, the rest of A at -∞): lower bounds, for a lower bracket of ε at δ (`epsilon_at(...,
+    side="lower")`); never read as a trade-off curve."""
 
     step: float
     index: np.ndarray  # int64 [n]
@@ -116,13 +110,10 @@ class LossDistribution:
         return float((self.a * -np.expm1(np.minimum(epsilon - self.losses, 0.0))).sum()) + self.a_infinite
 
     def tradeoff(self) -> tuple[np.ndarray, np.ndarray]:
-        """Vertices (α ascending, β descending) of T(B, A), pessimistic: the tests rejecting B on the
-        highest losses, α = B-mass rejected, β = A-mass accepted; exact at α = 0 (f(0) = 1 - A's
-        mass at +∞). The segment of the cell at loss ℓ has slope -e^ℓ, rising along the curve (it is
-        convex). Beyond `CURVE_LINES` cells the curve is replaced by the upper envelope of the
-        lines through a chosen `CURVE_LINES` of its segments (`_chosen_cells`): each supports the
-        convex curve, so the envelope is nowhere above it, and a curve of 10⁵ vertices becomes one
-        of a few thousand (what the symmetrisation's hull then costs)."""
+        """Vertices (α ascending, β descending) of T(B, A), pessimistic: tests rejecting B on the highest losses, α =
+        B-mass rejected, β = A-mass accepted; exact at α = 0 (f(0) = 1 - A's mass at +∞). The cell at loss ℓ has slope
+        -e^ℓ. Beyond `CURVE_LINES` cells the curve becomes the upper envelope of the lines through `CURVE_LINES` chosen
+        segments (`_chosen_cells`): each supports the convex curve, so the envelope is nowhere above it."""
         b_top = np.cumsum(self.b[::-1])[::-1]  # B-mass at or above each loss: α once its cell is rejected
         below = np.concatenate([[0.0], np.cumsum(self.a)[:-1]])  # A-mass below each loss: β then
         if self.a.size <= CURVE_LINES:
@@ -371,11 +362,9 @@ EPSILON_SIDES = ("upper", "lower")
 
 @functools.lru_cache(maxsize=4096)
 def epsilon_at(mechanism: SubsampledGaussian, delta: float, *, side: str = "upper") -> float:
-    """The mechanism's ε at δ: exact for q = 1 (μ-GDP, `gaussian_dp_epsilon`); else the smallest ε
-    with max(H_{e^ε}(P‖Q), H_{e^ε}(Q‖P)) <= δ, bracketed from the `side` asked: "upper" from the
-    pessimistic loss distribution (never below the true ε: what a claim spends), "lower" from the
-    optimistic one (never above it: what a lower bound may report; `LossDistribution`). The two
-    sides lie within the grid's resolution of each other."""
+    """The mechanism's ε at δ: exact for q = 1 (`gaussian_dp_epsilon`); else the smallest ε with max(H_{e^ε}(P‖Q),
+    H_{e^ε}(Q‖P)) <= δ, from the `side` asked: "upper" (pessimistic, never below the true ε) or "lower" (optimistic,
+    never above it; `LossDistribution`), within the grid's resolution of each other."""
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
     if side not in EPSILON_SIDES:
@@ -413,13 +402,10 @@ def smallest_rejected_noise(
     alpha: float,
     claimed_noise: float | None = None,
 ) -> float | None:
-    """The smallest noise multiplier σ* of `NOISE_GRID` (and `claimed_noise`, a point of the grid
-    searched when given) whose mechanism (σ*, `sample_rate`, `steps`) the guesses reject at level
-    `alpha` (every larger σ is rejected too, module docstring 4); None if not even the largest is.
-    For q = 1 the exact Gaussian search instead: σ* = √T / μ* for the largest rejected μ*
-    (`audit.stats.fdp.gaussian_one_run_mu`). With the claim on the grid, "the claim is rejected"
-    is σ* <= the claim's σ (`claim_rejected`), so the two figures cannot disagree. Remembered (the
-    ceilings of every attack ask the same counts)."""
+    """The smallest σ* of `NOISE_GRID` (plus `claimed_noise` when given) whose mechanism (σ*, `sample_rate`, `steps`)
+    the guesses reject at `alpha` (every larger σ is rejected too); None if not even the largest is. For q = 1, exactly:
+    σ* = √T / μ* for the largest rejected μ* (`audit.stats.fdp.gaussian_one_run_mu`). With the claim on the grid, "the
+    claim is rejected" is σ* <= the claim's σ (`claim_rejected`), so the two cannot disagree. Cached."""
     if sample_rate == 1.0:
         mu = fdp.gaussian_one_run_mu(m=m, guesses=guesses, correct=correct, alpha=alpha)
         return None if mu == 0.0 else (0.0 if math.isinf(mu) else math.sqrt(steps) / mu)

@@ -159,11 +159,10 @@ class MembershipScores:
         tie_rng: np.random.Generator | int | list[int] | None = None,
         mechanism: SubsampledGaussian | None = None,
     ) -> dict:
-        """All headline numbers (keys: docs/contracts.md "Per-attack entry"). With `epsilon` (the
-        scores are canaries of independent fair coins) also `eps_hat` and every one-run bound of
-        `audit.stats.guesses.bounds_of` over all the scores (m), under `guess_rule` "tuned" (counts in
-        `tuned`, chosen without these scores' coins) or "grid"; without it (a sub-group, coins not
-        fair) leakage statistics only. `tie_rng` orders tied scores for the bounds (default: a child of `rng`)."""
+        """All headline numbers (keys: docs/contracts.md "Per-attack entry"). With `epsilon` (canaries of independent
+        fair coins) also `eps_hat` and every bound of `audit.stats.guesses.bounds_of` under `guess_rule` "tuned" (counts
+        `tuned`, chosen without these coins) or "grid"; without, leakage statistics only. `tie_rng` orders ties
+        (default: a child of `rng`)."""
         advantage_rng, epsilon_rng = np.random.default_rng(rng).spawn(2)
         rates = {str(level): self.tpr_at_fpr(level) for level in FPR_LEVELS}
         summary = {

@@ -1,14 +1,12 @@
 """The exact test of a privacy claim's trade-off curve from many runs of one neighbour pair.
 
-Each run trains on D or D ∪ {target} (a fair coin); a threshold fixed beforehand gives TP ~
-Binomial(n_in, t) and FP ~ Binomial(n_out, f), independent. A mechanism meeting the claim has
-t <= T(f) for every test, T its curve, and every point of T is some mechanism's: the null is
-exactly {t <= T(f)}. The statistic (`Statistic`, fixed on the reference runs) is a signed distance
-in variance-stabilised coordinates from a pilot curve's region; it grows with TP and falls with FP,
-so the supremum over the null lies on the curve: p = sup_f P_{f, T(f)}[statistic >= observed], an
-exact p-value (P[p <= α] <= α). It does not depend on the curve, so the nulls are nested.
-The supremum is bounded on cells [a, b] of f by P_{a, T(b)}, never sampled: a rejection is always
-by the upper bound, and a test undecided within `MAX_CELLS` is not rejected (conservative).
+Each run trains on D or D ∪ {target} (a fair coin); a threshold fixed beforehand gives TP ~ Binomial(n_in, t) and FP ~
+Binomial(n_out, f), independent. A mechanism meeting the claim has t <= T(f) for every test, T its curve, and every
+point of T is some mechanism's: the null is exactly {t <= T(f)}. The statistic (`Statistic`, fixed on the reference
+runs) is a signed distance in variance-stabilised coordinates from a pilot curve's region, rising with TP and falling
+with FP, so p = sup_f P_{f, T(f)}[statistic >= observed] is an exact p-value (P[p <= α] <= α), and the nulls are nested.
+The supremum is bounded on cells [a, b] of f by P_{a, T(b)}: a rejection is always by the upper bound, and a test
+undecided within `MAX_CELLS` is not rejected.
 """
 
 from __future__ import annotations

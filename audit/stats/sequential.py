@@ -1,17 +1,14 @@
 """Sequential audits: the verdict looked at after every round of runs, valid wherever the audit stops.
 
-The theorem (Bonferroni over a schedule of looks fixed in advance; the fixed-share member of Lan &
-DeMets' spending family, Biometrika 1983): if look k after n_1 < ... < n_K runs (fixed before any
-run) runs a fixed-design test of level α_k and Σ α_k <= α, then P_H0[some look rejects] <= α,
-whatever rule decides to stop. Each look's test is one of the suite's fixed-design tests as it
-stands, choices made on that look's public reference runs; no dependence between looks is assumed.
+The theorem (Bonferroni over a schedule of looks fixed in advance; the fixed-share member of Lan & DeMets' spending
+family, Biometrika 1983): if look k after n_1 < ... < n_K runs (fixed before any run) runs a fixed-design test of level
+α_k and Σ α_k <= α, then P_H0[some look rejects] <= α, whatever rule decides to stop. Each look is one of the suite's
+fixed-design tests, choices made on its own public reference runs; no dependence between looks is assumed.
 
-The shares (`Schedule.alphas`): α_k = α (n_k - n_{k-1}) / n_K. Where the runs record a mechanism
-(`Schedule.tests`), a look runs the ε verdict's test and the own curve's, each at α_k / 2
-(Bonferroni), a split fixed by the victim, never by a look's result. Stopping (`decide`):
-"violated" at the first rejecting look; "not testable" once the final look's ceiling (every guess
-right, at its share) cannot reject, which never stops an audit that could still reject nor adds
-a false alarm; "budget spent" after the last look. Figures: docs/results/sequential.md.
+Shares (`Schedule.alphas`): α_k = α (n_k - n_{k-1}) / n_K; where the runs record a mechanism (`Schedule.tests`), the ε
+test and the own curve's each at α_k / 2, a split fixed by the victim. Stopping (`decide`): "violated" at the first
+rejecting look; "not testable" once the final look's ceiling cannot reject (never stopping an audit that could still
+reject); "budget spent" after the last look.
 """
 
 from __future__ import annotations

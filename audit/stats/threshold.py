@@ -1,12 +1,11 @@
 """A certifier for many runs of one worst-case neighbour pair: scores in, bounds on μ and ε out.
 
-The reference runs only choose the score's direction and threshold (`predicted_choice`); the judged
-runs are thresholded once: TP of n_in and FP of n_out, binomials of the test's TPR t and FPR f, which
-a mechanism meeting the claim keeps below its curve (μ-GDP: Dong, Roth and Su 2019; (ε, δ)-DP: the
-region of Kairouz, Oh and Viswanath 2015). Two bounds, each at `confidence` on its own: the exact
-test (`audit.stats.pair_test`, up to 5e-4 below the largest rejected) and Nasr et al. 2023's
-baseline (Clopper–Pearson on each rate at (1 - confidence)/2). Both are valid: the choices are
-functions of the references, independent of the judged runs (figures: docs/results/threshold.md).
+The reference runs only choose the score's direction and threshold (`predicted_choice`); the judged runs are thresholded
+once: TP of n_in and FP of n_out, binomials of the test's TPR t and FPR f, which a mechanism meeting the claim keeps
+below its curve (μ-GDP: Dong, Roth and Su 2019; (ε, δ)-DP: the region of Kairouz, Oh and Viswanath 2015). Two bounds,
+each at `confidence`: the exact test (`audit.stats.pair_test`, up to 5e-4 below the largest rejected) and Nasr et al.
+2023's baseline (Clopper–Pearson on each rate at (1 - confidence)/2). Both are valid: the choices depend on the
+references only (figures: docs/results/threshold.md).
 """
 
 from __future__ import annotations
@@ -126,12 +125,10 @@ def predicted_choice(
     objective: str = "mu",
     min_count: float = MIN_COUNT,
 ) -> tuple[Choice, float]:
-    """The direction and threshold, of `candidate_thresholds` on either sign, whose references predict
-    the largest bound on `objective` at the judged counts (`_predicted`, the references' TPR smoothed
-    by `binormal_tpr`: Gaussian for μ, a free slope for ε), among those leaving at least `min_count`
-    OUT scores above and IN scores below in the references and the judged runs (every candidate if
-    none does). Ties go to sign +1 and the lowest threshold. Returned with its predicted bound (-inf:
-    no candidate), by which `audit.pair_design` ranks attacks."""
+    """The direction and threshold (of `candidate_thresholds`, either sign) whose references predict the largest bound
+    on `objective` at the judged counts (`_predicted`, TPR smoothed by `binormal_tpr`), among those leaving at least
+    `min_count` OUT scores above and IN scores below in references and judged runs (else every candidate). Ties go to
+    sign +1 and the lowest threshold. Returned with its predicted bound (-inf: no candidate)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     ref_in = as_score_array(reference_in, name="reference_in")
