@@ -24,9 +24,8 @@ from attacks.tabular import calibrated_counts, domias_scores, query_scores
 from attacks.whitebox import likelihood_ratio, run_scores, step_changes, summed_projection
 from extensions import entry_points, load_entry_point, load_path
 
-#: families: what an attack observes. "model": the downstream model trained on the victim's
-#: output (its logits on the pool); "release": the released synthetic set itself (distances);
-#: "generator": a generator's reconstruction losses (GAN-Leaks); "mechanism": every noisy sum of a
+#: families: what an attack observes. "model": the downstream model's logits on the pool; "release": the released set
+#: itself (distances); "generator": a generator's reconstruction losses (GAN-Leaks); "mechanism": every noisy sum of a
 #: DP victim's Gaussian mechanism, through the canaries' projections (white-box audits)
 FAMILIES = ("model", "release", "generator", "mechanism")
 RELEASE = "release"  # `needs` of an attack on the released set: every run stored release_x, release_y

@@ -486,10 +486,9 @@ def mechanism_attack(choices: dict) -> str | None:
 
 
 def claimed_mechanism(meta: Sequence[dict], targets) -> SubsampledGaussian | None:
-    """The mechanism the target runs' accountant composed (`mechanism` in their metadata `meta`,
-    runs/<r>.json of each run: noise multiplier, sampling rate and steps,
-    `victims.base.Observations.mechanism`), when every target run records the same one; None
-    otherwise (a victim that records none, or runs that differ)."""
+    """The mechanism the target runs' accountant composed (`mechanism` in each run's metadata `meta`: noise multiplier,
+    sampling rate and steps, `victims.base.Observations.mechanism`) when every target run records the same one; else
+    None."""
     records = [meta[int(t)].get("mechanism") for t in np.asarray(targets).reshape(-1)]
     if not records or any(r is None or r != records[0] for r in records):
         return None

@@ -50,10 +50,9 @@ def write_audit(
     init_mask: np.ndarray,
     canaries: CanaryColumns | None = None,
 ) -> Path:
-    """Write summary.json, scores.npz and roc.png; attacks that an earlier command (say
-    `audit.loss` before `audit.lira`) scored on the same runs and targets are kept. With
-    `canaries` (their columns), scores.npz keeps every row, and roc.png
-    shows each attack's canary records (first row of each) and natural examples apart."""
+    """Write summary.json, scores.npz and roc.png, keeping attacks an earlier command scored on the same runs and
+    targets. With `canaries` (their columns), scores.npz keeps every row and roc.png shows canary records (first row of
+    each) and natural examples apart."""
     summary_path, scores_path = audit_dir / "summary.json", audit_dir / "scores.npz"
     if summary_path.exists() and scores_path.exists():
         earlier = AuditResult.from_json(json.loads(summary_path.read_text()))

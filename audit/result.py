@@ -39,9 +39,8 @@ class AuditResult:
         object.__setattr__(self, "target_runs", tuple(self.target_runs))
 
     def checked_claim(self, given: Claim | None = None) -> Claim | None:
-        """The claim this audit is checked against, both parts set (`audit.claim.checked_claim`): the
-        given ε, else the claimed ε it records, else the victim's formal ε; None when there is none.
-        Its δ: the given one, else the recorded claim's (the δ its verdict is at), else the audit's
+        """The claim this audit is checked against, both parts set (`audit.claim.checked_claim`): ε given, else
+        recorded, else the victim's formal ε (None when none); δ given, else the recorded claim's, else the audit's
         `delta`, else 0."""
         recorded = self.claim or Claim()
         delta = (self.delta or 0.0) if recorded.delta is None else recorded.delta

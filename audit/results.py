@@ -50,10 +50,8 @@ def load_experiment(path: str | os.PathLike) -> Experiment:
 
 
 def audited_runs(result: AuditResult) -> list[int] | None:
-    """The runs an audit used, by summary.json: runs 0..n_shadow-1 of an audit of shadow runs (the
-    store may hold more, left by a larger or interrupted --n-shadow before); the release, run 0, of a
-    release audit (`audit.release`, whose n_shadow reference runs live in their own store); None,
-    every stored run, where summary.json records no n_shadow."""
+    """The runs an audit used, by summary.json: runs 0..n_shadow-1 of a shadow-run audit (the store may hold more); run
+    0, the release, of a release audit; None (every stored run) where no n_shadow is recorded."""
     if result.evaluation.get("target"):
         return [int(r) for r in result.target_runs or (0,)]
     return None if result.n_shadow is None else list(range(int(result.n_shadow)))

@@ -32,10 +32,9 @@ def audit_in_rounds(
     *,
     quiet: bool,
 ) -> AuditResult:
-    """The looks of `schedule`, each `train_to(runs)` (training the runs it lacks) then
-    `score_at(runs, confidence)` at the look's share, until `decide` stops; the last look's summary
-    with `sequential` added. The first look's verdict says how many tests share each look's error
-    (`verdict.levels`): `Schedule.tests`, for the records and the final ceiling."""
+    """The looks of `schedule`, each `train_to(runs)` then `score_at(runs, confidence)` at its share, until `decide`
+    stops; returns the last look's summary with `sequential` added. The first look's verdict sets how many tests share
+    each look's error (`Schedule.tests`)."""
     looks: list[Look] = []
     entries: list[dict] = []
     for k, runs in enumerate(schedule.runs):

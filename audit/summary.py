@@ -279,10 +279,9 @@ def attacks_summary(
     choices: dict | None = None,
     mechanism: SubsampledGaussian | None = None,
 ) -> dict:
-    """attack -> `attack_summary` of its scores, with `reference_choice` (what the reference runs chose
-    for it, or null). Each attack's bounds use `delta`, are seeded by (master seed, attack name) alone,
-    and hold at `confidence` on their own: a maximum over attacks is paid for in `verdict_entry`.
-    """
+    """attack -> `attack_summary` of its scores, with `reference_choice` (what the reference runs chose, or null).
+    Bounds use `delta`, are seeded by (master seed, attack) and hold at `confidence` each: a maximum over attacks is
+    paid for in `verdict_entry`."""
     choices = choices or {}
     entries = {}
     for attack, s in scores.items():
@@ -306,9 +305,8 @@ def attacks_summary(
     return entries
 
 
-#: how a verdict's attack and count were chosen (summary.json `verdict.chosen_by`): tuned on the
-#: reference runs, or fixed in advance because they predicted 0 for every attack (`audit.evaluate.untold`);
-#: "declared" where `--verdict-attack` named the attack before the audit and the references tuned its count
+#: summary.json's `verdict.chosen_by`: tuned on the reference runs, fixed in advance because they predicted 0 for every
+#: attack (`audit.evaluate.untold`), or "declared" by `--verdict-attack` (the references tuning its count)
 CHOSEN_BY = {False: "references", True: "fixed"}
 DECLARED = "declared"
 

@@ -70,10 +70,9 @@ def membership_matrix(
     plan: str = PLAN,
     n_natural: int | None = None,
 ) -> np.ndarray:
-    """bool [n_runs, n_pool]: keep[r, i] is True when row i is a member of run r. `labels` only fixes the
-    pool size. `record_of_row` (int [n_pool]) ties one record's rows to one coin per run (None: every
-    row its own record). Under the fixed remainder the first `n_natural` records are members of every
-    run and the others keep their independent coins."""
+    """bool [n_runs, n_pool]: keep[r, i] is True when row i is a member of run r (`labels` only fixes n_pool).
+    `record_of_row` (int [n_pool]) ties a record's rows to one coin per run (None: a record per row). Under the fixed
+    remainder the first `n_natural` records are in every run."""
     if n_runs < 1:
         raise ValueError(f"n_runs must be >= 1, got {n_runs}")
     n_pool = len(labels)

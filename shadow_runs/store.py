@@ -26,13 +26,11 @@ IDENTITY_KEYS = (
     "plan",
     "inclusion_rate",
 )
-#: identity keys that experiment.json holds only when they are not at their default (`_HASH_DEFAULTS`):
-#: `canaries` (victims.canaries), present only for an experiment with canaries
-#: `threat_model` (victims.dp.whitebox_canaries), present only for a white-box experiment
+#: identity keys experiment.json holds only away from their default (`_HASH_DEFAULTS`): `canaries` (victims.canaries)
+#: with canaries, `threat_model` (victims.dp.whitebox_canaries) for a white-box experiment
 OPTIONAL_IDENTITY_KEYS = ("canaries", "threat_model")
-#: identity keys left out of the directory's hash: keys at their default value (so a key added later
-#: does not rename older stores), and the plan unless it is one of `_HASHED_PLANS` (a store of another
-#: plan under the same name is found and refused, naming its plan)
+#: identity keys left out of the directory's hash: keys at their default (a key added later renames no older store),
+#: and the plan unless one of `_HASHED_PLANS` (a store of another plan under the same name is refused, naming it)
 _HASH_DEFAULTS = {"inclusion_rate": DEFAULT_INCLUSION_RATE, "canaries": None, "threat_model": None}
 _HASHED_PLANS = (FIXED_REMAINDER,)
 _ALL_IDENTITY_KEYS = IDENTITY_KEYS + OPTIONAL_IDENTITY_KEYS

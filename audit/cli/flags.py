@@ -20,13 +20,9 @@ from victims.canaries import ALL_KINDS, DEFAULT_COPIES, CanaryConfig
 from victims.tabular.canaries import UNSEEN
 from victims.dp.whitebox_canaries import THREAT_MODELS
 
-#: the canaries of a white-box audit given no --canaries/--canary-kind: 4,000 gradient canaries per
-#: run, or as many as the victim's release has coordinates where that is fewer (each gradient canary
-#: needs one of its own: psg 3,088, dpcgan 3,577, datalens 1,024 on digits); record canaries
-#: (--canary-kind mislabeled or outlier) 1,000, pool rows the victim trains on. Measured on dpsgd at
-#: epsilon 4 with the PRV accountant, 64 runs, half targets (docs/results/white-box.md, "How many
-#: canaries and runs"): the own-curve figure 2.62 of 4.01 (0.65) with 4,000, 2.53 (0.63) with 1,000,
-#: at 1.6x the seconds per run (the RDP stores of the same section).
+#: the canaries of a white-box audit given no --canaries/--canary-kind: 4,000 gradient canaries per run, or one per
+#: release coordinate where the victim has fewer; record canaries (--canary-kind mislabeled or outlier) 1,000, pool rows
+#: the victim trains on (why: docs/results/white-box.md, "How many canaries and runs")
 WHITE_BOX_CANARIES, WHITE_BOX_CANARY_KIND = 4000, "gradient"
 WHITE_BOX_RECORD_CANARIES = 1000
 

@@ -124,10 +124,9 @@ def audit_flags(args, *, attacks: tuple[str, ...], prog: str) -> AuditResult:
 
 @dataclass
 class ShadowAudit:
-    """An audit of shadow runs made ready by `prepare` from the flags: the victim, its pool, the plan
-    and the store. `scored` keeps what each `score_at` scored, by (runs, confidence): scores.npz is
-    written from the result's own, not from the fixed design's re-scoring of the same runs that an
-    audit in rounds adds beside its last look."""
+    """An audit of shadow runs made ready by `prepare`: the victim, its pool, the plan and the store. `scored` keeps
+    what each `score_at` scored, by (runs, confidence), so scores.npz is written from the result's own scores, not the
+    fixed-design re-scoring an audit in rounds adds."""
 
     args: object
     attacks: tuple[str, ...]

@@ -202,10 +202,9 @@ def release_leakage(
     inclusion_rate: float,
     alpha: float,
 ) -> tuple[dict, Flagged]:
-    """(summary.json's `release_leakage`, what the strongest attack flags at COMPARED_FPR) of the
-    release, the last run of `runs` (`scores` [1, n] per attack): thresholds and the attack fixed on
-    the reference runs, counted against the custodian's `member`, with `at_chance` at `alpha` and the
-    warnings of too few reference runs."""
+    """summary.json's `release_leakage` of the release, the last run of `runs` (`scores` [1, n] per attack): what the
+    strongest attack flags at COMPARED_FPR, thresholds and attack fixed on the reference runs, counted against the
+    custodian's `member`, with `at_chance` at `alpha` and the warnings of too few reference runs."""
     target = len(runs.keep) - 1
     views = {a: (c.views if c is not None else "all") for a, c in choices.items()}
     pseudo = pseudo_scores(runs, list(scores), target, variance=variance, views=views)

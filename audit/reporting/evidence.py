@@ -105,10 +105,9 @@ def protocol(audited: Audited) -> str:
 
 
 def plan_sentence(audited: Audited, n_runs: int) -> tuple[str, int]:
-    """(how the plan drew each run's members, in a sentence; the coins of a run): every pool example
-    (or record: a duplicate canary's rows share one coin) by an independent coin, or under the fixed
-    remainder every natural example in every run and the canaries by their coins, with the expected
-    member count the victims calibrated to."""
+    """(a sentence on how the plan drew each run's members; the coins of a run): an independent coin per pool example (a
+    duplicate canary's rows share one), or under the fixed remainder every natural example in every run and the canaries
+    by their coins, with the expected member count."""
     evaluation, canaries = audited.result.evaluation, audited.canaries
     rate, plan = evaluation.get("inclusion_rate", DEFAULT_INCLUSION_RATE), audited.experiment.plan
     n_rows = int(audited.experiment.membership.shape[1])

@@ -17,9 +17,8 @@ if TYPE_CHECKING:
 #: the false-positive rates whose TPR the terminal shows (the report marks the same "(chance)")
 SHOWN_RATES = ("0.01", "0.001")
 
-#: TPR at a false-positive rate is shown as measured only where the target runs' non-members give
-#: at least this many false positives at that rate: their count is then binomial with relative
-#: spread <= 1/sqrt(10) = 0.32, and fewer leave the rate (and the TPR read at it) mostly noise
+#: TPR at a false-positive rate is shown as measured only where the target runs' non-members give at least this many
+#: false positives at it: their binomial count then has relative spread <= 1/sqrt(10) = 0.32
 MIN_FALSE_POSITIVES = 10
 
 

@@ -168,10 +168,9 @@ def epsilon_verdict(
 
 
 def judged(result: AuditResult, claim: Claim | None) -> AuditResult:
-    """`result` (`audit.summary`'s, its bound at the claim's δ) with the claim its command was given
-    (`claim`, either part None where not given; a claimed ε without its δ is at the audit's own δ) and
-    the verdict on it, made here once: the claimed ε, else the victim's formal ε (`checked_claim`).
-    summary.json's `verdict` records its `kind`, `text`, `reason` and `rejected_by`."""
+    """`result` (`audit.summary`'s, its bound at the claim's δ) with `claim` (either part None where not given; an ε
+    without δ is at the audit's δ) and the verdict on it, made here once against the claimed ε, else the victim's formal
+    ε (`checked_claim`). summary.json's `verdict` records its `kind`, `text`, `reason` and `rejected_by`."""
     if claim is not None and claim.epsilon is not None and claim.delta is None:
         claim = Claim.given(claim.epsilon, result.delta or 0.0)
     result = replace(result, claim=claim)
@@ -184,10 +183,9 @@ def judged(result: AuditResult, claim: Claim | None) -> AuditResult:
 
 
 def audit_verdict(result: AuditResult, claim: Claim | None) -> Verdict | None:
-    """The ε verdict of an audit: its paid-for bound (`result.bound`, summary.json's `verdict`, at the
-    claim's δ) against `claim`, the claim checked with both parts set (`audit.claim.checked_claim`;
-    None: "no ε claim was checked"); None where no bound applies. `judged` makes it once;
-    `summary_verdict` makes it again from a summary.json re-read."""
+    """The ε verdict of an audit: its paid-for bound (`result.bound`, at the claim's δ) against `claim`, both parts set
+    (`audit.claim.checked_claim`; None: "no ε claim was checked"); None where no bound applies. Made by `judged`, and
+    again by `summary_verdict` from a re-read summary.json."""
     found = result.bound
     if not found:
         return None

@@ -47,10 +47,9 @@ class SequentialRow:
 
 @dataclass(frozen=True)
 class CombinedRow:
-    """A design with a recorded mechanism under a schedule of two tests a look (`combined_row`):
-    alarms (repetitions in which some look's bound of either test exceeds its truth), their
-    Clopper-Pearson interval, the target runs of each alarmed repetition's first alarm, and which
-    test(s) rejected at that look (the analyses joined by "+" where both did)."""
+    """A design with a recorded mechanism under two tests a look (`combined_row`): alarms (repetitions where some look's
+    bound of either test exceeds its truth), their Clopper-Pearson interval, the runs to each alarm, and which test(s)
+    rejected ("+"-joined where both did)."""
 
     design: str
     analyses: tuple[str, ...]
@@ -214,10 +213,9 @@ def sequential_designs() -> list[tuple[Design, str]]:
 
 
 def combined_designs() -> list[Design]:
-    """The self-test's combined rows (`combined_row`): the sequential rows' designs whose runs record a
-    mechanism (`Design.claimed`, the own curve's), so an audit of them runs both tests a look: the
-    Gaussian mechanism at ε0 = 1, the white-box subsampled Gaussian at the claim 1 and its σ-halved
-    claim of 4 (power). Randomised response records none (no own curve): the ε verdict alone."""
+    """The combined rows' designs: the sequential designs whose runs record a mechanism (`Design.claimed`), so both
+    tests run a look: the Gaussian mechanism at ε0 = 1, the white-box subsampled Gaussian at the claim 1 and its
+    σ-halved claim of 4 (power). Randomised response records none."""
     return [design for design, _ in sequential_designs() if design.claimed is not None]
 
 

@@ -280,10 +280,9 @@ def ceiling(
     cache: BoundCache | None = None,
     mechanism: SubsampledGaussian | None = None,
 ) -> float:
-    """What a perfect attack (every guess right) certifies under `rule`: for "grid", the best grid
-    count at level (1 - confidence)/|grid|; for "tuned", the best candidate count at 1 - confidence
-    (a perfect attack's pseudo-targets would choose it). ε, or μ for a μ bound. For a claimed
-    mechanism's own curve, the total at which the Gaussian family's ceiling peaks only."""
+    """What a perfect attack (every guess right) certifies under `rule`: "grid", the best grid count at (1 -
+    confidence)/|grid|; "tuned", the best candidate count at 1 - confidence. ε, or μ for a μ bound; for a claimed
+    mechanism's curve, at the Gaussian family's peak total only."""
     check_analysis(analysis)
     if rule not in RULES:
         raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")

@@ -34,9 +34,8 @@ LOSS_RESOLUTION = 0.05
 #: the most points a loss grid may have: a mechanism too leaky for LOSS_RESOLUTION within it gets a coarser
 #: grid (still pessimistic)
 MOST_GRID_POINTS = 200_000
-#: the composed loss grid spans its mean ± this many standard deviations (from 0 where the mean is
-#: above that); mass beyond its top counts as infinite loss, mass below its bottom is rounded up onto
-#: it (both pessimistic)
+#: the composed loss grid spans its mean ± this many standard deviations (from 0 where the mean is above that); mass
+#: beyond its top counts as infinite loss, below its bottom is rounded up onto it (both pessimistic)
 LOSS_SPAN_SDS = 8.0
 #: the noise multipliers the family search bisects over: 1% apart from 0.05 to 100
 NOISE_GRID = tuple(float(s) for s in np.geomspace(0.05, 100.0, int(round(math.log(2000.0) / math.log(1.01))) + 1))
@@ -428,8 +427,7 @@ def smallest_rejected_noise(
 
 
 def claim_rejected(noise_rejected: float | None, mechanism: SubsampledGaussian) -> bool:
-    """Whether the claimed mechanism is rejected, read off the family search run with the claim on
-    its grid (`smallest_rejected_noise(..., claimed_noise=σ)`): σ* <= σ. The same verdict as
-    `rejects` on the claim wherever rejection is monotone in σ (module docstring 4), and by
-    construction the one σ* and the lower bound report."""
+    """Whether the claimed mechanism is rejected, read off the family search with the claim on its grid
+    (`smallest_rejected_noise(..., claimed_noise=σ)`): σ* <= σ, the same as `rejects` on the claim wherever rejection is
+    monotone in σ (module docstring 4)."""
     return noise_rejected is not None and noise_rejected <= mechanism.noise_multiplier
