@@ -61,9 +61,8 @@ def _gaussian_fits(stats: np.ndarray, mask: np.ndarray, shadows: np.ndarray, var
 
 
 def variance_for(choice: str, n_reference: int) -> str:
-    """The variance for `--lira-variance choice` with `n_reference` reference runs: `choice` itself, or
-    for "auto" the fixed variance below PER_EXAMPLE_FROM runs and the per-example one from there on
-    (docs/results/reference-runs.md; the LiRA paper's advice for many shadows)."""
+    """The variance for `--lira-variance choice` with `n_reference` reference runs: `choice`, or for "auto" the fixed
+    variance below PER_EXAMPLE_FROM runs, per-example from there (docs/results/reference-runs.md)."""
     if choice == "auto":
         return "fixed" if n_reference < PER_EXAMPLE_FROM else "per-example"
     if choice not in VARIANCES:

@@ -280,9 +280,8 @@ def attack_names(*families: str) -> tuple[str, ...]:
 
 
 def get_attack(name: str) -> Attack:
-    """The attack `name`: a built-in one, an installed one (entry point of `ATTACK_GROUP`), a
-    `module:function` path to import, or one loaded by either before. ValueError (one line naming
-    the value) for an unknown name, a path that does not import, or an object that is no attack."""
+    """The attack `name`: built-in, installed (entry point of `ATTACK_GROUP`), a `module:function` path, or one loaded
+    before. ValueError (one line naming the value) for an unknown name, a failed import, or no attack."""
     if name in _BUILT_IN:
         return _BUILT_IN[name]
     if name in _LOADED:
@@ -305,9 +304,8 @@ def get_attack(name: str) -> Attack:
 
 
 def check_attack(found: Any, *, label: str) -> Attack:
-    """`found` if it is an attack of your own (an `Attack`, as `@attack` makes one, of a known family,
-    whose name is no built-in attack's and whose score takes (runs, targets, shadows, variance));
-    else ValueError naming what breaks it."""
+    """`found` if it is an attack of your own (an `Attack` of a known family, not named as a built-in, whose score takes
+    (runs, targets, shadows, variance)); else ValueError naming what breaks it."""
 
     def broken(why: str) -> ValueError:
         return ValueError(f"attack {label} does not follow the attack protocol: {why}")

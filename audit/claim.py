@@ -75,16 +75,14 @@ class Claim:
 
 
 def verdict_delta(claim: Claim | None, own_delta: float) -> float:
-    """The δ an audit's verdict is computed at: the claim's δ where one is given, else the audit's
-    own (the victim's δ, 0 for a non-DP victim). A bound at one δ says nothing about a claim at a
-    larger one, so the verdict is taken at the δ of what it is compared with."""
+    """The δ an audit's verdict is computed at: the claim's where given, else the audit's own (the victim's δ, 0 for a
+    non-DP victim): a bound at one δ says nothing about a claim at a larger one."""
     return own_delta if claim is None or claim.delta is None else claim.delta
 
 
 def checked_claim(epsilon: float | None, delta: float, *, formal_epsilon: float | None) -> Claim | None:
-    """The claim an audit checks, both parts set: the claimed `epsilon`, else the victim's
-    `formal_epsilon`; None when there is neither. `delta` is its δ, already resolved (the claim's,
-    else the audit's own: `verdict_delta`)."""
+    """The claim an audit checks, both parts set: the claimed `epsilon`, else the victim's `formal_epsilon` (None when
+    neither), at `delta` as `verdict_delta` resolved it."""
     if epsilon is not None:
         return Claim(epsilon=epsilon, delta=delta, source=CLAIMED)
     if formal_epsilon is not None:

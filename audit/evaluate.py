@@ -187,9 +187,8 @@ def pseudo_targets(n_runs: int, targets: np.ndarray, *, most: int = MOST_PSEUDO_
 def pseudo_target_scores(
     runs: StoredRuns, attack: str, targets: np.ndarray, *, variance: str, views: str, most: int = MOST_PSEUDO_TARGETS
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(pseudo-target runs [P], scores [P, n]): each of the first `most` reference runs scored as
-    `attack_scores` scores a target, with the other reference runs as its shadows. No target run
-    enters: neither as a pseudo-target nor as a shadow."""
+    """(pseudo-target runs [P], scores [P, n]): each of the first `most` reference runs scored as a target, the other
+    reference runs its shadows; no target run enters."""
     spec = get_attack(attack)
     pseudo = pseudo_targets(len(runs.keep), targets, most=most)
     viewed = runs.with_views(views)
@@ -486,8 +485,7 @@ def mechanism_attack(choices: dict) -> str | None:
 
 
 def claimed_mechanism(meta: Sequence[dict], targets) -> SubsampledGaussian | None:
-    """The mechanism the target runs' accountant composed (`mechanism` in each run's metadata `meta`: noise multiplier,
-    sampling rate and steps, `victims.base.Observations.mechanism`) when every target run records the same one; else
+    """The mechanism (`victims.base.Observations.mechanism`) every target run's metadata `meta` records alike; else
     None."""
     records = [meta[int(t)].get("mechanism") for t in np.asarray(targets).reshape(-1)]
     if not records or any(r is None or r != records[0] for r in records):

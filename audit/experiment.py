@@ -103,9 +103,8 @@ class Experiment:
         return not (isinstance(entry, Mapping) and "eps_lower" in entry and entry["eps_lower"] is None)
 
     def natural_examples(self) -> Experiment:
-        """This experiment seen through its natural examples (with `--canaries`: the first n_natural
-        columns and summary.json's per-attack `natural` entries); ExperimentError under the fixed
-        remainder, whose natural examples are members of every run."""
+        """This experiment seen through its natural examples (with `--canaries`: the first n_natural columns and the
+        per-attack `natural` entries); ExperimentError under the fixed remainder."""
         canaries = self.result.canaries
         if not canaries:
             return self

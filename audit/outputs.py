@@ -25,9 +25,8 @@ def _same_evaluation(a: AuditResult, b: AuditResult) -> bool:
 
 
 def replaced_summary(audit_dir: Path, result: AuditResult) -> str | None:
-    """The line to say before `write_audit` replaces an audit of other runs: a store's summary.json
-    is its last audit's, so re-scoring a prefix (a smaller --n-shadow) or another evaluation
-    replaces the earlier figures; None where there is none or it is of the same runs."""
+    """The line to say before `write_audit` replaces an audit of other runs (a prefix, or another evaluation):
+    summary.json is the last audit's; None where there is none or it is of the same runs."""
     path = audit_dir / "summary.json"
     if not path.exists():
         return None

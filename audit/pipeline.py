@@ -74,9 +74,9 @@ def train_missing_runs(
     executor: ExecutorConfig,
     quiet: bool,
 ) -> None:
-    """Train every run of the plan `keep` that the store lacks, storing each as it arrives (a victim's
-    `prepare(pool, directory, quiet=)`, if any, first, once). Ctrl-C ends with one line, the command
-    that resumes, and exit 130: every stored run is complete, and the same command trains the rest."""
+    """Train every run of the plan `keep` the store lacks, storing each as it arrives (after a victim's `prepare(pool,
+    directory, quiet=)`, once). Ctrl-C exits 130 with one line, the command that resumes: every stored run is complete.
+    """
     from tqdm import tqdm
 
     finished = store.finished_runs()

@@ -73,9 +73,8 @@ def main(
 def run(
     victim: str, flags: dict, *, prog: str, attacks: tuple[str, ...], description: str, victims=None
 ) -> AuditResult:
-    """`main` for Python (`audit.run`): `flags` the command line's, by name (`n_shadow=8` is
-    `--n-shadow 8`, `quiet=True` `--quiet`, a list one flag of several values, a victim's `False` its
-    `--no-` flag); the same lines, the result returned, and bad input raised as AuditRefused."""
+    """`main` for Python (`audit.run`): `flags` the command line's by name (as `audit.api.run` maps them); the same
+    lines, the result returned, bad input raised as AuditRefused."""
     argv = ["--victim", victim]
     parser = build_parser(prog, description, victims=victims, argv=argv)
     for name, value in flags.items():
@@ -95,9 +94,8 @@ def run(
 
 
 def audit_flags(args, *, attacks: tuple[str, ...], prog: str) -> AuditResult:
-    """The audit the parsed flags `args` ask for, its lines printed as the command prints them (the
-    progress on stderr unless `--quiet`): `python -m audit.lira` and `audit.run` alike.
-    AuditRefused (one line) for bad input, before any run is trained."""
+    """The audit the parsed `args` ask for, its lines printed as the command prints them (progress on stderr unless
+    `--quiet`). AuditRefused (one line) for bad input, before any run is trained."""
     also = [*args.attack, *([args.verdict_attack] if args.verdict_attack else [])]
     attacks = (*attacks, *dict.fromkeys(a for a in also if a not in attacks))  # --attack, --verdict-attack: also these
     try:
@@ -295,9 +293,8 @@ def pair_test(result: AuditResult, runs, scores, choices, targets, variance, can
 
 
 def quiet_lines(result: AuditResult, path) -> str:
-    """What `--quiet` keeps of the terminal's lines (`audit.outputs.describe`): the verdict and its
-    reason (or why there is no ε bound), the own curve's test, the warnings of too few runs and the
-    path of summary.json; not the per-attack lines or the legend."""
+    """What `--quiet` keeps of the terminal's lines (`audit.outputs.describe`): the verdict and its reason, the own
+    curve's test, the warnings of too few runs and summary.json's path."""
     noted = remarks(result)
     lines = []
     if result.verdict is not None:

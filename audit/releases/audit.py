@@ -189,9 +189,8 @@ def _subset_store(request: ReleaseRequest, inputs: ReleaseInputs, subset, *, siz
 
 
 def run_release_audit(prepared: PreparedRelease) -> tuple[AuditResult, Report, Path, Path]:
-    """Train the missing shadow runs, attack the release, measure its leakage against the subsets', write
-    the audit directory and report; returns (the audit's result with its verdict, the report, report.html,
-    report.json)."""
+    """Train the missing shadow runs, attack the release, measure its leakage against the subsets', write the audit
+    directory and report; returns (result with its verdict, report, report.html, report.json)."""
     request, inputs, settings = prepared.request, prepared.inputs, prepared.request.evaluation
     _train_missing(prepared)
     shadows = StoredRuns.load(

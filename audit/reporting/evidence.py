@@ -106,8 +106,7 @@ def protocol(audited: Audited) -> str:
 
 def plan_sentence(audited: Audited, n_runs: int) -> tuple[str, int]:
     """(a sentence on how the plan drew each run's members; the coins of a run): an independent coin per pool example (a
-    duplicate canary's rows share one), or under the fixed remainder every natural example in every run and the canaries
-    by their coins, with the expected member count."""
+    duplicate canary's rows share one), or the fixed remainder, with the expected member count."""
     evaluation, canaries = audited.result.evaluation, audited.canaries
     rate, plan = evaluation.get("inclusion_rate", DEFAULT_INCLUSION_RATE), audited.experiment.plan
     n_rows = int(audited.experiment.membership.shape[1])
@@ -171,9 +170,8 @@ def _eps_text(value) -> str:
 
 
 def highest_risk(audited: Audited, *, attack: str, top_k: int) -> list[dict]:
-    """The `top_k` pool examples with the highest mean score over the targets where they are members;
-    under the fixed remainder the canary records only (the natural examples, members of every run,
-    have no coin to be at risk by)."""
+    """The `top_k` pool examples with the highest mean score over the targets where they are members; under the fixed
+    remainder the canary records only (natural examples have no coin)."""
     exp = audited.experiment
     scores, membership = exp.scores[attack], exp.membership
     counts = membership.sum(0)
