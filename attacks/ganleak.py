@@ -16,9 +16,8 @@ def reconstruction_scores(loss: np.ndarray) -> np.ndarray:
 
 
 def reference_losses(loss: np.ndarray, keep: np.ndarray, shadows: np.ndarray) -> np.ndarray:
-    """Each example's mean loss over each target's shadow runs that did not train on it: loss [R, n],
-    keep bool [R, n], shadows bool [T, R] -> float64 [T, n]. An example without an OUT shadow takes
-    the mean OUT loss of all examples."""
+    """Each example's mean loss over each target's shadow runs that did not train on it: loss [R, n], keep bool [R, n],
+    shadows bool [T, R] -> float64 [T, n]. An example without an OUT shadow takes the mean OUT loss of all examples."""
     loss = np.asarray(loss, dtype=np.float64)
     out = (~keep).astype(np.float64)
     s = shadows.astype(np.float64)
@@ -39,6 +38,5 @@ def calibrated_scores(loss: np.ndarray, keep: np.ndarray, targets, *, shadows: n
 
 
 def log_loss_statistic(loss: np.ndarray) -> np.ndarray:
-    """LiRA's statistic from reconstruction losses: minus their log (closer to Gaussian), [R, n] ->
-    [R, n, 1]; losses floored at 1e-12."""
+    """LiRA's statistic from reconstruction losses: minus their log, [R, n] -> [R, n, 1]; losses floored at 1e-12."""
     return -np.log(np.maximum(np.asarray(loss, dtype=np.float64), 1e-12))[..., None]

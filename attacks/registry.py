@@ -88,10 +88,9 @@ def attack(
     query_views: bool = False,
     name: str | None = None,
 ) -> Callable[[Callable], Attack]:
-    """Decorator: the score function `score(runs, targets, shadows, variance)` as an `Attack`
-    named `name` (default: the function's name), `about` what the score is (default: its docstring,
-    on one line). A built-in attack is one in this module; one of your own is named by an entry
-    point of `ATTACK_GROUP` or a `module:function` given to `--attack`."""
+    """Decorator: the score function `score(runs, targets, shadows, variance)` as an `Attack` named `name` (default: the
+    function's name), `about` what the score is (default: its docstring, on one line). A built-in attack is one in this
+    module; one of your own is named by an entry point of `ATTACK_GROUP` or a `module:function` given to `--attack`."""
 
     def decorate(score: Callable) -> Attack:
         return Attack(
@@ -176,9 +175,8 @@ def support(runs, targets, shadows, variance):
 
 @attack(family="release", needs=TABLE, min_runs=4, calibrated=True)
 def support_cal(runs, targets, shadows, variance):
-    """domain extension calibrated per record: each column's released records where only the record
-    could have opened the domain, against the same record's counts in its OUT reference runs, the
-    largest over its columns"""
+    """domain extension calibrated per record: each column's released records where only the record could have opened
+    the domain, against the same record's counts in its OUT reference runs, the largest over its columns"""
     return calibrated_counts(runs.release_support, runs.keep, targets, shadows=shadows)
 
 
@@ -234,8 +232,7 @@ def _mechanism_scores(runs, targets, statistic):  # statistic(observations [step
 
 @attack(family="mechanism", needs=WHITEBOX, min_runs=1, calibrated=False)
 def whitebox(runs, targets, shadows, variance):
-    """white-box: the log likelihood ratio of the canary's step projections under the claimed
-    subsampled Gaussian"""
+    """white-box: the log likelihood ratio of the canary's step projections under the claimed subsampled Gaussian"""
     return _mechanism_scores(runs, targets, lambda o, mechanism: likelihood_ratio(o, **mechanism))
 
 

@@ -1,6 +1,5 @@
-"""RMIA (Zarifzadeh, Liu, Shokri and Shokri, "Low-Cost High-Power Membership Inference Attacks",
-ICML 2024): per target t and query view v, with p_t(x) the target's true-label probability and
-Pr(x) the reference probability,
+"""RMIA (Zarifzadeh, Liu, Shokri and Shokri, "Low-Cost High-Power Membership Inference Attacks", ICML 2024): per target
+t and query view v, with p_t(x) the target's true-label probability and Pr(x) the reference probability,
 
     score_t(x) = mean over v of |{z in Z : r_t(x) > gamma * r_t(z)}| / |Z|,  r_t(x) = p_t(x) / Pr(x)
 
@@ -62,9 +61,8 @@ def _relative_scores(p_target: np.ndarray, pr: np.ndarray, gamma: float) -> np.n
 
 
 def rmia_online(stats: np.ndarray, keep: np.ndarray, targets, *, shadows: np.ndarray, gamma: float = 1.0) -> np.ndarray:
-    """Online RMIA scores [T, n] in [0, 1]: Pr(x) = mean of p(x) over all the target's shadow runs.
-    stats [R, n, Q] (`logit_confidence`), keep bool [R, n] (shapes only: online RMIA needs no coin),
-    `shadows` bool [T, R]."""
+    """Online RMIA scores [T, n] in [0, 1]: Pr(x) = mean of p(x) over all the target's shadow runs. stats [R, n, Q]
+    (`logit_confidence`), keep bool [R, n] (shapes only: online RMIA needs no coin), `shadows` bool [T, R]."""
     targets = _check_inputs(stats, keep, shadows, targets)
     gamma = _check_gamma(gamma)
     p = expit(stats)

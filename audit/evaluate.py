@@ -153,9 +153,8 @@ class StoredRuns:
         return np.arange(n - m, n)
 
     def available(self, attacks: tuple[str, ...]) -> tuple[str, ...]:
-        """`attacks` less those whose needs these runs do not hold (`attacks.registry`): the release
-        attacks when the runs stored no release, the GAN-Leaks attacks whose reconstruction losses
-        the runs did not store."""
+        """`attacks` less those whose needs these runs do not hold (`attacks.registry`): the release attacks when the
+        runs stored no release, the GAN-Leaks attacks whose reconstruction losses the runs did not store."""
         return tuple(a for a in attacks if get_attack(a).available(self))
 
     def with_views(self, views: str) -> StoredRuns:
@@ -168,9 +167,8 @@ class StoredRuns:
 def attack_scores(
     runs: StoredRuns, attack: str, targets: np.ndarray, *, variance: str, views: str = "all"
 ) -> np.ndarray:
-    """Scores [T, n] of the registered `attack` on each target run, averaging `views` (for an attack
-    with query views); its shadows are the reference runs (every run that is not a target), so no
-    target's coins enter any guess."""
+    """Scores [T, n] of the registered `attack` on each target run, averaging `views` (for an attack with query views);
+    its shadows are the reference runs (every run that is not a target), so no target's coins enter any guess."""
     spec = get_attack(attack)
     if not spec.available(runs):
         raise ValueError(spec.missing())
@@ -485,8 +483,7 @@ def mechanism_attack(choices: dict) -> str | None:
 
 
 def claimed_mechanism(meta: Sequence[dict], targets) -> SubsampledGaussian | None:
-    """The mechanism (`victims.base.Observations.mechanism`) every target run's metadata `meta` records alike; else
-    None."""
+    """The mechanism (`Observations.mechanism`) all target runs' metadata `meta` record alike; else None."""
     records = [meta[int(t)].get("mechanism") for t in np.asarray(targets).reshape(-1)]
     if not records or any(r is None or r != records[0] for r in records):
         return None
@@ -494,8 +491,7 @@ def claimed_mechanism(meta: Sequence[dict], targets) -> SubsampledGaussian | Non
 
 
 def run_delta(meta: Sequence[dict]) -> float | None:
-    """The runs' δ (from their metadata `meta`): the first δ a run reports; None for a non-DP victim
-    (its bounds use δ = 0)."""
+    """The runs' δ (from their metadata `meta`): the first a run reports; None for a non-DP victim (bounds at δ = 0)."""
     return next((m["delta"] for m in meta if m.get("delta") is not None), None)
 
 

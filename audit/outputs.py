@@ -18,8 +18,7 @@ from shadow_runs.records import CanaryColumns
 
 
 def _same_evaluation(a: AuditResult, b: AuditResult) -> bool:
-    """Whether attacks of an earlier command's result `a` may be kept beside `b`'s: the same runs,
-    targets and evaluation."""
+    """Whether an earlier result `a`'s attacks may be kept beside `b`'s: the same runs, targets and evaluation."""
     same = ("victim", "dataset", "config", "n_shadow", "target_runs", "evaluation")
     return all(getattr(a, k) == getattr(b, k) for k in same)
 

@@ -1,9 +1,8 @@
-"""Where an audit's runs train: the layout the executor flags leave open, filled by one rule
-(docs/performance.md, "The layout and the arithmetic"). With GPUs and `--device auto|cuda`, a
-victim that packs runs one task per GPU, each a pack of ceil(runs / (GPUs x PACKS_PER_GPU)) runs,
-capped by MEMORY_SHARE of the smallest GPU at MIB_PER_RUN; one that does not pack, one task per core
-sharing the GPUs. Without a GPU or with `--device cpu`: one task per core, one run each (a batched
-command: K runs a task). A flag given (`--gpus-per-run`, `--runs-per-task`, `--workers`) is kept.
+"""Where an audit's runs train: the layout the executor flags leave open, filled by one rule (docs/performance.md, "The
+layout and the arithmetic"). With GPUs and `--device auto|cuda`, a victim that packs runs one task per GPU, each a pack
+of ceil(runs / (GPUs x PACKS_PER_GPU)) runs, capped by MEMORY_SHARE of the smallest GPU at MIB_PER_RUN; one that does
+not pack, one task per core sharing the GPUs. Without a GPU or with `--device cpu`: one task per core, one run each (a
+batched command: K runs a task). A flag given (`--gpus-per-run`, `--runs-per-task`, `--workers`) is kept.
 """
 
 from __future__ import annotations

@@ -100,9 +100,8 @@ def _claimed_epsilon(found: AuditResult) -> float | None:
 
 
 def _final_ceiling(found: AuditResult, schedule: Schedule) -> float | None:
-    """The ε a perfect attack would certify at the final look: its canaries (this look's per target
-    run, times the final look's targets) at the final share, by the verdict's rule. None without
-    fair coins or a verdict."""
+    """The ε a perfect attack would certify at the final look: its canaries (this look's per target run, times the final
+    look's targets) at the final share, by the verdict's rule. None without fair coins or a verdict."""
     m, bound = found.n_canaries, found.bound
     if not m or not bound:
         return None

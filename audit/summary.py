@@ -34,9 +34,8 @@ from shadow_runs.records import CanaryColumns
 
 @dataclass(frozen=True)
 class EvaluationSettings:
-    """How an audit's numbers are made, as summary.json records them: the master seed (tie orders,
-    evaluation splits), the confidence of every bound, the plan's inclusion rate and `--lira-variance`
-    as given."""
+    """How an audit's numbers are made, as summary.json records them: the master seed (tie orders, evaluation splits),
+    the confidence of every bound, the plan's inclusion rate and `--lira-variance` as given."""
 
     seed: int
     confidence: float
@@ -85,9 +84,8 @@ CHOSEN_NOTE = (
 
 
 def run_utility(meta) -> dict:
-    """Means over the runs of the utility figures every run recorded beside its test accuracy (a
-    table's `test_auroc`, `marginal_tv_1way`, `marginal_tv_2way`: `victims.tabular.release`); none
-    where some run recorded none."""
+    """Means over the runs of the utility figures every run recorded beside its test accuracy (a table's `test_auroc`,
+    `marginal_tv_1way`, `marginal_tv_2way`: `victims.tabular.release`); none where some run recorded none."""
     recorded = [m.get("utility") or {} for m in meta]
     names = set.intersection(*(set(u) for u in recorded)) if recorded else set()
     return {name: float(np.mean([u[name] for u in recorded])) for name in sorted(names)}
@@ -312,8 +310,7 @@ DECLARED = "declared"
 
 
 class DeclaredAttackError(ValueError):
-    """The attack `--verdict-attack` declared scored no canary of these runs (the CLI exits 2 with it;
-    the runs stay in their store)."""
+    """The `--verdict-attack` attack scored no canary of these runs (the CLI exits 2; the runs stay in their store)."""
 
 
 def verdict_entry(

@@ -1,5 +1,4 @@
-"""Plan who is IN each run and keep the results on disk. Imports no victim and no torch; the runs
-are trained by `audit.executor`."""
+"""Plan who is IN each run and keep the results on disk; no victim or torch import (`audit.executor` trains)."""
 
 from shadow_runs.plan import membership_matrix, run_seed
 from shadow_runs.store import RunStore, StoreError, experiment_id

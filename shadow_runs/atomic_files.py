@@ -1,6 +1,5 @@
-"""Atomic file writes (torch-free): every file of the run store and of an audit's outputs is
-written to a temporary name beside it, flushed to disk and renamed into place, so a file that
-exists is complete."""
+"""Atomic file writes (torch-free): every file of the run store and of an audit's outputs is written to a temporary name
+beside it, flushed to disk and renamed into place, so a file that exists is complete."""
 
 from __future__ import annotations
 

@@ -110,8 +110,7 @@ def run_seed(*, master_seed: int, run: int) -> int:
 
 
 def default_targets(n_runs: int) -> int:
-    """R/2 (at least 1): half the runs are targets, the rest references (docs/results/reference-runs.md,
-    "How many targets")."""
+    """R/2 (at least 1) targets, the rest references (docs/results/reference-runs.md, "How many targets")."""
     return max(1, n_runs // 2)
 
 

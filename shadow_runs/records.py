@@ -64,8 +64,7 @@ class CanaryColumns:
 
     @classmethod
     def from_entry(cls, entry: dict | None) -> CanaryColumns | None:
-        """From experiment.json's (or summary.json's evaluation) `canaries` entry, as `CanaryConfig.entry`
-        writes it; None without one."""
+        """From the `canaries` entry of experiment.json (or summary.json's evaluation); None without one."""
         if not entry:
             return None
         rows_per_record = entry["copies"] if entry["kind"] == "duplicate" else 1
@@ -86,8 +85,7 @@ class CanaryColumns:
         return bool((np.bincount(self.record)[self.record[self.canary]] == 1).all())
 
     def coins_scored(self, membership: np.ndarray, scores: np.ndarray | None = None) -> tuple[int, int]:
-        """(IN, OUT) canary coins of membership [T, n_rows] on the scored columns (where `scores`
-        is not NaN, if given)."""
+        """(IN, OUT) canary coins of membership [T, n_rows] on the scored columns (`scores` not NaN, if given)."""
         member = membership[:, self.scored]
         seen = np.ones(member.shape, dtype=bool) if scores is None else ~np.isnan(scores[:, self.scored])
         return int((seen & member).sum()), int((seen & ~member).sum())

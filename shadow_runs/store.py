@@ -83,9 +83,8 @@ class RunStore:
     def open(
         cls, runs_dir: str | os.PathLike, *, experiment: dict, pool_labels: np.ndarray, keep_other_code: bool = False
     ) -> RunStore:
-        """The store for `experiment` under `runs_dir`, created if new; refused if it holds another
-        configuration, or runs of other victim code (`victim_source`, see `check_source`) unless
-        `keep_other_code`."""
+        """The store for `experiment` under `runs_dir`, created if new; refused if it holds another configuration, or
+        runs of other victim code (`victim_source`, see `check_source`) unless `keep_other_code`."""
         runs_dir = Path(runs_dir)
         if (runs_dir / "experiment.json").exists():
             raise StoreError(f"--runs-dir {runs_dir} is an experiment directory; pass its parent")

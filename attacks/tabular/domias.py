@@ -9,9 +9,8 @@ from scipy.special import logsumexp
 
 
 def domias_scores(log_density: np.ndarray, targets, *, shadows: np.ndarray) -> np.ndarray:
-    """Scores [T, n]: log_density [R, n] (each run's log release density at every pool record) of
-    each target run minus the log of the mean density over its shadow runs (bool [T, R], at least one
-    per target)."""
+    """Scores [T, n]: log_density [R, n] (each run's log release density at every pool record) of each target run minus
+    the log of the mean density over its shadow runs (bool [T, R], at least one per target)."""
     log_density, shadows = np.asarray(log_density, dtype=np.float64), np.asarray(shadows, dtype=bool)
     targets = np.asarray(targets).reshape(-1)
     if log_density.ndim != 2 or shadows.shape != (len(targets), len(log_density)) or not shadows.any(1).all():

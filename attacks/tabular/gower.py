@@ -1,10 +1,9 @@
-"""Gower's distance between table records (Gower 1971), and what one pass over a release gives:
-each record's distance to its closest released record (DCR) and the release's kernel density.
-Records are values [n, D], the label among the columns; each number's span is the schema's public
-one, never the data's range (which would leak through the score). Distance: the mean over columns
-of 0/1 for a categorical mismatch and |a - b| / span for a number. Density:
-p(x) = (1/k) sum_r exp(-D G(x, r) / b), a product kernel whose integral depends on x alone, so it
-cancels in DOMIAS's ratio (`attacks.tabular.domias`) and is left unnormalised."""
+"""Gower's distance between table records (Gower 1971), and what one pass over a release gives: each record's distance
+to its closest released record (DCR) and the release's kernel density. Records are values [n, D], the label among the
+columns; each number's span is the schema's public one, never the data's range (which would leak through the score).
+Distance: the mean over columns of 0/1 for a categorical mismatch and |a - b| / span for a number. Density: p(x) = (1/k)
+sum_r exp(-D G(x, r) / b), a product kernel whose integral depends on x alone, so it cancels in DOMIAS's ratio
+(`attacks.tabular.domias`) and is left unnormalised."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """`python -m audit.report RUN_DIR [RUN_DIR ...]`: an audit report, `report.html` and `report.json`.
 
-A RUN_DIR is an audited experiment directory or a folder of them; the report goes to `--out`
-(default `RUN_DIR/audit/` for one, the current directory for several). The claim checked, the
-verdicts and report.json's keys: docs/contracts.md, "report.json and report.html". Bad input exits
-2 with one line on stderr; nothing is written.
+A RUN_DIR is an audited experiment directory or a folder of them; the report goes to `--out` (default `RUN_DIR/audit/`
+for one, the current directory for several). The claim checked, the verdicts and report.json's keys: docs/contracts.md,
+"report.json and report.html". Bad input exits 2 with one line on stderr; nothing is written.
 """
 
 from __future__ import annotations

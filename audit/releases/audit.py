@@ -1,7 +1,6 @@
-"""The audit of a release the user already made (`python -m audit.release`): `prepare` checks
-everything and opens the shadow store, writing nothing outside it; `run_release_audit` trains the
-missing shadow runs (the reference runs) and attacks the release as the one target, with the
-user's membership as ground truth. docs/contracts.md, "audit.release".
+"""The audit of a release the user already made (`python -m audit.release`): `prepare` checks everything and opens the
+shadow store, writing nothing outside it; `run_release_audit` trains the missing shadow runs (the reference runs) and
+attacks the release as the one target, with the user's membership as ground truth. docs/contracts.md, "audit.release".
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""The inputs of `audit.release` for a table: the pool a tabular dataset (`--dataset`), the membership
-over its rows a file of its own (`--members`: .npz with POOL.npz's membership keys, or .csv /
-.parquet with one column `member` or `member_idx`), the release a CSV or Parquet file of the
-schema's columns (`--release`). docs/contracts.md, "audit.release"; bad input raises ReleaseError
-or DataError, one line naming the value."""
+"""The inputs of `audit.release` for a table: the pool a tabular dataset (`--dataset`), the membership over its rows a
+file of its own (`--members`: .npz with POOL.npz's membership keys, or .csv / .parquet with one column `member` or
+`member_idx`), the release a CSV or Parquet file of the schema's columns (`--release`). docs/contracts.md,
+"audit.release"; bad input raises ReleaseError or DataError, one line naming the value."""
 
 from __future__ import annotations
 

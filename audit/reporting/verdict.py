@@ -252,8 +252,7 @@ def summary_verdict(summary: Mapping) -> Verdict | None:
 
 
 def no_fair_coins_verdict(why: str) -> Verdict:
-    """No ε verdict at all: the membership was not drawn by independent fair coins (`why` says how
-    it was drawn and what follows)."""
+    """No ε verdict: the membership was not drawn by independent fair coins (`why`: how it was, and what follows)."""
     return Verdict(NO_FAIR_COINS, "no ε verdict: membership was not drawn by independent fair coins", why)
 
 

@@ -59,8 +59,7 @@ HALVED = "[the claim is false: alarms here are detections (power), not judged]"
 
 
 def design_line(design: Design, repetitions: int) -> str:
-    """The line above a design's block: what it is, its truth and its m (and, under the retired
-    pairs plan, `RETIRED`)."""
+    """The line above a design's block: what it is, its truth and m (under the retired pairs plan, `RETIRED`)."""
     truths = f"eps0 {design.epsilon:g}, delta {design.delta:g}"
     if design.mu is not None:
         truths += f", mu {design.mu:.4g}"
@@ -111,8 +110,7 @@ def table_lines(design: Design, found: np.ndarray, ceilings: dict) -> list[str]:
 
 
 def power_line(found: np.ndarray, design: Design) -> str:
-    """The power row's medians: certified ε under each rule and ε bound (the verdict's first), and
-    each μ bound against the true μ."""
+    """The power row's medians: certified ε per rule and bound (the verdict's first), each μ bound beside the true μ."""
     eps_bounds = sorted((b for b in BOUNDS if b.unit == "eps"), key=lambda b: not b.verdict)
     eps = ", ".join(
         f"{rule}+{b.name} {np.median(values_of(found, rule, b.name)):.3f}"

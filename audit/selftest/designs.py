@@ -296,8 +296,7 @@ def approx_labels() -> np.ndarray:
 
 
 def gaussian_design(epsilon: float, n_targets: int) -> Design:
-    """The Gaussian mechanism at ε0: one full-batch Gaussian step of noise multiplier 1 / μ, so its own
-    curve is G_μ itself."""
+    """The Gaussian mechanism at ε0: one full-batch step of noise multiplier 1 / μ, so its own curve is G_μ."""
     mu = gaussian_mu(epsilon, APPROX_DELTA)
     return Design(
         "gaussian mechanism",

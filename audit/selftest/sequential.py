@@ -144,9 +144,8 @@ def sequential_row(design: Design, schedule: Schedule, *, analysis: str, repetit
 def _first_alarms(
     design: Design, schedule: Schedule, analyses: tuple[str, ...], limits, *, repetitions: int, seed: int
 ) -> tuple[list[int], list[int], list[str]]:
-    """Per repetition (master seeds `seed` + r) that alarms: the runs of its first look with a bound of
-    some analysis above its limit (where an audit stops), its master seed, and the analyses that
-    rejected there (joined by "+")."""
+    """Per repetition (master seeds `seed` + r) that alarms: the runs of its first look with a bound of some analysis
+    above its limit (where an audit stops), its master seed, and the analyses that rejected there (joined by "+")."""
     cache, first, alarmed, stopped_by = BoundCache(), [], [], []
     for r in range(repetitions):
         for k, values in enumerate(_look_bounds(design, schedule, seed + r, analyses=analyses, cache=cache)):

@@ -1,9 +1,8 @@
-"""Every one-run bound an audit computes from one set of guesses, registered once (`BOUNDS`: the rows
-of `BUILT_IN`, then those installed under `BOUND_GROUP`; docs/contracts.md "Adding a bound"). A
-row's `test(m=, guesses=, correct=, delta=, alpha=, at_least=0.0)` is the largest ε or μ that
-`correct` right guesses of `guesses` among `m` canaries reject at level `alpha`; 0 if none is (or
-if `at_least` > 0 is not rejected). The guesses must come from a rule that never sees their coins.
-A `needs_mechanism` row also takes `mechanism=`; its keys are null where the runs record none.
+"""Every one-run bound an audit computes from one set of guesses, registered once (`BOUNDS`: the rows of `BUILT_IN`,
+then those installed under `BOUND_GROUP`; docs/contracts.md "Adding a bound"). A row's `test(m=, guesses=, correct=,
+delta=, alpha=, at_least=0.0)` is the largest ε or μ that `correct` right guesses of `guesses` among `m` canaries reject
+at level `alpha`; 0 if none is (or if `at_least` > 0 is not rejected). The guesses must come from a rule that never sees
+their coins. A `needs_mechanism` row also takes `mechanism=`; its keys are null where the runs record none.
 """
 
 from __future__ import annotations

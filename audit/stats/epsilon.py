@@ -214,8 +214,7 @@ def one_run_audit(
     confidence: float = 0.95,
     rng: np.random.Generator | int | None = None,
 ) -> OneRunBound:
-    """The one-run bound on the canaries' scores by coin (IN, OUT; higher = more likely IN); `rng`
-    only breaks ties."""
+    """The one-run bound on the canaries' scores by coin (IN, OUT; higher = more likely IN); `rng` only breaks ties."""
     _check_delta(delta)
     _check_confidence(confidence)
     ranked = RankedGuesses.of(member_scores, nonmember_scores, rng=rng)
@@ -245,8 +244,7 @@ def epsilon_lower_bound(
 
 
 def epsilon_ceiling(m: int, *, delta: float = 0.0, confidence: float = 0.95) -> float:
-    """What a perfect attack certifies with m canaries, this grid, δ and confidence: no attack can find
-    a claim at or above it violated."""
+    """What a perfect attack certifies with m canaries, this grid, δ and confidence: no claim at or above it fails."""
     _check_delta(delta)
     _check_confidence(confidence)
     grid = guess_grid(m)

@@ -52,10 +52,9 @@ def gaussian_blow_up_inverse(mu: float) -> Callable[[float], float]:
 
 
 def fdp_rejects(blow_up_inverse: Callable[[float], float], *, m: int, guesses: int, correct: int, alpha: float) -> bool:
-    """Whether `correct` right guesses of `guesses` among `m` canaries reject "f-DP" at level `alpha`:
-    from r = α c / m, h = α (c' - c) / m, for i = c - 1..0, h ← max(h, B⁻¹(r)), r ← r + i / (c' - i) ·
-    (h_new - h_old); reject if r + h > c' / m. B⁻¹ is f's inverse blow-up (B = 1 - f); a step that
-    leaves h unchanged leaves every later one so."""
+    """Whether `correct` right guesses of `guesses` among `m` canaries reject "f-DP" at level `alpha`: from r = α c / m,
+    h = α (c' - c) / m, for i = c - 1..0, h ← max(h, B⁻¹(r)), r ← r + i / (c' - i) · (h_new - h_old); reject if r + h >
+    c' / m. B⁻¹ is f's inverse blow-up (B = 1 - f); a step that leaves h unchanged leaves every later one so."""
     _check_counts(m=m, guesses=guesses, correct=correct, alpha=alpha)
     if correct == 0:
         return False

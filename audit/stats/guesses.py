@@ -194,10 +194,9 @@ def tuned_candidates(m: int) -> tuple[Guesses, ...]:
 
 
 def fixed_count(m: int) -> Guesses:
-    """The guess count fixed before any run, for when the reference runs cannot tell counts apart
-    (every predicted bound 0): the half-IN candidate of `tuned_candidates(m)` whose total is nearest
-    `FIXED_GUESSES_PER_ROOT_M` √m (the larger on a tie). A function of m alone, so any test at it
-    holds at its full level (why 4√m: docs/results/tightness.md).
+    """The guess count fixed before any run, for when the reference runs cannot tell counts apart (every predicted bound
+    0): the half-IN candidate of `tuned_candidates(m)` whose total is nearest `FIXED_GUESSES_PER_ROOT_M` √m (the larger
+    on a tie). A function of m alone, so any test at it holds at its full level (why 4√m: docs/results/tightness.md).
     """
     if m < 1:
         raise ValueError(f"m must be >= 1, got {m}")

@@ -219,9 +219,8 @@ class _Side:
 def _convolve(
     a: tuple[int, np.ndarray], b: tuple[int, np.ndarray], window: tuple[int, int], *, optimistic: bool = False
 ):
-    """The pmf of the sum of two grid losses, kept on [window): below it rounded up onto its first
-    point, above it dropped (to +∞); `optimistic`: below it dropped (to -∞), above it rounded down
-    onto its last point."""
+    """The pmf of the sum of two grid losses, kept on [window): below it rounded up onto its first point, above it
+    dropped (to +∞); `optimistic`: below it dropped (to -∞), above it rounded down onto its last point."""
     start = a[0] + b[0]
     masses = np.clip(signal.fftconvolve(a[1], b[1]), 0.0, None)
     low, high = window

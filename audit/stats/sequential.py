@@ -21,8 +21,7 @@ VIOLATED, NOT_TESTABLE, BUDGET_SPENT, GO_ON = "violated", "not testable", "budge
 
 @dataclass(frozen=True)
 class Schedule:
-    """The looks of a sequential audit: after `runs[k]` runs (ascending, fixed before any run), at
-    total confidence `confidence`."""
+    """The looks of a sequential audit: after `runs[k]` runs (ascending, fixed in advance), at total `confidence`."""
 
     runs: tuple[int, ...]
     confidence: float
@@ -83,9 +82,8 @@ def schedule(budget: int, *, first: int, confidence: float, looks: int | None = 
 
 @dataclass(frozen=True)
 class Look:
-    """What one look found: its runs, the level each of its tests ran at, whether it rejected the
-    claim (any of its tests), and the most the final look could still certify (the ceiling at the
-    final share; None if unknown)."""
+    """What one look found: its runs, the level each of its tests ran at, whether it rejected the claim (any of its
+    tests), and the most the final look could still certify (the ceiling at the final share; None if unknown)."""
 
     runs: int
     confidence: float

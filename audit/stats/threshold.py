@@ -29,9 +29,8 @@ REACH_SDS = 4.0
 
 
 def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
-    """(lower, upper): one-sided Clopper–Pearson bounds on a binomial rate from k of n, each holding
-    with probability >= 1 - alpha: Beta(alpha; k, n - k + 1) (0 at k = 0) and Beta(1 - alpha; k + 1,
-    n - k) (1 at k = n)."""
+    """(lower, upper): one-sided Clopper–Pearson bounds on a binomial rate from k of n, each holding with probability >=
+    1 - alpha: Beta(alpha; k, n - k + 1) (0 at k = 0) and Beta(1 - alpha; k + 1, n - k) (1 at k = n)."""
     if not 0 <= k <= n or n < 1:
         raise ValueError(f"need 0 <= k <= n and n >= 1, got {k}, {n}")
     lower = 0.0 if k == 0 else float(stats.beta.ppf(alpha, k, n - k + 1))
