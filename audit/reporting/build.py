@@ -161,10 +161,33 @@ def build_report(
     )
 
 
-def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settings: Settings, seed: int):
+def _on_canaries(eps: Verdict, audited: Audited) -> Verdict:
+    """`eps` with its reason saying the bounds are on the inserted canaries, where the audit has them."""
+    canaries = audited.canaries
+    if canaries and eps.kind != NO_FAIR_COINS:
+        kind = canaries["kind"]
+        inserted = count(canaries["n"], f"inserted {kind} canary", f"inserted {kind} canaries")
+        natural = (
+            "which are reported beside them"
+            if natural_coins(audited.experiment.plan)
+            else f"members of every run ({audited.experiment.plan})"
+        )
+        eps = replace(
+            eps,
+            reason=eps.reason
+            + (
+                f". The ε bounds are on the {inserted} per target run (designated before any training), not on "
+                f"the natural examples, {natural}"
+            ),
+        )
+    return eps
+
+
+def _epsilon_entry(audited: Audited, claim, *, seed: int) -> tuple[Verdict, dict | None]:
+    """(the ε verdict, report.json's `claim`) of one experiment against `claim` (checked, or None): the
+    terminal's one decision, with the own curve's test, its bounds re-read at the claim's δ."""
     result = audited.result
     confidence = audited.experiment.confidence
-    claim = result.checked_claim(settings.claim)
     claim_json = (
         None
         if claim is None
@@ -179,7 +202,6 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
             "n_canaries": None,
         }
     )
-    attacks = {a: result.attacks[a] for a in audited.attacks if a in result.attacks}
     canaries = audited.canaries
     # "fixed" where the reference runs predicted no bound for any attack: the report says so, as the terminal does
     recorded = result.bound or {}
@@ -231,22 +253,14 @@ def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settin
             }
         )
     eps = one_decision(eps, recorded.get("mechanism"), level=level)  # with the own curve's test, as the terminal
-    if canaries and eps.kind != NO_FAIR_COINS:
-        kind = canaries["kind"]
-        inserted = count(canaries["n"], f"inserted {kind} canary", f"inserted {kind} canaries")
-        natural = (
-            "which are reported beside them"
-            if natural_coins(audited.experiment.plan)
-            else f"members of every run ({audited.experiment.plan})"
-        )
-        eps = replace(
-            eps,
-            reason=eps.reason
-            + (
-                f". The ε bounds are on the {inserted} per target run (designated before any training), not on "
-                f"the natural examples, {natural}"
-            ),
-        )
+    return _on_canaries(eps, audited), claim_json
+
+
+def _experiment_entry(audited: Audited, candidates: Sequence[Audited], *, settings: Settings, seed: int):
+    result = audited.result
+    claim = result.checked_claim(settings.claim)
+    eps, claim_json = _epsilon_entry(audited, claim, seed=seed)
+    attacks = {a: result.attacks[a] for a in audited.attacks if a in result.attacks}
     comparison = None
     if result.release_leakage is not None:  # a release audit: how much it leaks, better than a subset, then any claim
         verdicts = [

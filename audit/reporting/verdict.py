@@ -94,14 +94,10 @@ def epsilon_verdict(
     rule: str = "grid",
     chosen_by: str | None = None,
 ) -> Verdict:
-    """The ε verdict from per-attack lower bounds that hold jointly at `confidence`.
-
-    `ceiling` is the design's ceiling (`audit.stats.epsilon.epsilon_ceiling`) at the bounds'
-    per-attack confidence and `delta`: one number, or one per attack. `claim` is the checked claim
-    (`audit.claim.checked_claim`) or None. `n_canaries` and `per_target` let an untestable claim's
-    reason say what design would test it. `rule` is how the bounds were paid for ("tuned" or "grid",
-    Bonferroni); `chosen_by` "fixed" says the tuned attack and count were fixed in advance.
-    """
+    """The ε verdict against `claim` (checked, or None) from per-attack lower bounds holding jointly at
+    `confidence`; `ceiling` the design's (`audit.stats.epsilon.epsilon_ceiling`), one or one per attack;
+    `n_canaries`, `per_target` name the design an untestable claim needs; `rule` "tuned" or "grid"
+    (Bonferroni), `chosen_by` "fixed" where the tuned attack and count were fixed in advance."""
     ceilings = _ceilings(bounds, ceiling)
     paid = _paid(rule, len(bounds), confidence, chosen_by)
     if claim is None:
