@@ -293,11 +293,35 @@ def ceiling(
     """What a perfect attack (every guess right) certifies under `rule`: for "grid", the best grid
     count at level (1 - confidence)/|grid|; for "tuned", the best candidate count at 1 - confidence
     (a perfect attack's pseudo-targets would choose it). ε, or μ for a μ bound. For a claimed
-    mechanism's own curve, the total at which the Gaussian family's ceiling peaks only."""
+    mechanism's own curve, the total at which the Gaussian family's ceiling peaks only. A function of
+    its arguments alone: without a `cache` it is remembered per arguments (every attack and group of
+    canaries of an audit asks it again at the same m)."""
     check_analysis(analysis)
     if rule not in RULES:
         raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
     steinke._check_confidence(confidence)
+    if cache is None:
+        return _remembered_ceiling(m, analysis, rule, delta, confidence, mechanism)
+    return _ceiling(m, analysis, rule, delta, confidence, cache, mechanism)
+
+
+@functools.lru_cache(maxsize=4096)
+def _remembered_ceiling(
+    m: int, analysis: str, rule: str, delta: float, confidence: float, mechanism: SubsampledGaussian | None
+) -> float:
+    return _ceiling(m, analysis, rule, delta, confidence, None, mechanism)
+
+
+def _ceiling(
+    m: int,
+    analysis: str,
+    rule: str,
+    delta: float,
+    confidence: float,
+    cache: BoundCache | None,
+    mechanism: SubsampledGaussian | None,
+) -> float:
+    """`ceiling`'s search, its arguments checked."""
     if rule == "grid":
         counts, alpha = grid_counts(m, confidence)
         totals = sorted({g.total for g in counts})
