@@ -281,11 +281,33 @@ def ceiling(
 ) -> float:
     """What a perfect attack (every guess right) certifies under `rule`: "grid", the best grid count at (1 -
     confidence)/|grid|; "tuned", the best candidate count at 1 - confidence. ε, or μ for a μ bound; for a claimed
-    mechanism's curve, at the Gaussian family's peak total only."""
+    mechanism's curve, at the Gaussian family's peak total only. Without a `cache`, remembered per arguments."""
     check_analysis(analysis)
     if rule not in RULES:
         raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
     steinke._check_confidence(confidence)
+    if cache is None:
+        return _remembered_ceiling(m, analysis, rule, delta, confidence, mechanism)
+    return _ceiling(m, analysis, rule, delta, confidence, cache, mechanism)
+
+
+@functools.lru_cache(maxsize=4096)
+def _remembered_ceiling(
+    m: int, analysis: str, rule: str, delta: float, confidence: float, mechanism: SubsampledGaussian | None
+) -> float:
+    return _ceiling(m, analysis, rule, delta, confidence, None, mechanism)
+
+
+def _ceiling(
+    m: int,
+    analysis: str,
+    rule: str,
+    delta: float,
+    confidence: float,
+    cache: BoundCache | None,
+    mechanism: SubsampledGaussian | None,
+) -> float:
+    """`ceiling`'s search, its arguments checked."""
     if rule == "grid":
         counts, alpha = grid_counts(m, confidence)
         totals = sorted({g.total for g in counts})

@@ -256,6 +256,26 @@ def test_ceiling_on_the_grid_and_tuned_by_hand():
         ceiling(100, rule="best", **common)
 
 
+def test_a_ceiling_is_searched_once_per_arguments_and_equals_the_search_through_a_cache(monkeypatch):
+    calls = []
+
+    def counted(analysis, **kwargs):  # the real test, counted
+        calls.append(analysis)
+        return bound_at(analysis, **kwargs)
+
+    monkeypatch.setattr(guesses, "bound_at", counted)
+    # m = 97 and confidence 0.93: arguments no other test asks, so the first call searches
+    common = dict(analysis="fdp", rule="grid", delta=1e-5, confidence=0.93)
+    first = ceiling(97, **common)
+    searched = len(calls)
+    assert searched > 0
+    assert ceiling(97, **common) == first and len(calls) == searched  # remembered: no test run again
+    assert ceiling(97, **common, cache=BoundCache()) == first  # a cache's search: the same value
+    assert len(calls) == 2 * searched
+    ceiling(98, **common)  # another m: searched
+    assert len(calls) > 2 * searched
+
+
 def test_the_canaries_a_claim_needs_by_hand():
     # Steinke et al., tuned, δ = 0: the ceiling at m is perfect(m, 0.05), positive once
     # 0.05^(1/m) > 1/2, i.e. m > ln 0.05 / ln 0.5 = 4.32: m = 4 gives 0; m = 8: p = 0.687656,

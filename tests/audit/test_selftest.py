@@ -371,12 +371,11 @@ def test_old_complement_pair_plan_raises_false_alarms_the_independent_plan_does_
 
 
 @pytest.mark.slow  # the whole self-test at 2 repetitions: ~25 s, most of it the white-box own-curve rows
-def test_cli_prints_a_block_per_design_and_a_line_per_rule_and_analysis():
-    result = subprocess.run(
-        [sys.executable, "-m", "audit.selftest", "--repetitions", "2"], capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+def test_cli_prints_a_block_per_design_and_a_line_per_rule_and_analysis(capsys):
+    # the command's main in this process (its entry point's exit status: test_cli_bad_flag_exits_2_with_an_error_line)
+    assert selftest_command.main(["--repetitions", "2"]) == 0
+    stdout = capsys.readouterr().out
+    lines = stdout.splitlines()
     blocks = [line for line in lines if "plan]" in line]
     assert len(blocks) == len(selftest_designs.designs())
     for mechanism in (
@@ -389,7 +388,7 @@ def test_cli_prints_a_block_per_design_and_a_line_per_rule_and_analysis():
         "white-box subsampled gaussian (claim 1",
         "white-box subsampled gaussian (claim 4",
     ):
-        assert any(line.startswith(mechanism) for line in blocks), result.stdout
+        assert any(line.startswith(mechanism) for line in blocks), stdout
     assert sum(line.startswith("randomised response") for line in blocks) == 3
     assert any("OLD" in line for line in blocks)
     assert all(" 2 reps" in line for line in blocks)
@@ -413,7 +412,7 @@ def test_cli_prints_a_block_per_design_and_a_line_per_rule_and_analysis():
         line.startswith("power (gaussian mechanism, eps0 4") and "tuned+fdp" in line and "grid+steinke" in line
         for line in lines
     )
-    assert "descriptive" in result.stdout  # the mu-GDP footer and rows on non-Gaussian mechanisms
+    assert "descriptive" in stdout  # the mu-GDP footer and rows on non-Gaussian mechanisms
     # the retired pairs plan: its blocks say so and its judged-looking rows read "(not judged)"
     retired = [k for k, line in enumerate(lines) if "[OLD pairs plan]" in line]
     assert len(retired) == 2

@@ -1,12 +1,15 @@
 """Slow end-to-end audits on the embedded dataset with the default configurations.
 
-The runs are trained in the command's own process (`--executor inline`, one torch thread): under
-`pytest -n 2` both cores are already busy with tests, and a local Ray cluster costs about 13
-CPU-seconds per command (measured: 24.4 against 10.8 CPU-s for a 4-run audit of `real`). Ray's
-execution is covered by tests/audit/test_executor.py and by the kill/interrupt test below, which
-runs on two Ray workers. Deselect locally with `-m "not slow"`; CI runs them.
+Each audit is the command's `main(argv)`, called in the test's process, and trains its runs there
+(`--executor inline`, one torch thread, as in the command's own process): under `pytest -n 2` both
+cores are already busy with tests, a local Ray cluster costs about 13 CPU-seconds per command
+(measured: 24.4 against 10.8 CPU-s for a 4-run audit of `real`), and a second interpreter would
+only import torch again. Ray's execution and the command as a process are covered by
+tests/audit/test_executor.py and by the kill/interrupt test below, which runs on two Ray workers.
+Deselect locally with `-m "not slow"`; CI runs them.
 """
 
+import importlib
 import json
 import os
 import signal
@@ -23,8 +26,9 @@ pytestmark = pytest.mark.slow
 
 
 def run_cli(module, runs_dir, *flags):
+    # `python -m <module>` in this process (the module docstring)
     runs_dir.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", module, "--runs-dir", str(runs_dir), "--quiet", *flags], check=True)
+    assert importlib.import_module(module).main(["--runs-dir", str(runs_dir), "--quiet", *flags]) == 0
     (root,) = [p for p in runs_dir.iterdir() if p.is_dir()]
     return root, json.loads((root / "audit" / "summary.json").read_text())
 
