@@ -23,15 +23,15 @@ target IN and OUT, and the CPU seconds.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import resource
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from timing import audited_stores, command_line
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPELINES = ("dpmm-mst-pair-leak-a", "dpmm-mst-pair")
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> None:
         for pipeline in PIPELINES:
             before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
             found = subprocess.run(
-                [sys.executable, "-m", "audit.lira", *audit_flags(pipeline, seed, args.n_shadow, args.runs_dir)],
+                command_line("lira", audit_flags(pipeline, seed, args.n_shadow, args.runs_dir)),
                 capture_output=True,
                 text=True,
                 cwd=ROOT,
@@ -66,15 +66,14 @@ def run(args: argparse.Namespace) -> None:
             print(f"{pipeline} seed {seed}: exit {found.returncode}; {cpu}", flush=True)
 
 
-def leak_counts(store: Path) -> tuple[int, int, int, int]:
+def leak_counts(store: Path, target_runs) -> tuple[int, int, int, int]:
     """(target runs with a = 1 released and the target IN, target runs IN, the same OUT, target runs OUT)."""
-    summary = json.loads((store / "audit" / "summary.json").read_text())
     keep = np.load(store / "keep.npy")[:, -1]  # the target record, the pool's last row
     released = []
-    for r in summary["target_runs"]:
+    for r in target_runs:
         with np.load(store / "runs" / f"{r:05d}.npz") as z:
             released.append(bool((z["release_x"][:, 0] == 1).any()))  # column a
-    released, coins = np.array(released), keep[summary["target_runs"]]
+    released, coins = np.array(released), keep[list(target_runs)]
     return int((released & coins).sum()), int(coins.sum()), int((released & ~coins).sum()), int((~coins).sum())
 
 
@@ -84,21 +83,19 @@ def table(args: argparse.Namespace) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     totals: dict[str, list] = {}
     for pipeline in PIPELINES:
-        stores = [path.parents[1] for path in (args.runs_dir / pipeline).glob("*/audit/summary.json")]
-        for summary, store in sorted(
-            ((json.loads((s / "audit" / "summary.json").read_text()), s) for s in stores),
-            key=lambda found: found[0]["evaluation"]["master_seed"],
+        for store, result in sorted(
+            audited_stores(args.runs_dir / pipeline), key=lambda found: found[1].evaluation["master_seed"]
         ):
-            seed, verdict = summary["evaluation"]["master_seed"], summary["verdict"]
+            seed, verdict = result.evaluation["master_seed"], result.bound
             log = args.runs_dir / f"{pipeline}-seed{seed}.log"
             found = CPU.search(log.read_text()) if log.exists() else None
             cpu = float(found[1]) + float(found[2]) if found else float("nan")
-            tp, n_in, fp, n_out = leak_counts(store)
+            tp, n_in, fp, n_out = leak_counts(store, result.target_runs)
             violated = verdict["kind"] == "epsilon_violated"
             totals.setdefault(pipeline, []).append((violated, cpu))
             print(
-                f"| {pipeline} | {seed} | {summary['n_shadow']} | {'**violated**' if violated else verdict['kind']} | "
-                f"{verdict['eps_lower']:.2f} | {summary['attacks']['support']['eps_lower_fdp']:.2f} | "
+                f"| {pipeline} | {seed} | {result.n_shadow} | {'**violated**' if violated else verdict['kind']} | "
+                f"{verdict['eps_lower']:.2f} | {result.attacks['support']['eps_lower_fdp']:.2f} | "
                 f"{tp} of {n_in} | {fp} of {n_out} | {cpu:.0f} |"
             )
     for pipeline, rows in totals.items():

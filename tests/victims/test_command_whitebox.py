@@ -85,7 +85,8 @@ def test_the_adapter_codes_the_members_by_the_schema_s_categories(tmp_path, monk
     for name, value in {**values, "seed": "3", "expected_members": "10.5"}.items():
         monkeypatch.setenv(f"MIA_{name.upper()}", value)
     handed = handover.read_handed(argparse.Namespace(epsilon=1.0, delta=1e-2))
-    codes, sizes = adapter.schema_codes(handed)
+    schema = {name: adapter.categories(handed, name, None) for name in handed.categorical}  # the schema's
+    codes, sizes = adapter.schema_codes(handed, schema)
     assert sizes == {"a": 2, "b": 2, "c": 2}
     assert codes.values.tolist() == [[0, 0, 0]] * 10 + [[1, 1, 1]]
 
