@@ -1,6 +1,6 @@
-"""The ε claim an audit is checked against: `Claim`, validated where it is made, and `checked_claim`,
-the one rule that says which claim an audit checks (in `audit.summary` and, through
-`audit.result.AuditResult.checked_claim`, when an audit is re-read).
+"""The ε claim an audit is checked against: `Claim`, validated where it is made (its flags' argument types
+too), and `checked_claim`, the one rule that says which claim an audit checks, through
+`audit.result.AuditResult.checked_claim` (`audit.reporting.verdict.judged`, and a re-read audit).
 
 A claim is ε, finite and > 0, at δ in [0, 1) (δ = 0: pure ε-DP). A part left off the command line
 is the audit's own: None until `checked_claim` fills it. The verdict is taken at the claim's δ.
