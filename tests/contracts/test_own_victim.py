@@ -62,17 +62,15 @@ def run_audit(where: Path, runs_dir: Path, *flags: str) -> subprocess.CompletedP
     )
 
 
-def test_the_readme_victim_is_audited_end_to_end_from_a_file_outside_the_package(plugin_dir, tmp_path):
-    done = run_audit(
-        plugin_dir,
-        tmp_path / "runs",
-        "--victim",
-        "my_victim:SoftmaxRegression",
-        "--n-shadow",
-        "6",
-        "--inverse-regularisation",
-        "0.5",
-    )
+def audit_in_process(runs_dir: Path, *flags: str) -> int:
+    return lira.main(["--runs-dir", str(runs_dir), "--executor", "inline", "--quiet", *flags])
+
+
+def test_the_readme_victim_is_audited_end_to_end_from_a_file_outside_the_package(
+    plugin_dir, tmp_path, capsys, monkeypatch
+):
+    flags = ("--victim", "my_victim:SoftmaxRegression", "--n-shadow", "6", "--inverse-regularisation", "0.5")
+    done = run_audit(plugin_dir, tmp_path / "runs", *flags)
     assert done.returncode == 0, done.stderr
     (root,) = (tmp_path / "runs").iterdir()
     assert root.name.startswith("softmax-regression-digits-")
@@ -85,33 +83,32 @@ def test_the_readme_victim_is_audited_end_to_end_from_a_file_outside_the_package
     assert summary["evaluation"]["n_canaries"] == 3 * 1500  # 3 targets of 6 runs, every example a canary
     recorded = experiment["victim_source"]
     assert recorded["modules"] == ["my_victim"] and len(recorded["sha256"]) == 64  # the plugin's own module
-    flags = ("--victim", "my_victim:SoftmaxRegression", "--n-shadow", "6", "--inverse-regularisation", "0.5")
     # Changed code: the store of the old code's runs is refused, naming both hashes and the way to keep them.
+    # These reruns are in this process (the entry point's run above is the subject), importing this
+    # test's my_victim.py, not one an earlier test of this process imported from its own directory.
+    monkeypatch.delitem(sys.modules, "my_victim", raising=False)
     source = plugin_dir / "my_victim.py"
     source.write_text(source.read_text() + "\n# changed\n")
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    refused = run_audit(plugin_dir, tmp_path / "runs", *flags)
-    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
-    assert f"source {recorded['sha256'][:12]}, this code " in refused.stderr
-    assert "--keep-runs-of-other-code" in refused.stderr
+    with pytest.raises(SystemExit) as refused:
+        audit_in_process(tmp_path / "runs", *flags)
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and err.count("\n") == 1, err
+    assert f"source {recorded['sha256'][:12]}, this code " in err
+    assert "--keep-runs-of-other-code" in err
     assert before == {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    kept = run_audit(plugin_dir, tmp_path / "runs", *flags, "--keep-runs-of-other-code")
-    assert kept.returncode == 0, kept.stderr
+    assert audit_in_process(tmp_path / "runs", *flags, "--keep-runs-of-other-code") == 0
     assert (
         json.loads((root / "experiment.json").read_text())["earlier_victim_sources"][0]["sha256"]
         == (recorded["sha256"])
     )
-    assert run_audit(plugin_dir, tmp_path / "runs", *flags).returncode == 0  # the same code again: accepted
+    assert audit_in_process(tmp_path / "runs", *flags) == 0  # the same code again: accepted
 
 
 def test_an_installed_plugin_is_found_by_its_entry_point_name(plugin_dir):
     assert "softmax-regression" in victim_names()
     cls = get_victim("softmax-regression")
     assert cls.__name__ == "SoftmaxRegression" and cls.name == "softmax-regression"
-
-
-def audit_in_process(runs_dir: Path, *flags: str) -> int:
-    return lira.main(["--runs-dir", str(runs_dir), "--executor", "inline", "--quiet", *flags])
 
 
 def test_an_installed_plugin_runs_under_its_name(plugin_dir, tmp_path):
