@@ -69,7 +69,9 @@ def to_display(images: np.ndarray) -> np.ndarray:
 def image_grid_png(
     images: np.ndarray, captions: Sequence[str], *, columns: int = 10, size: float = 0.9, title: str = ""
 ) -> bytes:
-    """A grid of images (pixel scale, clipped to [0, 1] for display), each with its caption."""
+    """A grid of images (pixel scale, clipped to [0, 1] for display), each in a cell `size` inches wide
+    (a quarter of the image's width apart) under its caption (a band of 0.25 inches). One axes holds
+    them all: an axes per image costs far more to make and draw than the image itself."""
     shown = to_display(images)
     if len(shown) != len(captions):
         raise ValueError(f"{len(shown)} images but {len(captions)} captions")
@@ -77,15 +79,26 @@ def image_grid_png(
         raise ValueError("no images to show")
     columns = max(1, min(columns, len(shown)))
     rows = -(-len(shown) // columns)
-    fig = _figure(figsize=(columns * size, rows * (size + 0.25)), dpi=100)
-    axes = fig.subplots(rows, columns, squeeze=False)
-    for ax in axes.ravel():
-        ax.axis("off")
-    for ax, image, caption in zip(axes.ravel(), shown, captions):
-        ax.imshow(image, cmap="gray" if image.ndim == 2 else None, vmin=0, vmax=1, interpolation="nearest")
-        ax.set_title(caption, fontsize=7)
+    height, width = shown.shape[1:3]
+    unit = size / (1.25 * width)  # inches per pixel: an image and a gap of a quarter of it fill `size`
+    cell_w, cell_h = 1.25 * width, 1.25 * height + 0.25 / unit
+    fig = _figure(figsize=(columns * size, rows * cell_h * unit), dpi=100)
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.axis("off")
+    for i, (image, caption) in enumerate(zip(shown, captions)):
+        left, top = (i % columns) * cell_w, (i // columns) * cell_h + 0.25 / unit
+        ax.imshow(
+            image,
+            cmap="gray" if image.ndim == 2 else None,
+            vmin=0,
+            vmax=1,
+            interpolation="nearest",
+            extent=(left, left + width, top + height, top),
+        )
+        ax.text(left + width / 2, top - 0.02 / unit, caption, ha="center", va="bottom", fontsize=7)
+    ax.set(xlim=(-0.125 * width, columns * cell_w - 0.125 * width), ylim=(rows * cell_h, 0), aspect="equal")
     if title:
-        fig.suptitle(title, fontsize=9)
+        ax.set_title(title, fontsize=9)
     return _png(fig)
 
 
