@@ -1,9 +1,10 @@
-"""The Ray executor really starts a local Ray and gives the same runs as the inline executor.
+"""The Ray executor really joins a real cluster by address and really starts (and stops) a local Ray,
+and gives the same runs as the inline executor.
 
-Starting a local Ray and warming its workers (each imports torch and this package) costs ~15-25 s
-here, so the tests that check only what runs on a Ray (packing, retries) share one that this
-module starts (`running_ray`); the tests that check that the executor starts and stops its own
-Ray (`no_ray`) stop the shared one first, whatever order the tests run in."""
+Starting a Ray and warming its workers (each imports torch and this package) costs ~15-25 s here, and
+so does each new driver's set of workers, so two tests check everything that needs a Ray: one joins
+the module's cluster (`cluster`, a head node with its own raylet) by address, the other starts the one
+local Ray it checks beside it. The other tests need no Ray."""
 
 import dataclasses
 import os
@@ -31,69 +32,25 @@ def setup():
 
 
 @pytest.fixture(scope="module")
-def module_ray():
-    """Stops, when the module's tests are done, the Ray that `running_ray` left running."""
-    import ray
+def cluster():
+    """A real Ray head node with its own raylet and 2 CPUs, shut down by its handle when the module is
+    done (so no other Ray on the machine is touched: `ray stop --force` would stop them all)."""
+    from ray.cluster_utils import Cluster
 
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture
-def running_ray(module_ray):
-    """A local Ray running in this process before the executor is called (one per module, shared)."""
-    import ray
-
-    if not ray.is_initialized():
-        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-    return ray
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    try:
+        yield cluster
+    finally:
+        cluster.shutdown()
 
 
 @pytest.fixture
-def no_ray(module_ray):
-    """No Ray in this process: the executor has to start (and stop) its own."""
+def no_ray():
+    """No Ray in this process (a cluster keeps running): the executor has to start or join its own."""
     import ray
 
     ray.shutdown()
     return ray
-
-
-@pytest.mark.usefixtures("no_ray")
-def test_ray_runs_every_task_once_matches_inline_and_shuts_down(setup):
-    import ray
-
-    pool, tasks, victim = setup
-    inline = {
-        t.run: (obs, meta)
-        for t, obs, meta in execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="inline"))
-    }
-    ray_results = list(execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="ray", workers=2)))
-    assert sorted(t.run for t, _, _ in ray_results) == [0, 1, 2]
-    for task, obs, meta in ray_results:
-        assert meta["run"] == task.run and meta["seed"] == task.seed and meta["wall_s"] > 0 and meta["host"]
-        # One torch thread per run in both executors, so the floating-point results agree exactly.
-        assert np.array_equal(obs.logits, inline[task.run][0].logits)
-        assert obs.test_accuracy == inline[task.run][0].test_accuracy
-    assert not ray.is_initialized()  # the Ray it started is shut down
-
-
-@pytest.mark.usefixtures("no_ray")
-def test_executions_inside_one_ray_session_share_its_ray_and_it_stops_after(setup):
-    # an audit in rounds: each look is one `execute`; inside the session the first look's end does
-    # not stop Ray (so the second look finds its workers), and leaving the session does
-    import ray
-
-    pool, tasks, victim = setup
-    config = ExecutorConfig(kind="ray", workers=2)
-    with ray_session(config):
-        first = list(execute(tasks[:1], victim=victim, pool=pool, config=config))
-        assert ray.is_initialized()
-        second = list(execute(tasks[1:], victim=victim, pool=pool, config=config))
-        assert ray.is_initialized()
-    assert not ray.is_initialized()
-    assert sorted(t.run for t, _, _ in first + second) == [0, 1, 2]
-    with ray_session(ExecutorConfig(kind="inline")):  # inline: nothing to start
-        assert not ray.is_initialized()
 
 
 @pytest.mark.usefixtures("no_ray")
@@ -119,32 +76,27 @@ def test_bad_executor_settings_are_named(kwargs, message):
         ExecutorConfig(**kwargs)
 
 
-@pytest.mark.usefixtures("no_ray")
-def test_joins_an_existing_cluster_by_address_and_a_local_run_does_not(setup):
-    import ray
-    from ray.cluster_utils import Cluster
-
+def test_joins_a_cluster_by_address_runs_packed_tasks_on_it_and_leaves_it_running(setup, cluster, no_ray):
+    """`execute` with the cluster's address and --runs-per-task 2 over 3 runs: one pack of two and one
+    task of one on the cluster, every run once, each run's logits equal to its unpacked inline run's
+    within float tolerance (the lone run exactly); then the executor disconnects from the cluster it
+    joined, which keeps running (not the executor's to stop)."""
+    ray = no_ray
     pool, tasks, victim = setup
-    # a real head node with its own raylet; shut down below by its handle, so no other Ray on the
-    # machine is touched (`ray stop --force` would stop them all)
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
-    try:
-        results = list(
-            execute(tasks[:2], victim=victim, pool=pool, config=ExecutorConfig(kind="ray", address=cluster.address))
-        )
-        assert sorted(t.run for t, _, _ in results) == [0, 1]
-        # Without an address the executor starts its own Ray although this cluster is the one
-        # recorded for this machine: ray.init(address=None) would try to join it, and refuse the
-        # num_cpus a local start passes ("When connecting to an existing cluster, num_cpus ... must
-        # not be provided").
-        from ray._private.services import find_bootstrap_address
-
-        assert find_bootstrap_address(None) == cluster.address
-        local = list(execute(tasks[:1], victim=victim, pool=pool, config=ExecutorConfig(kind="ray", workers=1)))
-        assert [t.run for t, _, _ in local] == [0]
-    finally:
-        cluster.shutdown()
-    assert not ray.is_initialized()
+    inline = {
+        t.run: obs for t, obs, _ in execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="inline"))
+    }
+    config = ExecutorConfig(kind="ray", address=cluster.address, runs_per_task=2)
+    packed = list(execute(tasks, victim=victim, pool=pool, config=config))
+    assert not ray.is_initialized()  # this process left the cluster
+    assert sorted(t.run for t, _, _ in packed) == [0, 1, 2]
+    for task, obs, meta in packed:
+        assert meta["run"] == task.run and meta["seed"] == task.seed and meta["wall_s"] > 0
+        assert meta.get("runs_in_task", 1) == (2 if task.run < 2 else 1)
+        np.testing.assert_allclose(obs.logits, inline[task.run].logits, rtol=0, atol=1e-4)
+        if task.run == 2:
+            assert np.array_equal(obs.logits, inline[task.run].logits)
+    assert cluster.head_node.remaining_processes_alive()  # the cluster it left still runs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,56 +118,61 @@ def test_the_task_passes_the_plans_inclusion_rate_to_the_victim(setup):
     assert RunTask(run=0, seed=1, keep=task.keep).inclusion_rate == 0.5  # the plan's default
 
 
-def test_packed_tasks_run_every_run_once_on_ray_with_its_own_result(setup, running_ray):
-    """--runs-per-task 2 over 3 runs: one pack of two and one task of one, on a real local Ray that
-    was running before (the module's); each run's logits equal its unpacked run's within float
-    tolerance (the lone run exactly), and the Ray the executor joined is left running."""
-    pool, tasks, victim = setup
-    inline = {
-        t.run: obs for t, obs, _ in execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="inline"))
-    }
-    packed = list(
-        execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="ray", workers=2, runs_per_task=2))
-    )
-    assert sorted(t.run for t, _, _ in packed) == [0, 1, 2]
-    for task, obs, meta in packed:
-        assert meta["run"] == task.run and meta["seed"] == task.seed and meta["wall_s"] > 0
-        assert meta.get("runs_in_task", 1) == (2 if task.run < 2 else 1)
-        np.testing.assert_allclose(obs.logits, inline[task.run].logits, rtol=0, atol=1e-4)
-        if task.run == 2:
-            assert np.array_equal(obs.logits, inline[task.run].logits)
-    assert running_ray.is_initialized()  # not the executor's to stop
-
-
 @dataclasses.dataclass(frozen=True)
 class DiesOnce:
-    """A victim whose worker process dies (as if killed) the first time it runs a given task."""
+    """A victim whose worker process dies (as if killed) the first time it runs the task of seed `dies_on`."""
 
     inner: object
     marker_dir: str
+    dies_on: int
 
     def run(self, pool, keep, seed, *, device="cpu", inclusion_rate=0.5):
         marker = pathlib.Path(self.marker_dir) / f"{seed}"
-        if not marker.exists():
+        if seed == self.dies_on and not marker.exists():
             marker.touch()
             os._exit(1)  # the worker process vanishes mid-task
         return self.inner.run(pool, keep, seed, device=device, inclusion_rate=inclusion_rate)
 
 
-@pytest.mark.usefixtures("running_ray")
-def test_a_lost_worker_is_retried(setup, tmp_path):
+def test_a_session_starts_its_own_ray_beside_a_recorded_cluster_shares_it_retries_a_lost_worker_and_stops_it(
+    setup, cluster, no_ray, tmp_path
+):
+    """An audit in rounds: a `ray_session` without an address starts a local Ray of its own although the
+    cluster is the one recorded for this machine; each look is one `execute` inside it, which finds the
+    session's Ray running and leaves it so (the next look finds its workers); a task whose worker dies
+    (`DiesOnce`) is run again; every run arrives once with the inline executor's results, bit for bit;
+    and leaving the session stops its Ray."""
+    from ray._private.services import find_bootstrap_address
+
+    ray = no_ray
     pool, tasks, victim = setup
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import the tests
-    try:
-        results = list(
-            execute(
-                tasks[:2],
-                victim=DiesOnce(victim, str(tmp_path)),
-                pool=pool,
-                config=ExecutorConfig(kind="ray", workers=2),
-            )
-        )
-    finally:
-        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
-    assert sorted(t.run for t, _, _ in results) == [0, 1]
-    assert len(list(tmp_path.iterdir())) == 2  # each task died once, then succeeded
+    inline = {
+        t.run: (obs, meta)
+        for t, obs, meta in execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="inline"))
+    }
+    # Without an address the session starts its own Ray although the cluster is the one recorded for
+    # this machine: ray.init(address=None) would try to join it, and refuse the num_cpus a local start
+    # passes ("When connecting to an existing cluster, num_cpus ... must not be provided").
+    assert find_bootstrap_address(None) == cluster.address
+    config = ExecutorConfig(kind="ray", workers=2)
+    with ray_session(config):
+        assert ray.get_runtime_context().gcs_address != cluster.address  # a local Ray, not the cluster
+        first = list(execute(tasks[:1], victim=victim, pool=pool, config=config))
+        assert ray.is_initialized()  # the first look's end does not stop the session's Ray
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import the tests
+        try:
+            dies = DiesOnce(victim, str(tmp_path), dies_on=tasks[2].seed)  # its worker dies; run 1's does not
+            second = list(execute(tasks[1:], victim=dies, pool=pool, config=config))
+        finally:
+            cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+        assert ray.is_initialized()
+    assert not ray.is_initialized()  # leaving the session does
+    assert [p.name for p in tmp_path.iterdir()] == [str(tasks[2].seed)]  # it died once, then ran again
+    assert sorted(t.run for t, _, _ in first + second) == [0, 1, 2]
+    for task, obs, meta in first + second:
+        assert meta["run"] == task.run and meta["seed"] == task.seed and meta["wall_s"] > 0 and meta["host"]
+        # One torch thread per run in both executors, so the floating-point results agree exactly.
+        assert np.array_equal(obs.logits, inline[task.run][0].logits)
+        assert obs.test_accuracy == inline[task.run][0].test_accuracy
+    with ray_session(ExecutorConfig(kind="inline")):  # inline: nothing to start
+        assert not ray.is_initialized()

@@ -286,14 +286,14 @@ def test_a_changed_environment_is_refused_unless_its_runs_are_kept_on_purpose(co
 
 
 def test_an_interrupted_audit_resumes_with_only_the_missing_runs_and_leaves_no_command_running(tmp_path):
-    # ~12 s (two audits in subprocesses). Each run's command writes its pid and sleeps 1 s; Ctrl-C (SIGINT to
-    # the audit's process group) lands while a later run's command runs, in a session of its own: the audit
-    # kills it and exits 130
+    # Each run's command writes its pid and sleeps 1 s; Ctrl-C (SIGINT to the audit's process group, so the
+    # audit is a process of its own) lands while a later run's command runs, in a session of its own: the
+    # audit kills it and exits 130. The resume is about the run store: `main` in this process.
     script = "import os, time\nopen(f'pids/{os.getpid()}', 'w').close()\ntime.sleep(1)\n" + COPY_ROWS
     toml = write_pipeline(tmp_path / "p", script)
     (tmp_path / "p" / "pids").mkdir()
-    command = [sys.executable, "-m", "audit.lira", "--runs-dir", str(tmp_path / "runs"), *TABLE_FLAGS]
-    command += ["--pipeline", str(toml), "--n-shadow", "4", "--executor", "inline"]
+    flags = ["--runs-dir", str(tmp_path / "runs"), *TABLE_FLAGS, "--pipeline", str(toml), "--n-shadow", "4"]
+    command = [sys.executable, "-m", "audit.lira", *flags, "--executor", "inline"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(
         command,
@@ -315,7 +315,7 @@ def test_an_interrupted_audit_resumes_with_only_the_missing_runs_and_leaves_no_c
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # no command left running
     kept = {p: p.stat().st_mtime_ns for p in runs()}
-    subprocess.run([*command, "--quiet"], check=True, env=env)
+    assert lira.main([*flags, *QUICK]) == 0
     assert len(runs()) == 4 and {p: p.stat().st_mtime_ns for p in kept} == kept
     assert len(list((tmp_path / "p" / "pids").iterdir())) == 2 + 3  # only the 3 missing runs ran again
 
