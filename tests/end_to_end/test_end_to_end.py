@@ -34,17 +34,15 @@ def run_cli(module, runs_dir, *flags):
 
 
 def test_lira_has_power_on_the_real_victim(tmp_path):
-    # 12 runs of the default ConvNet on half of digits each (~45 s on one core). Measured on the
-    # first 20, 24 and 32 runs of one 32-run store (re-scored): test accuracy 0.982; LiRA online
-    # AUC 0.631, 0.637, 0.640 against the loss attack's 0.539, 0.541, 0.541; TPR at 1% FPR 0.063,
-    # 0.068, 0.072; eps_lower 3.21, 4.19, 3.86 against ceilings 8.52, 8.70, 8.99. On the first 12
-    # runs of this test's 20-run store (re-scored): test accuracy 0.981, LiRA online AUC 0.611
-    # against 0.538, TPR at 1% FPR 0.049 (45 false positives), eps_lower 2.20 against a ceiling of
-    # 8.01: every assertion below with room at 12. Over 4 float paths (this command with --seed S
-    # for S = 0, 1, 2, and S = 0 again with MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2: no
-    # AVX-512 kernels; 2026-11-27): accuracy 0.981-0.983, online AUC 0.072-0.075 above the loss
-    # attack's, TPR at 1% FPR 0.044-0.053 (43-45 false positives), eps_lower 1.94-2.30.
-    root, summary = run_cli("audit.lira", tmp_path, "--victim", "real", "--n-shadow", "12", "--executor", "inline")
+    # 12 runs of the ConvNet at width 32 (half the default's; 1.8 times faster to train) on half of
+    # digits each. At the default width 64, on the first 20, 24 and 32 runs of one 32-run store
+    # (re-scored): test accuracy 0.982; LiRA online AUC 0.631, 0.637, 0.640 against the loss
+    # attack's 0.539, 0.541, 0.541; TPR at 1% FPR 0.063, 0.068, 0.072; eps_lower 3.21, 4.19, 3.86.
+    # At width 32, over 3 float paths (this command with --seed S for S = 0, 1, 2; 2026-11-29):
+    # accuracy 0.979-0.983, online AUC 0.048-0.054 above the loss attack's, TPR at 1% FPR
+    # 0.038-0.043 (43-45 false positives), eps_lower 1.49-2.20 (1.73 at seed 0).
+    flags = ("--victim", "real", "--train-net-width", "32", "--n-shadow", "12", "--executor", "inline")
+    root, summary = run_cli("audit.lira", tmp_path, *flags)
     online, loss = summary["attacks"]["lira_online"], summary["attacks"]["loss"]
     print(
         json.dumps(
@@ -69,11 +67,10 @@ def test_lira_has_power_on_the_real_victim(tmp_path):
     assert summary["evaluation"]["lira_variance"] == "fixed" and summary["evaluation"]["lira_variance_flag"] == "auto"
 
     # A small budget: runs 0..7 as targets with only 4 reference runs (8..11) as shadows. RMIA
-    # needs no per-example fit; measured on this store: TPR at 1% FPR 2.77% for RMIA online against
-    # 2.09% (per-example) and 2.29% (fixed) for LiRA offline (with 16 targets and 4 references of a
-    # 20-run store, 2.65% against 1.86% and 2.03%). Over the 4 float paths above: RMIA 2.67-2.87%,
-    # LiRA offline at most 2.33%; RMIA ahead of the better of the two by 0.39-0.69 points (23-41
-    # of ~5,920 members), never behind.
+    # needs no per-example fit; measured at width 32 over the 3 float paths above: TPR at 1% FPR
+    # 2.68%, 2.45% and 1.86% for RMIA online against at most 1.94%, 1.89% and 1.75% for LiRA offline
+    # (per-example or fixed): RMIA ahead of the better of the two by 0.74, 0.56 and 0.11 points
+    # (at seed 2 ~7 of ~5,920 members), never behind (at width 64: ahead by 0.39-0.69 points).
     from attacks import lira_offline, rmia_online
     from audit.evaluate import StoredRuns
     from audit.stats.metrics import tpr_at_fpr
