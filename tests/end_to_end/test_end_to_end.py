@@ -93,23 +93,22 @@ def test_lira_has_power_on_the_real_victim(tmp_path):
 
 
 def test_mislabeled_canaries_are_found_far_more_often_than_natural_examples(tmp_path):
-    # 6 runs of the default ConvNet trained as one pack, 3 targets x 128 mislabeled canaries. On a
-    # 32-run audit (bench/tightness.py) LiRA online found 31.8% of the canaries at 0.1% FPR and
-    # 2.1% of the natural examples; with 3 reference runs the loss attack alone separates them.
-    # Measured with these 6 runs (the first 6 of an 8-run store, re-scored): loss AUC 0.929 against
-    # 0.576 on the natural examples, TPR at 1% FPR 0.425 against 0.0055, eps_lower 3.04 against
-    # 0.42 (with all 8: 0.931 against 0.571, 0.468 against 0.0085, 3.40 against 0.51). Over 6
-    # float paths (`python -m audit.lira` with these flags and --seed S for S = 0..4, and S = 0
-    # again with MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2: no AVX-512 kernels;
-    # 2026-11-27): loss AUC 0.929-0.950 against 0.557-0.576; eps_lower 2.50-3.04 against
-    # 0.38-0.62; TPR at 10% FPR 0.693-0.831 against 0.113-0.130 (5.3 to 7.0 times); TPR at 1% FPR
-    # (1 false positive of ~190 non-member canaries) 0.039-0.435 against 0.006-0.016, 2.4 times
-    # at seed 1 (5 was asserted): too few non-members to compare at 1%, so the rates are compared at 10%.
+    # 6 runs of the ConvNet at width 32 (half the default's) trained as one pack, 3 targets x 128
+    # mislabeled canaries. On a 32-run audit at width 64 (bench/tightness.py) LiRA online found
+    # 31.8% of the canaries at 0.1% FPR and 2.1% of the natural examples; with 3 reference runs the
+    # loss attack alone separates them. Over 5 float paths at width 32 (`python -m audit.lira` with
+    # these flags and --seed S for S = 0..4; 2026-11-29): loss AUC 0.867-0.911 (0.893 at seed 0)
+    # against 0.555-0.565 on the natural examples (0.929-0.950 against 0.557-0.576 at width 64);
+    # eps_lower 2.06-2.32 against 0.37-0.55; TPR at 10% FPR 0.619-0.710 against 0.106-0.132 (5.1 to
+    # 6.7 times). TPR at 1% FPR rests on 1 false positive of ~190 non-member canaries: too few to
+    # compare, so the rates are compared at 10%. An AUC's standard error is ~0.02 here.
     root, summary = run_cli(
         "audit.lira",
         tmp_path,
         "--victim",
         "real",
+        "--train-net-width",
+        "32",
         "--n-shadow",
         "6",
         "--runs-per-task",
@@ -124,7 +123,7 @@ def test_mislabeled_canaries_are_found_far_more_often_than_natural_examples(tmp_
     assert summary["evaluation"]["n_canaries"] == 3 * 128
     loss = summary["attacks"]["loss"]
     assert loss["n_members"] + loss["n_nonmembers"] == 3 * 128
-    assert loss["auc"] > 0.9 > 0.6 > loss["natural"]["auc"]
+    assert loss["auc"] > 0.82 > 0.6 > loss["natural"]["auc"]
     assert loss["tpr_at_fpr"]["0.1"] > 4 * loss["natural"]["tpr_at_fpr"]["0.1"]
     assert loss["eps_lower"] > loss["natural"]["eps_lower"]
 
