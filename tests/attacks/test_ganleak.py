@@ -460,9 +460,12 @@ def test_the_private_generators_leak_without_noise_and_stay_below_epsilon_with_i
     # and for datalens 0 but ganleak_lira's 0.065 (2026-11-29).
     for name in ("plain", "private"):
         (tmp_path / name).mkdir()
+    # the plain audit's classifier on each release is small (100 steps at width 16): the asserted
+    # ganleak AUCs score the generator and are the same with the default one (measured at seed 0)
     plain = audit_small_digits(
-        tmp_path / "plain", pool, "--victim", victim, "--no-noise", *flags, *plain_flags, "--n-shadow", "4"
-    )
+        tmp_path / "plain", pool, "--victim", victim, "--no-noise", *flags, *plain_flags, "--n-shadow", "4",
+        *("--train-steps", "100", "--train-net-width", "16"),
+    )  # fmt: skip
     assert plain["formal_epsilon"] is None
     leak = {a: round(plain["attacks"][a]["auc"], 3) for a in ("ganleak_fbb", "ganleak_wb", "ganleak_cal")}
     print(leak)
