@@ -81,12 +81,13 @@ def image_grid_png(
     rows = -(-len(shown) // columns)
     height, width = shown.shape[1:3]
     unit = size / (1.25 * width)  # inches per pixel: an image and a gap of a quarter of it fill `size`
-    cell_w, cell_h = 1.25 * width, 1.25 * height + 0.25 / unit
+    band = 0.25 / unit  # the caption's band, in pixels
+    cell_w, cell_h = 1.25 * width, 1.25 * height + band
     fig = _figure(figsize=(columns * size, rows * cell_h * unit), dpi=100)
     ax = fig.add_axes((0, 0, 1, 1))
     ax.axis("off")
     for i, (image, caption) in enumerate(zip(shown, captions)):
-        left, top = (i % columns) * cell_w, (i // columns) * cell_h + 0.25 / unit
+        left, top = (i % columns) * cell_w, (i // columns) * cell_h + band
         ax.imshow(
             image,
             cmap="gray" if image.ndim == 2 else None,

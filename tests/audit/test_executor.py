@@ -147,8 +147,7 @@ def test_a_session_starts_its_own_ray_beside_a_recorded_cluster_shares_it_retrie
     ray = no_ray
     pool, tasks, victim = setup
     inline = {
-        t.run: (obs, meta)
-        for t, obs, meta in execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="inline"))
+        t.run: obs for t, obs, _ in execute(tasks, victim=victim, pool=pool, config=ExecutorConfig(kind="inline"))
     }
     # Without an address the session starts its own Ray although the cluster is the one recorded for
     # this machine: ray.init(address=None) would try to join it, and refuse the num_cpus a local start
@@ -172,7 +171,7 @@ def test_a_session_starts_its_own_ray_beside_a_recorded_cluster_shares_it_retrie
     for task, obs, meta in first + second:
         assert meta["run"] == task.run and meta["seed"] == task.seed and meta["wall_s"] > 0 and meta["host"]
         # One torch thread per run in both executors, so the floating-point results agree exactly.
-        assert np.array_equal(obs.logits, inline[task.run][0].logits)
-        assert obs.test_accuracy == inline[task.run][0].test_accuracy
+        assert np.array_equal(obs.logits, inline[task.run].logits)
+        assert obs.test_accuracy == inline[task.run].test_accuracy
     with ray_session(ExecutorConfig(kind="inline")):  # inline: nothing to start
         assert not ray.is_initialized()
