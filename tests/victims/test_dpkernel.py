@@ -117,9 +117,10 @@ def test_a_run_records_the_accountants_epsilon_for_its_steps(pool, keep):
 
 
 def test_the_noiseless_version_learns(pool, keep):
-    # 150 releases: measured test accuracy 0.896 (seed 0; 0.889 and 0.882 with seeds 1 and 2);
-    # chance is 0.1.
-    obs = DPKernelVictim(noise=False, steps=150, **NO_RECON).run(pool, keep, 0)
+    # 50 releases (150 before: 0.896, 0.889, 0.882 at seeds 0-2): test accuracy over run seeds 0-4
+    # mean 0.762, sd 0.059, min 0.690 (seed 0: 0.714), so 0.5 sits 4 sd below the mean; chance is 0.1
+    # (2026-11-29; `DPKernelVictim(noise=False, steps=50, **NO_RECON).run(pool, keep, seed)`, one thread).
+    obs = DPKernelVictim(noise=False, steps=50, **NO_RECON).run(pool, keep, 0)
     assert obs.test_accuracy > 0.5, obs.test_accuracy
     assert obs.release_x.shape == (100, 1, 8, 8) and np.array_equal(np.bincount(obs.release_y), np.full(10, 10))
     assert obs.release_x.min() >= 0 and obs.release_x.max() <= 1
