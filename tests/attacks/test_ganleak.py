@@ -17,7 +17,8 @@ from shadow_runs.plan import membership_matrix, shadow_mask
 from victims import get_victim
 from victims.data import write_class_balanced_subset
 from victims.latent_search import gradient_reconstruct, latent_prior, nearest_samples, powell_reconstruct, squared_error
-from victims.nets import ConditionalDiscriminator
+from victims.nets import ConditionalDiscriminator, NetConfig
+from victims.train import TrainConfig
 
 TINY_GAN = {
     "ipc": 2,
@@ -31,6 +32,8 @@ TINY_GAN = {
     "pbb_starts": 1,
     "pbb_evaluations": 10,
     "wb_steps": 3,
+    # the downstream ConvNet on the release, as conftest's TINY flags: no test here asserts on it
+    "train": TrainConfig(steps=10, net=NetConfig(width=8)),
 }
 
 
