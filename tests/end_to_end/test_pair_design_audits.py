@@ -56,6 +56,23 @@ def test_an_audit_of_another_design_has_no_pair_test(tmp_path, capsys):
     assert "record" not in summary["evaluation"]["canaries"]  # the entry is as before for every other kind
 
 
+def test_an_audit_in_rounds_runs_the_pair_design_look_by_look_without_a_pair_test(tmp_path, capsys):
+    # --until-decided under the design: looks at 16 and 32 runs (doubling from --first-look), each the one-run
+    # verdict of a fixed design at its share. Seed 0, claim (0.5, 1e-2) against marginals at --epsilon 1, whose own
+    # curve is (0.40, 1e-2)-DP: the first look's ceiling is 0 (not testable), the second's 0.79, consistent, so the
+    # looks run to the budget. No pair_test: the runs a sequential audit stops at depend on the targets' scores.
+    summary, out = audit(
+        tmp_path, capsys, "--dataset", "pair-3bin", "--n-shadow", "32", "--until-decided", "--first-look", "16",
+        "--claimed-epsilon", "0.5", "--claimed-delta", "1e-2", "--quiet",
+    )  # fmt: skip
+    rounds = summary["sequential"]
+    assert rounds["schedule"] == [16, 32] and [look["runs"] for look in rounds["looks"]] == [16, 32]
+    assert [look["verdict"] for look in rounds["looks"]] == ["epsilon_not_testable", "epsilon_consistent"]
+    assert rounds["stopped"] == "budget spent" and rounds["runs_used"] == summary["n_shadow"] == 32
+    assert summary["evaluation"]["canaries"]["record"] == "a=1,b=1,c=1"
+    assert "pair_test" not in summary and "pair test" not in out
+
+
 #: a user's pair: a binary feature and a binary label, D all ("lo", 0), the target ("hi", 1)
 PAIR = Schema(
     columns=(Column("x", "categorical", categories=("lo", "hi")), Column("y", "categorical", categories=(0, 1))),
