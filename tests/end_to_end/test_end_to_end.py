@@ -226,11 +226,13 @@ def test_psg_stays_below_its_formal_epsilon(tmp_path, epsilon):
 
 
 def test_a_killed_or_interrupted_audit_resumes_with_only_the_missing_runs(tmp_path):
-    # 8 runs of a width-16 ConvNet, 100 steps: ~0.5 s a run on a warm worker (1.7 s at the default
-    # width 64); most of each command's ~30 s is starting Python, Ray and its worker. Once 3 runs are
-    # stored, 4 more take four runs of the one worker (~2 s) before the kill could come too late; the
-    # test looks every 20 ms. The kill and the interrupt are each of a command running on Ray; the
-    # resume is about the run store, so it runs in this process without Ray (`run_cli`'s reason).
+    # 8 runs of a width-16 ConvNet, 100 steps: ~0.5 s a run (1.7 s at the default width 64); most of
+    # each command's time is starting Python (and for the interrupt, Ray and its worker). Once 3 runs
+    # are stored, 4 more take ~2 s before the kill could come too late; the test looks every 20 ms. The
+    # kill -9 is of a command training inline: what it checks (a finished run is never lost or rewritten,
+    # a half-written one never kept) is the run store's, whoever trains (a node killed under Ray:
+    # tests/shadow_runs/test_cluster.py). The interrupt is of a command running on Ray, as Ctrl-C stops
+    # the driver and its Ray processes together; the resume runs in this process (`run_cli`'s reason).
     flags = ["--victim", "real", "--n-shadow", "8", "--train-steps", "100", "--train-net-width", "16", "--workers", "1"]
     command = [sys.executable, "-m", "audit.lira", "--runs-dir", str(tmp_path), *flags]
 
@@ -242,11 +244,11 @@ def test_a_killed_or_interrupted_audit_resumes_with_only_the_missing_runs(tmp_pa
             if p.with_suffix(".npz").exists()
         }
 
-    def start_and_wait_for(runs):
+    def start_and_wait_for(runs, *extra):
         # a process group of its own, SIGINT at its default (a shell's background jobs ignore it,
         # and Python would then never raise KeyboardInterrupt)
         process = subprocess.Popen(
-            command,
+            [*command, *extra],
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
@@ -257,8 +259,8 @@ def test_a_killed_or_interrupted_audit_resumes_with_only_the_missing_runs(tmp_pa
             time.sleep(0.02)
         return process
 
-    process = start_and_wait_for(3)
-    os.killpg(process.pid, signal.SIGKILL)  # kill -9 the audit and its Ray processes mid-run
+    process = start_and_wait_for(3, "--executor", "inline")
+    os.killpg(process.pid, signal.SIGKILL)  # kill -9 the audit mid-run
     process.wait()
     killed = finished_runs()
     assert 3 <= len(killed) < 7, "the kill should land part-way"
