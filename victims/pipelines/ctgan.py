@@ -4,7 +4,7 @@ package, trained per run on the members and sampling `rows` records. No formal c
 
 Its numbers are rounded and clipped into the columns' public bounds: post-processing with the
 public schema alone, so it leaks nothing the sample did not. Its numpy and torch generators are
-seeded by the run's seed and it runs on the CPU on one torch thread, so a seed gives one release.
+seeded by the run's seed and it runs on the CPU in one process on one torch thread, so a seed gives one release.
 The defaults (30 epochs, widths 64) are far smaller than CTGAN's own, to keep an audit in minutes
 (docs/results/tabular.md, "Cost")."""
 
@@ -36,14 +36,19 @@ def _ctgan_class() -> Any:
 
 
 @contextlib.contextmanager
-def one_torch_thread():
-    """torch on one intra-op thread inside the block; the caller's count afterwards."""
+def one_process_one_thread():
+    """Inside the block: torch on one intra-op thread (the caller's count afterwards), and joblib, which
+    CTGAN's data transformer asks for every core, sequential: no worker processes to start and import
+    torch and pandas again in each run (the executor runs the runs side by side). Each column is
+    transformed from the same state either way, so the release is the same."""
+    import joblib
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        yield
+        with joblib.parallel_config(backend="sequential"):
+            yield
     finally:
         torch.set_num_threads(threads)
 
@@ -105,7 +110,7 @@ class CTGANRelease(TableRelease):
             enable_gpu=False,
         )
         model.set_random_state(int(seed % 2**31))
-        with one_torch_thread():
+        with one_process_one_thread():
             model.fit(frame, discrete_columns=discrete)
             sampled = model.sample(self.rows)
         x, y = schema.encode(clip_to_schema(sampled, schema), where="CTGAN's sample")
