@@ -79,10 +79,14 @@ def choose_attack(samples: dict, *, confidence: float, delta: float) -> tuple[st
     return best, predicted
 
 
-def pair_entry(samples: dict, *, confidence: float, delta: float, claim=None) -> dict:
+def pair_entry(samples: dict, *, confidence: float, delta: float, claim=None, declared: str | None = None) -> dict:
     """summary.json's `pair_test`: the chosen attack's `threshold_audit` at `confidence` and `delta`
     (the claim's), its counts, the references' predictions, and against `claim` (a `audit.claim.Claim`
-    with both parts, or None) whether its bounds exceed what the claim allows."""
+    with both parts, or None) whether its bounds exceed what the claim allows. An attack `declared`
+    before the audit (`--verdict-attack`) is the only candidate: its direction and threshold are still
+    chosen on the references."""
+    if declared is not None:
+        samples = {a: found for a, found in samples.items() if a == declared}
     attack, predicted = choose_attack(samples, confidence=confidence, delta=delta)
     entry: dict = {
         "design": "worst-case neighbours: D or D plus the target, by the target's coin",
@@ -92,9 +96,11 @@ def pair_entry(samples: dict, *, confidence: float, delta: float, claim=None) ->
         "objective": OBJECTIVE,
         "predicted_mu": {a: _finite(v) for a, v in predicted.items()},
         "attack": attack,
+        "chosen_by": "references" if declared is None else "declared",
     }
     if attack is None:
-        return {**entry, "note": "no attack scored the target on both sides of the reference and the target runs"}
+        which = "no attack" if declared is None else f"the declared attack {declared} never"
+        return {**entry, "note": f"{which} scored the target on both sides of the reference and the target runs"}
     ref_in, ref_out, judged_in, judged_out = samples[attack]
     audit = threshold_audit(
         ref_in, ref_out, judged_in, judged_out, delta=delta, confidence=confidence, objective=OBJECTIVE

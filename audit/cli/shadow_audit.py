@@ -284,12 +284,14 @@ class ShadowAudit:
 
 def pair_test(result: AuditResult, runs, scores, choices, targets, variance, canaries) -> dict:
     """summary.json's `pair_test` (`audit.pair_design`) of a fixed design's runs: the canary column's
-    scores, at the audit's confidence and the checked claim's δ (else the audit's own)."""
+    scores, at the audit's confidence and the checked claim's δ (else the audit's own), on the
+    `--verdict-attack` alone where one was declared."""
     column = int(np.flatnonzero(canaries.scored)[0])
     samples = pair_design.pair_samples(runs, scores, choices, targets, variance=variance, column=column)
     checked = result.checked_claim()
     delta = checked.delta if checked is not None else (result.delta or 0.0)
-    return pair_design.pair_entry(samples, confidence=result.confidence, delta=delta, claim=checked)
+    declared = result.evaluation.get("verdict_attack")
+    return pair_design.pair_entry(samples, confidence=result.confidence, delta=delta, claim=checked, declared=declared)
 
 
 def quiet_lines(result: AuditResult, path) -> str:

@@ -72,3 +72,22 @@ def test_against_the_claim_the_exact_epsilon_and_the_gaussian_mu():
 def test_no_attack_scoring_both_sides_gives_a_note():
     entry = pair_entry({}, confidence=0.95, delta=0.0)
     assert entry["attack"] is None and "no attack" in entry["note"]
+
+
+def test_a_declared_attack_is_the_only_candidate_its_threshold_still_chosen_on_the_references():
+    # the same two attacks as above: the references would choose "strong"; declared, "weak" is judged, with the
+    # direction and threshold its own references choose (the same as "weak" alone), and a declared attack that
+    # scored no side is a note, not another attack
+    samples = {
+        "weak": gaussian_samples(0.3, n_ref=400, n_judged=400, seed=0),
+        "strong": gaussian_samples(2.0, n_ref=400, n_judged=400, seed=1),
+    }
+    assert pair_entry(samples, confidence=0.95, delta=1e-2)["chosen_by"] == "references"
+    declared = pair_entry(samples, confidence=0.95, delta=1e-2, declared="weak")
+    alone = pair_entry({"weak": samples["weak"]}, confidence=0.95, delta=1e-2)
+    assert declared["attack"] == "weak" and declared["chosen_by"] == "declared"
+    assert {k: declared[k] for k in ("sign", "threshold", "tp", "fp", "mu_lower")} == {
+        k: alone[k] for k in ("sign", "threshold", "tp", "fp", "mu_lower")
+    }
+    missing = pair_entry(samples, confidence=0.95, delta=1e-2, declared="pairs")
+    assert missing["attack"] is None and missing["note"].startswith("the declared attack pairs never scored")
