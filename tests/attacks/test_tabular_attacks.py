@@ -163,9 +163,9 @@ def test_a_tabular_audit_scores_the_table_attacks(tmp_path):
     # the asserted attacks score the release alone, so a 10-round downstream classifier leaves them as they were
     # with the default 100 rounds (at 8 runs: the same AUCs and bounds to the last digit). 4 runs (2 targets):
     # AUC over seeds 0-4 mean / sd / min: dcr 0.922 / 0.003 / 0.919, dcr_lira 0.901 / 0.010 / 0.888, domias
-    # 0.780 / 0.005 / 0.771, queries 0.622 / 0.007 / 0.613, every eps_lower a number (python /tmp/att.py
-    # --n-shadow 4 --classifier-iterations 10 --seed S, printing the four from summary.json; 2026-11-29): 0.5 is
-    # far below each minimum
+    # 0.780 / 0.005 / 0.771, queries 0.622 / 0.007 / 0.613, every eps_lower a number (`python -m audit.lira --victim
+    # tabular-real --dataset fair --n-shadow 4 --classifier-iterations 10 --executor inline --quiet --seed S`, the
+    # four read from summary.json; 2026-11-29): 0.5 is far below each minimum
     flags = ["--victim", "tabular-real", "--dataset", "fair", "--n-shadow", "4", "--classifier-iterations", "10"]
     summary = audited(tmp_path, *flags)
     for name in ("dcr", "dcr_lira", "domias", "queries"):
