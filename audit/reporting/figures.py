@@ -41,6 +41,7 @@ def plot_roc(ax, curves: Mapping[str, tuple[np.ndarray, np.ndarray]], *, scale: 
     ax.plot([low, 1], [low, 1], "k--", lw=0.8, label="chance")
     if scale == "log":
         ax.set(xscale="log", yscale="log")
+        _plain_decades(ax)
     ax.set(xlim=(low, 1), ylim=(low, 1), xlabel="false positive rate", ylabel="true positive rate")
     if title:
         ax.set_title(title, fontsize=9)
@@ -48,11 +49,23 @@ def plot_roc(ax, curves: Mapping[str, tuple[np.ndarray, np.ndarray]], *, scale: 
     ax.grid(True, which="major", alpha=0.3)
 
 
+def _plain_decades(ax) -> None:
+    """Log axes labelled at their decades in plain numbers (0.01, 0.1, 1), without minor ticks (mathtext
+    labels and minor ticks were most of the time an audit's figure took to draw)."""
+    from matplotlib.ticker import FuncFormatter
+
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.minorticks_off()
+
+
 def roc_png(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], *, title: str = "", scale: str = "log") -> bytes:
-    """`plot_roc` on a figure of its own, as PNG bytes."""
+    """`plot_roc` on a figure of its own, as PNG bytes, its margins fixed (room for the axis labels
+    and a one-line title) rather than measured by a second drawing."""
     fig = _figure(figsize=(4.6, 4.6), dpi=100)
     plot_roc(fig.subplots(), curves, scale=scale, title=title)
-    return _png(fig)
+    fig.subplots_adjust(left=0.15, bottom=0.1, right=0.97, top=0.94)
+    return _png(fig, tight=False)
 
 
 def to_display(images: np.ndarray) -> np.ndarray:
@@ -108,7 +121,7 @@ def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def _png(fig) -> bytes:
+def _png(fig, *, tight: bool = True) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight")
+    fig.savefig(buf, format="png", bbox_inches="tight" if tight else None)
     return buf.getvalue()
