@@ -4,6 +4,7 @@ the command line (`audit.cli.victim_flags`) and a release audit (`audit.releases
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import Any, Mapping
@@ -11,23 +12,30 @@ from typing import Any, Mapping
 from victims.base import get_victim
 
 
-def config_fields(cls: type, prefix: tuple[str, ...] = ()):
-    """(path, type, field) for every scalar field of a victim dataclass, nested ones flattened."""
+@functools.cache
+def config_fields(cls: type) -> tuple[tuple[tuple[str, ...], type, dataclasses.Field], ...]:
+    """(path, type, field) for every scalar field of a victim dataclass, nested ones flattened (worked
+    out once per class: a command line's parser asks for every victim's)."""
+    return tuple(_scalar_fields(cls, ()))
+
+
+def _scalar_fields(cls: type, prefix: tuple[str, ...]):
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         kind = hints[f.name]
         if dataclasses.is_dataclass(kind):
-            yield from config_fields(kind, prefix + (f.name,))
+            yield from _scalar_fields(kind, prefix + (f.name,))
             continue
         if isinstance(kind, types.UnionType):  # `int | None`
             kind = next(a for a in typing.get_args(kind) if a is not type(None))
         yield prefix + (f.name,), kind, f
 
 
-def takes(cls: type) -> set[str]:
+@functools.cache
+def takes(cls: type) -> frozenset[str]:
     """The field paths ("train__steps") a victim takes: `build_victim` refuses any other, and its
     `--help` lists no other (`audit.cli.victim_flags.add_victim_flags`)."""
-    return {"__".join(path) for path, _, _ in config_fields(cls)}
+    return frozenset("__".join(path) for path, _, _ in config_fields(cls))
 
 
 def flag_name(path: tuple[str, ...]) -> str:

@@ -79,10 +79,11 @@ def add_victim_flags(parser: argparse.ArgumentParser, argv: list[str] | None = N
     choices: dict[str, dict] = {}  # dest -> every victim's choices, in order (each victim checks its own)
     classes = victim_classes(argv)
     for name, cls in classes.items():
+        instance = _instance(cls)
         for path, kind, f in config_fields(cls):
             flags.setdefault(_dest(path), (path, kind, f))
             helps.setdefault(_dest(path), {}).setdefault(f.metadata.get("help", ""), []).append(name)
-            defaults.setdefault(_dest(path), {}).setdefault(_default(cls, path, f), []).append(name)
+            defaults.setdefault(_dest(path), {}).setdefault(_default(instance, path, f), []).append(name)
             choices.setdefault(_dest(path), {}).update(dict.fromkeys(f.metadata.get("choices", ())))
     for dest, (path, kind, f) in flags.items():
         texts = helps[dest]
@@ -110,15 +111,21 @@ def add_victim_flags(parser: argparse.ArgumentParser, argv: list[str] | None = N
         group.add_argument(flag_name(path), **kwargs)
 
 
-def _default(cls: type, path: tuple[str, ...], f: dataclasses.Field) -> str | None:
-    """The value of the field at `path` in `cls()`, the victim's defaults; None if it has none, or if
-    the field's own default is None (a value worked out later, as its help says: from --preset, ...)."""
-    if f.default is None:
-        return None
+def _instance(cls: type):
+    """`cls()`, the victim with its defaults; None for a victim class (a module:Class of the user's)
+    that needs arguments."""
     try:
-        value = functools.reduce(getattr, path, cls())
-    except Exception:  # a victim class (a module:Class of the user's) that needs arguments: no default shown
+        return cls()
+    except Exception:
         return None
+
+
+def _default(instance, path: tuple[str, ...], f: dataclasses.Field) -> str | None:
+    """The value of the field at `path` in `instance` (`_instance`); None if there is none, or if the
+    field's own default is None (a value worked out later, as its help says: from --preset, ...)."""
+    if f.default is None or instance is None:
+        return None
+    value = functools.reduce(getattr, path, instance)
     return None if value is None else str(value)
 
 
