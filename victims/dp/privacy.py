@@ -70,10 +70,11 @@ def noise_multiplier_for(
         )
 
 
+@functools.lru_cache(maxsize=256)
 def epsilon_spent(
     *, noise_multiplier: float, sample_rate: float, steps: int, delta: float, accountant: str = "rdp"
 ) -> float:
-    """The accountant's epsilon at `delta` after `steps` subsampled Gaussian steps."""
+    """The accountant's epsilon at `delta` after `steps` subsampled Gaussian steps. Memoised."""
     from opacus.accountants import create_accountant
 
     _check(delta=delta, sample_rate=sample_rate, steps=steps, accountant=accountant)
