@@ -6,6 +6,7 @@ provenance), plus its `environment()` where it has one (`command`). A run store 
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -64,9 +65,11 @@ def _source_path(name: str) -> Path | None:
     return Path(spec.origin)
 
 
-def _imports(source: bytes, name: str, *, is_package: bool) -> list[str]:
+@functools.lru_cache(maxsize=1024)
+def _imports(source: bytes, name: str, *, is_package: bool) -> tuple[str, ...]:
     """The modules `source` (of module `name`) imports, absolute names; `from p import m` names both
-    p and p.m (m may be a module or an attribute: a name that is no module is skipped later)."""
+    p and p.m (m may be a module or an attribute: a name that is no module is skipped later).
+    Memoised by the source itself, so an edited module is parsed again."""
     here = name if is_package else name.rpartition(".")[0]
     out = []
     for node in ast.walk(ast.parse(source)):
@@ -80,4 +83,4 @@ def _imports(source: bytes, name: str, *, is_package: bool) -> list[str]:
                 base = f"{parent}.{base}" if base else parent
             out.append(base)
             out.extend(f"{base}.{alias.name}" for alias in node.names)
-    return out
+    return tuple(out)
