@@ -69,7 +69,9 @@ def audit_in_process(runs_dir: Path, *flags: str) -> int:
 def test_the_readme_victim_is_audited_end_to_end_from_a_file_outside_the_package(
     plugin_dir, tmp_path, capsys, monkeypatch
 ):
-    flags = ("--victim", "my_victim:SoftmaxRegression", "--n-shadow", "6", "--inverse-regularisation", "0.5")
+    # 4 runs (the fewest the attacks need), not 6: 1.3 CPU-s less in the subprocess alone; what is asserted is
+    # the design's arithmetic, each run's accuracy and the store's identity, not an attack's power
+    flags = ("--victim", "my_victim:SoftmaxRegression", "--n-shadow", "4", "--inverse-regularisation", "0.5")
     done = run_audit(plugin_dir, tmp_path / "runs", *flags)
     assert done.returncode == 0, done.stderr
     (root,) = (tmp_path / "runs").iterdir()
@@ -78,9 +80,9 @@ def test_the_readme_victim_is_audited_end_to_end_from_a_file_outside_the_package
     experiment = json.loads((root / "experiment.json").read_text())
     assert experiment["victim"] == "softmax-regression"
     assert experiment["config"] == {"inverse_regularisation": 0.5, "max_iter": 300}  # its fields are its flags
-    assert summary["utility"]["test_accuracy"] > 0.9  # logistic regression on digits: 0.95 measured
+    assert summary["utility"]["test_accuracy"] > 0.9  # logistic regression on digits: 0.951 (sd 0.006 over 4 runs)
     assert {"loss", "lira_online", "lira_offline", "rmia", "rmia_offline"} <= set(summary["attacks"])
-    assert summary["evaluation"]["n_canaries"] == 3 * 1500  # 3 targets of 6 runs, every example a canary
+    assert summary["evaluation"]["n_canaries"] == 2 * 1500  # 2 targets of 4 runs, every example a canary
     recorded = experiment["victim_source"]
     assert recorded["modules"] == ["my_victim"] and len(recorded["sha256"]) == 64  # the plugin's own module
     # Changed code: the store of the old code's runs is refused, naming both hashes and the way to keep them.

@@ -2,13 +2,15 @@
 test_command_victim.py audits digits with `--victim subset`, with `--victim subset_as_command:SubsetGenerator`
 and with `--victim command` running this file (docs/contracts.md, "A pipeline as a command").
 
-As the command of a pipeline of kind "images" (`python subset_as_command.py --ipc K --n-classes C`) it
-reads what a run hands it, MIA_MEMBERS (the members' x, y, in pool order) and MIA_SEED, and writes
-to MIA_OUT the K images per class that `SubsetVictim.choose` draws with the run's seed, called on the
+As the command of a batched pipeline of kind "images" (`python subset_as_command.py --ipc K --n-classes C`,
+`batch = N`: its start imports the suite, torch among it, ~5 CPU-s, once for N seeds) it reads each job
+of MIA_JOBS in turn, the members (the members' x, y, in pool order) and the seed, and writes to the
+job's `out` the K images per class that `SubsetVictim.choose` draws with that seed, called on the
 members alone: the members of class c are the pool rows of class c in the same order, so the same
 draw picks the same images without the pool rows the command never sees. (MIA_EXPECTED_MEMBERS is
 not needed: subset is not calibrated to the member count.) It prints one JSON line naming the
-interpreter and the `victims` it imported, which the run keeps in runs/<r>.json's `command.stdout`.
+interpreter and the `victims` it imported, which each run of the call keeps in runs/<r>.json's
+`command.stdout`.
 
 `SubsetGenerator` is the in-process path a generator of your own takes (`SyntheticDataVictim`,
 README "Audit your own generator"): subset's choice on the pool rows, then the downstream ConvNet
@@ -61,15 +63,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ipc", type=int, required=True, help="images per class, as subset's --ipc")
     parser.add_argument("--n-classes", type=int, required=True, help="the pool's classes (the members may lack one)")
     args = parser.parse_args(argv)
-    with np.load(os.environ["MIA_MEMBERS"]) as members:
-        x, y = members["x"], members["y"]
-    try:
-        release_x, release_y = subset_of_members(
-            x, y, ipc=args.ipc, n_classes=args.n_classes, seed=int(os.environ["MIA_SEED"])
-        )
-    except ValueError as e:  # a class with fewer than ipc members: the run fails with subset's own line
-        sys.exit(str(e))
-    np.savez(os.environ["MIA_OUT"], x=release_x, y=release_y)
+    with open(os.environ["MIA_JOBS"]) as f:
+        jobs = json.load(f)
+    for job in jobs:
+        with np.load(job["members"]) as members:
+            x, y = members["x"], members["y"]
+        try:
+            release_x, release_y = subset_of_members(x, y, ipc=args.ipc, n_classes=args.n_classes, seed=job["seed"])
+        except ValueError as e:  # a class with fewer than ipc members: the run fails with subset's own line
+            sys.exit(str(e))
+        np.savez(job["out"], x=release_x, y=release_y)
     print(json.dumps({"prefix": sys.prefix, "executable": sys.executable, "victims": victims.__file__}))
 
 

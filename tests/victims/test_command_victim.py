@@ -192,22 +192,6 @@ def test_a_command_that_fails_or_runs_out_of_time_is_one_line_with_its_log(table
 
 
 # -- the audit --------------------------------------------------------------------------------------
-def test_a_table_audit_of_four_runs_end_to_end(copier, tmp_path):
-    runs = tmp_path / "runs"
-    assert (
-        lira.main(["--runs-dir", str(runs), *TABLE_FLAGS, "--pipeline", copier.pipeline, "--n-shadow", "4", *QUICK])
-        == 0
-    )
-    (store,) = runs.iterdir()
-    summary = json.loads((store / "audit" / "summary.json").read_text())
-    assert summary["victim"] == "command" and summary["n_shadow"] == 4
-    assert (summary["formal_epsilon"], summary["delta"]) == (2.5, 1e-6)  # the command's own claim
-    assert {"lira_online", "dcr"} <= set(summary["attacks"])
-    experiment = json.loads((store / "experiment.json").read_text())
-    assert set(experiment["victim_source"]["environment"]["files"]) == {"pipeline.toml"}
-    assert json.loads((store / "runs" / "00003.json").read_text())["command"]["claim"]["accountant"] == "none"
-
-
 def test_an_image_audit_of_four_runs_end_to_end(imager, tmp_path):
     runs = tmp_path / "runs"
     flags = ["--victim", "command", "--pipeline", imager.pipeline, "--train-steps", "10", "--train-net-width", "8"]
@@ -261,13 +245,22 @@ def test_a_release_that_does_not_fit_the_pool_exits_2_in_one_line(tmp_path, caps
     assert re.search(message, err), err
 
 
-def test_a_changed_environment_is_refused_unless_its_runs_are_kept_on_purpose(copier, tmp_path, capsys):
+def test_a_table_audit_of_four_runs_end_to_end_and_a_changed_environment_is_refused_unless_kept_on_purpose(
+    copier, tmp_path, capsys
+):
+    # the first audit is also the table audit end to end (one audit of 4 runs checks both)
+    assert set(copier.environment()["files"]) == {"pipeline.toml"}  # a pipeline file that names no other file
     toml = write_pipeline(tmp_path / "p", COPY_ROWS, requirements="requirements.lock", source=["pipeline.py"])
     lock = tmp_path / "p" / "requirements.lock"
     lock.write_text("numpy==2.1.0\n")
     flags = ["--runs-dir", str(tmp_path / "runs"), *TABLE_FLAGS, "--pipeline", str(toml), "--n-shadow", "4", *QUICK]
     assert lira.main(flags) == 0
     (store,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((store / "audit" / "summary.json").read_text())
+    assert summary["victim"] == "command" and summary["n_shadow"] == 4
+    assert (summary["formal_epsilon"], summary["delta"]) == (2.5, 1e-6)  # the command's own claim
+    assert {"lira_online", "dcr"} <= set(summary["attacks"])
+    assert json.loads((store / "runs" / "00003.json").read_text())["command"]["claim"]["accountant"] == "none"
     before = json.loads((store / "experiment.json").read_text())
     assert set(before["victim_source"]["environment"]["files"]) == {"pipeline.toml", "requirements.lock", "pipeline.py"}
     lock.write_text("numpy==2.2.0\n")
@@ -286,12 +279,15 @@ def test_a_changed_environment_is_refused_unless_its_runs_are_kept_on_purpose(co
 
 
 def test_an_interrupted_audit_resumes_with_only_the_missing_runs_and_leaves_no_command_running(tmp_path):
-    # Each run's command writes its pid and sleeps 1 s; Ctrl-C (SIGINT to the audit's process group, so the
-    # audit is a process of its own) lands while a later run's command runs, in a session of its own: the
-    # audit kills it and exits 130. The resume is about the run store: `main` in this process.
-    script = "import os, time\nopen(f'pids/{os.getpid()}', 'w').close()\ntime.sleep(1)\n" + COPY_ROWS
+    # Each run's command writes its pid and sleeps 1 s while the file `slow` is there; Ctrl-C (SIGINT to the
+    # audit's process group, so the audit is a process of its own) lands while a later run's command runs,
+    # in a session of its own: the audit kills it and exits 130. The resume is about the run store: `main`
+    # in this process, `slow` removed (its 3 runs need not wait: 3 s of the test's wall).
+    script = "import os, time\nopen(f'pids/{os.getpid()}', 'w').close()\n"
+    script += "if os.path.exists('slow'):\n    time.sleep(1)\n" + COPY_ROWS
     toml = write_pipeline(tmp_path / "p", script)
     (tmp_path / "p" / "pids").mkdir()
+    (tmp_path / "p" / "slow").touch()
     flags = ["--runs-dir", str(tmp_path / "runs"), *TABLE_FLAGS, "--pipeline", str(toml), "--n-shadow", "4"]
     command = [sys.executable, "-m", "audit.lira", *flags, "--executor", "inline"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -315,6 +311,7 @@ def test_an_interrupted_audit_resumes_with_only_the_missing_runs_and_leaves_no_c
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # no command left running
     kept = {p: p.stat().st_mtime_ns for p in runs()}
+    (tmp_path / "p" / "slow").unlink()
     assert lira.main([*flags, *QUICK]) == 0
     assert len(runs()) == 4 and {p: p.stat().st_mtime_ns for p in kept} == kept
     assert len(list((tmp_path / "p" / "pids").iterdir())) == 2 + 3  # only the 3 missing runs ran again
@@ -356,10 +353,12 @@ def audited(store: Path) -> dict:
 def test_an_image_command_in_another_environment_gives_the_in_process_audit_and_subsets_release(
     pool, tmp_path, monkeypatch, tiny_flags
 ):
-    """~20 s on a loaded core (three audits of 4 runs; the command's 4 runs each import the suite anew).
-    Digits audited three ways: the built-in `subset`; `SubsetGenerator`, subset's choice as a generator of
-    your own, in process; and `--victim command` running subset_as_command.py, which makes subset's choice
-    from the members alone, under the interpreter of a virtual environment of its own.
+    """Three audits of 4 runs. Digits audited three ways: the built-in `subset`; `SubsetGenerator`, subset's
+    choice as a generator of your own, in process; and `--victim command` running subset_as_command.py,
+    which makes subset's choice from the members alone, under the interpreter of a virtual environment of
+    its own. The command is batched (`batch = 4`: the 4 seeds in one call, whose start imports the suite,
+    ~5 CPU-s, once instead of 4 times); a batched call fits each seed as an unbatched one does
+    (test_batched_command.py), and `imager`'s tests run an unbatched image command.
 
     The command and the in-process generator give the same audit, bit for bit: releases, downstream
     logits, test accuracy, summary.json's attacks and verdict. Against the built-in `subset` the releases
@@ -377,6 +376,7 @@ def test_an_image_command_in_another_environment_gives_the_in_process_audit_and_
         args=["--ipc", str(IPC), "--n-classes", str(pool.n_classes)],
         python=python,
         source=["pipeline.py"],
+        batch=4,
     )
     monkeypatch.delenv("PYTHONPATH", raising=False)  # the command finds the suite through its .pth alone
     monkeypatch.syspath_prepend(str(SUBSET_AS_COMMAND.parent))  # the in-process generator's module
@@ -391,8 +391,9 @@ def test_an_image_command_in_another_environment_gives_the_in_process_audit_and_
     in_process = audit("subset_as_command:SubsetGenerator", "--ipc", str(IPC))
     command = audit("command", "--pipeline", str(toml))
 
-    # the command ran under the other environment's interpreter, on this checkout's code
+    # the command ran under the other environment's interpreter, on this checkout's code, in one call
     for record in command["records"]:
+        assert record["command"]["seeds_in_call"] == [r["seed"] for r in command["records"]]
         ran = json.loads(record["command"]["stdout"])
         assert Path(ran["prefix"]) == tmp_path / "env" and ran["prefix"] != sys.prefix
         assert Path(ran["executable"]).parent == python.parent and Path(ran["victims"]).is_relative_to(ROOT)
@@ -450,11 +451,14 @@ def test_the_report_says_the_verdict_was_fixed_before_the_audit_as_the_terminal_
     # A release that ignores its members (the members' first row is a natural record, a member of
     # every run under the fixed remainder): the reference runs predict a bound of 0 for every
     # attack, so the verdict's attack and count are fixed in advance (summary.json's
-    # verdict.chosen_by "fixed"), and the report's reason must say so, not "chosen on the reference runs"
+    # verdict.chosen_by "fixed"), and the report's reason must say so, not "chosen on the reference runs".
+    # 4 runs, not 8: the release ignores its members at any run count, and at 4 the reference runs (2
+    # pseudo-targets) still predict 0 for every attack they tune (each reference_choice's
+    # predicted_eps_lower_fdp 0.0 in this audit's summary.json, looked at once)
     toml = write_pipeline(tmp_path / "constant", CONSTANT, args=["{members}", "{out}"])
     runs = tmp_path / "runs"
     flags = ["--pipeline", str(toml), "--epsilon", "1", "--canaries", "4", "--canary-kind", "unseen"]
-    flags += ["--plan", "fixed-remainder", "--n-shadow", "8", "--runs-dir", str(runs)]
+    flags += ["--plan", "fixed-remainder", "--n-shadow", "4", "--runs-dir", str(runs)]
     assert lira.main([*TABLE_FLAGS, *flags, *QUICK]) == 0
     store = next(runs.iterdir())
     assert json.loads((store / "audit" / "summary.json").read_text())["verdict"]["chosen_by"] == "fixed"

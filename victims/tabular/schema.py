@@ -83,7 +83,11 @@ class Column:
 
     def _category_indices(self, values: np.ndarray, *, where: str) -> np.ndarray:
         lookup = {_category_key(c): i for i, c in enumerate(self.categories)}
-        found = np.array([lookup.get(_category_key(v), -1) for v in values], dtype=np.int64)
+        try:  # each distinct value's key once, a value known by its type too (True == 1, but is text)
+            index = {tv: lookup.get(_category_key(tv[1]), -1) for tv in {(type(v), v) for v in values}}
+            found = np.array([index[(type(v), v)] for v in values], dtype=np.int64)
+        except TypeError:  # an unhashable value: every value's key in turn
+            found = np.array([lookup.get(_category_key(v), -1) for v in values], dtype=np.int64)
         if (found < 0).any():
             bad = values[found < 0][0]
             raise DataError(
