@@ -12,12 +12,19 @@ Gaussian.
 from __future__ import annotations
 
 import math
+import statistics
 from statistics import NormalDist
 from typing import Callable
 
 TRADEOFFS = ("eps-delta", "gaussian")
 _SEARCH_STEPS = 40
 _NORMAL = NormalDist()
+# Φ and Φ⁻¹ as `_NORMAL.cdf` and `_NORMAL.inv_cdf` compute them (statistics.py, μ = 0, σ = 1): cdf(x) is
+# 0.5 (1 + erf((x - 0.0) / (1.0 · √2))), the same floats as 0.5 (1 + erf(x / √2)); inv_cdf(p) is, for 0 < p < 1,
+# its module's `_normal_dist_inv_cdf(p, 0.0, 1.0)`. Called directly in `gaussian_rejects`'s loop: same answers
+# (tests/audit/test_fdp.py), fewer calls.
+_SQRT2 = math.sqrt(2.0)
+_INV_CDF = statistics._normal_dist_inv_cdf
 
 
 def check_tradeoff(tradeoff: str) -> str:
@@ -54,10 +61,13 @@ def gaussian_blow_up_inverse(mu: float) -> Callable[[float], float]:
 def fdp_rejects(blow_up_inverse: Callable[[float], float], *, m: int, guesses: int, correct: int, alpha: float) -> bool:
     """Whether `correct` right guesses of `guesses` among `m` canaries reject "f-DP" at level `alpha`: from r = α c / m,
     h = α (c' - c) / m, for i = c - 1..0, h ← max(h, B⁻¹(r)), r ← r + i / (c' - i) · (h_new - h_old); reject if r + h >
-    c' / m. B⁻¹ is f's inverse blow-up (B = 1 - f); a step that leaves h unchanged leaves every later one so."""
+    c' / m. B⁻¹ is f's inverse blow-up (B = 1 - f); a step that leaves h unchanged leaves every later one so. Neither r
+    nor h ever falls, nor (rounding being monotone) does their floating-point sum, so the test stops at the first step
+    whose r + h is above c' / m: the answer the last step gives."""
     _check_counts(m=m, guesses=guesses, correct=correct, alpha=alpha)
     if correct == 0:
         return False
+    threshold = guesses / m
     r = alpha * correct / m
     h = alpha * (guesses - correct) / m
     for i in range(correct - 1, -1, -1):
@@ -66,7 +76,9 @@ def fdp_rejects(blow_up_inverse: Callable[[float], float], *, m: int, guesses: i
             break
         r = min(1.0, r + i / (guesses - i) * (new_h - h))
         h = new_h
-    return r + h > guesses / m
+        if r + h > threshold:
+            return True
+    return r + h > threshold
 
 
 def _check_eps_delta(epsilon: float, delta: float) -> None:
@@ -90,12 +102,14 @@ def _check_counts(*, m: int, guesses: int, correct: int, alpha: float) -> None:
 
 def eps_delta_rejects(epsilon: float, delta: float, *, m: int, guesses: int, correct: int, alpha: float) -> bool:
     """`fdp_rejects(eps_delta_blow_up_inverse(epsilon, delta), ...)` with the inverse written into the
-    loop: the same floating-point operations, hence the same answers (tests/audit/test_fdp.py), faster."""
+    loop: the same floating-point operations and the same early stop, hence the same answers (tests/audit/test_fdp.py),
+    faster."""
     _check_eps_delta(epsilon, delta)
     _check_counts(m=m, guesses=guesses, correct=correct, alpha=alpha)
     if correct == 0:
         return False
     up, down, kept = math.exp(epsilon), math.exp(-epsilon), 1.0 - delta
+    threshold = guesses / m
     r = alpha * correct / m
     h = alpha * (guesses - correct) / m
     for i in range(correct - 1, -1, -1):
@@ -107,7 +121,9 @@ def eps_delta_rejects(epsilon: float, delta: float, *, m: int, guesses: int, cor
         if r > 1.0:
             r = 1.0
         h = new_h
-    return r + h > guesses / m
+        if r + h > threshold:
+            return True
+    return r + h > threshold
 
 
 def gaussian_rejects(mu: float, *, m: int, guesses: int, correct: int, alpha: float) -> bool:
@@ -116,18 +132,21 @@ def gaussian_rejects(mu: float, *, m: int, guesses: int, correct: int, alpha: fl
     _check_counts(m=m, guesses=guesses, correct=correct, alpha=alpha)
     if correct == 0:
         return False
-    cdf, inv_cdf = _NORMAL.cdf, _NORMAL.inv_cdf
-    r = alpha * correct / m
+    erf, inv_cdf = math.erf, _INV_CDF
+    threshold = guesses / m
+    r = alpha * correct / m  # > 0 and never falling: inv_cdf's 0 < r < 1 holds where it is called
     h = alpha * (guesses - correct) / m
     for i in range(correct - 1, -1, -1):
-        new_h = 1.0 if r >= 1.0 else cdf(inv_cdf(r) - mu)
+        new_h = 1.0 if r >= 1.0 else 0.5 * (1.0 + erf((inv_cdf(r, 0.0, 1.0) - mu) / _SQRT2))
         if new_h <= h:
             break
         r = r + i / (guesses - i) * (new_h - h)
         if r > 1.0:
             r = 1.0
         h = new_h
-    return r + h > guesses / m
+        if r + h > threshold:
+            return True
+    return r + h > threshold
 
 
 def _largest_rejected(rejected: Callable[[float], bool], *, smallest: float = 0.0) -> float:

@@ -5,10 +5,11 @@ import re
 
 import numpy as np
 import pytest
-from scipy.stats import norm
+from scipy.stats import binom, norm
 
 from audit.stats import guesses
 from audit.stats.epsilon import (
+    _binomial_pmf,
     epsilon_ceiling,
     epsilon_lower_bound,
     gaussian_dp_epsilon,
@@ -50,6 +51,16 @@ def test_p_value_delta_term_by_hand():
     #   tail P[B >= 2] = 1/4;  max over i of P[2-i <= B < 2] / i: i = 1: P[B = 1] = 1/2; i = 2: P[B < 2] / 2 = 3/8
     #   p-value = 1/4 + 2 * 10 * 0.01 * 1/2 = 0.35
     assert one_run_p_value(m=10, guesses=2, correct=2, epsilon=0.0, delta=0.01) == pytest.approx(0.35, rel=1e-12)
+
+
+def test_the_delta_term_s_binomial_pmf_is_scipy_s_to_the_last_bit():
+    # `_delta_ratio` reads the pmf without scipy's argument checks: on every k of a design, bit for bit
+    # (array_equal, not approx), at p = e^eps / (1 + e^eps) and at the ends of [0, 1]
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 10, 999, 1000, 24_000):
+        k = np.arange(n + 1)
+        for p in (0.0, 0.5, 1.0, 1.0 / (1.0 + math.exp(-2.345)), *rng.random(3)):
+            np.testing.assert_array_equal(_binomial_pmf(k[::-1], n, p), binom.pmf(k[::-1], n, p))
 
 
 def test_p_value_is_non_decreasing_in_epsilon():

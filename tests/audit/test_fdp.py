@@ -20,6 +20,7 @@ import re
 
 import numpy as np
 import pytest
+from scipy.special import ndtr, ndtri
 from scipy.stats import binom, norm
 
 from audit.epsilon import fdp_epsilon_lower_bound as exported_fdp_epsilon_lower_bound
@@ -69,7 +70,9 @@ def naive_eps_delta_inverse(epsilon, delta):
 
 def naive_gaussian_inverse(mu):
     """B⁻¹ of μ-GDP: G_μ(x) = Φ(Φ⁻¹(1 - x) - μ), B(x) = 1 - G_μ(x) = Φ(Φ⁻¹(x) + μ), so
-    B⁻¹(y) = Φ(Φ⁻¹(y) - μ) on [0, 1] (an argument above 1 read as 1, as above)."""
+    B⁻¹(y) = Φ(Φ⁻¹(y) - μ) on [0, 1] (an argument above 1 read as 1, as above). Φ and Φ⁻¹ are scipy's
+    `special.ndtr` and `special.ndtri`, what `scipy.stats.norm.cdf` and `.ppf` compute (test_naive_normal_is_scipy_s),
+    called without `norm`'s per-call argument handling (20x faster in the loops below)."""
 
     def inverse(y):
         y = min(y, 1.0)
@@ -77,9 +80,20 @@ def naive_gaussian_inverse(mu):
             return 0.0
         if y >= 1.0:
             return 1.0
-        return float(norm.cdf(norm.ppf(y) - mu))
+        return float(ndtr(ndtri(y) - mu))
 
     return inverse
+
+
+def test_naive_normal_is_scipy_s():
+    # the naive μ-GDP inverse's Φ and Φ⁻¹ are scipy.stats.norm's, bit for bit
+    y = np.concatenate([np.linspace(0.0, 1.0, 1001), [1e-300, 1e-12, 1 - 1e-12]])
+    np.testing.assert_array_equal(ndtri(y), norm.ppf(y))
+    x = np.linspace(-40.0, 40.0, 8001)
+    np.testing.assert_array_equal(ndtr(x), norm.cdf(x))
+    for mu in (0.0, 0.3, 1.7):
+        np.testing.assert_array_equal(ndtr(ndtri(y) - mu), norm.cdf(norm.ppf(y) - mu))
+        assert [naive_gaussian_inverse(mu)(v) for v in y[1:-4:50]] == list(norm.cdf(norm.ppf(y[1:-4:50]) - mu))
 
 
 def naive_recursion(inverse, *, m, guesses, correct, alpha):
