@@ -133,8 +133,22 @@ def victim(request):
 
 
 @pytest.fixture(scope="module")
-def observed(victim, pool, keep):
-    return victim.run(pool, keep, 7)
+def fast_run(pool, keep):
+    """`fast_run(name)`: victim `name`'s FAST run on the module's pool and members at seed 7, made once
+    per module (its observations are what several tests check; each run is seeded, so it is the same run)."""
+    runs = {}
+
+    def run(name: str):
+        if name not in runs:
+            runs[name] = get_victim(name)(**FAST[name]).run(pool, keep, 7)
+        return runs[name]
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def observed(victim, fast_run):
+    return fast_run(victim.name)
 
 
 def test_observations_have_the_documented_shapes(victim, pool, keep, observed):
@@ -151,8 +165,12 @@ def test_a_run_stores_reconstruction_losses_exactly_when_its_class_says_it_does(
     assert (type(victim).name in generator_victim_names()) == generator
 
 
-def test_same_seed_same_observations(victim, pool, keep, observed):
+def test_same_seed_same_observations_and_the_global_rng_left_alone(victim, pool, keep, observed):
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
     again = victim.run(pool, keep, 7)
+    assert torch.equal(torch.rand(3), expected)  # the run drew from its own generators only
     assert np.array_equal(again.logits, observed.logits)
     assert again.test_accuracy == observed.test_accuracy
     assert np.array_equal(again.init_idx, observed.init_idx)
@@ -181,22 +199,14 @@ def test_members_are_the_only_real_data_it_touches(victim, pool, keep, observed)
         assert np.array_equal(other.release_x, observed.release_x)
 
 
-def test_a_run_leaves_the_global_rng_alone(victim, pool, keep):
-    torch.manual_seed(123)
-    expected = torch.rand(3)
-    torch.manual_seed(123)
-    victim.run(pool, keep, 7)
-    assert torch.equal(torch.rand(3), expected)
-
-
-def test_dpsgd_records_the_accountants_epsilon(pool, keep):
-    obs = get_victim("dpsgd")(**FAST["dpsgd"]).run(pool, keep, 1)
+def test_dpsgd_records_the_accountants_epsilon(fast_run):
+    obs = fast_run("dpsgd")
     # Noise calibrated by opacus to spend epsilon=1 (to within its 0.01 search tolerance).
     assert obs.delta == 1e-5 and 0.99 <= obs.formal_epsilon <= 1.0
 
 
-def test_subset_keeps_ipc_member_images_per_class(pool, keep):
-    obs = get_victim("subset")(**FAST["subset"]).run(pool, keep, 1)
+def test_subset_keeps_ipc_member_images_per_class(pool, fast_run):
+    obs = fast_run("subset")
     assert np.array_equal(np.bincount(pool.y[obs.init_idx], minlength=10), np.full(10, 3))
 
 
@@ -507,12 +517,12 @@ def test_a_compiled_pack_equals_the_eager_pack(pool, keep):
 
 
 @pytest.mark.parametrize("name", ["dpsgd", "psg", "dpcgan", "dpkernel", "datalens"])
-def test_a_dp_victim_records_the_mechanism_its_accountant_composed(name, pool, keep):
+def test_a_dp_victim_records_the_mechanism_its_accountant_composed(name, fast_run):
     # The own-curve test (audit.stats.mechanism) checks this record: it must be the very mechanism
     # whose epsilon the run reports, so composing it again gives the recorded formal epsilon.
     from victims.dp.privacy import epsilon_spent
 
-    obs = get_victim(name)(**FAST[name]).run(pool, keep, 1)
+    obs = fast_run(name)
     mechanism = obs.mechanism
     assert set(mechanism) == {"noise_multiplier", "sample_rate", "steps"} and mechanism["noise_multiplier"] > 0
     accountant = getattr(get_victim(name)(**FAST[name]), "accountant", "rdp")

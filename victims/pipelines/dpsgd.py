@@ -38,6 +38,7 @@ from victims.dp.privacy import (
     accountant_field,
     epsilon_spent,
     gaussian_steps,
+    history_epsilon,
     noise_multiplier_for,
     per_example_gradients,
     poisson_batches,
@@ -227,7 +228,7 @@ class DPSGDVictim:
                     F.cross_entropy(model(x[batch]), y[batch], reduction="sum").backward()
                     optimizer.step()
                 epsilon = (
-                    accountant.get_epsilon(delta=self.delta)
+                    history_epsilon(tuple(accountant.history), delta=self.delta, accountant=self.accountant)
                     if accounted_steps == plan.steps
                     else epsilon_spent(  # told another step count than the hook has seen (a bug)
                         noise_multiplier=plan.noise_multiplier,
