@@ -5,7 +5,6 @@ proof, then a `Design` row in `audit.selftest.designs.designs`."""
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -89,10 +88,9 @@ def whitebox_sigma(claimed_epsilon: float) -> float:
     )
 
 
-@functools.lru_cache(maxsize=64)
 def whitebox_true_epsilon(sigma: float) -> float:
-    """The PRV accountant's ε at δ = 1e-5 of the white-box design at noise multiplier `sigma`. Memoised: every
-    `audit.selftest.designs.whitebox_designs` asks it (0.2 s a call)."""
+    """The PRV accountant's ε at δ = 1e-5 of the white-box design at noise multiplier `sigma` (memoised by
+    `victims.dp.privacy.history_epsilon`)."""
     from victims.dp.privacy import epsilon_spent
 
     return epsilon_spent(

@@ -73,7 +73,7 @@ def noise_multiplier_for(
 def epsilon_spent(
     *, noise_multiplier: float, sample_rate: float, steps: int, delta: float, accountant: str = "rdp"
 ) -> float:
-    """The accountant's epsilon at `delta` after `steps` subsampled Gaussian steps."""
+    """The accountant's epsilon at `delta` after `steps` subsampled Gaussian steps (`history_epsilon`'s, memoised)."""
     _check(delta=delta, sample_rate=sample_rate, steps=steps, accountant=accountant)
     return history_epsilon(((noise_multiplier, sample_rate, steps),), delta=delta, accountant=accountant)
 
